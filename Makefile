@@ -1,0 +1,51 @@
+# Every target bootstraps .venv when it is missing (Python 3.11 and pip are all it needs).
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+# The offline MNIST fixture the tests and stored outputs use (8,000 train / 2,000 test real digits).
+MNIST_SOURCE ?= ../shared/data/mnist
+FIXTURE := .cache/course-data
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: help lab test release solutions grade bench fixture clean
+
+help:
+	@echo "make lab        open JupyterLab on the course (learners start here)"
+	@echo "make test       run the whole test suite offline"
+	@echo "make solutions  rebuild and execute solutions/*/*.ipynb from their .pct.py sources [LESSONS=...]"
+	@echo "make release    regenerate notebooks/ from solutions/ with nbgrader"
+	@echo "make grade      autograde every submission in grading/submitted [ASSIGNMENT=...]"
+	@echo "make bench      time and measure every solution notebook and one autograde"
+
+$(BIN)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 is required, found {sys.version.split()[0]}"'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $@
+
+$(FIXTURE)/MNIST/raw/t10k-labels-idx1-ubyte: | $(BIN)/.installed
+	$(BIN)/python -m helpers.data build-offline --source $(MNIST_SOURCE) --dest $(FIXTURE)
+
+fixture: $(FIXTURE)/MNIST/raw/t10k-labels-idx1-ubyte
+
+lab: $(BIN)/.installed
+	$(BIN)/jupyter lab --notebook-dir=. notebooks/00_start_here/00_start_here.ipynb
+
+test: $(BIN)/.installed fixture
+	COURSE_DATA=$(abspath $(FIXTURE)) $(BIN)/python -m pytest tests solutions --nbval --nbval-current-env
+
+solutions: $(BIN)/.installed fixture
+	COURSE_DATA=$(abspath $(FIXTURE)) $(BIN)/python -m helpers.authoring build $(LESSONS)
+
+release: $(BIN)/.installed
+	$(BIN)/python -m helpers.grading release
+
+grade: $(BIN)/.installed
+	$(BIN)/python -m helpers.grading autograde $(ASSIGNMENT)
+
+bench: $(BIN)/.installed fixture
+	COURSE_DATA=$(abspath $(FIXTURE)) $(BIN)/python -m helpers.bench
+
+clean:
+	rm -rf grading .cache .pytest_cache

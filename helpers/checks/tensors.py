@@ -1,0 +1,220 @@
+"""Lesson 01 Tensors: checks for every exercise.
+
+Each ``check_*`` takes the learner's function and, optionally, extra inputs
+(the graded cells pass hidden ones). It prints one pass line or raises
+CheckError naming the mistake.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from helpers.checks import CheckError, Mistake, call, describe, expect, expect_tensor, passed, same_tensor
+from helpers.reference import tensors as ref
+
+
+def _randn(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def check_make_starter_tensors(fn: Callable[[], dict]) -> None:
+    got = call(fn)
+    expected = ref.make_starter_tensors()
+    expect(isinstance(got, dict), f"make_starter_tensors() should return a dict, not {describe(got)}")
+    missing = sorted(set(expected) - set(got))
+    expect(not missing, f"your dict is missing the key(s) {missing}")
+    hints = {
+        "zeros": [Mistake("torch.zeros gives float32 by default; ask for dtype=torch.float64",
+                          lambda: torch.zeros(2, 3))],
+        "identity": [Mistake("that is all ones; an identity matrix has ones only on the diagonal (torch.eye)",
+                             lambda: torch.ones(3, 3))],
+        "evens": [Mistake("arange's end is excluded, and the step is its third argument: arange(0, 10, 2)",
+                          lambda: torch.arange(0, 12, 2)),
+                  Mistake("those are floats; torch.arange with integer arguments gives int64",
+                          lambda: torch.arange(0.0, 10.0, 2.0))],
+        "grid": [Mistake("linspace's third argument is the number of points (5), not the step",
+                         lambda: torch.arange(0, 1.25, 0.25)[:4])],
+        "sevens": [Mistake("torch.full infers int64 from 7; ask for dtype=torch.int32",
+                           lambda: torch.full((2, 2), 7))],
+    }
+    for key, want in expected.items():
+        expect_tensor(got[key], want, what=f"starter tensor '{key}'", mistakes=hints[key])
+    passed("make_starter_tensors", len(expected))
+
+
+def check_share_numpy(fn: Callable[[np.ndarray], torch.Tensor], inputs: Sequence[np.ndarray] | None = None) -> None:
+    inputs = inputs if inputs is not None else [np.arange(6, dtype=np.float32).reshape(2, 3), np.ones(4)]
+    for array in inputs:
+        array = array.copy()
+        got = call(fn, array)
+        expect_tensor(got, ref.share_numpy(array.copy()), what=f"share_numpy(array of shape {array.shape})",
+                      mistakes=[Mistake("you changed the dtype; from_numpy keeps the array's dtype "
+                                        f"({array.dtype}), which is what sharing memory needs",
+                                        matches=lambda t: isinstance(t, torch.Tensor) and t.dtype != torch.from_numpy(array).dtype)])
+        array.flat[0] += 100
+        expect(got.flatten()[0].item() == array.flat[0],
+               "your tensor is a copy: changing the NumPy array did not change it. "
+               "torch.tensor(...) always copies; torch.from_numpy (or torch.as_tensor) shares memory")
+    passed("share_numpy", len(inputs))
+
+
+def check_to_channels_first(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
+    inputs = inputs if inputs is not None else [_randn(2, 4, 5, 3), _randn(1, 2, 2, 1, seed=1)]
+    for images in inputs:
+        n, h, w, c = images.shape
+        got = call(fn, images.clone())
+        expect_tensor(got, ref.to_channels_first(images), what=f"to_channels_first(images of shape {[n, h, w, c]})",
+                      mistakes=[Mistake("you reshaped (or used view) instead of permuting: the shape is right but "
+                                        "the pixels are scrambled. Use permute(0, 3, 1, 2)",
+                                        lambda: images.reshape(n, c, h, w)),
+                                Mistake("height and width are swapped (transpose(1, 3) does that as it moves the channels); "
+                                        "use permute(0, 3, 1, 2)",
+                                        lambda: images.transpose(1, 3))])
+    passed("to_channels_first", len(inputs))
+
+
+def check_flatten_batch(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
+    inputs = inputs if inputs is not None else [_randn(3, 2, 4), _randn(4, 3, 5, seed=2).transpose(1, 2)]
+    for x in inputs:
+        label = f"flatten_batch(x of shape {list(x.shape)}{'' if x.is_contiguous() else ', not contiguous'})"
+        try:
+            got = fn(x)
+        except RuntimeError as error:
+            if "view" in str(error):
+                raise CheckError(f"{label}: view() needs a contiguous tensor and this one is not "
+                                 "(it was transposed). Use reshape or flatten(start_dim=1)") from None
+            raise CheckError(f"{label} raised RuntimeError: {error}") from error
+        except NotImplementedError:
+            got = call(fn, x)
+        expect_tensor(got, ref.flatten_batch(x), what=label,
+                      mistakes=[Mistake("you flattened the batch dimension too; keep dimension 0 and flatten the rest",
+                                        lambda: x.flatten()),
+                                Mistake("you flattened the dimensions in the wrong order (transposed first?); "
+                                        "flatten(start_dim=1) keeps the element order", lambda: x.transpose(1, 2).flatten(1))])
+    passed("flatten_batch", len(inputs))
+
+
+def check_center_columns(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
+    inputs = inputs if inputs is not None else [_randn(4, 3) + 5, torch.arange(6.0).reshape(3, 2)]
+    for x in inputs:
+        got = call(fn, x.clone())
+        expect_tensor(got, ref.center_columns(x), what=f"center_columns(x of shape {list(x.shape)})",
+                      mistakes=[Mistake("you subtracted each row's mean (dim=1); columns run along dim=0",
+                                        lambda: x - x.mean(dim=1, keepdim=True)),
+                                Mistake("you subtracted the mean of the whole tensor; take the mean over dim=0 only",
+                                        lambda: x - x.mean())])
+    passed("center_columns", len(inputs))
+
+
+def check_pairwise_dot(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                       inputs: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None) -> None:
+    inputs = inputs if inputs is not None else [(_randn(3, 4), _randn(2, 4, seed=1)), (_randn(2, 5, seed=3), _randn(2, 5, seed=4))]
+    for a, b in inputs:
+        got = call(fn, a.clone(), b.clone())
+        expect_tensor(got, ref.pairwise_dot(a, b), what=f"pairwise_dot(a {list(a.shape)}, b {list(b.shape)})",
+                      mistakes=[Mistake("your result is transposed: row i should hold a[i]'s dot products, so compute a @ b.T",
+                                        lambda: b @ a.T),
+                                Mistake("that is the elementwise product; a dot product sums it over D: use a @ b.T",
+                                        lambda: a * b)])
+    passed("pairwise_dot", len(inputs))
+
+
+def check_positive_values(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
+    inputs = inputs if inputs is not None else [torch.tensor([[1.0, -2.0, 0.0], [3.0, 0.0, -1.0]]), _randn(5, seed=5)]
+    for x in inputs:
+        got = call(fn, x.clone())
+        expect_tensor(got, ref.positive_values(x), what=f"positive_values(x of shape {list(x.shape)})",
+                      mistakes=[Mistake("you kept the zeros too; the task asks for strictly positive values (x > 0)",
+                                        lambda: x[x >= 0]),
+                                Mistake("you zeroed the negatives but kept the shape; a boolean mask x[x > 0] "
+                                        "(or masked_select) returns only the selected values, as 1-D",
+                                        lambda: x * (x > 0))])
+    passed("positive_values", len(inputs))
+
+
+def check_relu(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
+    inputs = inputs if inputs is not None else [torch.tensor([[1.0, -2.0], [0.5, -0.1]]), _randn(2, 3, 4, seed=6)]
+    for x in inputs:
+        got = call(fn, x.clone())
+        expect_tensor(got, ref.relu(x), what=f"relu(x of shape {list(x.shape)})",
+                      mistakes=[Mistake("that is 1/0 (the mask), not the values: torch.where(x > 0, x, 0)",
+                                        lambda: (x > 0).to(x.dtype)),
+                                Mistake("you returned only the positive values; relu keeps x's shape, with 0 "
+                                        "where x <= 0", lambda: x[x > 0])])
+    passed("relu", len(inputs))
+
+
+def check_pick_scores(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                      inputs: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None) -> None:
+    inputs = inputs if inputs is not None else [
+        (torch.arange(12.0).reshape(3, 4), torch.tensor([0, 3, 1])),
+        (_randn(5, 3, seed=7), torch.tensor([2, 2, 0, 1, 0])),
+    ]
+    for scores, labels in inputs:
+        got = call(fn, scores.clone(), labels.clone())
+        expect_tensor(got, ref.pick_scores(scores, labels),
+                      what=f"pick_scores(scores {list(scores.shape)}, labels {list(labels.shape)})",
+                      mistakes=[Mistake("scores[:, labels] picks every label for every row (shape [N, N]); "
+                                        "pair row i with labels[i]: scores[torch.arange(N), labels] or gather",
+                                        lambda: scores[:, labels]),
+                                Mistake("you kept the extra dimension from gather; squeeze(1) to get shape [N]",
+                                        lambda: scores.gather(1, labels.unsqueeze(1))),
+                                Mistake("you picked the largest score of each row; use the given labels",
+                                        lambda: scores.max(dim=1).values)])
+    passed("pick_scores", len(inputs))
+
+
+def check_one_hot(fn: Callable[[torch.Tensor, int], torch.Tensor],
+                  inputs: Sequence[tuple[torch.Tensor, int]] | None = None) -> None:
+    inputs = inputs if inputs is not None else [(torch.tensor([0, 2, 1, 2]), 3), (torch.tensor([4]), 6)]
+    for labels, num_classes in inputs:
+        got = call(fn, labels.clone(), num_classes)
+        expect_tensor(got, ref.one_hot(labels, num_classes), what=f"one_hot(labels {labels.tolist()}, {num_classes})",
+                      mistakes=[Mistake("the values are right but the dtype is int64; losses want float32, "
+                                        "so convert with .float()",
+                                        lambda: torch.nn.functional.one_hot(labels, num_classes)),
+                                Mistake("you used the largest label + 1 as the number of classes; use num_classes",
+                                        lambda: torch.eye(int(labels.max()) + 1)[labels])])
+    passed("one_hot", len(inputs))
+
+
+def check_normalize_rows(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
+    inputs = inputs if inputs is not None else [torch.tensor([[3.0, 4.0], [1.0, 0.0]]), _randn(4, 3, seed=8)]
+    for x in inputs:
+        got = call(fn, x.clone())
+        expect_tensor(got, ref.normalize_rows(x), what=f"normalize_rows(x of shape {list(x.shape)})",
+                      mistakes=[Mistake("you divided by each row's sum; length means the Euclidean norm, "
+                                        "x.norm(dim=1, keepdim=True)", lambda: x / x.sum(dim=1, keepdim=True)),
+                                Mistake("you divided by the norm of the whole tensor; take one norm per row "
+                                        "(dim=1, keepdim=True)", lambda: x / x.norm()),
+                                Mistake("you divided by the column norms (dim=0); rows run along dim=1",
+                                        lambda: x / x.norm(dim=0, keepdim=True))])
+    passed("normalize_rows", len(inputs))
+
+
+def check_batch_to(fn: Callable[[dict, torch.device], dict], inputs: Sequence[dict] | None = None) -> None:
+    # The "meta" device exists on every machine: tensors there have a shape and
+    # dtype but no data, so this check proves the move without needing a GPU.
+    inputs = inputs if inputs is not None else [
+        {"images": torch.zeros(2, 1, 4, 4), "labels": torch.tensor([1, 0]), "names": ["a", "b"]},
+        {"x": torch.ones(3), "epoch": 4},
+    ]
+    device = torch.device("meta")
+    for batch in inputs:
+        got = call(fn, dict(batch), device)
+        expect(isinstance(got, dict), f"batch_to should return a dict, not {describe(got)}")
+        expect(got.keys() == batch.keys(), f"batch_to returned keys {sorted(got)}; expected {sorted(batch)}")
+        for key, value in batch.items():
+            if isinstance(value, torch.Tensor):
+                moved = got[key]
+                expect(isinstance(moved, torch.Tensor) and moved.device.type == "meta",
+                       f"batch['{key}'] is still on {describe(moved)}: tensors must be moved with .to(device), "
+                       "which returns a new tensor (it does not move the old one in place)")
+                expect_tensor(moved, value.to(device), what=f"batch['{key}']")
+            else:
+                expect(got[key] is value or got[key] == value,
+                       f"batch['{key}'] ({describe(value)}) is not a tensor and should be left as it is")
+    passed("batch_to", len(inputs))

@@ -1,0 +1,39 @@
+"""Every check accepts its reference and rejects each plausible wrong answer by name."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import pytest
+
+import tests.wrong_answers as wrong_answers
+from helpers.checks import CheckError
+from tests.wrong_answers import Accept, Reject
+
+MODULES = [importlib.import_module(f"tests.wrong_answers.{m.name}") for m in pkgutil.iter_modules(wrong_answers.__path__)]
+CASES = [(module.__name__.rsplit(".", 1)[1], case) for module in MODULES for case in module.CASES]
+
+
+@pytest.mark.parametrize("lesson,case", CASES, ids=[f"{lesson}:{case.label}" for lesson, case in CASES])
+def test_check(lesson, case, capsys):
+    if isinstance(case, Accept):
+        case.check(case.answer)
+        assert "✔" in capsys.readouterr().out, "a passing check must print its pass line"
+    else:
+        with pytest.raises(CheckError) as error:
+            case.check(case.answer)
+        assert case.expect in str(error.value), f"wrong message: {error.value}"
+
+
+@pytest.mark.parametrize("module", MODULES, ids=[m.__name__.rsplit(".", 1)[1] for m in MODULES])
+def test_every_check_has_two_wrong_answers(module):
+    """Each check function of the lesson is exercised: reference accepted, >= 2 wrong answers rejected."""
+    checks = {case.check for case in module.CASES}
+    check_module = importlib.import_module(next(iter(checks)).__module__)
+    defined = {getattr(check_module, name) for name in dir(check_module) if name.startswith("check_")}
+    assert defined <= checks, f"checks without wrong-answer tests: {sorted(f.__name__ for f in defined - checks)}"
+    for check in checks:
+        kinds = [type(case) for case in module.CASES if case.check is check]
+        assert Accept in kinds, f"{check.__name__}: the reference is never accepted"
+        assert kinds.count(Reject) >= 2, f"{check.__name__}: fewer than two wrong answers"

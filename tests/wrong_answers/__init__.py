@@ -1,0 +1,36 @@
+"""Plausible wrong answers for every exercise, one module per lesson.
+
+Each module defines ``CASES``: a list of :class:`Accept` (the reference must
+pass the check) and :class:`Reject` (a wrong answer the check must fail with a
+message containing ``expect``). ``tests/test_wrong_answers.py`` runs them all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Accept:
+    """``check(answer)`` must pass."""
+
+    check: Callable[..., Any]
+    answer: Any
+
+    @property
+    def label(self) -> str:
+        return f"{getattr(self.check, '__name__', 'check')}-accepts-{getattr(self.answer, '__name__', 'answer')}"
+
+
+@dataclass(frozen=True)
+class Reject:
+    """``check(answer)`` must raise CheckError whose message contains ``expect``."""
+
+    check: Callable[..., Any]
+    answer: Any
+    expect: str
+
+    @property
+    def label(self) -> str:
+        return f"{getattr(self.check, '__name__', 'check')}-rejects-{getattr(self.answer, '__name__', 'answer')}"
