@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 MNIST_SOURCE ?= ../shared/data/mnist
 FIXTURE := .cache/course-data
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help lab test release solutions grade bench fixture clean
 

@@ -107,10 +107,19 @@ def to_fahrenheit(celsius: torch.Tensor) -> torch.Tensor:
 # %% check="ex_to_fahrenheit_check"
 check.check_to_fahrenheit(to_fahrenheit)
 
-# %% graded="ex_to_fahrenheit_tests" points=2
+# %% graded="ex_to_fahrenheit_tests" points=1
 check.check_to_fahrenheit(to_fahrenheit)
+
+# %% [markdown]
+# The cell above and the one below are graded separately (1 point each), so
+# partly working code earns partial credit. The one below also runs hidden
+# cases when your instructor grades: other shapes, and other dtypes, whose
+# precision your function should keep.
+
+# %% graded="ex_to_fahrenheit_more_tests" points=1
+check.check_to_fahrenheit(to_fahrenheit, inputs=[torch.tensor([36.6])])
 ### BEGIN HIDDEN TESTS
-check.check_to_fahrenheit(to_fahrenheit, inputs=[torch.tensor([-273.15, 1000.0]), torch.zeros(2, 2, 2)])
+check.check_to_fahrenheit(to_fahrenheit, inputs=[torch.tensor([-273.15, 1000.0], dtype=torch.float64), torch.zeros(2, 2, 2)])
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -1,0 +1,488 @@
+"""Lesson 02 Autograd: checks for every exercise.
+
+Each ``check_*`` takes the learner's function and, optionally, extra inputs
+(the graded cells pass hidden ones). It prints one pass line or raises
+CheckError naming the mistake. Errors that autograd itself raises for the
+mistakes this lesson teaches (a non-scalar backward, an in-place update of a
+leaf outside ``no_grad``...) are translated into advice by :func:`_run`.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, Callable, Sequence
+
+import torch
+from torch import nn
+
+from helpers.checks import CheckError, Mistake, call, describe, expect, expect_close, expect_tensor, passed, same_tensor
+from helpers.reference import autograd as ref
+
+# The learning rate the notebook itself uses for the line fits; the checks use
+# other rates, so a function that ignores its ``lr`` argument shows up.
+NOTEBOOK_LR = 0.2
+
+# Messages from PyTorch (or Python) for the mistakes this lesson teaches, and what to do about each
+# (matched as substrings of the error the learner's code raised).
+KNOWN_ERRORS = [
+    ("grad can be implicitly created only for scalar outputs",
+     "backward() was called on a tensor with more than one element. Reduce it to a scalar first "
+     "(e.g. .mean() or .sum()), or pass gradient=v to get a vector-Jacobian product"),
+    ("a leaf Variable that requires grad is being used in an in-place operation",
+     "you updated a parameter in place while autograd was recording. Put the update inside "
+     "`with torch.no_grad():` so it is not part of the graph"),
+    ("'NoneType'",
+     "a value was None, usually a .grad: either backward() never reached that tensor, or `w = w - lr * w.grad` "
+     "replaced the leaf w by a new tensor whose .grad is never filled. Update in place inside "
+     "torch.no_grad(): `w -= lr * w.grad`"),
+    ("does not require grad and does not have a grad_fn",
+     "backward() found nothing that requires grad. Call .requires_grad_() on the tensor you differentiate "
+     "with respect to; and inside torch.no_grad() update parameters in place (w -= ...), because "
+     "`w = w - ...` there makes a new tensor that no longer requires grad"),
+    ("Trying to backward through the graph a second time",
+     "backward() was called twice through the same graph. Recompute the forward pass before each backward"),
+    ("Can't call numpy() on Tensor that requires grad",
+     "call .detach() before .numpy() (or use .item() for a single number)"),
+    ("Inference tensors cannot be saved for backward",
+     "a tensor made inside torch.inference_mode() was used in a computation autograd records; "
+     "use torch.no_grad() there, or .clone() the tensor outside inference mode"),
+    ("Jacobian mismatch",
+     "gradcheck raises an error when the gradients disagree; pass raise_exception=False so it returns False"),
+    ("gradcheck expects at least one input tensor to require gradient",
+     "the float64 copy you pass to gradcheck must require grad: x.detach().double().requires_grad_()"),
+]
+
+
+def _run(fn: Callable[..., Any], *args: Any) -> Any:
+    """``call(fn, *args)``, adding advice when the crash is one of the lesson's known mistakes."""
+    try:
+        with warnings.catch_warnings():
+            # learners' mistakes (.grad of a non-leaf, float32 gradcheck) warn; the check explains instead
+            warnings.simplefilter("ignore")
+            return call(fn, *args)
+    except CheckError as error:
+        cause = str(error.__cause__ or "")
+        advice = next((tip for pattern, tip in KNOWN_ERRORS if pattern in cause), None)
+        if advice is None:
+            raise
+        raise CheckError(f"{error}\n-> {advice}") from error.__cause__
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _randn(*shape: int, seed: int = 0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.randn(*shape, generator=_gen(seed), dtype=dtype)
+
+
+def _same_floats(a: Any, b: Sequence[float]) -> bool:
+    """Element-wise closeness of two number sequences, where NaN equals NaN (diverged runs)."""
+    if not isinstance(a, (list, tuple)) or len(a) != len(b):
+        return False
+    for got, want in zip(a, b):
+        got = got.item() if isinstance(got, torch.Tensor) and got.numel() == 1 else got
+        if not isinstance(got, (int, float)):
+            return False
+        if math.isnan(want) or math.isnan(got):
+            if not (math.isnan(want) and math.isnan(got)):
+                return False
+        elif not math.isclose(got, want, rel_tol=1e-4, abs_tol=1e-5):
+            return False
+    return True
+
+
+# ---------------------------------------------------------------- mean_square_grad
+
+def check_mean_square_grad(fn: Callable[[torch.Tensor], torch.Tensor],
+                           inputs: Sequence[torch.Tensor] | None = None) -> None:
+    inputs = inputs if inputs is not None else [torch.ones(2, 2), torch.tensor([-2.0, 0.0, 1.5]), _randn(3, 4)]
+    for x in inputs:
+        n = x.numel()
+        got = _run(fn, x.clone())
+        expect_tensor(got, ref.mean_square_grad(x), what=f"mean_square_grad(x of shape {list(x.shape)})",
+                      mistakes=[Mistake("you returned out itself (one number); return the gradient, x.grad",
+                                        matches=lambda g: isinstance(g, torch.Tensor) and g.dim() == 0 and n > 1),
+                                Mistake("that is the gradient of the sum, not the mean: out = mean(...) divides "
+                                        f"by the number of elements ({n})", lambda: 6 * (x + 2)),
+                                Mistake("the factor 3 is missing: out = mean(3 * (x + 2) ** 2)",
+                                        lambda: 2 * (x + 2) / n)])
+    passed("mean_square_grad", len(inputs))
+
+
+# ---------------------------------------------------------------- vector_jacobian_product
+
+def _jacobian(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    return torch.autograd.functional.jacobian(f, x)
+
+
+def _vjp_examples() -> list[tuple[Callable, torch.Tensor, torch.Tensor]]:
+    w = _randn(3, 3, seed=1)
+
+    def square(x: torch.Tensor) -> torch.Tensor:
+        return x ** 2
+
+    def matrix_times(x: torch.Tensor) -> torch.Tensor:
+        return w @ x
+
+    return [(square, torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 0.5, -1.0])),
+            (matrix_times, _randn(3, seed=2), _randn(3, seed=3))]
+
+
+def check_vector_jacobian_product(fn: Callable, inputs: Sequence[tuple[Callable, torch.Tensor, torch.Tensor]] | None = None) -> None:
+    inputs = inputs if inputs is not None else _vjp_examples()
+    for f, x, v in inputs:
+        name = getattr(f, "__name__", "f")
+        got = _run(fn, f, x.clone(), v.clone())
+        expect_tensor(got, ref.vector_jacobian_product(f, x, v),
+                      what=f"vector_jacobian_product({name}, x of shape {list(x.shape)}, v of shape {list(v.shape)})",
+                      mistakes=[Mistake("you backpropagated as if v were all ones (f(x).sum().backward()); "
+                                        "pass the given vector: f(x).backward(gradient=v)",
+                                        lambda: ref.vector_jacobian_product(f, x, torch.ones_like(v))),
+                                Mistake("you computed J @ v; backward(gradient=v) gives v @ J, "
+                                        "the vector-Jacobian product", lambda: _jacobian(f, x) @ v)])
+    passed("vector_jacobian_product", len(inputs))
+
+
+# ---------------------------------------------------------------- per_batch_grads
+
+def _copy_w(w: torch.Tensor) -> torch.Tensor:
+    """A fresh leaf with the same values and the same leftover .grad (if any) as ``w``."""
+    copy = w.detach().clone().requires_grad_(True)
+    if w.grad is not None:
+        copy.grad = w.grad.detach().clone()
+    return copy
+
+
+def _per_batch_examples(leftover: bool = False) -> list[tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]]:
+    examples = []
+    for seed, (d, n_batches) in enumerate([(3, 3), (2, 4)]):
+        w = _randn(d, seed=10 + seed).requires_grad_(True)
+        if leftover:
+            w.grad = torch.full((d,), 5.0 - seed)
+        batches = [(_randn(5, d, seed=20 + 10 * seed + i), _randn(5, seed=40 + 10 * seed + i)) for i in range(n_batches)]
+        examples.append((w, batches))
+    return examples
+
+
+def check_per_batch_grads(fn: Callable, inputs: Sequence[tuple[torch.Tensor, list]] | None = None) -> None:
+    inputs = inputs if inputs is not None else _per_batch_examples()
+    for w, batches in inputs:
+        leftover = w.grad.detach().clone() if w.grad is not None else torch.zeros_like(w)
+        what = (f"per_batch_grads(w of shape {list(w.shape)}, {len(batches)} batches"
+                f"{', w arriving with a leftover gradient' if w.grad is not None else ''})")
+        expected = ref.per_batch_grads(_copy_w(w), batches)
+        learner_w = _copy_w(w)
+        got = _run(fn, learner_w, [(x.clone(), y.clone()) for x, y in batches])
+        expect(isinstance(got, (list, tuple)), f"{what} should return a list of tensors, not {describe(got)}")
+        expect(len(got) == len(batches), f"{what} returned {len(got)} gradients; return one per batch ({len(batches)})")
+        expect(all(isinstance(g, torch.Tensor) for g in got),
+               f"{what} should return a list of tensors, but it holds {describe(next(g for g in got if not isinstance(g, torch.Tensor)))}")
+        shared = [i for i in range(len(got)) for j in range(i)
+                  if same_tensor(got[i], got[j])] or [i for i, g in enumerate(got)
+                                                       if learner_w.grad is not None and same_tensor(g, learner_w.grad)]
+        expect(not shared, f"{what}: you stored w.grad itself, not a copy, so zeroing or refilling it later changed the "
+                           "gradients already in your list. Append w.grad.clone()")
+        never_zeroed = [leftover + sum(expected[: i + 1]) for i in range(len(expected))]
+        zeroed_after = [expected[0] + leftover] + list(expected[1:])
+        for index, (g, want) in enumerate(zip(got, expected)):
+            expect_tensor(g, want, what=f"{what}, gradient of batch {index}", mistakes=[
+                Mistake("you never cleared w.grad, so each gradient also holds the batches before it: backward() "
+                        "adds into .grad. Zero it (w.grad = None or w.grad.zero_()) before each backward",
+                        matches=lambda _: all(torch.allclose(a, b, atol=1e-5, rtol=1e-4) for a, b in zip(got, never_zeroed))),
+                Mistake("the first gradient includes the gradient w already held when your function was called: "
+                        "zero w.grad *before* each backward, not after it",
+                        matches=lambda _: w.grad is not None and all(
+                            torch.allclose(a, b, atol=1e-5, rtol=1e-4) for a, b in zip(got, zeroed_after))),
+            ])
+    passed("per_batch_grads", len(inputs))
+
+
+def check_per_batch_grads_leftover(fn: Callable, inputs: Sequence[tuple[torch.Tensor, list]] | None = None) -> None:
+    """Like :func:`check_per_batch_grads`, but ``w`` arrives holding a gradient from earlier work."""
+    inputs = inputs if inputs is not None else _per_batch_examples(leftover=True)
+    missing = [i for i, (w, _) in enumerate(inputs) if w.grad is None]
+    if missing:
+        raise ValueError(f"check_per_batch_grads_leftover needs w.grad set in every input (not in {missing})")
+    check_per_batch_grads(fn, inputs)
+
+
+# ---------------------------------------------------------------- fitting a line
+
+def _line_examples() -> list[tuple[torch.Tensor, torch.Tensor, float, int]]:
+    x1 = torch.linspace(-1, 1, 20)
+    x2 = torch.linspace(-2, 2, 30)
+    return [(x1, 2 * x1 - 1 + 0.1 * _randn(20, seed=50), 0.1, 60),
+            (x2, -0.5 * x2 + 3 + 0.2 * _randn(30, seed=51), 0.05, 40)]
+
+
+def _fit_by_hand_variant(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, *,
+                         zero: bool = True, sign: float = 1.0) -> tuple[float, float]:
+    """The reference loop with one knob turned: ``zero=False`` never zeroes, ``sign=-1`` climbs."""
+    w = torch.zeros((), requires_grad=True)
+    b = torch.zeros((), requires_grad=True)
+    for _ in range(steps):
+        ref.line_loss(w, b, x, y).backward()
+        with torch.no_grad():
+            w -= sign * lr * w.grad
+            b -= sign * lr * b.grad
+        if zero:
+            w.grad.zero_()
+            b.grad.zero_()
+    return w.item(), b.item()
+
+
+def _fit_line_mistakes(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, variant: Callable) -> list[Mistake]:
+    mistakes = [
+        Mistake("you never zeroed the gradients: every step used the sum of all gradients so far "
+                "(backward() adds into .grad). Zero them after each update",
+                matches=lambda got: _same_floats(got[:2], variant(x, y, lr, steps, zero=False))),
+        Mistake("the parameters moved uphill: subtract the gradient (w -= lr * w.grad), it points the way "
+                "the loss increases", matches=lambda got: _same_floats(got[:2], variant(x, y, lr, steps, sign=-1.0))),
+        Mistake("you stepped by the whole gradient: multiply it by the learning rate lr",
+                matches=lambda got: lr != 1.0 and _same_floats(got[:2], variant(x, y, 1.0, steps))),
+    ]
+    if lr != NOTEBOOK_LR:
+        mistakes.append(Mistake(f"you used the notebook's learning rate {NOTEBOOK_LR} instead of the lr argument ({lr})",
+                                matches=lambda got: _same_floats(got[:2], variant(x, y, NOTEBOOK_LR, steps))))
+    return mistakes
+
+
+def _expect_float_pair(got: Any, expected: Sequence[float], what: str, mistakes: Sequence[Mistake]) -> None:
+    if not _same_floats(got, expected):
+        for mistake in mistakes:
+            if mistake.explains(got):
+                raise CheckError(f"{what}: {mistake.message}")
+    for name, value, want in zip(("w", "b"), got, expected):
+        expect(isinstance(value, (int, float)) and not isinstance(value, bool),
+               f"{what}: {name} should be a Python float, but it is {describe(value)}; convert with .item()")
+        expect_close(value, want, what=f"{what}: {name}")
+
+
+def check_fit_line_by_hand(fn: Callable, inputs: Sequence[tuple[torch.Tensor, torch.Tensor, float, int]] | None = None) -> None:
+    inputs = inputs if inputs is not None else _line_examples()
+    for x, y, lr, steps in inputs:
+        what = f"fit_line_by_hand(x, y, lr={lr}, steps={steps})"
+        got = _run(fn, x.clone(), y.clone(), lr, steps)
+        expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{what} should return a pair (w, b), not {describe(got)}")
+        _expect_float_pair(got, ref.fit_line_by_hand(x, y, lr, steps), what,
+                           _fit_line_mistakes(x, y, lr, steps, _fit_by_hand_variant))
+    passed("fit_line_by_hand", len(inputs))
+
+
+def _sgd_variant(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, *,
+                 zero: str = "first", sign: float = 1.0) -> tuple[float, float, list[float]]:
+    """The reference SGD loop, zeroing "first" (right), "never", or "before_step" (after backward)."""
+    w = torch.zeros((), requires_grad=True)
+    b = torch.zeros((), requires_grad=True)
+    optimizer = torch.optim.SGD([w, b], lr=lr, maximize=sign < 0)
+    losses = []
+    for _ in range(steps):
+        if zero == "first":
+            optimizer.zero_grad()
+        loss = ref.line_loss(w, b, x, y)
+        loss.backward()
+        if zero == "before_step":
+            optimizer.zero_grad()
+        optimizer.step()
+        losses.append(loss.item())
+    return w.item(), b.item(), losses
+
+
+def _sgd_params(x, y, lr, steps, *, zero: bool = True, sign: float = 1.0) -> tuple[float, float]:
+    return _sgd_variant(x, y, lr, steps, zero="first" if zero else "never", sign=sign)[:2]
+
+
+def _check_sgd_result(got: Any, what: str) -> None:
+    expect(isinstance(got, (tuple, list)) and len(got) == 3,
+           f"{what} should return a triple (w, b, losses), not {describe(got)}")
+
+
+def check_fit_line_with_sgd(fn: Callable, inputs: Sequence[tuple[torch.Tensor, torch.Tensor, float, int]] | None = None) -> None:
+    """Checks the learned w and b (the loss log has its own check, :func:`check_loss_log`)."""
+    inputs = inputs if inputs is not None else _line_examples()
+    for x, y, lr, steps in inputs:
+        what = f"fit_line_with_sgd(x, y, lr={lr}, steps={steps})"
+        got = _run(fn, x.clone(), y.clone(), lr, steps)
+        _check_sgd_result(got, what)
+        mistakes = _fit_line_mistakes(x, y, lr, steps, _sgd_params)
+        mistakes.insert(1, Mistake(
+            "w and b never moved: optimizer.zero_grad() ran between loss.backward() and optimizer.step(), so the "
+            "step saw zero gradients. Order: zero_grad, forward, backward, step",
+            matches=lambda g: _same_floats(g[:2], _sgd_variant(x, y, lr, steps, zero="before_step")[:2])))
+        _expect_float_pair(got[:2], ref.fit_line_with_sgd(x, y, lr, steps)[:2], what, mistakes)
+    passed("fit_line_with_sgd", len(inputs))
+
+
+def check_loss_log(fn: Callable, inputs: Sequence[tuple[torch.Tensor, torch.Tensor, float, int]] | None = None) -> None:
+    """Checks the third result of fit_line_with_sgd: one Python float per step, the loss before that step."""
+    inputs = inputs if inputs is not None else _line_examples()
+    for x, y, lr, steps in inputs:
+        what = f"the losses from fit_line_with_sgd(x, y, lr={lr}, steps={steps})"
+        got = _run(fn, x.clone(), y.clone(), lr, steps)
+        _check_sgd_result(got, what.replace("the losses from ", ""))
+        losses = got[2]
+        expect(isinstance(losses, list), f"{what} should be a list, not {describe(losses)}")
+        expect(len(losses) == steps, f"{what}: there are {len(losses)} values; log one loss per step ({steps})")
+        tensors = [v for v in losses if isinstance(v, torch.Tensor)]
+        expect(not any(t.grad_fn is not None for t in tensors),
+               f"{what}: your list holds loss tensors that still carry their autograd graph (grad_fn), so every "
+               "step's graph stays alive as long as the list does. Append loss.item(), a plain Python float")
+        expect(not tensors, f"{what}: your list holds tensors; append loss.item(), a plain Python float")
+        expect(all(isinstance(v, float) for v in losses),
+               f"{what} should all be Python floats, but one is {describe(next(v for v in losses if not isinstance(v, float)))}")
+        expected = ref.fit_line_with_sgd(x, y, lr, steps)[2]
+        if not _same_floats(losses, expected):
+            expect(not _same_floats(losses, _sgd_variant(x, y, lr, steps, zero="never")[2]),
+                   f"{what}: the losses are those of a run that never calls optimizer.zero_grad(), "
+                   "so gradients accumulated across steps")
+            expect(not _same_floats(losses, _sgd_variant(x, y, lr, steps, zero="before_step")[2]),
+                   f"{what}: the loss never changes because optimizer.zero_grad() ran between backward() and step()")
+            worst = max(range(steps), key=lambda i: abs(losses[i] - expected[i]) if not math.isnan(losses[i]) else math.inf)
+            raise CheckError(f"{what}: at step {worst} you logged {losses[worst]:.6g}, expected {expected[worst]:.6g} "
+                             "(the loss computed at that step, before optimizer.step())")
+    passed("loss log of fit_line_with_sgd", len(inputs))
+
+
+# ---------------------------------------------------------------- accuracy without a graph
+
+def _accuracy_examples() -> list[tuple[nn.Module, torch.Tensor, torch.Tensor]]:
+    examples = []
+    for seed, (n, classes) in enumerate([(40, 4), (25, 3)]):
+        torch.manual_seed(60 + seed)
+        model = nn.Sequential(nn.Flatten(), nn.Linear(16, 8), nn.ReLU(), nn.Linear(8, classes))
+        images = _randn(n, 1, 4, 4, seed=70 + seed)
+        labels = torch.randint(0, classes, (n,), generator=_gen(80 + seed))
+        # make the model right on about half the images, so counting and scaling mistakes show
+        with torch.no_grad():
+            labels[: n // 2] = model(images[: n // 2]).argmax(dim=1)
+        examples.append((model, images, labels))
+    return examples
+
+
+def check_accuracy(fn: Callable, inputs: Sequence[tuple[nn.Module, torch.Tensor, torch.Tensor]] | None = None) -> None:
+    """Checks the value: a Python float, the fraction of correct predictions."""
+    inputs = inputs if inputs is not None else _accuracy_examples()
+    for model, images, labels in inputs:
+        what = f"accuracy(model, images of shape {list(images.shape)}, labels)"
+        with torch.no_grad():
+            correct = (model(images).argmax(dim=1) == labels).sum().item()
+        got = _run(fn, model, images.clone(), labels.clone())
+        torch.set_grad_enabled(True)  # in case the learner switched it off globally (check_accuracy_no_graph says so)
+        expect_close(got, ref.accuracy(model, images, labels), what=what, mistakes=[
+            Mistake(f"you returned the number of correct predictions ({correct}); divide by the number of images "
+                    f"({len(labels)}) to get a fraction", lambda: correct),
+            Mistake("you returned a percentage; return a fraction between 0 and 1",
+                    lambda: 100.0 * correct / len(labels)),
+        ])
+        expect(isinstance(got, float), f"{what} should return a Python float, not {describe(got)}; use .item()")
+    passed("accuracy", len(inputs))
+
+
+def check_accuracy_no_graph(fn: Callable, inputs: Sequence[tuple[nn.Module, torch.Tensor, torch.Tensor]] | None = None) -> None:
+    """Checks how: the forward pass records no graph, and nothing about autograd is changed afterwards."""
+    inputs = inputs if inputs is not None else _accuracy_examples()
+    for model, images, labels in inputs:
+        what = f"accuracy(model, images of shape {list(images.shape)}, labels)"
+        recording: list[bool] = []
+        hooks = [m.register_forward_hook(lambda *_: recording.append(torch.is_grad_enabled()))
+                 for m in model.modules() if not list(m.children())]
+        flags = [p.requires_grad for p in model.parameters()]
+        try:
+            torch.set_grad_enabled(True)
+            _run(fn, model, images.clone(), labels.clone())
+            still_on = torch.is_grad_enabled()
+        finally:
+            torch.set_grad_enabled(True)
+            for hook in hooks:
+                hook.remove()
+        frozen = [p.requires_grad for p in model.parameters()] != flags
+        for p, flag in zip(model.parameters(), flags):
+            p.requires_grad_(flag)
+        expect(recording, f"{what} never ran the model; call model(images)")
+        expect(not frozen, f"{what} switched off requires_grad on the model's parameters, so training would stop "
+                           "updating them. Leave them alone and wrap the forward pass in `with torch.no_grad():`")
+        expect(still_on, f"{what} switched gradients off for the whole program (torch.set_grad_enabled(False)) and "
+                         "left them off, so later training would silently not learn. Use the `with torch.no_grad():` "
+                         "block, which switches them back on when it ends")
+        expect(not any(recording),
+               f"{what}: the forward pass ran with gradient tracking on, so PyTorch built a graph (and kept every "
+               "activation for it) that nobody uses. Calling .detach() or .item() afterwards is too late; run the "
+               "model inside `with torch.no_grad():` (or torch.inference_mode())")
+    passed("accuracy builds no graph", len(inputs))
+
+
+# ---------------------------------------------------------------- custom function and gradcheck
+
+def _softplus_examples() -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return [(torch.linspace(-3, 3, 7, dtype=torch.float64), _randn(7, seed=90, dtype=torch.float64)),
+            (_randn(2, 3, seed=91, dtype=torch.float64), _randn(2, 3, seed=92, dtype=torch.float64))]
+
+
+def check_softplus_backward(fn: Callable, inputs: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None) -> None:
+    inputs = inputs if inputs is not None else _softplus_examples()
+    for x, grad_output in inputs:
+        got = _run(fn, x.clone(), grad_output.clone())
+        expect_tensor(got, ref.softplus_backward(x, grad_output),
+                      what=f"softplus_backward(x of shape {list(x.shape)}, grad_output)", mistakes=[
+                          Mistake("you forgot the chain rule: multiply the local derivative by grad_output",
+                                  lambda: torch.sigmoid(x)),
+                          Mistake("the sign is wrong: d/dx log(1 + exp(x)) = exp(x) / (1 + exp(x)) = sigmoid(x) > 0",
+                                  lambda: -grad_output * torch.sigmoid(x)),
+                          Mistake("that is sigmoid(-x) = 1 - sigmoid(x); the derivative is exp(x) / (1 + exp(x)) "
+                                  "= sigmoid(x)", lambda: grad_output * torch.sigmoid(-x)),
+                          Mistake("you differentiated only the exp(x) inside; the log adds a factor 1 / (1 + exp(x))",
+                                  lambda: grad_output * torch.exp(x)),
+                          Mistake("that is softplus itself (the forward value), not its derivative",
+                                  lambda: grad_output * torch.nn.functional.softplus(x)),
+                      ])
+    passed("softplus_backward", len(inputs))
+
+
+def make_function(forward: Callable[[torch.Tensor], torch.Tensor],
+                  backward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], name: str) -> Callable:
+    """An autograd Function from a forward and a hand-written backward(x, grad_output); returns its ``apply``."""
+
+    def _forward(ctx, x):
+        ctx.save_for_backward(x)
+        return forward(x)
+
+    def _backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return backward(x, grad_output)
+
+    function = type(name, (torch.autograd.Function,),
+                    {"forward": staticmethod(_forward), "backward": staticmethod(_backward)})
+    return function.apply
+
+
+def _gradcheck_examples() -> list[tuple[Callable, torch.Tensor, bool]]:
+    softplus = torch.nn.functional.softplus
+    good = make_function(softplus, ref.softplus_backward, "Softplus")
+    no_chain_rule = make_function(softplus, lambda x, g: torch.sigmoid(x), "SoftplusNoChainRule")
+    wrong_sign = make_function(torch.exp, lambda x, g: -g * torch.exp(x), "ExpWrongSign")
+    return [(good, _randn(6, seed=93), True), (no_chain_rule, _randn(6, seed=94), False),
+            (torch.tanh, _randn(2, 3, seed=95), True), (wrong_sign, _randn(4, seed=96), False)]
+
+
+def check_gradients_are_correct(fn: Callable, inputs: Sequence[tuple[Callable, torch.Tensor, bool]] | None = None) -> None:
+    inputs = inputs if inputs is not None else _gradcheck_examples()
+    for index, (f, x, correct) in enumerate(inputs):
+        what = f"gradients_are_correct(f, x of dtype {x.dtype}) for example {index}"
+        got = _run(fn, f, x.clone())
+        expect(isinstance(got, bool), f"{what} should return True or False, not {describe(got)}")
+        if got == correct:
+            continue
+        if correct and x.dtype != torch.float64:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                float32_says = torch.autograd.gradcheck(f, (x.detach().clone().requires_grad_(True),),
+                                                        raise_exception=False)
+            expect(float32_says, f"{what} returned False for a function whose gradients are right: gradcheck "
+                                 "needs float64. In float32 the finite differences are too coarse, so correct "
+                                 "gradients look wrong; check a copy made with x.detach().double().requires_grad_()")
+        raise CheckError(f"{what} returned {got}, but this function's gradients are "
+                         f"{'right' if correct else 'wrong'}: return the result of "
+                         "torch.autograd.gradcheck(f, (x64,), raise_exception=False)")
+    passed("gradients_are_correct", len(inputs))

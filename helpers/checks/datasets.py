@@ -1,0 +1,545 @@
+"""Lesson 03 Datasets and DataLoaders: checks for every exercise.
+
+Each ``check_*`` takes the learner's function or class and, optionally, extra
+inputs (the graded cells pass hidden ones). It prints one pass line or raises
+CheckError naming the mistake. Checks with a ``part`` argument can test one
+separable part of an exercise, so graded cells can give partial credit.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+from torch.nn.utils.rnn import pad_sequence
+from torch.utils.data import DataLoader, Dataset, RandomSampler, SequentialSampler, Subset, TensorDataset
+
+from helpers.checks import CheckError, Mistake, call, describe, expect, expect_close, expect_tensor, passed
+from helpers.reference import datasets as ref
+
+ClipSpec = tuple[dict[str, np.ndarray], int, Sequence[str]]
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _check_part(part: str, allowed: Sequence[str]) -> None:
+    if part not in allowed:
+        raise ValueError(f"part must be one of {list(allowed)}, not {part!r}")
+
+
+def _expect_class(cls: Any, name: str) -> None:
+    expect(isinstance(cls, type),
+           f"pass the class {name} itself (no brackets), not {describe(cls)}")
+    expect(issubclass(cls, Dataset),
+           f"{name} should subclass torch.utils.data.Dataset: class {name}(Dataset): ...")
+
+
+def _length(dataset: Any, name: str) -> int:
+    """len(dataset), with a readable message when __len__ is missing or returns a non-int."""
+    expect(hasattr(dataset, "__len__"), f"{name} has no __len__ method: a map-style dataset needs one")
+    n = call(dataset.__len__)
+    expect(isinstance(n, int) and not isinstance(n, bool),
+           f"{name}.__len__ should return an int (the number of samples), but returned {describe(n)}")
+    return n
+
+
+def _item(dataset: Any, index: int, n: int, name: str) -> Any:
+    """dataset[index], naming the len/getitem disagreement when it raises IndexError."""
+    try:
+        return dataset[index]
+    except IndexError as error:
+        raise CheckError(
+            f"len({name}) is {n}, but {name}[{index}] raised IndexError ({error}): __len__ and __getitem__ "
+            "disagree. __len__ must count exactly the samples __getitem__ can return"
+            + (" (yours counts one too many)" if index == n - 1 else "")) from None
+    except NotImplementedError:
+        raise CheckError(f"{name}.__getitem__ is not written yet: replace `raise NotImplementedError()` "
+                         "with your code") from None
+    except CheckError:
+        raise
+    except Exception as error:
+        raise CheckError(f"{name}[{index}] raised {type(error).__name__}: {error}") from error
+
+
+def _not_converted(value: Any) -> bool:
+    return isinstance(value, (list, tuple, np.ndarray, float, int, np.generic)) and not isinstance(value, bool)
+
+
+# ---------------------------------------------------------------- PointsDataset
+
+def check_points_dataset(cls: type, inputs: Sequence[tuple[list, list]] | None = None) -> None:
+    inputs = inputs if inputs is not None else [
+        ([[0.5, 1.0], [2.0, -1.0], [3.5, 0.0]], [0, 1, 1]),
+        ([[1, 2, 3], [4, 5, 6], [7, 8, 9], [10, 11, 12], [13, 14, 15]], [2, 0, 1, 0, 2]),
+    ]
+    _expect_class(cls, "PointsDataset")
+    checks = 0
+    for features, labels in inputs:
+        dataset = call(cls, [list(row) for row in features], list(labels))
+        expected = ref.PointsDataset(features, labels)
+        n, n_features = len(expected), len(features[0])
+        got_n = _length(dataset, "dataset")
+        if got_n != n:
+            if got_n == n + 1:
+                raise CheckError(f"len(dataset) is {got_n} but there are {n} samples: __len__ counts one too "
+                                 f"many, so dataset[{got_n - 1}] would raise IndexError")
+            why = (" (that is the number of features per sample: count samples, e.g. len(self.labels))"
+                   if got_n == n_features else "")
+            raise CheckError(f"len(dataset) is {got_n} but there are {n} samples{why}: __len__ must return "
+                             "the number of samples, which is how many indices __getitem__ accepts")
+        for i in range(n):
+            item = _item(dataset, i, n, "dataset")
+            expect(isinstance(item, (tuple, list)) and len(item) == 2,
+                   f"dataset[{i}] should be a pair (features, label), but is {describe(item)}")
+            x, y = item
+            if _not_converted(x) or _not_converted(y):
+                raise CheckError(f"dataset[{i}] holds {type(x).__name__} and {type(y).__name__}, not tensors: "
+                                 "you forgot to convert the lists to tensors. Do it once in __init__ with "
+                                 "torch.tensor(..., dtype=...)")
+            want_x, want_y = expected[i]
+            if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.dim() == 0 and y.dim() == 1:
+                raise CheckError(f"dataset[{i}] is (label, features); return (features, label)")
+            expect_tensor(x, want_x, what=f"dataset[{i}][0], the features",
+                          mistakes=[Mistake("the features are int64 because the lists held integers: "
+                                            "convert with torch.tensor(features, dtype=torch.float32), "
+                                            "since layers compute in float32",
+                                            lambda: torch.tensor(features)[i])])
+            expect_tensor(y, want_y, what=f"dataset[{i}][1], the label",
+                          mistakes=[Mistake("labels are class indices and must be int64 (torch.long), which "
+                                            "is what CrossEntropyLoss expects", lambda: want_y.float())])
+            checks += 1
+    passed("PointsDataset", checks)
+
+
+# ---------------------------------------------------------------- fix_length
+
+def check_fix_length(fn: Callable[[torch.Tensor, int], torch.Tensor],
+                     inputs: Sequence[tuple[torch.Tensor, int]] | None = None, part: str = "both") -> None:
+    """``part``: "crop" tests only signals at least ``length`` long, "pad" only shorter ones."""
+    _check_part(part, ("both", "crop", "pad"))
+    inputs = inputs if inputs is not None else [
+        (torch.arange(1.0, 11.0), 6),
+        (torch.randn(20, generator=_gen(0)), 20),
+        (torch.tensor([1.0, 2.0, 3.0]), 5),
+        (torch.randn(7, generator=_gen(1)), 12),
+    ]
+    chosen = [(s, n) for s, n in inputs
+              if part == "both" or (part == "crop") == (len(s) >= n)]
+    expect(chosen, f"no inputs to test for part={part!r}")
+    for signal, length in chosen:
+        got = call(fn, signal.clone(), length)
+        n = len(signal)
+        expect_tensor(got, ref.fix_length(signal, length), what=f"fix_length(signal of {n} samples, {length})",
+                      mistakes=[Mistake("you kept the last samples; crop from the start, signal[:length]",
+                                        lambda: signal[-length:] if n > length else None),
+                                Mistake("you padded at the start; pad with zeros at the end (right side), "
+                                        "e.g. F.pad(signal, (0, length - len(signal)))",
+                                        lambda: torch.nn.functional.pad(signal, (length - n, 0)) if n < length else None),
+                                Mistake(f"the signal came back unchanged ({n} samples); it must have exactly "
+                                        f"{length}", lambda: signal if n != length else None)])
+    passed(f"fix_length ({part})" if part != "both" else "fix_length", len(chosen))
+
+
+# ---------------------------------------------------------------- ClipDataset
+
+def _default_clips() -> list[ClipSpec]:
+    rng = np.random.default_rng(3)
+    first = {
+        "low_000.npy": rng.standard_normal(30).astype(np.float32),
+        "high_001.npy": rng.standard_normal(80).astype(np.float32),
+        "low_002.npy": rng.standard_normal(50).astype(np.float32),
+        "high_003.npy": rng.standard_normal(12).astype(np.float32),
+    }
+    second = {  # float64 on disk, three classes, names that sort differently from the write order
+        "dog_10.npy": rng.standard_normal(25),
+        "bird_02.npy": rng.standard_normal(9),
+        "cat_07.npy": rng.standard_normal(40),
+    }
+    return [(first, 50, ["low", "high"]), (second, 20, ["cat", "dog", "bird"])]
+
+
+def _write_clips(folder: Path, clips: dict[str, np.ndarray]) -> None:
+    """Write the clips in reverse name order, with file times that follow that order,
+    plus two files that are not clips (real folders have them too)."""
+    for k, (name, array) in enumerate(sorted(clips.items(), reverse=True)):
+        np.save(folder / name, array)
+        os.utime(folder / name, (1_700_000_000 + k, 1_700_000_000 + k))
+    (folder / "README.txt").write_text("these are not clips\n")
+    (folder / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1")
+
+
+def check_clip_dataset(cls: type, inputs: Sequence[ClipSpec] | None = None, part: str = "both") -> None:
+    """``part``: "len" tests __len__ and that every index returns (tensor, int);
+    "items" also compares every clip and label with the answer key."""
+    _check_part(part, ("both", "len", "items"))
+    _expect_class(cls, "ClipDataset")
+    inputs = inputs if inputs is not None else _default_clips()
+    checks = 0
+    for clips, length, classes in inputs:
+        with tempfile.TemporaryDirectory(prefix="check-clips-") as tmp:
+            folder = Path(tmp)
+            _write_clips(folder, clips)
+            dataset = call(cls, folder, length, list(classes))
+            expected = ref.ClipDataset(folder, length, classes)
+            n = len(expected)
+            got_n = _length(dataset, "dataset")
+            if got_n != n:
+                every = len(os.listdir(folder))
+                why = (f"you counted every file in the folder ({every}), but only the {n} .npy files are clips"
+                       if got_n == every else f"the folder holds {n} .npy files")
+                raise CheckError(f"len(dataset) is {got_n}: {why}. __len__ must count exactly the samples "
+                                 "__getitem__ can return")
+            items = [_item(dataset, i, n, "dataset") for i in range(n)]
+            wanted = [expected[i] for i in range(n)]
+            names = [path.name for path in expected.files]
+            for i, item in enumerate(items):
+                expect(isinstance(item, (tuple, list)) and len(item) == 2,
+                       f"dataset[{i}] should be a pair (clip, label), but is {describe(item)}")
+                clip, label = item
+                if isinstance(clip, np.ndarray):
+                    raise CheckError(f"dataset[{i}] returned a NumPy array: you forgot to convert it to a "
+                                     "tensor (torch.from_numpy(array))")
+                expect(isinstance(clip, torch.Tensor), f"dataset[{i}][0] should be a tensor, not {describe(clip)}")
+                if isinstance(label, str):
+                    raise CheckError(f"dataset[{i}] returned the class name {label!r} as its label: return its "
+                                     f"index in classes, classes.index({label!r})")
+                if isinstance(label, torch.Tensor) and label.numel() == 1 and not label.is_floating_point():
+                    label = int(label.item())
+                expect(isinstance(label, (int, np.integer)) and not isinstance(label, bool),
+                       f"dataset[{i}][1] should be the class index (an int), not {describe(label)}")
+            if part == "len":
+                checks += 1
+                continue
+            for i, ((clip, label), (want_clip, want_label)) in enumerate(zip(items, wanted)):
+                if isinstance(label, torch.Tensor):
+                    label = int(label.item())
+                others = [j for j, (other, other_label) in enumerate(wanted)
+                          if j != i and other.shape == clip.shape and other_label == label
+                          and torch.allclose(other, clip.to(other.dtype))]
+                if others and not (clip.shape == want_clip.shape and torch.allclose(want_clip, clip.to(want_clip.dtype))):
+                    raise CheckError(f"dataset[{i}] is the clip from {names[others[0]]}, but index {i} should be "
+                                     f"{names[i]}: sort the file names, so that an index means the same file "
+                                     "on every machine (folder listings come in no fixed order)")
+                raw = torch.from_numpy(np.load(expected.files[i]))
+                expect_tensor(clip, want_clip, what=f"dataset[{i}][0], the clip from {names[i]} ({len(raw)} samples)",
+                              mistakes=[Mistake(f"every clip must have exactly {length} samples: crop or pad it "
+                                                "with fix_length", lambda: raw.float() if len(raw) != length else None),
+                                        Mistake("the file holds float64; convert the clip to float32 with .float()",
+                                                lambda: want_clip.double()),
+                                        Mistake("you kept the last samples; crop from the start",
+                                                lambda: raw[-length:].float() if len(raw) > length else None),
+                                        Mistake("you padded at the start; pad at the end",
+                                                lambda: torch.nn.functional.pad(raw, (length - len(raw), 0)).float()
+                                                if len(raw) < length else None)])
+                expect(label == want_label,
+                       f"dataset[{i}] ({names[i]}) has label {label}, expected {want_label}: the label is the index "
+                       f"of the file name's class (the part before '_') in classes={list(classes)}")
+            checks += 1
+    passed(f"ClipDataset ({part})" if part != "both" else "ClipDataset", checks)
+
+
+# ---------------------------------------------------------------- padding collate
+
+def _default_batches() -> list[list[torch.Tensor]]:
+    return [
+        [torch.tensor([1.0, 2.0, 3.0]), torch.tensor([4.0]), torch.tensor([5.0, 6.0])],
+        [torch.tensor([7, 3, 9, 2]), torch.tensor([5, 1]), torch.tensor([8, 8, 8, 8, 8, 1])],
+    ]
+
+
+def _left_padded(batch: list[torch.Tensor]) -> torch.Tensor:
+    return pad_sequence(batch, batch_first=True, padding_side="left")
+
+
+def _pair(got: Any, name: str, size: int = 2) -> tuple:
+    parts = "(padded, lengths)" if size == 2 else "(padded, lengths, labels)"
+    expect(isinstance(got, (tuple, list)) and len(got) == size, f"{name} should return {parts}, not {describe(got)}")
+    return tuple(got)
+
+
+def _padded_mistakes(batch: list[torch.Tensor], want: torch.Tensor) -> list[Mistake]:
+    longest = want.shape[1]
+
+    def prefix_matches(t: Any) -> bool:
+        return (isinstance(t, torch.Tensor) and t.dim() == want.dim() and t.shape[0] == len(batch)
+                and t.shape[1] >= longest and torch.equal(t[:, :longest].to(want.dtype), want))
+
+    return [
+        Mistake("you padded on the left; put the zeros at the end of each sequence (right side)",
+                lambda: _left_padded(batch)),
+        Mistake(f"off by one: this batch's longest sequence has {longest} elements, so the padded batch "
+                f"needs exactly {longest} columns, no more, no fewer", matches=lambda t: isinstance(t, torch.Tensor) and t.dim() == want.dim()
+                and t.shape[0] == len(batch) and abs(t.shape[1] - longest) == 1),
+        Mistake(f"you padded to a fixed length instead of to this batch's longest sequence ({longest}): "
+                "compute the longest length from the batch itself",
+                matches=lambda t: prefix_matches(t) and t.shape[1] > longest + 1),
+        Mistake(f"the padded batch has dtype {torch.float32} but the sequences are {want.dtype}: create the "
+                "zeros with dtype=batch[0].dtype", lambda: want.float() if want.dtype != torch.float32 else None),
+        Mistake("the padding value must be 0", matches=lambda t: isinstance(t, torch.Tensor) and t.shape == want.shape
+                and not torch.equal(t, want) and all(torch.equal(t[i, :len(s)], want[i, :len(s)])
+                                                      for i, s in enumerate(batch))),
+    ]
+
+
+def _lengths_mistakes(lengths: list[int], longest: int, numels: list[int] | None = None) -> list[Mistake]:
+    mistakes = [
+        Mistake("lengths should be a tensor: torch.tensor([...]) (int64)",
+                matches=lambda t: isinstance(t, (list, tuple)) and list(t) == lengths),
+        Mistake(f"those are the lengths after padding (all {longest}): record each sequence's own length",
+                lambda: torch.full((len(lengths),), longest) if len(set(lengths)) > 1 else None),
+    ]
+    if numels is not None and numels != lengths:
+        mistakes.append(Mistake("you counted elements (numel); a sequence's length is its number of time steps, "
+                                "len(sequence) or sequence.shape[0]", lambda: torch.tensor(numels)))
+    return mistakes
+
+
+def check_pad_collate(fn: Callable[[list[torch.Tensor]], tuple[torch.Tensor, torch.Tensor]],
+                      inputs: Sequence[list[torch.Tensor]] | None = None, part: str = "both") -> None:
+    """``part``: "padded" tests only the padded batch, "lengths" only the lengths."""
+    _check_part(part, ("both", "padded", "lengths"))
+    inputs = inputs if inputs is not None else _default_batches()
+    for batch in inputs:
+        want_padded, want_lengths = ref.pad_collate(batch)
+        shown = [len(s) for s in batch]
+        padded, lengths = _pair(call(fn, [s.clone() for s in batch]), "pad_collate")
+        if part in ("both", "padded"):
+            expect_tensor(padded, want_padded, what=f"the padded batch for lengths {shown}",
+                          mistakes=_padded_mistakes(batch, want_padded))
+        if part in ("both", "lengths"):
+            expect_tensor(lengths, want_lengths, what=f"the lengths for lengths {shown}",
+                          mistakes=_lengths_mistakes(shown, want_padded.shape[1]))
+    passed(f"pad_collate ({part})" if part != "both" else "pad_collate", len(inputs))
+
+
+def check_collate_sequences(fn: Callable[[list[tuple[torch.Tensor, int]]], tuple],
+                            inputs: Sequence[list[tuple[torch.Tensor, int]]] | None = None) -> None:
+    g = _gen(5)
+    inputs = inputs if inputs is not None else [
+        [(torch.tensor([1.0, 2.0, 3.0]), 0), (torch.tensor([4.0]), 2), (torch.tensor([5.0, 6.0]), 1)],
+        [(torch.randn(4, 2, generator=g), 1), (torch.randn(6, 2, generator=g), 0), (torch.randn(2, 2, generator=g), 1)],
+    ]
+    for batch in inputs:
+        sequences = [s for s, _ in batch]
+        want_padded, want_lengths, want_labels = ref.collate_sequences(batch)
+        shapes = [list(s.shape) for s in sequences]
+        padded, lengths, labels = _pair(call(fn, [(s.clone(), y) for s, y in batch]), "collate_sequences", 3)
+        expect_tensor(padded, want_padded, what=f"the padded batch for sequences of shapes {shapes}",
+                      mistakes=[Mistake("pad_sequence puts time first by default ([longest, batch, ...]); "
+                                        "pass batch_first=True", lambda: pad_sequence(sequences)),
+                                *_padded_mistakes(sequences, want_padded)])
+        expect_tensor(lengths, want_lengths, what=f"the lengths for sequences of shapes {shapes}",
+                      mistakes=_lengths_mistakes([len(s) for s in sequences], want_padded.shape[1],
+                                                 [s.numel() for s in sequences]))
+        label_list = [y for _, y in batch]
+        expect_tensor(labels, want_labels, what=f"the labels {label_list}",
+                      mistakes=[Mistake("the labels are still a tuple or list: you forgot to convert them "
+                                        "to a tensor, torch.tensor(labels)",
+                                        matches=lambda t: isinstance(t, (list, tuple)) and list(t) == label_list)])
+    passed("collate_sequences", len(inputs))
+
+
+# ---------------------------------------------------------------- mean_std
+
+def _image_set(n: int, size: int, seed: int) -> TensorDataset:
+    """Images in [0, 1] that get brighter with the index, so per-image and per-batch
+    statistics differ clearly from those over all pixels."""
+    g = _gen(seed)
+    brightness = torch.linspace(0.1, 0.9, n).view(n, 1, 1, 1)
+    images = (torch.rand(n, 1, size, size, generator=g) * brightness).clamp(0, 1)
+    return TensorDataset(images, torch.randint(0, 10, (n,), generator=g))
+
+
+def _stats_mistakes(dataset: TensorDataset, batch_size: int, which: str) -> list[Mistake]:
+    images = dataset.tensors[0].double()
+    batches = list(images.split(batch_size))
+    if which == "mean":
+        return [Mistake("you averaged the per-batch means, but the last batch is smaller, so its pixels count "
+                        "too much: add up sums and pixel counts over all batches, then divide once",
+                        lambda: sum(b.mean().item() for b in batches) / len(batches)),
+                Mistake("that is the mean of the first batch only; go through the whole dataset",
+                        lambda: batches[0].mean().item() if len(batches) > 1 else None)]
+    per_image = [torch.stack([img.std(correction=c) for img in images]).mean().item() for c in (0, 1)]
+    per_batch = [sum(b.std(correction=c).item() for b in batches) / len(batches) for c in (0, 1)]
+    per_pixel = [images.std(dim=0, correction=c).mean().item() for c in (0, 1)]
+    return [
+        *[Mistake("you computed a std per image and averaged them: that misses how much images differ from "
+                  "each other. Compute one std over all pixels of all images", (lambda v=v: v)) for v in per_image],
+        *[Mistake("you averaged per-batch stds; compute one std over all pixels (accumulate the sum of "
+                  "squares across batches)", (lambda v=v: v)) for v in per_batch if len(batches) > 1],
+        *[Mistake("you took the std across images at each pixel position, then averaged: compute one std "
+                  "over all pixels at once", (lambda v=v: v)) for v in per_pixel],
+        Mistake("that is the variance; the standard deviation is its square root",
+                lambda: images.var(correction=0).item()),
+    ]
+
+
+def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
+                   inputs: Sequence[tuple[TensorDataset, int]] | None = None, part: str = "both") -> None:
+    """``part``: "mean" or "std" tests only that number. Either form of the std is accepted:
+    dividing by the pixel count, or by the count minus one (what tensor.std() does)."""
+    _check_part(part, ("both", "mean", "std"))
+    inputs = inputs if inputs is not None else [(_image_set(25, 6, 0), 10), (_image_set(12, 5, 1), 4)]
+    for dataset, batch_size in inputs:
+        images = dataset.tensors[0].double()
+        shown = f"mean_std({len(dataset)} images of shape {list(images.shape[1:])}, batch_size={batch_size})"
+        got = call(fn, dataset, batch_size)
+        expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{shown} should return (mean, std), not {describe(got)}")
+        mean, std = got
+        if part in ("both", "mean"):
+            expect_close(mean, images.mean().item(), what=f"the mean from {shown}",
+                         mistakes=_stats_mistakes(dataset, batch_size, "mean"))
+        if part in ("both", "std"):
+            population, sample = images.std(correction=0).item(), images.std(correction=1).item()
+            number = std.item() if isinstance(std, torch.Tensor) and std.numel() == 1 else std
+            is_sample_std = (isinstance(number, (int, float)) and not isinstance(number, bool)
+                             and math.isclose(number, sample, rel_tol=1e-4, abs_tol=1e-5))
+            if not is_sample_std:
+                expect_close(std, population, what=f"the std from {shown}",
+                             mistakes=_stats_mistakes(dataset, batch_size, "std"))
+    passed(f"mean_std ({part})" if part != "both" else "mean_std", len(inputs))
+
+
+# ---------------------------------------------------------------- split_train_val
+
+def _indices(subset: Any) -> list[int]:
+    return list(subset.indices) if isinstance(subset, Subset) else []
+
+
+def check_split_train_val(fn: Callable[[Dataset, float, int], tuple[Subset, Subset]],
+                          inputs: Sequence[tuple[Dataset, float, int]] | None = None) -> None:
+    inputs = inputs if inputs is not None else [
+        (TensorDataset(torch.arange(20)), 0.25, 0),
+        (TensorDataset(torch.arange(103)), 0.1, 7),
+    ]
+    rng_state = torch.get_rng_state()
+    try:
+        for dataset, fraction, seed in inputs:
+            n = len(dataset)
+            n_val = int(n * fraction)
+            shown = f"split_train_val({n} samples, val_fraction={fraction}, seed={seed})"
+            before = torch.get_rng_state()
+            got = call(fn, dataset, fraction, seed)
+            touched_global = not torch.equal(before, torch.get_rng_state())
+            expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{shown} should return (train, val), not {describe(got)}")
+            train, val = got
+            expect(isinstance(train, Subset) and isinstance(val, Subset),
+                   f"{shown} should return the two Subset objects random_split gives, not "
+                   f"{describe(train)} and {describe(val)}")
+            if len(train) == n_val and len(val) == n - n_val and n_val != n - n_val:
+                raise CheckError(f"{shown} returned (validation, training): the first result has {len(train)} "
+                                 f"samples, the second {len(val)}. Return (train, val)")
+            expect(len(val) == n_val and len(train) == n - n_val,
+                   f"{shown}: the validation set should have int({n} * {fraction}) = {n_val} samples and the "
+                   f"training set {n - n_val}, but yours have {len(val)} and {len(train)}")
+            again = call(fn, dataset, fraction, seed)
+            if _indices(again[0]) != _indices(train):
+                raise CheckError(f"{shown} gives a different split each time it is called: the split is not "
+                                 "seeded. Pass generator=torch.Generator().manual_seed(seed) to random_split")
+            if touched_global:
+                raise CheckError(f"{shown} changed PyTorch's global random generator (torch.manual_seed?), which "
+                                 "also changes every later random draw in your program. Seed a private "
+                                 "generator instead: generator=torch.Generator().manual_seed(seed)")
+            other = call(fn, dataset, fraction, seed + 1)
+            if _indices(other[0]) == _indices(train):
+                raise CheckError(f"{shown}: a different seed gives the same split, so your code ignores the "
+                                 "seed argument. Use it: torch.Generator().manual_seed(seed)")
+            want_train, want_val = ref.split_train_val(dataset, fraction, seed)
+            if _indices(train) != _indices(want_train) or _indices(val) != _indices(want_val):
+                swapped = torch.utils.data.random_split(dataset, [n_val, n - n_val], generator=_gen(seed))
+                if _indices(train) == list(swapped[1].indices):
+                    raise CheckError(f"{shown}: you passed the lengths as [n_val, n_train], which cuts the shuffled "
+                                     "order in another place; pass [n_train, n_val] and return the parts in "
+                                     "that order")
+                raise CheckError(f"{shown} is not the split random_split(dataset, [{n - n_val}, {n_val}], "
+                                 "generator=torch.Generator().manual_seed(seed)) gives: use exactly that call")
+    finally:
+        torch.set_rng_state(rng_state)  # a wrong answer must not change the rest of the notebook
+    passed("split_train_val", len(inputs))
+
+
+# ---------------------------------------------------------------- make_loaders
+
+def _order(loader: DataLoader) -> list[list[int]]:
+    return [batch[0].tolist() for batch in loader]
+
+
+def check_make_loaders(fn: Callable[..., tuple[DataLoader, DataLoader]],
+                       inputs: Sequence[tuple[int, int, int, int]] | None = None, part: str = "both") -> None:
+    """``inputs``: (training size, validation size, batch_size, seed).
+    ``part``: "train" or "val" tests only that loader."""
+    _check_part(part, ("both", "train", "val"))
+    inputs = inputs if inputs is not None else [(50, 13, 8, 0), (21, 10, 5, 3)]
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    rng_state = torch.get_rng_state()
+    try:
+        for n_train, n_val, batch_size, seed in inputs:
+            train_set = TensorDataset(torch.arange(n_train))
+            val_set = TensorDataset(torch.arange(100, 100 + n_val))
+            shown = f"make_loaders({n_train} training and {n_val} validation samples, batch_size={batch_size}, seed={seed}"
+            got = call(fn, train_set, val_set, batch_size, seed, cpu)
+            expect(isinstance(got, (tuple, list)) and len(got) == 2,
+                   f"{shown}, cpu) should return (train_loader, val_loader), not {describe(got)}")
+            expect(all(isinstance(loader, DataLoader) for loader in got),
+                   f"{shown}, cpu) should return two DataLoader objects, not {describe(got[0])} and {describe(got[1])}")
+            on_cuda = call(fn, train_set, val_set, batch_size, seed, cuda)
+            want_train, want_val = ref.make_loaders(train_set, val_set, batch_size, seed, cpu)
+            which = {"train": [0], "val": [1], "both": [0, 1]}[part]
+            for index in which:
+                name = ("training", "validation")[index]
+                loader = got[index]
+                expect(loader.batch_size == batch_size,
+                       f"{shown}): the {name} loader's batch_size is {loader.batch_size}, expected {batch_size}")
+                expect(not loader.pin_memory,
+                       f"{shown}, cpu): the {name} loader pins memory, but pinned memory only speeds up copies "
+                       "to a CUDA GPU; use pin_memory=(device.type == 'cuda')")
+                expect(on_cuda[index].pin_memory,
+                       f"{shown}, cuda): the {name} loader should pin memory when the device is a CUDA GPU "
+                       "(pin_memory=(device.type == 'cuda')): pinned pages can be copied to the GPU faster "
+                       "and asynchronously")
+            if 0 in which:
+                train = got[0]
+                expect(isinstance(train.sampler, RandomSampler),
+                       f"{shown}): the training loader does not shuffle; pass shuffle=True, so that every epoch "
+                       "sees the samples in a new order")
+                expect(train.drop_last,
+                       f"{shown}): the training loader keeps the last, incomplete batch of {n_train % batch_size or batch_size} "
+                       "samples; pass drop_last=True so every training step sees a full batch")
+                before = torch.get_rng_state()
+                order = _order(train)
+                second = _order(call(fn, train_set, val_set, batch_size, seed, cpu)[0])
+                if order != second:
+                    raise CheckError(f"{shown}): two loaders built with the same seed shuffle differently: the "
+                                     "shuffle is not seeded. Pass generator=torch.Generator().manual_seed(seed)")
+                if not torch.equal(before, torch.get_rng_state()):
+                    raise CheckError(f"{shown}): your loader draws from (or reseeds) PyTorch's global random "
+                                     "generator; give it its own: generator=torch.Generator().manual_seed(seed)")
+                other = _order(call(fn, train_set, val_set, batch_size, seed + 1, cpu)[0])
+                if other == order:
+                    raise CheckError(f"{shown}): a different seed gives the same order, so your code ignores the "
+                                     "seed argument")
+                expect(order == _order(want_train),
+                       f"{shown}): the training order differs from DataLoader(..., shuffle=True, drop_last=True, "
+                       "generator=torch.Generator().manual_seed(seed)); pass the generator to the DataLoader itself")
+            if 1 in which:
+                val = got[1]
+                expect(isinstance(val.sampler, SequentialSampler),
+                       f"{shown}): the validation loader shuffles; there is no need (the metric does not depend on "
+                       "the order) and a fixed order makes runs easier to compare. Use shuffle=False")
+                dropped = n_val % batch_size
+                expect(not val.drop_last,
+                       f"{shown}): the validation loader drops its last batch"
+                       + (f", so {dropped} samples are never evaluated" if dropped else "")
+                       + "; keep drop_last=False")
+                expect(_order(val) == _order(want_val),
+                       f"{shown}): the validation loader should give batches of {batch_size} in the dataset's order")
+    finally:
+        torch.set_rng_state(rng_state)
+    passed(f"make_loaders ({part})" if part != "both" else "make_loaders", len(inputs))

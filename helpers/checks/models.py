@@ -1,0 +1,677 @@
+"""Lesson 04 Defining models: checks for every exercise.
+
+Model exercises hand the check a *class* (``check.check_lenet_layers(LeNet)``);
+the check builds it, runs it through ``model(x)`` with hooks on every layer,
+and compares it with the reference in ``helpers.reference.models``. When a
+forward pass fails, the hooks say which layer failed and why (channels that do
+not match, a missing flatten), instead of a bare PyTorch traceback.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from helpers.checks import CheckError, Mistake, call, describe, expect, expect_tensor, passed, same_value
+from helpers.reference import models as ref
+
+ModelFactory = Callable[[], nn.Module]
+
+
+def _randn(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _seeded(factory: Callable[[], Any], seed: int) -> Any:
+    """Build with a fixed seed, so two builds start from identical default weights."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return factory()
+
+
+# --- building a learner's class and running it --------------------------------------------------
+
+def _no_super(name: str, detail: str = "") -> CheckError:
+    return CheckError(
+        f"{name}.__init__ must call super().__init__() before anything else: nn.Module creates its "
+        "registries of parameters, submodules and hooks there, so without it assigning a layer fails "
+        "(\"cannot assign module before Module.__init__() call\") or calling the module does"
+        + (f". PyTorch said: {detail}" if detail else "")
+    )
+
+
+def _build(cls: Any, name: str, *args: Any, **kwargs: Any) -> nn.Module:
+    """Instantiate the learner's nn.Module subclass, naming the classic construction mistakes."""
+    if isinstance(cls, nn.Module):
+        raise CheckError(f"pass the class {name} itself, not an instance: write ({name}), not ({name}())")
+    try:
+        with torch.random.fork_rng():  # building must not move the notebook's own random stream
+            model = call(cls, *args, **kwargs)
+    except CheckError as error:
+        cause = error.__cause__
+        if isinstance(cause, AttributeError) and "before Module.__init__() call" in str(cause):
+            raise _no_super(name, str(cause)) from None
+        raise
+    if not isinstance(model, nn.Module):
+        raise CheckError(f"{name}(...) should build an nn.Module (class {name}(nn.Module): ...), "
+                         f"but it gave {describe(model)}")
+    if "_modules" not in vars(model):
+        raise _no_super(name)
+    return model
+
+
+def _layers(model: nn.Module) -> dict[str, nn.Module]:
+    """The leaf modules (those with no children) by their dotted name."""
+    return {n: m for n, m in model.named_modules() if n and not any(True for _ in m.children())}
+
+
+def _explain_layer_failure(layer: str, module: nn.Module, args: tuple) -> str:
+    """Why a layer could not take the input it was given, in the lesson's words."""
+    x = args[0] if args and isinstance(args[0], torch.Tensor) else None
+    if x is None:
+        return ""
+    shape = list(x.shape)
+    if isinstance(module, nn.Conv2d) and x.dim() in (3, 4) and x.shape[-3] != module.in_channels:
+        return (f"the channels do not match between layers: {layer} has in_channels={module.in_channels}, but its input "
+                f"(shape {shape}) has {x.shape[-3]} channels. A Conv2d's in_channels must equal the out_channels "
+                "of the layer before it (1 for the grey-scale image itself)")
+    if isinstance(module, (nn.BatchNorm1d, nn.BatchNorm2d)) and x.dim() >= 2 and x.shape[1] != module.num_features:
+        return (f"{layer} has num_features={module.num_features}, but its input (shape {shape}) has {x.shape[1]} "
+                "channels: a BatchNorm's num_features must equal the out_channels of the layer before it")
+    if isinstance(module, nn.Linear):
+        if x.dim() == 1:
+            return (f"{layer} received a 1-D input of shape {shape}: you flattened the batch dimension too. "
+                    "Use torch.flatten(x, 1) (or nn.Flatten()), which keeps dimension 0, the batch")
+        if x.dim() > 2:
+            return (f"{layer} received the {x.dim()}-D feature maps (shape {shape}) unflattened: flatten them to "
+                    "[N, features] first with torch.flatten(x, 1) in forward, or an nn.Flatten() layer")
+        if x.shape[-1] != module.in_features:
+            return (f"{layer} has in_features={module.in_features}, but each sample reaches it with "
+                    f"{x.shape[-1]} features (input shape {shape}). in_features must equal the size of what "
+                    "comes in: channels x height x width of the last feature maps, once flattened")
+    return ""
+
+
+def _run(model: nn.Module, x: torch.Tensor, name: str) -> tuple[Any, set[str]]:
+    """``model(x)`` with a hook on every layer; returns the output and the layers whose hooks ran.
+
+    Steps:
+        1. Register a pre-hook (remember the input) and a forward hook (mark done) on every layer.
+        2. Call ``model(x)``; if it fails, explain it with the layer that was running.
+        3. Remove the hooks, whatever happened.
+    """
+    running: dict[str, tuple] = {}
+    fired: set[str] = set()
+    order: list[str] = []
+
+    def pre(layer: str):
+        def hook(module: nn.Module, args: tuple) -> None:
+            running[layer] = args
+            order.append(layer)
+        return hook
+
+    def post(layer: str):
+        def hook(module: nn.Module, args: tuple, output: Any) -> None:
+            running.pop(layer, None)
+            fired.add(layer)
+        return hook
+
+    layers = _layers(model)
+    handles = [m.register_forward_pre_hook(pre(n)) for n, m in layers.items()]
+    handles += [m.register_forward_hook(post(n)) for n, m in layers.items()]
+    try:
+        return model(x), fired
+    except NotImplementedError:
+        raise CheckError(f"{name}.forward is not written yet: replace `raise NotImplementedError()` with your code") from None
+    except Exception as error:
+        message = f"{name}: model(x) for x of shape {list(x.shape)} raised {type(error).__name__}: {error}"
+        failing = [layer for layer in order if layer in running]
+        if failing:
+            why = _explain_layer_failure(failing[-1], layers[failing[-1]], running[failing[-1]])
+            message += f"\nThe error happened inside layer '{failing[-1]}'" + (f": {why}" if why else "")
+        elif order:
+            message += (f"\nThe error happened in your forward code after layer '{order[-1]}' had run "
+                        "(check the reshape/flatten between layers)")
+        raise CheckError(message) from error
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _expect_hooks_ran(model: nn.Module, fired: set[str], correct: bool, name: str) -> None:
+    """Every layer with parameters must run through ``__call__`` (so its hooks fire)."""
+    silent = [n for n, m in _layers(model).items() if any(True for _ in m.parameters(recurse=False)) and n not in fired]
+    if not silent:
+        return
+    layer = silent[0]
+    if correct:
+        raise CheckError(
+            f"{name}: call model(x), not model.forward(x): forward hooks did not run for {silent}. "
+            f"The output is right, but forward calls self.{layer}.forward(...) directly; write self.{layer}(...) "
+            "so nn.Module.__call__ runs the hooks (and everything else it does) around forward")
+    raise CheckError(
+        f"{name}: the layer(s) {silent} never ran through model(x): either forward does not use them, or it calls "
+        f"self.{layer}.forward(...) directly (call model(x), not model.forward(x): forward hooks did not run)")
+
+
+# --- exercises 1 and 2: LeNet and MnistNet -------------------------------------------------------
+
+_SHAPE_HINTS = {
+    "LeNet": {"fc1": " = 16 * 5 * 5: a 32x32 image shrinks to 28 (conv 5x5), 14 (pool), 10 (conv 5x5), 5 (pool)"},
+    "MnistNet": {"fc1": " = 4 * 4 * 50: a 28x28 digit shrinks to 24 (conv 5x5), 12 (pool), 8 (conv 5x5), 4 (pool)"},
+}
+
+
+def _describe_shape_difference(key: str, got: torch.Size, want: torch.Size, name: str) -> str:
+    layer, _, kind = key.rpartition(".")
+    hint = _SHAPE_HINTS.get(name, {}).get(layer, "")
+    if kind == "weight" and len(want) == 4 and len(got) == 4:
+        if got[1] != want[1]:
+            return (f"{layer}'s in_channels should be {want[1]} (the out_channels of the layer before it); "
+                    "a Conv2d weight is [out_channels, in_channels, kernel height, kernel width]")
+        if got[0] != want[0]:
+            return f"{layer} should have out_channels={want[0]}"
+        return f"{layer} should have kernel_size={tuple(want[2:])}"
+    if kind == "weight" and len(want) == 2 and len(got) == 2:
+        if got[1] != want[1]:
+            return f"{layer}'s in_features should be {want[1]}{hint}; a Linear weight is [out_features, in_features]"
+        return f"{layer} should have out_features={want[0]}"
+    return f"{layer} is not the kind of layer the task describes"
+
+
+def _expect_same_layers(model: nn.Module, reference: nn.Module, name: str) -> None:
+    """Same state_dict keys and shapes as the reference, naming the first layer that differs."""
+    got = {k: v.shape for k, v in model.state_dict().items()}
+    want = {k: v.shape for k, v in reference.state_dict().items()}
+    layers = list(dict.fromkeys(k.rpartition(".")[0] for k in want))
+    missing, extra = [k for k in want if k not in got], [k for k in got if k not in want]
+    if missing or extra:
+        detail = (f"missing {missing}" if missing else "") + ("; " if missing and extra else "") + \
+                 (f"unexpected {extra}" if extra else "")
+        raise CheckError(f"{name}'s state_dict keys differ ({detail}): name the layers {', '.join(layers)} in "
+                         f"__init__ (self.{layers[0]} = ...), because the attribute names become the keys")
+    count, want_count = ref.count_parameters(model), ref.count_parameters(reference)
+    for key in want:
+        if got[key] != want[key]:
+            raise CheckError(
+                f"wrong layer sizes: {name} has {count:,} parameters instead of {want_count:,}, and the first "
+                f"layer that differs from the reference's state_dict is {key}, shape {list(got[key])} instead "
+                f"of {list(want[key])}: {_describe_shape_difference(key, got[key], want[key], name)}")
+
+
+def _conv_net_variant(net: nn.Module, x: torch.Tensor, activation: Callable = F.relu,
+                      pool: Callable = F.max_pool2d) -> torch.Tensor:
+    """The LeNet/MnistNet forward pass with a swappable activation and pooling (to recognise mistakes)."""
+    convs = [m for n, m in net.named_children() if n.startswith("conv")]
+    fcs = [m for n, m in net.named_children() if n.startswith("fc")]
+    for conv in convs:
+        x = pool(activation(conv(x)), 2)
+    x = torch.flatten(x, 1)
+    for fc in fcs[:-1]:
+        x = activation(fc(x))
+    return fcs[-1](x)
+
+
+def _forward_mistakes(reference: nn.Module, x: torch.Tensor) -> list[Mistake]:
+    logits = lambda: reference(x)  # noqa: E731
+    return [
+        Mistake("you flattened the batch dimension too (the output lost its batch dimension): "
+                "use torch.flatten(x, 1), which keeps dimension 0", lambda: reference(x)[0]),
+        Mistake("forward should return the raw logits: drop the softmax at the end "
+                "(CrossEntropyLoss applies log-softmax itself)", lambda: F.softmax(logits(), dim=1)),
+        Mistake("forward should return the raw logits: drop the log_softmax at the end "
+                "(CrossEntropyLoss applies log-softmax itself)", lambda: F.log_softmax(logits(), dim=1)),
+        Mistake("there should be no ReLU after the last layer: logits may be negative", lambda: F.relu(logits())),
+        Mistake("there is no ReLU between the layers: without a nonlinearity the layers collapse into one "
+                "linear map; apply F.relu after every layer except the last",
+                lambda: _conv_net_variant(reference, x, activation=lambda t: t)),
+        Mistake("use max pooling (F.max_pool2d(x, 2) or nn.MaxPool2d(2)), not average pooling",
+                lambda: _conv_net_variant(reference, x, pool=F.avg_pool2d)),
+    ]
+
+
+def _check_layers(cls: Any, name: str, reference_cls: Callable[[], nn.Module], size: int,
+                  batch_sizes: Sequence[int]) -> None:
+    model = _build(cls, name)
+    reference = _seeded(reference_cls, 0)
+    for n in batch_sizes:
+        out, _ = _run(model, _randn(n, 1, size, size, seed=n), name)
+        expect(isinstance(out, torch.Tensor), f"{name}'s forward should return a tensor, but returned {describe(out)}")
+        if n == 1 and list(out.shape) == [10]:
+            raise CheckError(f"{name}'s output for a batch of 1 has shape [10]: you flattened the batch dimension "
+                             "too. Use torch.flatten(x, 1), which keeps dimension 0")
+        expect(list(out.shape) == [n, 10],
+               f"{name}'s output for a batch of {n} images of {size}x{size} should have shape [{n}, 10] "
+               f"(one row of 10 logits per image), but has shape {list(out.shape)}")
+    _expect_same_layers(model, reference, name)
+    passed(f"{name} layers ({ref.count_parameters(reference):,} parameters)", len(batch_sizes) + 1)
+
+
+def _check_forward(cls: Any, name: str, reference_cls: Callable[[], nn.Module],
+                   inputs: Sequence[torch.Tensor]) -> None:
+    model = _build(cls, name)
+    reference = _seeded(reference_cls, 0)
+    for x in inputs:
+        _run(model, x.clone(), name)  # with the learner's own weights first: a shape error names its layer
+        _expect_same_layers(model, reference, name)
+        model.load_state_dict(reference.state_dict())
+        out, fired = _run(model, x.clone(), name)
+        with torch.no_grad():
+            want = reference(x)
+        _expect_hooks_ran(model, fired, same_value(out, want), name)
+        expect_tensor(out, want, what=f"{name}(x of shape {list(x.shape)}) with the reference's weights",
+                      mistakes=_forward_mistakes(reference, x))
+    passed(f"{name} forward", len(inputs))
+
+
+def check_lenet_layers(cls: Any, inputs: Sequence[int] | None = None) -> None:
+    """LeNet's layers: output [N, 10] for 32x32 inputs, state_dict keys and shapes, 61,706 parameters."""
+    _check_layers(cls, "LeNet", ref.LeNet, 32, inputs if inputs is not None else [4, 1])
+
+
+def check_lenet_forward(cls: Any, inputs: Sequence[torch.Tensor] | None = None) -> None:
+    """LeNet's forward, with the reference's weights loaded, matches the reference's output."""
+    inputs = inputs if inputs is not None else [_randn(4, 1, 32, 32, seed=1), _randn(2, 1, 32, 32, seed=2) * 3]
+    _check_forward(cls, "LeNet", ref.LeNet, inputs)
+
+
+def check_mnist_net_layers(cls: Any, inputs: Sequence[int] | None = None) -> None:
+    """MnistNet's layers: output [N, 10] for 28x28 inputs, state_dict keys and shapes, 431,080 parameters."""
+    _check_layers(cls, "MnistNet", ref.MnistNet, 28, inputs if inputs is not None else [3, 1])
+
+
+def check_mnist_net_forward(cls: Any, inputs: Sequence[torch.Tensor] | None = None) -> None:
+    """MnistNet's forward, with the reference's weights loaded, matches the reference's output."""
+    inputs = inputs if inputs is not None else [_randn(3, 1, 28, 28, seed=3), _randn(5, 1, 28, 28, seed=4).abs()]
+    _check_forward(cls, "MnistNet", ref.MnistNet, inputs)
+
+
+# --- exercise 3: counting parameters -------------------------------------------------------------
+
+def _bn_model() -> nn.Module:
+    return nn.Sequential(nn.Conv2d(1, 4, 3, bias=False), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(),
+                         nn.Linear(4 * 6 * 6, 3))
+
+
+def _frozen_bn_model() -> nn.Module:
+    model = _bn_model()
+    model[0].requires_grad_(False)  # a frozen first layer, as in fine-tuning
+    return model
+
+
+def check_count_parameters(fn: Callable[[nn.Module, bool], int],
+                           inputs: Sequence[tuple[ModelFactory, bool]] | None = None) -> None:
+    inputs = inputs if inputs is not None else [(ref.MnistNet, False), (_frozen_bn_model, False),
+                                                (_frozen_bn_model, True)]
+    for factory, trainable_only in inputs:
+        model = _seeded(factory, 0)
+        kind = type(model).__name__
+        frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
+        what = f"count_parameters({kind}{' with a frozen layer' if frozen else ''}, trainable_only={trainable_only})"
+        got = call(fn, model, trainable_only=trainable_only)
+        want = ref.count_parameters(model, trainable_only)
+        mistakes = [
+            Mistake("you counted parameter tensors, not the numbers in them: add up p.numel() for every p",
+                    lambda: len(list(model.parameters()))),
+            Mistake("state_dict() also holds buffers (BatchNorm's running_mean, running_var and "
+                    "num_batches_tracked), which are not parameters: count model.parameters()",
+                    lambda: sum(v.numel() for v in model.state_dict().values())),
+            Mistake("with trainable_only=True, skip the parameters whose requires_grad is False (frozen layers)",
+                    lambda: ref.count_parameters(model) if trainable_only else None),
+            Mistake("with trainable_only=False count every parameter, frozen ones included; you skipped the "
+                    "frozen ones",
+                    lambda: ref.count_parameters(model, True) if not trainable_only else None),
+            Mistake("you skipped the biases: every parameter tensor counts",
+                    lambda: sum(p.numel() for n, p in model.named_parameters()
+                                if n.endswith("weight") and (p.requires_grad or not trainable_only))),
+        ]
+        if isinstance(got, torch.Tensor) and got.numel() == 1 and got.item() == want:
+            raise CheckError(f"{what} returned a tensor; return a plain Python int (p.numel() is already an int)")
+        if got != want:
+            mistake = next((m for m in mistakes if m.explains(got)), None)
+            if mistake is not None:
+                raise CheckError(f"{what}: {mistake.message}")
+        expect(isinstance(got, int) and not isinstance(got, bool),
+               f"{what} should return an int, but returned {describe(got)}")
+        expect(got == want, f"{what} should be {want:,}, but yours is {got:,}")
+    passed("count_parameters", len(inputs))
+
+
+# --- exercise 4: weight initialisation -----------------------------------------------------------
+
+def _init_model() -> nn.Module:
+    return nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Conv2d(4, 6, 3, bias=False),
+                         nn.ReLU(), nn.Flatten(), nn.Linear(6 * 4 * 4, 10))
+
+
+def _state_after(factory: ModelFactory, init: Callable[[nn.Module], Any] | None, seed: int) -> dict[str, torch.Tensor]:
+    model = _seeded(factory, seed)
+    if init is not None:
+        with torch.random.fork_rng():
+            torch.manual_seed(seed + 1)
+            model.apply(init)
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def _init_looping_modules(module: nn.Module) -> None:
+    for m in module.modules():
+        ref.init_weights(m)
+
+
+def _init_variant(weight_init: Callable[[torch.Tensor], Any]) -> Callable[[nn.Module], None]:
+    def init(module: nn.Module) -> None:
+        if isinstance(module, (nn.Conv2d, nn.Linear)):
+            weight_init(module.weight)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+    return init
+
+
+_INIT_VARIANTS = [
+    (_init_variant(nn.init.kaiming_uniform_), "you used kaiming_uniform_; the task asks for nn.init.kaiming_normal_"),
+    (_init_variant(lambda w: nn.init.kaiming_normal_(w, mode="fan_out", nonlinearity="relu")),
+     "you used mode='fan_out'; keep the default mode='fan_in', which preserves the scale of activations going forward"),
+    (_init_variant(nn.init.xavier_normal_), "that is Xavier (Glorot) initialisation; the task asks for "
+                                             "nn.init.kaiming_normal_, which suits ReLU networks"),
+    (_init_variant(nn.init.xavier_uniform_), "that is Xavier (Glorot) initialisation; the task asks for "
+                                              "nn.init.kaiming_normal_, which suits ReLU networks"),
+    (_init_looping_modules, "model.apply already calls your function once for every module: do not loop over "
+                            "module.modules() inside it (each layer was initialised several times)"),
+]
+
+
+def _describe_init_failure(error: Exception) -> str:
+    text = str(error)
+    if isinstance(error, AttributeError) and "NoneType" in text:
+        return ("some layers are built with bias=False, so their m.bias is None: "
+                "guard the bias line with `if m.bias is not None:`")
+    if "ambiguous" in text:
+        return "`if m.bias:` asks a whole tensor for True/False; test `if m.bias is not None:` instead"
+    return ""
+
+
+def check_init_weights(fn: Callable[[nn.Module], None], inputs: Sequence[ModelFactory] | None = None) -> None:
+    """``model.apply(fn)`` must give Kaiming-normal Conv2d/Linear weights, zero biases, other layers untouched."""
+    inputs = inputs if inputs is not None else [_init_model, ref.LeNet]
+    for seed, factory in enumerate(inputs):
+        model = _seeded(factory, seed)
+        kind = type(model).__name__
+        before = {k: v.clone() for k, v in model.state_dict().items()}
+        with warnings.catch_warnings(record=True) as caught, torch.random.fork_rng():
+            warnings.simplefilter("always")
+            torch.manual_seed(seed + 1)
+            try:
+                model.apply(fn)
+            except NotImplementedError:
+                raise CheckError("init_weights is not written yet: replace `raise NotImplementedError()` "
+                                 "with your code") from None
+            except Exception as error:
+                why = _describe_init_failure(error)
+                raise CheckError(f"{kind}.apply(init_weights) raised {type(error).__name__}: {error}"
+                                 + (f"\n{why}" if why else "")) from error
+        deprecated = [str(w.message) for w in caught if "deprecated" in str(w.message) and "nn.init" in str(w.message)]
+        expect(not deprecated,
+               "you used a deprecated init function without the trailing underscore: the in-place versions "
+               f"(nn.init.kaiming_normal_, nn.init.zeros_) are the current API. PyTorch said: {deprecated[:1]}")
+        got = model.state_dict()
+        want = _state_after(factory, ref.init_weights, seed)
+        if same_value(dict(got), want):
+            continue
+        what = f"{kind}.apply(init_weights)"
+        modules = dict(model.named_modules())
+        for key, value in got.items():
+            layer, _, kind_of = key.rpartition(".")
+            module = modules[layer]
+            changed = not torch.equal(value, before[key])
+            if isinstance(module, (nn.Conv2d, nn.Linear)):
+                if kind_of == "bias" and not torch.equal(value, torch.zeros_like(value)):
+                    raise CheckError(f"{what}: your init ignores the biases: set them to zero with "
+                                     f"nn.init.zeros_(m.bias) (layer '{layer}', a {type(module).__name__})"
+                                     if not changed else
+                                     f"{what}: the biases should be zeros (nn.init.zeros_), but '{key}' is not")
+                if kind_of == "weight" and not changed:
+                    raise CheckError(f"{what}: the {type(module).__name__} layer '{layer}' kept its default weights: "
+                                     "initialise every nn.Conv2d and nn.Linear "
+                                     "(isinstance(m, (nn.Conv2d, nn.Linear)))")
+            elif changed and kind_of in dict(module.named_parameters(recurse=False)):
+                raise CheckError(f"{what}: you changed '{key}' of a {type(module).__name__}: only Conv2d and Linear "
+                                 "layers should be re-initialised (a BatchNorm starts with weight 1 and bias 0)")
+        for variant, message in _INIT_VARIANTS:
+            if same_value(dict(got), _state_after(factory, variant, seed)):
+                raise CheckError(f"{what}: {message}")
+        for key, value in want.items():
+            expect_tensor(got[key], value, what=f"{what}: '{key}' (nn.init.kaiming_normal_ under the same seed)")
+    passed("init_weights", len(inputs))
+
+
+# --- exercises 5 and 6: a custom loss ------------------------------------------------------------
+
+def _smoothing_mistakes(logits: torch.Tensor, targets: torch.Tensor, smoothing: float, reduction: str) -> list[Mistake]:
+    def reduce(loss: torch.Tensor, how: str = reduction) -> torch.Tensor:
+        return {"mean": loss.mean, "sum": loss.sum, "none": lambda: loss}[how]()
+
+    log_probs = F.log_softmax(logits, dim=1)
+    nll = -log_probs.gather(1, targets.unsqueeze(1)).squeeze(1)
+    n_classes = logits.shape[1]
+    others = (-log_probs.sum(dim=1) - nll) / (n_classes - 1)
+    return [
+        Mistake("the result is inf or nan: log(softmax(x)) underflows to log(0) = -inf when one logit is much larger "
+                "than the others. Use F.log_softmax(logits, dim=1), which computes it stably",
+                matches=lambda got: isinstance(got, torch.Tensor) and not bool(torch.isfinite(got).all())),
+        Mistake("you ignored smoothing: that is the plain cross-entropy",
+                lambda: reduce(nll) if smoothing != 0 else None),
+        Mistake("you spread the smoothing over the C - 1 wrong classes only; label smoothing gives every class, the "
+                "target included, smoothing / C: the target is (1 - smoothing) * one_hot + smoothing / C",
+                lambda: reduce((1 - smoothing) * nll + smoothing * others)),
+        Mistake("the weights are swapped: the true class gets (1 - smoothing), the uniform part gets smoothing",
+                lambda: reduce(smoothing * nll + (1 - smoothing) * (-log_probs.mean(dim=1)))),
+        Mistake("softmax must run over the classes (dim=1), not over the batch (dim=0)",
+                lambda: reduce((1 - smoothing) * -F.log_softmax(logits, dim=0).gather(1, targets.unsqueeze(1)).squeeze(1)
+                       + smoothing * -F.log_softmax(logits, dim=0).mean(dim=1))),
+        Mistake("reduction='mean' averages over the batch; you summed the per-sample losses",
+                lambda: reduce((1 - smoothing) * nll + smoothing * -log_probs.mean(dim=1), "sum")
+                if reduction == "mean" else None),
+        Mistake(f"reduction='{reduction}' was ignored: you returned the mean over the batch",
+                lambda: ref.label_smoothing_cross_entropy(logits, targets, smoothing, "mean")
+                if reduction != "mean" else None),
+        Mistake(f"reduction='{reduction}' was ignored: you returned the sum over the batch",
+                lambda: ref.label_smoothing_cross_entropy(logits, targets, smoothing, "sum")
+                if reduction != "sum" else None),
+    ]
+
+
+LossInput = tuple[torch.Tensor, torch.Tensor, float]
+
+
+def _default_loss_inputs() -> list[LossInput]:
+    return [
+        (_randn(6, 4, seed=10), torch.tensor([0, 3, 1, 1, 2, 0]), 0.1),
+        (_randn(5, 10, seed=11) * 100, torch.tensor([9, 0, 4, 4, 7]), 0.2),  # huge logits: softmax underflows
+    ]
+
+
+def _check_loss_calls(fn: Callable, cases: Sequence[tuple[torch.Tensor, torch.Tensor, float, str]]) -> None:
+    for logits, targets, smoothing, reduction in cases:
+        got = call(fn, logits.clone(), targets.clone(), smoothing=smoothing, reduction=reduction)
+        expect_tensor(got, ref.label_smoothing_cross_entropy(logits, targets, smoothing, reduction),
+                      what=(f"label_smoothing_cross_entropy(logits {list(logits.shape)}, targets {list(targets.shape)}, "
+                            f"smoothing={smoothing}, reduction='{reduction}')"),
+                      mistakes=_smoothing_mistakes(logits, targets, smoothing, reduction))
+
+
+def check_label_smoothing_cross_entropy(fn: Callable, inputs: Sequence[LossInput] | None = None) -> None:
+    """The loss with reduction='mean' matches the reference (and F.cross_entropy's label_smoothing)."""
+    inputs = inputs if inputs is not None else _default_loss_inputs()
+    _check_loss_calls(fn, [(logits, targets, smoothing, "mean") for logits, targets, smoothing in inputs])
+    passed("label_smoothing_cross_entropy", len(inputs))
+
+
+def check_label_smoothing_reductions(fn: Callable, inputs: Sequence[LossInput] | None = None) -> None:
+    """reduction='sum' adds the per-sample losses, reduction='none' returns them, shape [N]."""
+    inputs = inputs if inputs is not None else _default_loss_inputs()[:1]
+    cases = [(logits, targets, smoothing, how) for logits, targets, smoothing in inputs for how in ("sum", "none")]
+    _check_loss_calls(fn, cases)
+    passed("label_smoothing_cross_entropy reductions", len(cases))
+
+
+def check_label_smoothing_loss(cls: Any, inputs: Sequence[tuple[float, str]] | None = None) -> None:
+    """The nn.Module version: configured in __init__, called as loss_fn(logits, targets)."""
+    inputs = inputs if inputs is not None else [(0.1, "mean"), (0.3, "sum")]
+    logits, targets = _randn(4, 3, seed=12), torch.tensor([2, 0, 1, 2])
+    for smoothing, reduction in inputs:
+        loss_fn = _build(cls, "LabelSmoothingLoss", smoothing=smoothing, reduction=reduction)
+        got = call(loss_fn, logits.clone(), targets.clone())
+        expect_tensor(
+            got, ref.label_smoothing_cross_entropy(logits, targets, smoothing, reduction),
+            what=f"LabelSmoothingLoss(smoothing={smoothing}, reduction='{reduction}')(logits, targets)",
+            mistakes=[
+                Mistake("forward ignores the smoothing given to __init__: store it (self.smoothing = smoothing) "
+                        "and use it in forward",
+                        lambda: ref.label_smoothing_cross_entropy(logits, targets, 0.1, reduction)
+                        if smoothing != 0.1 else None),
+                Mistake("forward ignores the reduction given to __init__: store it (self.reduction = reduction) "
+                        "and pass it on",
+                        lambda: ref.label_smoothing_cross_entropy(logits, targets, smoothing, "mean")
+                        if reduction != "mean" else None),
+                *_smoothing_mistakes(logits, targets, smoothing, reduction),
+            ])
+    passed("LabelSmoothingLoss", len(inputs))
+
+
+# --- exercise 7: nn.Sequential -------------------------------------------------------------------
+
+def _conv_block_variant(net: ref.ConvBlockNet, x: torch.Tensor, order: str) -> torch.Tensor:
+    """ConvBlockNet's output with its layers in another order, without touching the batch-norm statistics."""
+    bn = net.bn
+
+    def norm(t: torch.Tensor) -> torch.Tensor:
+        return F.batch_norm(t, bn.running_mean.clone(), bn.running_var.clone(), bn.weight, bn.bias,
+                            training=net.training, momentum=0.0, eps=bn.eps)
+
+    steps = {"conv": net.conv, "bn": norm, "relu": F.relu, "pool": net.pool}
+    for step in order.split():
+        x = steps[step](x)
+    return net.fc(torch.flatten(x, 1))
+
+
+def _copy_into(reference: nn.Module, model: nn.Sequential) -> None:
+    """Copy the reference's parameters and buffers into ``model`` in order, naming any mismatch."""
+    for layer in model.modules():
+        if isinstance(layer, nn.Conv2d) and layer.bias is not None:
+            raise CheckError(
+                f"your Conv2d has a bias ({layer.bias.numel()} extra parameters), but the original uses bias=False: "
+                "the BatchNorm right after it subtracts the per-channel mean (removing any constant shift) and "
+                "adds its own learnable shift, so a conv bias before BatchNorm is wasted")
+    got, want = list(model.parameters()), list(reference.parameters())
+    names = [n for n, _ in reference.named_parameters()]
+    if not any(isinstance(m, nn.BatchNorm2d) for m in model.modules()):
+        raise CheckError("your nn.Sequential has no nn.BatchNorm2d(8): the original normalises the conv's output")
+    for i, (name, w) in enumerate(zip(names, want)):
+        if i >= len(got):
+            raise CheckError(f"your nn.Sequential has only {len(got)} parameter tensors; the original has "
+                             f"{len(want)} (the first one you lack: {name}, shape {list(w.shape)})")
+        if got[i].shape != w.shape:
+            raise CheckError(f"parameter #{i} of your nn.Sequential has shape {list(got[i].shape)}, but the "
+                             f"original's {name} has shape {list(w.shape)}: keep the layers, their sizes and their "
+                             "order exactly as in ConvBlockNet")
+    expect(len(got) == len(want), f"your nn.Sequential has {len(got)} parameter tensors; the original has {len(want)}")
+    got_buffers, want_buffers = list(model.buffers()), list(reference.buffers())
+    expect([b.shape for b in got_buffers] == [b.shape for b in want_buffers],
+           "your nn.Sequential's buffers (BatchNorm statistics) differ from the original's: one nn.BatchNorm2d(8)")
+    with torch.no_grad():
+        for mine, theirs in zip(got + got_buffers, want + want_buffers):
+            mine.copy_(theirs)
+
+
+def check_sequential_version(fn: Callable[[], nn.Sequential], inputs: Sequence[torch.Tensor] | None = None) -> None:
+    """An nn.Sequential with ConvBlockNet's layers gives ConvBlockNet's output (train and eval mode) once the
+    weights are copied over in order."""
+    inputs = inputs if inputs is not None else [_randn(4, 1, 28, 28, seed=20), _randn(2, 1, 28, 28, seed=21) + 1]
+    for x in inputs:
+        model = call(fn)
+        expect(isinstance(model, nn.Sequential),
+               f"sequential_version() should return an nn.Sequential, but returned {describe(model)}")
+        reference = _seeded(ref.ConvBlockNet, 7)
+        with torch.no_grad():  # non-trivial running statistics, so eval mode differs from train mode
+            reference.bn.running_mean.copy_(_randn(8, seed=22) * 0.1)
+            reference.bn.running_var.copy_(_randn(8, seed=23).abs() + 0.5)
+            reference.bn.weight.copy_(_randn(8, seed=24).abs() + 0.5)
+            reference.bn.bias.copy_(_randn(8, seed=25) * 0.1)
+        _copy_into(reference, model)
+        for mode in ("train", "eval"):
+            reference.train(mode == "train")
+            model.train(mode == "train")
+            mistakes = [
+                Mistake("the ReLU is missing: ConvBlockNet applies F.relu after the batch norm; add nn.ReLU()",
+                        lambda: _conv_block_variant(reference, x, "conv bn pool")),
+                Mistake("the ReLU comes before the batch norm; the original order is conv, batch norm, ReLU, pool",
+                        lambda: _conv_block_variant(reference, x, "conv relu bn pool")),
+                Mistake("the pooling comes before the batch norm; the original order is conv, batch norm, ReLU, pool",
+                        lambda: _conv_block_variant(reference, x, "conv pool bn relu")),
+            ]
+            with torch.no_grad():
+                want = reference(x)
+                got, _ = _run(model, x.clone(), "your nn.Sequential")
+            expect_tensor(got, want, what=f"your nn.Sequential in {mode} mode (x of shape {list(x.shape)})",
+                          mistakes=mistakes)
+    passed("sequential_version", len(inputs) * 2)
+
+
+# --- exercise 8: predict -------------------------------------------------------------------------
+
+def _dropout_mlp() -> nn.Module:
+    return nn.Sequential(nn.Flatten(), nn.Linear(28 * 28, 64), nn.BatchNorm1d(64), nn.ReLU(),
+                         nn.Dropout(0.5), nn.Linear(64, 10))
+
+
+def _dropout_cnn() -> nn.Module:
+    return nn.Sequential(nn.Conv2d(1, 8, 5, bias=False), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Dropout(0.25), nn.Flatten(), nn.Linear(8 * 12 * 12, 10))
+
+
+def check_predict(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor],
+                  inputs: Sequence[tuple[ModelFactory, torch.Tensor]] | None = None) -> None:
+    """predict runs model(x) in eval mode without autograd and returns the class index of each image."""
+    inputs = inputs if inputs is not None else [(_dropout_mlp, _randn(8, 1, 28, 28, seed=30)),
+                                                (ref.MnistNet, _randn(3, 1, 28, 28, seed=31))]
+    for seed, (factory, images) in enumerate(inputs):
+        model = _seeded(factory, 40 + seed)
+        model.train()  # how a model usually arrives after training
+        reference = copy.deepcopy(model)
+        with torch.no_grad():
+            reference.eval()
+            logits = reference(images)
+        want = logits.argmax(dim=1)
+        seen: list[tuple[bool, bool]] = []
+        handle = model.register_forward_hook(lambda m, a, o: seen.append((m.training, torch.is_grad_enabled())))
+        try:
+            with torch.random.fork_rng():
+                torch.manual_seed(seed)
+                got = call(fn, model, images.clone())
+        finally:
+            handle.remove()
+        what = f"predict({type(model).__name__}, images of shape {list(images.shape)})"
+        expect(bool(seen), f"{what}: call model(x), not model.forward(x): forward hooks did not run "
+                           "(nn.Module.__call__ runs the hooks around forward; calling forward directly skips them)")
+        training, grad_enabled = any(t for t, _ in seen), any(g for _, g in seen)
+        expect(not training, f"{what}: you forgot model.eval(): dropout was active (and batch norm used the batch's "
+                             "own statistics), so the predictions are random. Call model.eval() before predicting")
+        expect(not grad_enabled, f"{what}: run the forward pass inside `with torch.no_grad():` (or "
+                                 "torch.inference_mode()): otherwise autograd records a graph that prediction "
+                                 "never uses, which costs memory and time")
+        expect_tensor(got, want, what=what, mistakes=[
+            Mistake("you returned the logits; return the index of the largest logit: logits.argmax(dim=1)",
+                    lambda: logits),
+            Mistake("you returned softmax probabilities; return the class index: logits.argmax(dim=1)",
+                    lambda: F.softmax(logits, dim=1)),
+            Mistake("argmax must run over the classes (dim=1), one answer per image; dim=0 runs over the batch",
+                    lambda: logits.argmax(dim=0)),
+            Mistake("argmax without dim= indexes the flattened tensor; use logits.argmax(dim=1)",
+                    lambda: logits.argmax()),
+        ])
+    passed("predict", len(inputs))

@@ -1,0 +1,550 @@
+"""Lesson 05 Training and evaluation: checks for every exercise.
+
+Each ``check_*`` takes the learner's function and, optionally, extra inputs
+(the graded cells pass hidden ones). It prints one pass line or raises
+CheckError naming the mistake.
+
+The loop checks train a tiny classifier (6 features, 3 classes) on random
+data with a seeded DataLoader, once with the learner's function and once with
+the reference, and compare the parameters afterwards. Known mistakes (no
+``zero_grad``, no ``model.train()``, no clipping, ...) are recognised by
+running a deliberately wrong twin of the reference on the same case. The
+global random state is saved and restored around every run, so a check never
+changes what the rest of the learner's notebook draws.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Sequence
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from helpers.checks import CheckError, Mistake, call, describe, expect, expect_close, expect_tensor, passed, same_value
+from helpers.reference import training as ref
+
+N_FEATURES, N_CLASSES = 6, 3
+CPU = torch.device("cpu")
+
+
+class Case(NamedTuple):
+    """One training case: the data and model seed, the number of samples and the batch size."""
+
+    seed: int = 0
+    n: int = 10
+    batch_size: int = 4
+
+
+DEFAULT_CASES = [Case(0, 10, 4), Case(1, 13, 5)]
+
+
+# ---------------------------------------------------------------- building blocks
+
+
+def _loader(case: Case, shuffle: bool = True) -> DataLoader:
+    """Random features and labels; a seeded shuffle so every run sees the same batch order."""
+    g = torch.Generator().manual_seed(1000 + case.seed)
+    x = torch.randn(case.n, N_FEATURES, generator=g)
+    y = torch.randint(0, N_CLASSES, (case.n,), generator=g)
+    return DataLoader(TensorDataset(x, y), batch_size=case.batch_size, shuffle=shuffle,
+                      generator=torch.Generator().manual_seed(case.seed))
+
+
+def _model(case: Case, dropout: bool) -> nn.Sequential:
+    torch.manual_seed(case.seed)
+    layers: list[nn.Module] = [nn.Linear(N_FEATURES, 16), nn.ReLU()]
+    if dropout:
+        layers.append(nn.Dropout(0.5))
+    layers.append(nn.Linear(16, N_CLASSES))
+    return nn.Sequential(*layers)
+
+
+def _state(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _record_forward(model: nn.Module) -> list[tuple[bool, bool]]:
+    """(model.training, grad enabled) at every forward call of ``model``."""
+    seen: list[tuple[bool, bool]] = []
+    model.register_forward_hook(lambda module, args, out: seen.append((module.training, torch.is_grad_enabled())))
+    return seen
+
+
+def _call(fn: Callable[..., Any], *args: Any, hints: Sequence[tuple[str, str]] = ()) -> Any:
+    """``call`` that turns known PyTorch error messages into the mistake behind them."""
+    try:
+        return call(fn, *args)
+    except CheckError as error:
+        cause = str(error.__cause__ or "")
+        for needle, message in hints:
+            if needle in cause:
+                raise CheckError(f"{getattr(fn, '__name__', 'your function')} raised "
+                                 f"{type(error.__cause__).__name__}: {message}") from None
+        raise
+
+
+def _first_difference(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> str:
+    for key in want:
+        if key not in got or not same_value(got[key], want[key]):
+            return key
+    return "?"
+
+
+def _expect_float(got: Any, what: str) -> None:
+    if isinstance(got, torch.Tensor):
+        raise CheckError(f"{what} is a tensor ({describe(got)}); return a plain Python float: "
+                         "use .item() on the loss (a kept loss tensor also keeps its whole graph in memory)")
+    expect(isinstance(got, (int, float)) and not isinstance(got, bool),
+           f"{what} should be a Python float, but is {describe(got)}")
+
+
+# ---------------------------------------------------------------- losses and targets
+
+
+def check_to_class_targets(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
+    inputs = inputs if inputs is not None else [
+        torch.eye(3)[torch.tensor([1, 2, 0])],
+        torch.eye(4)[torch.tensor([3, 0, 0, 2, 1])],
+    ]
+    for one_hot in inputs:
+        got = _call(fn, one_hot.clone())
+        what = f"to_class_targets(one-hot of shape {list(one_hot.shape)})"
+        expect_tensor(got, ref.to_class_targets(one_hot), what=what, mistakes=[
+            Mistake("you took argmax over dim=0 (down the batch); each row is one sample, so use argmax(dim=1)",
+                    lambda: one_hot.argmax(dim=0)),
+            Mistake("that is still one-hot [N, C]; CrossEntropyLoss's standard targets are the class indices, shape [N]",
+                    matches=lambda t: isinstance(t, torch.Tensor) and t.shape == one_hot.shape),
+            Mistake("the indices are floats; CrossEntropyLoss wants class indices as int64 (torch.long), "
+                    "which argmax already returns",
+                    matches=lambda t: isinstance(t, torch.Tensor) and t.is_floating_point()
+                    and torch.equal(t, one_hot.argmax(dim=1).to(t.dtype))),
+        ])
+        logits = torch.zeros(len(one_hot), one_hot.shape[1])
+        nn.functional.cross_entropy(logits, got)  # they are usable as targets
+    passed("to_class_targets", len(inputs))
+
+
+def check_binary_loss(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                      inputs: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None) -> None:
+    g = torch.Generator().manual_seed(5)
+    inputs = inputs if inputs is not None else [
+        (torch.tensor([2.0, -1.0, 0.5, -3.0, 0.0, 1.5]), torch.tensor([1, 0, 0, 0, 1, 1])),
+        (torch.randn(4, 3, generator=g) * 2, torch.randint(0, 2, (4, 3), generator=g)),
+    ]
+    hints = [("can't be cast to the desired output type Long",
+              "BCEWithLogitsLoss needs float targets; the labels are integers, so pass labels.float()"),
+             ("Found dtype Long but expected Float",
+              "BCEWithLogitsLoss needs float targets; the labels are integers, so pass labels.float()"),
+             ("should be between 0 and 1",
+              "BCELoss expects probabilities, but these are raw scores (logits); use BCEWithLogitsLoss, "
+              "which applies the sigmoid inside (and more stably)")]
+    for logits, labels in inputs:
+        leaf = logits.clone().requires_grad_()
+        got = _call(fn, leaf, labels.clone(), hints=hints)
+        what = f"binary_loss(logits {list(logits.shape)}, labels {list(labels.shape)})"
+        expect(isinstance(got, torch.Tensor),
+               f"{what} should return the loss as a tensor (so backward() can run), not {describe(got)}")
+        expect(got.grad_fn is not None,
+               f"{what} is cut off from the graph (did you call .item(), .detach() or build a new tensor?); "
+               "backward() could not reach the model")
+        with torch.no_grad():
+            want = ref.binary_loss(logits, labels)
+            mistakes = [
+                Mistake("you applied a sigmoid and then BCEWithLogitsLoss, which applies its own: "
+                        "pass the raw logits", lambda: nn.BCEWithLogitsLoss()(torch.sigmoid(logits), labels.float())),
+                Mistake("you summed the losses (reduction='sum'); the default reduction='mean' averages them",
+                        lambda: nn.BCEWithLogitsLoss(reduction="sum")(logits, labels.float())),
+                Mistake("you returned one loss per element (reduction='none'); average them to one number",
+                        lambda: nn.BCEWithLogitsLoss(reduction="none")(logits, labels.float())),
+            ]
+            expect_tensor(got.detach(), want, what=what, mistakes=mistakes)
+    passed("binary_loss", len(inputs))
+
+
+# ---------------------------------------------------------------- accuracy
+
+
+def check_accuracy(fn: Callable[[torch.Tensor, torch.Tensor], float],
+                   inputs: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None) -> None:
+    g = torch.Generator().manual_seed(7)
+    inputs = inputs if inputs is not None else [
+        (torch.tensor([[0.1, 2.0, 0.3, 0.0], [1.5, 0.2, 0.1, 0.0], [0.0, 0.3, 0.1, 0.9], [0.2, 2.5, 3.0, 0.4]]),
+         torch.tensor([1, 0, 2, 2])),
+        (torch.randn(6, 3, generator=g), torch.tensor([0, 1, 2, 2, 1, 0])),
+    ]
+    hints = [("must match the size of tensor",
+              "the predictions and the targets have different lengths: did you take argmax over dim=0 "
+              "(down the batch)? The classes run along dim=1")]
+    for logits, targets in inputs:
+        got = _call(fn, logits.clone(), targets.clone(), hints=hints)
+        what = f"accuracy(logits {list(logits.shape)}, targets {list(targets.shape)})"
+        want = ref.accuracy(logits, targets)
+        mistakes = [
+            Mistake("you took argmax over dim=0 (down the batch); the classes run along dim=1",
+                    lambda: (logits.argmax(dim=0) == targets).float().mean().item()),
+            Mistake("that is the number of correct predictions; divide by the number of samples for a fraction",
+                    lambda: (logits.argmax(dim=1) == targets).sum().item()),
+            Mistake("that is a percentage; return a fraction between 0 and 1",
+                    lambda: 100 * want),
+        ]
+        plain = _plain(got)
+        if not same_value(plain, want):
+            mistake = next((m for m in mistakes if m.explains(plain)), None)
+            if mistake is not None:
+                raise CheckError(f"{what}: {mistake.message}")
+        if isinstance(got, torch.Tensor):
+            raise CheckError(f"{what} returned a tensor ({describe(got)}); return a Python float with .item()")
+        expect_close(got, want, what=what)
+    passed("accuracy", len(inputs))
+
+
+# ---------------------------------------------------------------- train_one_epoch
+
+
+def _sgd(model: nn.Module) -> torch.optim.Optimizer:
+    # Momentum makes a forgotten zero_grad visible even when the gradients are small.
+    return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+
+def _epoch_variant(zero_grad: bool = True, train_mode: bool = True, step: bool = True) -> Callable[..., None]:
+    def run(model, loader, loss_fn, optimizer, device):
+        if train_mode:
+            model.train()
+        for inputs, targets in loader:
+            if zero_grad:
+                optimizer.zero_grad()
+            loss = loss_fn(model(inputs), targets)
+            loss.backward()
+            if step:
+                optimizer.step()
+    return run
+
+
+def _run_epoch(fn: Callable[..., Any], case: Case, *, dropout: bool, start_in_eval: bool):
+    """Run ``fn`` on a fresh model/loader/optimizer; return (result, state after, forward log)."""
+    with torch.random.fork_rng(devices=[]):
+        model = _model(case, dropout)
+        if start_in_eval:
+            model.eval()
+        seen = _record_forward(model)
+        loader, optimizer = _loader(case), _sgd(model)
+        torch.manual_seed(10_000 + case.seed)  # the same dropout masks for every run
+        result = _call(fn, model, loader, nn.CrossEntropyLoss(), optimizer, CPU)
+    return result, _state(model), seen
+
+
+def check_train_one_epoch_updates(fn: Callable[..., float], inputs: Sequence[Case] | None = None) -> None:
+    """The parameters after one epoch equal the reference's (a model with dropout, handed over in eval mode)."""
+    inputs = inputs if inputs is not None else DEFAULT_CASES
+    for case in inputs:
+        _, got, seen = _run_epoch(fn, case, dropout=True, start_in_eval=True)
+        what = f"train_one_epoch on {case}"
+        expect(seen, f"{what}: the model was never called; run model(inputs) for every batch of the loader")
+        expect(all(training for training, _ in seen),
+               f"{what}: you forgot model.train(): the model arrived in eval mode, so dropout stayed off "
+               "while it trained. Call model.train() at the start of the epoch")
+        expect(all(grad for _, grad in seen),
+               f"{what}: the forward pass ran without gradient tracking (torch.no_grad()?); training needs gradients")
+        want = ref_state = _run_epoch(ref.train_one_epoch, case, dropout=True, start_in_eval=True)[1]
+        mistakes = [
+            Mistake("you forgot optimizer.zero_grad(): gradients accumulated across steps, so every update "
+                    "also repeated all the earlier batches' gradients",
+                    lambda: _run_epoch(_epoch_variant(zero_grad=False), case, dropout=True, start_in_eval=True)[1]),
+            Mistake("your parameters did not change: call optimizer.step() after loss.backward() "
+                    "(and zero_grad() before backward, not between backward and step)",
+                    lambda: _run_epoch(_epoch_variant(step=False), case, dropout=True, start_in_eval=True)[1]),
+        ]
+        if not same_value(got, want):
+            mistake = next((m for m in mistakes if m.explains(got)), None)
+            if mistake is not None:
+                raise CheckError(f"{what}: {mistake.message}")
+            raise CheckError(f"{what}: after one epoch your parameters differ from the reference's "
+                             f"(first in '{_first_difference(got, ref_state)}'). Each batch needs, in order: "
+                             "zero_grad, forward, loss, backward, step")
+    passed("train_one_epoch (updates)", len(inputs))
+
+
+def _epoch_trace(case: Case) -> list[tuple[float, int]]:
+    """(loss, batch size) of every batch of the reference epoch on the dropout-free model."""
+    trace: list[tuple[float, int]] = []
+
+    def traced_loss(logits, targets):
+        loss = nn.functional.cross_entropy(logits, targets)
+        trace.append((loss.item(), len(targets)))
+        return loss
+
+    with torch.random.fork_rng(devices=[]):
+        model = _model(case, dropout=False)
+        loader, optimizer = _loader(case), _sgd(model)
+        ref.train_one_epoch(model, loader, traced_loss, optimizer, CPU)
+    return trace
+
+
+def check_train_one_epoch_loss(fn: Callable[..., float], inputs: Sequence[Case] | None = None) -> None:
+    """The returned number is the mean loss per sample, with a smaller last batch weighted by its size."""
+    inputs = inputs if inputs is not None else DEFAULT_CASES
+    for case in inputs:
+        got, state, _ = _run_epoch(fn, case, dropout=False, start_in_eval=False)
+        what = f"train_one_epoch on {case}"
+        want_state = _run_epoch(ref.train_one_epoch, case, dropout=False, start_in_eval=False)[1]
+        expect(same_value(state, want_state),
+               f"{what}: the parameter updates differ from the reference, so the losses cannot match; "
+               "fix the updates first (zero_grad, forward, loss, backward, step for every batch)")
+        expect(got is not None, f"{what} returned None; return the epoch's mean loss as a float")
+        _expect_float(got, f"the value {what} returned")
+        trace = _epoch_trace(case)
+        losses, sizes = [l for l, _ in trace], [s for _, s in trace]
+        want = sum(l * s for l, s in trace) / sum(sizes)
+        expect_close(got, want, what=f"the mean loss {what} returned", mistakes=[
+            Mistake(f"you averaged the batch means, so the last batch ({sizes[-1]} samples) counted as much as a "
+                    f"full one ({sizes[0]}); add loss.item() * batch_size and divide by the number of samples",
+                    lambda: sum(losses) / len(losses)),
+            Mistake("you returned only the last batch's loss; average over the whole epoch",
+                    lambda: losses[-1]),
+            Mistake("you summed the batch losses; divide by the number of samples",
+                    lambda: sum(losses)),
+            Mistake("you divided the weighted total by the number of batches; divide by the number of samples",
+                    lambda: sum(l * s for l, s in trace) / len(trace)),
+        ])
+    passed("train_one_epoch (mean loss)", len(inputs))
+
+
+def check_train_one_epoch(fn: Callable[..., float], inputs: Sequence[Case] | None = None) -> None:
+    """Both parts: the updates and the returned mean loss."""
+    check_train_one_epoch_updates(fn, inputs)
+    check_train_one_epoch_loss(fn, inputs)
+
+
+# ---------------------------------------------------------------- evaluate
+
+
+def _run_evaluate(fn: Callable[..., Any], case: Case, *, dropout: bool):
+    with torch.random.fork_rng(devices=[]):
+        model = _model(case, dropout)
+        model.train()  # evaluate must switch it
+        seen = _record_forward(model)
+        before = _state(model)
+        torch.manual_seed(10_000 + case.seed)
+        result = _call(fn, model, _loader(case, shuffle=False), nn.CrossEntropyLoss(), CPU)
+    return result, model, before, seen
+
+
+def check_evaluate_modes(fn: Callable[..., tuple[float, float]], inputs: Sequence[Case] | None = None) -> None:
+    """evaluate switches to eval mode, tracks no gradients and leaves the parameters alone."""
+    inputs = inputs if inputs is not None else DEFAULT_CASES
+    for case in inputs:
+        _, model, before, seen = _run_evaluate(fn, case, dropout=True)
+        what = f"evaluate on {case}"
+        expect(seen, f"{what}: the model was never called; run model(inputs) for every batch")
+        expect(not any(training for training, _ in seen),
+               f"{what}: you forgot model.eval(): the model arrived in training mode, so dropout was still "
+               "dropping units and the results were noisy. Call model.eval() before the loop")
+        expect(not any(grad for _, grad in seen),
+               f"{what}: gradients were tracked during evaluation: wrap the loop in `with torch.no_grad():` "
+               "so PyTorch does not keep every activation for a backward pass that never comes (memory and time)")
+        expect(all(p.grad is None for p in model.parameters()),
+               f"{what}: the parameters have gradients afterwards; evaluation must not call backward()")
+        expect(same_value(_state(model), before),
+               f"{what}: the parameters changed; evaluation must not call optimizer.step()")
+    passed("evaluate (eval mode, no gradients)", len(inputs))
+
+
+def _evaluate_trace(case: Case) -> list[tuple[float, int, int]]:
+    """(mean loss, number correct, batch size) of every batch, from the dropout-free model."""
+    with torch.random.fork_rng(devices=[]):
+        model = _model(case, dropout=False).eval()
+        with torch.no_grad():
+            return [(nn.functional.cross_entropy(model(x), y).item(), int((model(x).argmax(1) == y).sum()), len(y))
+                    for x, y in _loader(case, shuffle=False)]
+
+
+def check_evaluate_values(fn: Callable[..., tuple[float, float]], inputs: Sequence[Case] | None = None) -> None:
+    """The returned (loss, accuracy) are averages over samples, not over batches."""
+    inputs = inputs if inputs is not None else DEFAULT_CASES
+    for case in inputs:
+        got, _, _, _ = _run_evaluate(fn, case, dropout=False)
+        what = f"evaluate on {case}"
+        expect(isinstance(got, (tuple, list)) and len(got) == 2,
+               f"{what} should return a pair (mean loss, accuracy), but returned {describe(got)}")
+        loss, acc = got
+        trace = _evaluate_trace(case)
+        n = sum(size for _, _, size in trace)
+        want_loss = sum(l * size for l, _, size in trace) / n
+        want_acc = sum(c for _, c, _ in trace) / n
+        expect(not (same_value(_plain(loss), want_acc) and same_value(_plain(acc), want_loss)
+                    and not same_value(want_loss, want_acc)),
+               f"{what}: you returned (accuracy, loss); return (loss, accuracy) in that order")
+        _expect_float(loss, f"the loss {what} returned")
+        _expect_float(acc, f"the accuracy {what} returned")
+        sizes = [size for _, _, size in trace]
+        expect_close(loss, want_loss, what=f"the mean loss {what} returned", mistakes=[
+            Mistake(f"you averaged the batch means, so the last batch ({sizes[-1]} samples) counted as much as a "
+                    f"full one ({sizes[0]}); add loss.item() * batch_size and divide by the number of samples",
+                    lambda: sum(l for l, _, _ in trace) / len(trace)),
+            Mistake("you summed the batch losses; divide by the number of samples",
+                    lambda: sum(l for l, _, _ in trace)),
+            Mistake("you returned only the last batch's loss; average over every sample",
+                    lambda: trace[-1][0]),
+        ])
+        expect_close(acc, want_acc, what=f"the accuracy {what} returned", mistakes=[
+            Mistake("you averaged the batch accuracies, so the smaller last batch counted as much as a full one; "
+                    "count the correct predictions and divide by the number of samples",
+                    lambda: sum(c / size for _, c, size in trace) / len(trace)),
+            Mistake("that is the number of correct predictions; divide by the number of samples",
+                    lambda: sum(c for _, c, _ in trace)),
+            Mistake("that is a percentage; return a fraction between 0 and 1",
+                    lambda: 100 * want_acc),
+            Mistake("you returned only the last batch's accuracy; count over every sample",
+                    lambda: trace[-1][1] / trace[-1][2]),
+        ])
+    passed("evaluate (loss and accuracy)", len(inputs))
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, torch.Tensor) and value.numel() == 1 else value
+
+
+def check_evaluate(fn: Callable[..., tuple[float, float]], inputs: Sequence[Case] | None = None) -> None:
+    """Both parts: modes and values."""
+    check_evaluate_modes(fn, inputs)
+    check_evaluate_values(fn, inputs)
+
+
+# ---------------------------------------------------------------- fit
+
+
+class FitCase(NamedTuple):
+    """A ``fit`` case: the training case, the number of epochs and the clipping threshold."""
+
+    case: Case = Case()
+    epochs: int = 2
+    max_norm: float = 0.05
+
+
+DEFAULT_FIT_CASES = [FitCase(Case(0, 10, 4), 2, 0.05), FitCase(Case(2, 12, 5), 3, 0.2)]
+NO_CLIPPING = 1e9  # clip_grad_norm_ then multiplies by exactly 1.0
+
+
+def _fit_variant(clip: str = "norm", fixed_norm: float | None = None, scheduler_first: bool = False,
+                 per_epoch: bool = False) -> Callable[..., list[float]]:
+    def run(model, loader, loss_fn, optimizer, scheduler, device, epochs=1, max_norm=1.0):
+        model.train()
+        history = []
+        for _ in range(epochs):
+            for inputs, targets in loader:
+                optimizer.zero_grad()
+                loss = loss_fn(model(inputs), targets)
+                loss.backward()
+                if clip == "norm":
+                    nn.utils.clip_grad_norm_(model.parameters(), fixed_norm or max_norm)
+                elif clip == "value":
+                    nn.utils.clip_grad_value_(model.parameters(), max_norm)
+                if scheduler_first and not per_epoch:
+                    scheduler.step()
+                optimizer.step()
+                if not scheduler_first and not per_epoch:
+                    scheduler.step()
+                history.append(loss.item())
+            if per_epoch:
+                scheduler.step()
+        return history
+    return run
+
+
+def _run_fit(fn: Callable[..., Any], fit_case: FitCase, *, one_cycle: bool, clip: bool):
+    """Run ``fn`` on fresh objects; return (history, state after, scheduler, batches per epoch)."""
+    case, epochs = fit_case.case, fit_case.epochs
+    with torch.random.fork_rng(devices=[]):
+        model = _model(case, dropout=False)
+        loader, optimizer = _loader(case), _sgd(model)
+        if one_cycle:
+            scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.5, epochs=epochs,
+                                                            steps_per_epoch=len(loader))
+        else:
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+        max_norm = fit_case.max_norm if clip else NO_CLIPPING
+        result = _call(fn, model, loader, nn.CrossEntropyLoss(), optimizer, scheduler, CPU, epochs, max_norm,
+                       hints=[("Tried to step", "you stepped the scheduler more often than once per batch "
+                               "(OneCycleLR refuses to go past its last step)")])
+    return result, _state(model), scheduler, len(loader)
+
+
+def check_fit_schedule(fn: Callable[..., list[float]], inputs: Sequence[FitCase] | None = None) -> None:
+    """OneCycleLR is stepped once per batch, after optimizer.step(), for every epoch."""
+    inputs = inputs if inputs is not None else DEFAULT_FIT_CASES
+    for fit_case in inputs:
+        _, got, scheduler, batches = _run_fit(fn, fit_case, one_cycle=True, clip=False)
+        what = f"fit on {fit_case}"
+        steps, epochs = scheduler.last_epoch, fit_case.epochs
+        expect(steps != 0, f"{what}: you never called scheduler.step(), so the learning rate never changed")
+        expect(steps != epochs,
+               f"{what}: you stepped the scheduler once per epoch ({steps} steps); OneCycleLR's schedule "
+               f"is counted in batches, so call scheduler.step() after every optimizer.step() "
+               f"({epochs} epochs x {batches} batches = {epochs * batches} steps)")
+        expect(steps != batches or epochs == 1,
+               f"{what}: the scheduler took {steps} steps, one epoch's worth; loop over all {epochs} epochs")
+        expect(steps == epochs * batches,
+               f"{what}: the scheduler took {steps} steps; it should take one per batch, "
+               f"{epochs} epochs x {batches} batches = {epochs * batches}")
+        want = _run_fit(ref.fit, fit_case, one_cycle=True, clip=False)[1]
+        if not same_value(got, want):
+            twin = _run_fit(_fit_variant(scheduler_first=True), fit_case, one_cycle=True, clip=False)[1]
+            expect(not same_value(got, twin),
+                   f"{what}: you called scheduler.step() before optimizer.step(), so every step used the next "
+                   "step's learning rate (the first one was skipped); step the optimizer first")
+            raise CheckError(f"{what}: the parameters after training differ from the reference's "
+                             f"(first in '{_first_difference(got, want)}'): for each batch, zero_grad, forward, "
+                             "loss, backward, clip, optimizer.step(), scheduler.step()")
+    passed("fit (learning-rate schedule)", len(inputs))
+
+
+def check_fit_clipping(fn: Callable[..., list[float]], inputs: Sequence[FitCase] | None = None) -> None:
+    """Gradients are clipped to max_norm between backward() and optimizer.step()."""
+    inputs = inputs if inputs is not None else DEFAULT_FIT_CASES
+    for fit_case in inputs:
+        _, got, _, _ = _run_fit(fn, fit_case, one_cycle=False, clip=True)
+        what = f"fit on {fit_case}"
+        want = _run_fit(ref.fit, fit_case, one_cycle=False, clip=True)[1]
+        twin = lambda variant: _run_fit(variant, fit_case, one_cycle=False, clip=True)[1]  # noqa: E731
+        mistakes = [
+            Mistake("the gradients were not clipped before the update: call "
+                    "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) after loss.backward() "
+                    "and before optimizer.step()", lambda: twin(_fit_variant(clip="none"))),
+            Mistake("you clipped each gradient value (clip_grad_value_); clip the total norm with clip_grad_norm_",
+                    lambda: twin(_fit_variant(clip="value"))),
+            Mistake("you clipped to a fixed norm of 1.0; use the max_norm argument",
+                    lambda: twin(_fit_variant(fixed_norm=1.0))),
+        ]
+        if not same_value(got, want):
+            mistake = next((m for m in mistakes if m.explains(got)), None)
+            if mistake is not None:
+                raise CheckError(f"{what}: {mistake.message}")
+            raise CheckError(f"{what}: the parameters after training differ from the reference's "
+                             f"(first in '{_first_difference(got, want)}'): for each batch, zero_grad, forward, "
+                             "loss, backward, clip_grad_norm_, optimizer.step(), scheduler.step()")
+    passed("fit (gradient clipping)", len(inputs))
+
+
+def check_fit_history(fn: Callable[..., list[float]], inputs: Sequence[FitCase] | None = None) -> None:
+    """fit returns one float per batch: loss.item(), never the loss tensor."""
+    inputs = inputs if inputs is not None else DEFAULT_FIT_CASES
+    for fit_case in inputs:
+        got, _, _, batches = _run_fit(fn, fit_case, one_cycle=True, clip=True)
+        what = f"fit on {fit_case}"
+        want = _run_fit(ref.fit, fit_case, one_cycle=True, clip=True)[0]
+        expect(got is not None, f"{what} returned None; return the list of every batch's loss")
+        expect(isinstance(got, list), f"{what} should return a list of floats, not {describe(got)}")
+        tensors = [v for v in got if isinstance(v, torch.Tensor)]
+        expect(not any(t.grad_fn is not None for t in tensors),
+               f"{what}: your history holds loss tensors that are still attached to their graphs, so every "
+               "step's whole graph stays in memory; append loss.item() (a float) instead")
+        expect(not tensors, f"{what}: your history holds tensors; append loss.item(), a plain Python float")
+        expect(len(got) != fit_case.epochs,
+               f"{what}: you logged one value per epoch; log every batch's loss ({len(want)} values)")
+        expect(len(got) == len(want),
+               f"{what}: the history has {len(got)} values; it should have one per batch, "
+               f"{fit_case.epochs} epochs x {batches} batches = {len(want)}")
+        for i, (value, expected) in enumerate(zip(got, want)):
+            expect_close(value, expected, what=f"{what}: history[{i}]")
+    passed("fit (loss history)", len(inputs))

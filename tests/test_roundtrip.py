@@ -1,0 +1,141 @@
+"""The nbgrader round trip on a temporary copy of the course.
+
+For every lesson: the release regenerates to exactly what is committed, the
+solutions score full marks, the blank release scores 0, and a partially wrong
+submission scores exactly its expected total. Then the failure modes nbgrader
+hides: a dead kernel, an infinite loop, and a broken ``helpers`` import.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from traitlets.config import Config
+
+from helpers import grading
+from helpers.data import REPO_ROOT
+
+LESSONS = grading.lessons(REPO_ROOT)
+pytestmark = pytest.mark.slow
+
+
+def solution_cells(nb: nbformat.NotebookNode) -> dict[str, nbformat.NotebookNode]:
+    return {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")}
+
+
+def submit(course: Path, student: str, lesson: str, replacements: dict[str, str] | None = None, blank: bool = False) -> None:
+    """Write a submission: the release with every solution cell filled in from
+    solutions/ (unless ``blank``), except the cells in ``replacements``."""
+    release = nbformat.read(course / "notebooks" / lesson / f"{lesson}.ipynb", as_version=4)
+    answers = solution_cells(nbformat.read(course / "solutions" / lesson / f"{lesson}.ipynb", as_version=4))
+    replacements = replacements or {}
+    unknown = set(replacements) - set(answers)
+    assert not unknown, f"WRONG_CELLS names cells that are not solution cells: {unknown}"
+    for grade_id, cell in solution_cells(release).items():
+        if grade_id in replacements:
+            cell.source = replacements[grade_id]
+        elif not blank:
+            cell.source = answers[grade_id].source
+    folder = course / "grading" / "submitted" / student / lesson
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(release, folder / f"{lesson}.ipynb")
+
+
+@pytest.fixture(scope="module")
+def released(course_copy: Path) -> Path:
+    shutil.rmtree(course_copy / "notebooks")
+    grading.release(course_copy)
+    return course_copy
+
+
+def comparable(path: Path) -> list[tuple]:
+    nb = nbformat.read(path, as_version=4)
+    return [(c.cell_type, c.source, c.metadata.get("nbgrader")) for c in nb.cells]
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_release_matches_committed_notebooks(released: Path, lesson: str):
+    fresh = released / "notebooks" / lesson / f"{lesson}.ipynb"
+    committed = REPO_ROOT / "notebooks" / lesson / f"{lesson}.ipynb"
+    assert committed.exists(), f"{committed} is missing: run `make release`"
+    assert comparable(fresh) == comparable(committed), f"notebooks/{lesson} is stale: run `make release` and commit"
+
+
+def test_every_lesson_is_released():
+    released = sorted(p.parent.name for p in (REPO_ROOT / "notebooks").glob("*/*.ipynb"))
+    assert released == LESSONS
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_release_holds_no_solutions_or_hidden_tests(lesson: str):
+    nb = nbformat.read(REPO_ROOT / "notebooks" / lesson / f"{lesson}.ipynb", as_version=4)
+    for cell in nb.cells:
+        for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"):
+            assert marker not in cell.source, f"{lesson}: release contains '{marker}'"
+        assert not cell.get("outputs"), f"{lesson}: release notebook carries outputs"
+    answers = solution_cells(nbformat.read(REPO_ROOT / "solutions" / lesson / f"{lesson}.ipynb", as_version=4))
+    for grade_id, cell in solution_cells(nb).items():
+        assert "raise NotImplementedError()" in cell.source, f"{lesson}/{grade_id}: not stubbed"
+        assert cell.source != answers[grade_id].source
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_roundtrip_scores(released: Path, lesson: str):
+    spec = importlib.import_module(f"tests.partial_submissions.lesson_{lesson}")
+    submit(released, "full", lesson)
+    submit(released, "blank", lesson, blank=True)
+    submit(released, "partial", lesson, spec.WRONG_CELLS)
+    results = {r.student: r for r in grading.autograde(lesson, released, ["full", "blank", "partial"])}
+    assert all(r.status == "graded" for r in results.values()), grading.format_table(list(results.values()))
+    full = results["full"]
+    assert full.max_score > 0 and full.max_score == round(full.max_score)
+    assert full.score == full.max_score, f"solutions scored {full.score}/{full.max_score}"
+    assert results["blank"].score == 0
+    assert results["partial"].score == spec.EXPECTED_SCORE
+
+
+@pytest.fixture(scope="module")
+def failure_course(course_copy: Path, tmp_path_factory) -> Path:
+    """A separate copy (its own gradebook) for the failure-mode tests, on lesson 00."""
+    root = tmp_path_factory.mktemp("failures")
+    shutil.copytree(course_copy / "solutions" / "00_start_here", root / "solutions" / "00_start_here")
+    shutil.copy(course_copy / "nbgrader_config.py", root)
+    grading.release(root, ["00_start_here"])
+    return root
+
+
+def test_dead_kernel_and_infinite_loop_are_reported_not_zeroed(failure_course: Path):
+    lesson = "00_start_here"
+    submit(failure_course, "crasher", lesson, {"ex_to_fahrenheit": "import os\nos._exit(1)\n"})
+    submit(failure_course, "looper", lesson, {"ex_to_fahrenheit": "while True:\n    pass\n"})
+    submit(failure_course, "zero", lesson, blank=True)
+    quick = Config()
+    quick.Execute.timeout = 5
+    results = {r.student: r for r in grading.autograde(lesson, failure_course, overrides=quick)}
+    table = grading.format_table(list(results.values()))
+    assert results["crasher"].status == "kernel died" and results["crasher"].score is None, table
+    assert results["looper"].status == "timed out", table
+    assert results["zero"].status == "graded" and results["zero"].score == 0, table
+    assert "kernel died" in table and "timed out" in table
+
+
+def test_broken_helpers_import_fails_loudly(failure_course: Path, tmp_path: Path, monkeypatch):
+    fake = tmp_path / "site" / "helpers"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('helpers is broken in this environment')\n")
+    monkeypatch.setenv("PYTHONPATH", str(fake.parent))  # kernels started from here see the broken package first
+    submit(failure_course, "anyone", "00_start_here")
+    with pytest.raises(grading.GradingError, match="helpers` failed to import"):
+        grading.autograde("00_start_here", failure_course, ["anyone"])
+
+
+def test_grade_command_exit_codes(failure_course: Path, monkeypatch, capsys):
+    """`make grade` exits 1 and says so when a submission needs a person."""
+    monkeypatch.chdir(failure_course)
+    code = grading.main(["autograde", "00_start_here", "--timeout", "5"])
+    out = capsys.readouterr().out
+    assert code == 1 and "need a person" in out

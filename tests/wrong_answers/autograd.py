@@ -1,0 +1,362 @@
+"""Lesson 02 Autograd: the reference passes, plausible wrong answers fail by name."""
+
+import torch
+
+from helpers.checks import autograd as checks
+from helpers.reference import autograd as ref
+from tests.wrong_answers import Accept, Reject
+
+# ---------------------------------------------------------------- mean_square_grad
+
+
+def mean_square_grad_of_sum(x):
+    x = x.clone().requires_grad_(True)
+    (3 * (x + 2) ** 2).sum().backward()
+    return x.grad
+
+
+def mean_square_grad_no_reduction(x):
+    x = x.clone().requires_grad_(True)
+    (3 * (x + 2) ** 2).backward()  # the mistake: backward on a non-scalar
+    return x.grad
+
+
+def mean_square_grad_returns_out(x):
+    x = x.clone().requires_grad_(True)
+    out = (3 * (x + 2) ** 2).mean()
+    out.backward()
+    return out.detach()
+
+
+def mean_square_grad_without_3(x):
+    x = x.clone().requires_grad_(True)
+    ((x + 2) ** 2).mean().backward()
+    return x.grad
+
+
+def mean_square_grad_stub(x):
+    raise NotImplementedError()
+
+
+# ---------------------------------------------------------------- vector_jacobian_product
+
+
+def vjp_with_ones(f, x, v):
+    x = x.clone().requires_grad_(True)
+    f(x).sum().backward()
+    return x.grad
+
+
+def vjp_no_gradient(f, x, v):
+    x = x.clone().requires_grad_(True)
+    f(x).backward()
+    return x.grad
+
+
+def vjp_jacobian_times_v(f, x, v):
+    return torch.autograd.functional.jacobian(f, x) @ v
+
+
+def vjp_weighted_sum(f, x, v):  # a correct alternative: (v * f(x)).sum() has gradient v @ J
+    x = x.clone().requires_grad_(True)
+    (v * f(x)).sum().backward()
+    return x.grad
+
+
+# ---------------------------------------------------------------- per_batch_grads
+
+
+def per_batch_never_zeroed(w, batches):
+    grads = []
+    for x, y in batches:
+        ref.batch_loss(w, x, y).backward()
+        grads.append(w.grad.clone())
+    return grads
+
+
+def per_batch_zeroed_after(w, batches):
+    grads = []
+    for x, y in batches:
+        ref.batch_loss(w, x, y).backward()
+        grads.append(w.grad.clone())
+        w.grad.zero_()
+    return grads
+
+
+def per_batch_no_copy(w, batches):
+    grads = []
+    for x, y in batches:
+        if w.grad is not None:
+            w.grad.zero_()
+        ref.batch_loss(w, x, y).backward()
+        grads.append(w.grad)
+    return grads
+
+
+def per_batch_set_to_none(w, batches):  # correct: None instead of zeros, and each grad is a new tensor
+    grads = []
+    for x, y in batches:
+        w.grad = None
+        ref.batch_loss(w, x, y).backward()
+        grads.append(w.grad)
+    return grads
+
+
+def per_batch_last_only(w, batches):
+    w.grad = None
+    for x, y in batches:
+        w.grad = None
+        ref.batch_loss(w, x, y).backward()
+    return [w.grad]
+
+
+# ---------------------------------------------------------------- fit_line_by_hand
+
+
+def by_hand_outside_no_grad(x, y, lr, steps):
+    w = torch.zeros((), requires_grad=True)
+    b = torch.zeros((), requires_grad=True)
+    for _ in range(steps):
+        ref.line_loss(w, b, x, y).backward()
+        w -= lr * w.grad  # the mistake: autograd is still recording
+        b -= lr * b.grad
+        w.grad.zero_()
+        b.grad.zero_()
+    return w.item(), b.item()
+
+
+def by_hand_rebinds(x, y, lr, steps):
+    w = torch.zeros((), requires_grad=True)
+    b = torch.zeros((), requires_grad=True)
+    for _ in range(steps):
+        ref.line_loss(w, b, x, y).backward()
+        w = w - lr * w.grad  # the mistake: w is now a non-leaf; its .grad stays None
+        b = b - lr * b.grad
+    return w.item(), b.item()
+
+
+def by_hand_never_zeroed(x, y, lr, steps):
+    w = torch.zeros((), requires_grad=True)
+    b = torch.zeros((), requires_grad=True)
+    for _ in range(steps):
+        ref.line_loss(w, b, x, y).backward()
+        with torch.no_grad():
+            w -= lr * w.grad
+            b -= lr * b.grad
+    return w.item(), b.item()
+
+
+def by_hand_uphill(x, y, lr, steps):
+    w = torch.zeros((), requires_grad=True)
+    b = torch.zeros((), requires_grad=True)
+    for _ in range(steps):
+        ref.line_loss(w, b, x, y).backward()
+        with torch.no_grad():
+            w += lr * w.grad
+            b += lr * b.grad
+        w.grad.zero_()
+        b.grad.zero_()
+    return w.item(), b.item()
+
+
+def by_hand_no_lr(x, y, lr, steps):
+    return checks._fit_by_hand_variant(x, y, 1.0, steps)
+
+
+def by_hand_notebook_lr(x, y, lr, steps):
+    return ref.fit_line_by_hand(x, y, checks.NOTEBOOK_LR, steps)
+
+
+def by_hand_returns_tensors(x, y, lr, steps):
+    w, b = ref.fit_line_by_hand(x, y, lr, steps)
+    return torch.tensor(w), torch.tensor(b)
+
+
+# ---------------------------------------------------------------- fit_line_with_sgd and its loss log
+
+
+def sgd_no_zero_grad(x, y, lr, steps):
+    return checks._sgd_variant(x, y, lr, steps, zero="never")
+
+
+def sgd_zero_grad_before_step(x, y, lr, steps):
+    w = torch.zeros((), requires_grad=True)
+    b = torch.zeros((), requires_grad=True)
+    optimizer = torch.optim.SGD([w, b], lr=lr)
+    losses = []
+    for _ in range(steps):
+        loss = ref.line_loss(w, b, x, y)
+        loss.backward()
+        optimizer.zero_grad()  # the mistake: wipes the gradients backward just computed
+        optimizer.step()
+        losses.append(loss.item())
+    return w.item(), b.item(), losses
+
+
+def sgd_logs_tensors(x, y, lr, steps):
+    w = torch.zeros((), requires_grad=True)
+    b = torch.zeros((), requires_grad=True)
+    optimizer = torch.optim.SGD([w, b], lr=lr)
+    losses = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = ref.line_loss(w, b, x, y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss)  # the mistake: keeps every step's graph alive
+    return w.item(), b.item(), losses
+
+
+def sgd_logs_detached(x, y, lr, steps):
+    w, b, losses = ref.fit_line_with_sgd(x, y, lr, steps)
+    return w, b, [torch.tensor(loss) for loss in losses]
+
+
+def sgd_logs_every_tenth(x, y, lr, steps):
+    w, b, losses = ref.fit_line_with_sgd(x, y, lr, steps)
+    return w, b, losses[::10]
+
+
+def sgd_returns_pair(x, y, lr, steps):
+    return ref.fit_line_with_sgd(x, y, lr, steps)[:2]
+
+
+def sgd_params_as_tensors(x, y, lr, steps):
+    w, b, losses = ref.fit_line_with_sgd(x, y, lr, steps)
+    return torch.tensor(w), torch.tensor(b), losses
+
+
+# ---------------------------------------------------------------- accuracy
+
+
+def accuracy_count(model, images, labels):
+    with torch.no_grad():
+        return (model(images).argmax(dim=1) == labels).sum().item()
+
+
+def accuracy_percent(model, images, labels):
+    return 100 * ref.accuracy(model, images, labels)
+
+
+def accuracy_tensor(model, images, labels):
+    with torch.no_grad():
+        return (model(images).argmax(dim=1) == labels).float().mean()
+
+
+def accuracy_with_graph(model, images, labels):
+    predictions = model(images).detach().argmax(dim=1)  # the mistake: the graph was already built
+    return (predictions == labels).float().mean().item()
+
+
+def accuracy_grad_off_globally(model, images, labels):
+    torch.set_grad_enabled(False)
+    return (model(images).argmax(dim=1) == labels).float().mean().item()
+
+
+def accuracy_freezes_model(model, images, labels):
+    model.requires_grad_(False)
+    return (model(images).argmax(dim=1) == labels).float().mean().item()
+
+
+def accuracy_inference_mode(model, images, labels):  # also right
+    with torch.inference_mode():
+        return (model(images).argmax(dim=1) == labels).float().mean().item()
+
+
+# ---------------------------------------------------------------- softplus_backward
+
+
+def softplus_no_chain_rule(x, grad_output):
+    return torch.sigmoid(x)
+
+
+def softplus_sigmoid_of_minus_x(x, grad_output):
+    return grad_output * (1 - torch.sigmoid(x))
+
+
+def softplus_exp_only(x, grad_output):
+    return grad_output * torch.exp(x)
+
+
+def softplus_float32(x, grad_output):
+    return (grad_output * torch.sigmoid(x)).float()
+
+
+# ---------------------------------------------------------------- gradients_are_correct
+
+
+def gradcheck_float32(fn, x):
+    return torch.autograd.gradcheck(fn, (x.detach().clone().requires_grad_(True),), raise_exception=False)
+
+
+def gradcheck_raises(fn, x):
+    return torch.autograd.gradcheck(fn, (x.detach().double().requires_grad_(True),))
+
+
+def gradcheck_no_requires_grad(fn, x):
+    return torch.autograd.gradcheck(fn, (x.detach().double(),), raise_exception=False)
+
+
+def gradcheck_always_true(fn, x):
+    return True
+
+
+CASES = [
+    Accept(checks.check_mean_square_grad, ref.mean_square_grad),
+    Reject(checks.check_mean_square_grad, mean_square_grad_of_sum, "gradient of the sum, not the mean"),
+    Reject(checks.check_mean_square_grad, mean_square_grad_no_reduction, "Reduce it to a scalar first"),
+    Reject(checks.check_mean_square_grad, mean_square_grad_returns_out, "you returned out itself"),
+    Reject(checks.check_mean_square_grad, mean_square_grad_without_3, "factor 3 is missing"),
+    Reject(checks.check_mean_square_grad, mean_square_grad_stub, "is not written yet"),
+    Accept(checks.check_vector_jacobian_product, ref.vector_jacobian_product),
+    Accept(checks.check_vector_jacobian_product, vjp_weighted_sum),
+    Reject(checks.check_vector_jacobian_product, vjp_with_ones, "as if v were all ones"),
+    Reject(checks.check_vector_jacobian_product, vjp_no_gradient, "pass gradient=v"),
+    Reject(checks.check_vector_jacobian_product, vjp_jacobian_times_v, "you computed J @ v"),
+    Accept(checks.check_per_batch_grads, ref.per_batch_grads),
+    Accept(checks.check_per_batch_grads, per_batch_set_to_none),
+    Reject(checks.check_per_batch_grads, per_batch_never_zeroed, "you never cleared w.grad"),
+    Reject(checks.check_per_batch_grads, per_batch_no_copy, "you stored w.grad itself, not a copy"),
+    Reject(checks.check_per_batch_grads, per_batch_last_only, "return one per batch"),
+    Accept(checks.check_per_batch_grads, per_batch_zeroed_after),  # right when w starts without a gradient
+    Accept(checks.check_per_batch_grads_leftover, ref.per_batch_grads),
+    Reject(checks.check_per_batch_grads_leftover, per_batch_zeroed_after, "zero w.grad *before* each backward"),
+    Reject(checks.check_per_batch_grads_leftover, per_batch_never_zeroed, "you never cleared w.grad"),
+    Accept(checks.check_fit_line_by_hand, ref.fit_line_by_hand),
+    Reject(checks.check_fit_line_by_hand, by_hand_outside_no_grad, "inside `with torch.no_grad():`"),
+    Reject(checks.check_fit_line_by_hand, by_hand_rebinds, "replaced the leaf w by a new tensor"),
+    Reject(checks.check_fit_line_by_hand, by_hand_never_zeroed, "you never zeroed the gradients"),
+    Reject(checks.check_fit_line_by_hand, by_hand_uphill, "moved uphill"),
+    Reject(checks.check_fit_line_by_hand, by_hand_no_lr, "multiply it by the learning rate"),
+    Reject(checks.check_fit_line_by_hand, by_hand_notebook_lr, "instead of the lr argument"),
+    Reject(checks.check_fit_line_by_hand, by_hand_returns_tensors, "should be a Python float"),
+    Accept(checks.check_fit_line_with_sgd, ref.fit_line_with_sgd),
+    Reject(checks.check_fit_line_with_sgd, sgd_no_zero_grad, "you never zeroed the gradients"),
+    Reject(checks.check_fit_line_with_sgd, sgd_zero_grad_before_step, "between loss.backward() and optimizer.step()"),
+    Reject(checks.check_fit_line_with_sgd, sgd_returns_pair, "should return a triple (w, b, losses)"),
+    Reject(checks.check_fit_line_with_sgd, sgd_params_as_tensors, "convert with .item()"),
+    Accept(checks.check_loss_log, ref.fit_line_with_sgd),
+    Reject(checks.check_loss_log, sgd_logs_tensors, "still carry their autograd graph"),
+    Reject(checks.check_loss_log, sgd_logs_detached, "append loss.item()"),
+    Reject(checks.check_loss_log, sgd_logs_every_tenth, "log one loss per step"),
+    Reject(checks.check_loss_log, sgd_no_zero_grad, "never calls optimizer.zero_grad()"),
+    Accept(checks.check_accuracy, ref.accuracy),
+    Reject(checks.check_accuracy, accuracy_count, "number of correct predictions"),
+    Reject(checks.check_accuracy, accuracy_percent, "you returned a percentage"),
+    Reject(checks.check_accuracy, accuracy_tensor, "should return a Python float"),
+    Accept(checks.check_accuracy_no_graph, ref.accuracy),
+    Accept(checks.check_accuracy_no_graph, accuracy_inference_mode),
+    Reject(checks.check_accuracy_no_graph, accuracy_with_graph, "forward pass ran with gradient tracking on"),
+    Reject(checks.check_accuracy_no_graph, accuracy_grad_off_globally, "switched gradients off for the whole program"),
+    Reject(checks.check_accuracy_no_graph, accuracy_freezes_model, "switched off requires_grad"),
+    Accept(checks.check_softplus_backward, ref.softplus_backward),
+    Reject(checks.check_softplus_backward, softplus_no_chain_rule, "forgot the chain rule"),
+    Reject(checks.check_softplus_backward, softplus_sigmoid_of_minus_x, "that is sigmoid(-x)"),
+    Reject(checks.check_softplus_backward, softplus_exp_only, "only the exp(x) inside"),
+    Reject(checks.check_softplus_backward, softplus_float32, "dtype torch.float64"),
+    Accept(checks.check_gradients_are_correct, ref.gradients_are_correct),
+    Reject(checks.check_gradients_are_correct, gradcheck_float32, "gradcheck needs float64"),
+    Reject(checks.check_gradients_are_correct, gradcheck_raises, "raise_exception=False"),
+    Reject(checks.check_gradients_are_correct, gradcheck_no_requires_grad, "must require grad"),
+    Reject(checks.check_gradients_are_correct, gradcheck_always_true, "this function's gradients are wrong"),
+]

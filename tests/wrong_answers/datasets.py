@@ -1,0 +1,376 @@
+"""Lesson 03 Datasets and DataLoaders: the reference passes, plausible wrong answers fail by name."""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.nn.utils.rnn import pad_sequence
+from torch.utils.data import DataLoader, Dataset, random_split
+
+from helpers.checks import datasets as checks
+from helpers.reference import datasets as ref
+from tests.wrong_answers import Accept, Reject
+
+# ---------------------------------------------------------------- PointsDataset
+
+
+class PointsLenOneTooMany(ref.PointsDataset):
+    def __len__(self):
+        return len(self.labels) + 1
+
+
+class PointsLenColumns(ref.PointsDataset):
+    def __len__(self):
+        return self.features.shape[1]
+
+
+class PointsNotConverted(Dataset):
+    def __init__(self, features, labels):
+        self.features, self.labels = features, labels
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __getitem__(self, index):
+        return self.features[index], self.labels[index]
+
+
+class PointsDefaultDtype(ref.PointsDataset):
+    def __init__(self, features, labels):
+        self.features, self.labels = torch.tensor(features), torch.tensor(labels)
+
+
+class PointsSwapped(ref.PointsDataset):
+    def __getitem__(self, index):
+        return self.labels[index], self.features[index]
+
+
+class PointsNotADataset:
+    def __init__(self, features, labels):
+        pass
+
+
+# ---------------------------------------------------------------- fix_length
+
+
+def fix_length_keep_end(signal, length):
+    if len(signal) >= length:
+        return signal[-length:]
+    return torch.nn.functional.pad(signal, (0, length - len(signal)))
+
+
+def fix_length_pad_left(signal, length):
+    if len(signal) >= length:
+        return signal[:length]
+    return torch.cat([torch.zeros(length - len(signal)), signal])
+
+
+def fix_length_crop_only(signal, length):
+    return signal[:length]
+
+
+# ---------------------------------------------------------------- ClipDataset
+
+
+class ClipsCountEveryFile(ref.ClipDataset):
+    def __len__(self):
+        return len(os.listdir(self.files[0].parent))
+
+
+class ClipsNumpy(ref.ClipDataset):
+    def __getitem__(self, index):
+        path = self.files[index]
+        clip = np.load(path).astype(np.float32)
+        label = self.classes.index(path.stem.split("_")[0])
+        return ref.fix_length(torch.from_numpy(clip), self.length).numpy(), label
+
+
+class ClipsByAge(ref.ClipDataset):
+    """Oldest file first: the order depends on when the files were written."""
+
+    def __init__(self, folder, length, classes):
+        super().__init__(folder, length, classes)
+        self.files = sorted(Path(folder).glob("*.npy"), key=os.path.getmtime)
+
+
+class ClipsNameLabel(ref.ClipDataset):
+    def __getitem__(self, index):
+        clip, label = super().__getitem__(index)
+        return clip, self.classes[label]
+
+
+class ClipsNotFixed(ref.ClipDataset):
+    def __getitem__(self, index):
+        path = self.files[index]
+        return torch.from_numpy(np.load(path)).float(), self.classes.index(path.stem.split("_")[0])
+
+
+class ClipsKeepEnd(ref.ClipDataset):
+    def __getitem__(self, index):
+        path = self.files[index]
+        clip = fix_length_keep_end(torch.from_numpy(np.load(path)).float(), self.length)
+        return clip, self.classes.index(path.stem.split("_")[0])
+
+
+class ClipsFloat64(ref.ClipDataset):
+    def __getitem__(self, index):
+        path = self.files[index]
+        clip = ref.fix_length(torch.from_numpy(np.load(path)), self.length)
+        return clip, self.classes.index(path.stem.split("_")[0])
+
+
+class ClipsListdir(ref.ClipDataset):
+    """Lists the folder itself, so it also tries to np.load README.txt."""
+
+    def __init__(self, folder, length, classes):
+        super().__init__(folder, length, classes)
+        self.files = [Path(folder) / name for name in sorted(os.listdir(folder))]
+
+
+# ---------------------------------------------------------------- padding collate
+
+
+def pad_collate_left(batch):
+    lengths = torch.tensor([len(s) for s in batch])
+    return pad_sequence(batch, batch_first=True, padding_side="left"), lengths
+
+
+def pad_collate_fixed(batch, max_len=10):
+    padded = torch.zeros(len(batch), max_len, dtype=batch[0].dtype)
+    for row, sequence in enumerate(batch):
+        padded[row, : len(sequence)] = sequence
+    return padded, torch.tensor([len(s) for s in batch])
+
+
+def pad_collate_off_by_one(batch):
+    longest = max(len(s) for s in batch)
+    padded = torch.zeros(len(batch), longest + 1, dtype=batch[0].dtype)
+    for row, sequence in enumerate(batch):
+        padded[row, : len(sequence)] = sequence
+    return padded, torch.tensor([len(s) for s in batch])
+
+
+def pad_collate_float_zeros(batch):
+    longest = max(len(s) for s in batch)
+    padded = torch.zeros(len(batch), longest)
+    for row, sequence in enumerate(batch):
+        padded[row, : len(sequence)] = sequence
+    return padded, torch.tensor([len(s) for s in batch])
+
+
+def pad_collate_lengths_list(batch):
+    padded, _ = ref.pad_collate(batch)
+    return padded, [len(s) for s in batch]
+
+
+def pad_collate_padded_lengths(batch):
+    padded, _ = ref.pad_collate(batch)
+    return padded, torch.tensor([padded.shape[1]] * len(batch))
+
+
+def pad_collate_pad_minus_one(batch):
+    return pad_sequence(batch, batch_first=True, padding_value=-1), torch.tensor([len(s) for s in batch])
+
+
+def collate_time_first(batch):
+    sequences, labels = zip(*batch)
+    return pad_sequence(list(sequences)), torch.tensor([len(s) for s in sequences]), torch.tensor(labels)
+
+
+def collate_labels_tuple(batch):
+    sequences, labels = zip(*batch)
+    return pad_sequence(list(sequences), batch_first=True), torch.tensor([len(s) for s in sequences]), labels
+
+
+def collate_numel_lengths(batch):
+    sequences, labels = zip(*batch)
+    return pad_sequence(list(sequences), batch_first=True), torch.tensor([s.numel() for s in sequences]), torch.tensor(labels)
+
+
+def collate_left(batch):
+    sequences, labels = zip(*batch)
+    padded = pad_sequence(list(sequences), batch_first=True, padding_side="left")
+    return padded, torch.tensor([len(s) for s in sequences]), torch.tensor(labels)
+
+
+# ---------------------------------------------------------------- mean_std
+
+
+def mean_std_stack_all(dataset, batch_size=1000):
+    """Correct too: everything in memory at once, tensor.std() divides by count - 1."""
+    images = torch.cat([images for images, _ in DataLoader(dataset, batch_size=batch_size)])
+    return images.mean().item(), images.std().item()
+
+
+def mean_std_per_image(dataset, batch_size=1000):
+    means, stds = [], []
+    for image, _ in dataset:
+        means.append(image.mean())
+        stds.append(image.std())
+    return torch.stack(means).mean().item(), torch.stack(stds).mean().item()
+
+
+def mean_std_batch_average(dataset, batch_size=1000):
+    means, stds = [], []
+    for images, _ in DataLoader(dataset, batch_size=batch_size):
+        means.append(images.mean().item())
+        stds.append(images.std().item())
+    return sum(means) / len(means), sum(stds) / len(stds)
+
+
+def mean_std_variance(dataset, batch_size=1000):
+    mean, std = ref.mean_std(dataset, batch_size)
+    return mean, std**2
+
+
+def mean_std_per_pixel(dataset, batch_size=1000):
+    images = torch.stack([image for image, _ in dataset])
+    return images.mean().item(), images.std(dim=0).mean().item()
+
+
+def mean_std_not_written(dataset, batch_size=1000):
+    raise NotImplementedError()
+
+
+# ---------------------------------------------------------------- split_train_val
+
+
+def split_unseeded(dataset, val_fraction, seed):
+    n_val = int(len(dataset) * val_fraction)
+    train, val = random_split(dataset, [len(dataset) - n_val, n_val])
+    return train, val
+
+
+def split_global_seed(dataset, val_fraction, seed):
+    torch.manual_seed(seed)
+    n_val = int(len(dataset) * val_fraction)
+    train, val = random_split(dataset, [len(dataset) - n_val, n_val])
+    return train, val
+
+
+def split_swapped(dataset, val_fraction, seed):
+    train, val = ref.split_train_val(dataset, val_fraction, seed)
+    return val, train
+
+
+def split_fixed_seed(dataset, val_fraction, seed):
+    return ref.split_train_val(dataset, val_fraction, 42)
+
+
+def split_val_first(dataset, val_fraction, seed):
+    n_val = int(len(dataset) * val_fraction)
+    val, train = random_split(dataset, [n_val, len(dataset) - n_val], generator=torch.Generator().manual_seed(seed))
+    return train, val
+
+
+def split_rounded(dataset, val_fraction, seed):
+    n_val = round(len(dataset) * val_fraction + 0.5)
+    generator = torch.Generator().manual_seed(seed)
+    train, val = random_split(dataset, [len(dataset) - n_val, n_val], generator=generator)
+    return train, val
+
+
+# ---------------------------------------------------------------- make_loaders
+
+
+def _loaders(train_set, val_set, batch_size, seed, device, *, shuffle=True, drop_last=True, seeded=True,
+             val_shuffle=False, val_drop_last=False, pin=None):
+    pin = device.type == "cuda" if pin is None else pin
+    train = DataLoader(train_set, batch_size=batch_size, shuffle=shuffle, drop_last=drop_last, pin_memory=pin,
+                       generator=torch.Generator().manual_seed(seed) if seeded else None)
+    val = DataLoader(val_set, batch_size=batch_size, shuffle=val_shuffle, drop_last=val_drop_last, pin_memory=pin)
+    return train, val
+
+
+def loaders_keep_last(train_set, val_set, batch_size, seed, device):
+    return _loaders(train_set, val_set, batch_size, seed, device, drop_last=False)
+
+
+def loaders_no_shuffle(train_set, val_set, batch_size, seed, device):
+    return _loaders(train_set, val_set, batch_size, seed, device, shuffle=False)
+
+
+def loaders_unseeded(train_set, val_set, batch_size, seed, device):
+    return _loaders(train_set, val_set, batch_size, seed, device, seeded=False)
+
+
+def loaders_global_seed(train_set, val_set, batch_size, seed, device):
+    torch.manual_seed(seed)
+    return _loaders(train_set, val_set, batch_size, seed, device, seeded=False)
+
+
+def loaders_val_shuffled(train_set, val_set, batch_size, seed, device):
+    return _loaders(train_set, val_set, batch_size, seed, device, val_shuffle=True)
+
+
+def loaders_val_drop_last(train_set, val_set, batch_size, seed, device):
+    return _loaders(train_set, val_set, batch_size, seed, device, val_drop_last=True)
+
+
+def loaders_always_pinned(train_set, val_set, batch_size, seed, device):
+    return _loaders(train_set, val_set, batch_size, seed, device, pin=True)
+
+
+def loaders_never_pinned(train_set, val_set, batch_size, seed, device):
+    return _loaders(train_set, val_set, batch_size, seed, device, pin=False)
+
+
+CASES = [
+    Accept(checks.check_points_dataset, ref.PointsDataset),
+    Reject(checks.check_points_dataset, PointsLenOneTooMany, "counts one too many"),
+    Reject(checks.check_points_dataset, PointsLenColumns, "number of features per sample"),
+    Reject(checks.check_points_dataset, PointsNotConverted, "forgot to convert the lists to tensors"),
+    Reject(checks.check_points_dataset, PointsDefaultDtype, "features are int64"),
+    Reject(checks.check_points_dataset, PointsSwapped, "is (label, features)"),
+    Reject(checks.check_points_dataset, PointsNotADataset, "should subclass torch.utils.data.Dataset"),
+    Accept(checks.check_fix_length, ref.fix_length),
+    Reject(checks.check_fix_length, fix_length_keep_end, "kept the last samples"),
+    Reject(checks.check_fix_length, fix_length_pad_left, "padded at the start"),
+    Reject(checks.check_fix_length, fix_length_crop_only, "came back unchanged"),
+    Accept(checks.check_clip_dataset, ref.ClipDataset),
+    Reject(checks.check_clip_dataset, ClipsCountEveryFile, "you counted every file in the folder"),
+    Reject(checks.check_clip_dataset, ClipsNumpy, "forgot to convert it to a tensor"),
+    Reject(checks.check_clip_dataset, ClipsByAge, "sort the file names"),
+    Reject(checks.check_clip_dataset, ClipsNameLabel, "return its index in classes"),
+    Reject(checks.check_clip_dataset, ClipsNotFixed, "must have exactly 50 samples"),
+    Reject(checks.check_clip_dataset, ClipsKeepEnd, "kept the last samples"),
+    Reject(checks.check_clip_dataset, ClipsFloat64, "convert the clip to float32"),
+    Reject(checks.check_clip_dataset, ClipsListdir, "only the 4 .npy files are clips"),
+    Accept(checks.check_pad_collate, ref.pad_collate),
+    Reject(checks.check_pad_collate, pad_collate_left, "padded on the left"),
+    Reject(checks.check_pad_collate, pad_collate_fixed, "padded to a fixed length"),
+    Reject(checks.check_pad_collate, pad_collate_off_by_one, "off by one"),
+    Reject(checks.check_pad_collate, pad_collate_float_zeros, "dtype=batch[0].dtype"),
+    Reject(checks.check_pad_collate, pad_collate_lengths_list, "lengths should be a tensor"),
+    Reject(checks.check_pad_collate, pad_collate_padded_lengths, "lengths after padding"),
+    Reject(checks.check_pad_collate, pad_collate_pad_minus_one, "padding value must be 0"),
+    Accept(checks.check_collate_sequences, ref.collate_sequences),
+    Reject(checks.check_collate_sequences, collate_time_first, "batch_first=True"),
+    Reject(checks.check_collate_sequences, collate_labels_tuple, "forgot to convert them to a tensor"),
+    Reject(checks.check_collate_sequences, collate_numel_lengths, "you counted elements"),
+    Reject(checks.check_collate_sequences, collate_left, "padded on the left"),
+    Accept(checks.check_mean_std, ref.mean_std),
+    Accept(checks.check_mean_std, mean_std_stack_all),
+    Reject(checks.check_mean_std, mean_std_per_image, "std per image and averaged"),
+    Reject(checks.check_mean_std, mean_std_batch_average, "averaged the per-batch means"),
+    Reject(checks.check_mean_std, mean_std_variance, "that is the variance"),
+    Reject(checks.check_mean_std, mean_std_per_pixel, "at each pixel position"),
+    Reject(checks.check_mean_std, mean_std_not_written, "not written yet"),
+    Accept(checks.check_split_train_val, ref.split_train_val),
+    Reject(checks.check_split_train_val, split_unseeded, "the split is not seeded"),
+    Reject(checks.check_split_train_val, split_global_seed, "changed PyTorch's global random generator"),
+    Reject(checks.check_split_train_val, split_swapped, "returned (validation, training)"),
+    Reject(checks.check_split_train_val, split_fixed_seed, "ignores the seed argument"),
+    Reject(checks.check_split_train_val, split_val_first, "[n_val, n_train]"),
+    Reject(checks.check_split_train_val, split_rounded, "should have int(20 * 0.25) = 5 samples"),
+    Accept(checks.check_make_loaders, ref.make_loaders),
+    Reject(checks.check_make_loaders, loaders_keep_last, "drop_last=True"),
+    Reject(checks.check_make_loaders, loaders_no_shuffle, "does not shuffle"),
+    Reject(checks.check_make_loaders, loaders_unseeded, "the shuffle is not seeded"),
+    Reject(checks.check_make_loaders, loaders_global_seed, "global random generator"),
+    Reject(checks.check_make_loaders, loaders_val_shuffled, "the validation loader shuffles"),
+    Reject(checks.check_make_loaders, loaders_val_drop_last, "5 samples are never evaluated"),
+    Reject(checks.check_make_loaders, loaders_always_pinned, "only speeds up copies to a CUDA GPU"),
+    Reject(checks.check_make_loaders, loaders_never_pinned, "should pin memory when the device is a CUDA GPU"),
+]

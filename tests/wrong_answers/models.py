@@ -1,0 +1,463 @@
+"""Lesson 04 Defining models: the reference passes, plausible wrong answers fail by name."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from helpers.checks import models as checks
+from helpers.reference import models as ref
+from tests.wrong_answers import Accept, Reject
+
+# --- LeNet ------------------------------------------------------------------------------------
+
+
+class LeNetNoSuper(ref.LeNet):
+    def __init__(self):
+        self.conv1 = nn.Conv2d(1, 6, 5)  # the mistake: no super().__init__() first
+
+
+class LeNetWrongChannels(ref.LeNet):
+    def __init__(self):
+        super().__init__()
+        self.conv2 = nn.Conv2d(3, 16, 5)  # conv1 produces 6 channels, not 3
+
+
+class LeNetFc1For28(ref.LeNet):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16 * 4 * 4, 120)  # the size for 28x28 inputs, not 32x32
+
+
+class LeNetRenamed(ref.LeNet):
+    def __init__(self):
+        nn.Module.__init__(self)
+        self.c1, self.c2 = nn.Conv2d(1, 6, 5), nn.Conv2d(6, 16, 5)
+        self.f1, self.f2, self.f3 = nn.Linear(400, 120), nn.Linear(120, 84), nn.Linear(84, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.c2(F.max_pool2d(F.relu(self.c1(x)), 2))), 2)
+        return self.f3(F.relu(self.f2(F.relu(self.f1(x.flatten(1))))))
+
+
+class LeNetFlattenAll(ref.LeNet):
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = x.view(-1)  # the mistake: the batch dimension is flattened away too
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+class LeNetNoFlatten(ref.LeNet):
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+class LeNetCallsForward(ref.LeNet):
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1.forward(x)), 2)  # the mistake: .forward skips the hooks
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = torch.flatten(x, 1)
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+class LeNetSoftmax(ref.LeNet):
+    def forward(self, x):
+        return F.softmax(super().forward(x), dim=1)
+
+
+class LeNetNoRelu(ref.LeNet):
+    def forward(self, x):
+        x = F.max_pool2d(self.conv1(x), 2)
+        x = F.max_pool2d(self.conv2(x), 2)
+        return self.fc3(self.fc2(self.fc1(torch.flatten(x, 1))))
+
+
+class LeNetSkipsFc2(ref.LeNet):
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc3(F.relu(self.fc1(torch.flatten(x, 1)))[:, :84])
+
+
+def lenet_instance_not_class():
+    return ref.LeNet()
+
+
+# --- MnistNet ---------------------------------------------------------------------------------
+
+
+class MnistNetNoSuper(nn.Module):
+    def __init__(self):
+        self.conv1 = nn.Conv2d(1, 20, 5)
+
+
+class MnistNetWrongChannels(ref.MnistNet):
+    def __init__(self):
+        super().__init__()
+        self.conv2 = nn.Conv2d(10, 50, 5)
+
+
+class MnistNetFc1For32(ref.MnistNet):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(5 * 5 * 50, 500)
+
+
+class MnistNetOneTooManyLayers(ref.MnistNet):
+    def __init__(self):
+        super().__init__()
+        self.fc3 = nn.Linear(10, 10)
+
+
+class MnistNetLogSoftmax(ref.MnistNet):
+    def forward(self, x):
+        return F.log_softmax(super().forward(x), dim=1)
+
+
+class MnistNetAvgPool(ref.MnistNet):
+    def forward(self, x):
+        x = F.avg_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.avg_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc2(F.relu(self.fc1(torch.flatten(x, 1))))
+
+
+class MnistNetReluOnLogits(ref.MnistNet):
+    def forward(self, x):
+        return F.relu(super().forward(x))
+
+
+class MnistNetFcForward(ref.MnistNet):
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc2.forward(F.relu(self.fc1.forward(torch.flatten(x, 1))))
+
+
+class MnistNetNotWritten(nn.Module):
+    def __init__(self):
+        super().__init__()
+        raise NotImplementedError()
+
+
+# --- count_parameters -------------------------------------------------------------------------
+
+
+def count_tensors(model, trainable_only=False):
+    return len([p for p in model.parameters() if p.requires_grad or not trainable_only])
+
+
+def count_state_dict(model, trainable_only=False):
+    return sum(v.numel() for v in model.state_dict().values())
+
+
+def count_ignoring_flag(model, trainable_only=False):
+    return sum(p.numel() for p in model.parameters())
+
+
+def count_weights_only(model, trainable_only=False):
+    return sum(p.numel() for n, p in model.named_parameters() if "weight" in n and (p.requires_grad or not trainable_only))
+
+
+def count_as_tensor(model, trainable_only=False):
+    return torch.tensor(ref.count_parameters(model, trainable_only))
+
+
+def count_always_trainable(model, trainable_only=False):
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+# --- init_weights -----------------------------------------------------------------------------
+
+
+def init_ignoring_bias(m):
+    if isinstance(m, (nn.Conv2d, nn.Linear)):
+        nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+
+
+def init_deprecated(m):
+    if isinstance(m, (nn.Conv2d, nn.Linear)):
+        nn.init.kaiming_normal(m.weight, nonlinearity="relu")  # the mistake: the deprecated spelling
+        if m.bias is not None:
+            nn.init.constant(m.bias, 0.0)
+
+
+def init_bias_unguarded(m):
+    if isinstance(m, (nn.Conv2d, nn.Linear)):
+        nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+        nn.init.zeros_(m.bias)
+
+
+def init_conv_only(m):
+    if isinstance(m, nn.Conv2d):
+        nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+
+def init_every_weight(m):
+    for name, p in m.named_parameters(recurse=False):
+        if name == "weight":
+            nn.init.kaiming_normal_(p) if p.dim() > 1 else nn.init.normal_(p)
+        else:
+            nn.init.zeros_(p)
+
+
+def init_xavier(m):
+    if isinstance(m, (nn.Conv2d, nn.Linear)):
+        nn.init.xavier_uniform_(m.weight)
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+
+def init_uniform_kaiming(m):
+    if isinstance(m, (nn.Conv2d, nn.Linear)):
+        nn.init.kaiming_uniform_(m.weight, nonlinearity="relu")
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+
+def init_loops_modules(m):
+    for sub in m.modules():
+        if isinstance(sub, (nn.Conv2d, nn.Linear)):
+            nn.init.kaiming_normal_(sub.weight, nonlinearity="relu")
+            if sub.bias is not None:
+                nn.init.zeros_(sub.bias)
+
+
+def init_bias_truthiness(m):
+    if isinstance(m, (nn.Conv2d, nn.Linear)):
+        nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+        if m.bias:
+            nn.init.zeros_(m.bias)
+
+
+# --- label smoothing --------------------------------------------------------------------------
+
+
+def smoothing_log_of_softmax(logits, targets, smoothing=0.1, reduction="mean"):
+    log_probs = torch.log(F.softmax(logits, dim=1))
+    loss = (1 - smoothing) * -log_probs.gather(1, targets[:, None])[:, 0] + smoothing * -log_probs.mean(dim=1)
+    return {"mean": loss.mean, "sum": loss.sum, "none": lambda: loss}[reduction]()
+
+
+def smoothing_ignored(logits, targets, smoothing=0.1, reduction="mean"):
+    return F.cross_entropy(logits, targets, reduction=reduction)
+
+
+def smoothing_over_other_classes(logits, targets, smoothing=0.1, reduction="mean"):
+    c = logits.shape[1]
+    soft = torch.full_like(logits, smoothing / (c - 1)).scatter(1, targets[:, None], 1 - smoothing)
+    loss = -(soft * F.log_softmax(logits, dim=1)).sum(dim=1)
+    return {"mean": loss.mean, "sum": loss.sum, "none": lambda: loss}[reduction]()
+
+
+def smoothing_summed(logits, targets, smoothing=0.1, reduction="mean"):
+    return ref.label_smoothing_cross_entropy(logits, targets, smoothing, "sum")
+
+
+def smoothing_by_builtin(logits, targets, smoothing=0.1, reduction="mean"):
+    return F.cross_entropy(logits, targets, label_smoothing=smoothing, reduction=reduction)
+
+
+def smoothing_wrong_dim(logits, targets, smoothing=0.1, reduction="mean"):
+    log_probs = F.log_softmax(logits, dim=0)
+    loss = (1 - smoothing) * -log_probs.gather(1, targets[:, None])[:, 0] + smoothing * -log_probs.mean(dim=1)
+    return loss.mean()
+
+
+def smoothing_mean_always(logits, targets, smoothing=0.1, reduction="mean"):
+    return ref.label_smoothing_cross_entropy(logits, targets, smoothing, "mean")
+
+
+def smoothing_none_is_sum(logits, targets, smoothing=0.1, reduction="mean"):
+    how = "sum" if reduction == "none" else reduction
+    return ref.label_smoothing_cross_entropy(logits, targets, smoothing, how)
+
+
+class LossNoSuper(nn.Module):
+    def __init__(self, smoothing=0.1, reduction="mean"):
+        self.smoothing, self.reduction = smoothing, reduction
+
+    def forward(self, logits, targets):
+        return ref.label_smoothing_cross_entropy(logits, targets, self.smoothing, self.reduction)
+
+
+class LossIgnoresSmoothing(nn.Module):
+    def __init__(self, smoothing=0.1, reduction="mean"):
+        super().__init__()
+        self.reduction = reduction
+
+    def forward(self, logits, targets):
+        return ref.label_smoothing_cross_entropy(logits, targets, 0.1, self.reduction)
+
+
+class LossIgnoresReduction(nn.Module):
+    def __init__(self, smoothing=0.1, reduction="mean"):
+        super().__init__()
+        self.smoothing = smoothing
+
+    def forward(self, logits, targets):
+        return ref.label_smoothing_cross_entropy(logits, targets, self.smoothing)
+
+
+class LossPlainClass:
+    def __init__(self, smoothing=0.1, reduction="mean"):
+        self.smoothing, self.reduction = smoothing, reduction
+
+    def __call__(self, logits, targets):
+        return ref.label_smoothing_cross_entropy(logits, targets, self.smoothing, self.reduction)
+
+
+# --- nn.Sequential ----------------------------------------------------------------------------
+
+
+def sequential_with_conv_bias():
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(8 * 14 * 14, 10))
+
+
+def sequential_without_flatten():
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Linear(8 * 14 * 14, 10))
+
+
+def sequential_without_relu():
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(8 * 14 * 14, 10))
+
+
+def sequential_relu_first():
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.ReLU(), nn.BatchNorm2d(8), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(8 * 14 * 14, 10))
+
+
+def sequential_no_padding():
+    return nn.Sequential(nn.Conv2d(1, 8, 3, bias=False), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(8 * 14 * 14, 10))
+
+
+def sequential_custom_module():
+    return ref.ConvBlockNet()
+
+
+def sequential_named_layers():
+    from collections import OrderedDict
+    return nn.Sequential(OrderedDict(conv=nn.Conv2d(1, 8, 3, padding=1, bias=False), bn=nn.BatchNorm2d(8),
+                                     relu=nn.ReLU(), pool=nn.MaxPool2d(2), flatten=nn.Flatten(),
+                                     fc=nn.Linear(8 * 14 * 14, 10)))
+
+
+# --- predict ----------------------------------------------------------------------------------
+
+
+def predict_without_eval(model, images):
+    with torch.no_grad():
+        return model(images).argmax(dim=1)
+
+
+def predict_calls_forward(model, images):
+    model.eval()
+    with torch.no_grad():
+        return model.forward(images).argmax(dim=1)
+
+
+def predict_with_grad(model, images):
+    model.eval()
+    return model(images).argmax(dim=1)
+
+
+def predict_logits(model, images):
+    model.eval()
+    with torch.no_grad():
+        return model(images)
+
+
+def predict_wrong_dim(model, images):
+    model.eval()
+    with torch.inference_mode():
+        return model(images).argmax(dim=0)
+
+
+def predict_inference_mode(model, images):
+    model.eval()
+    with torch.inference_mode():
+        return model(images).argmax(dim=1)
+
+
+CASES = [
+    Accept(checks.check_lenet_layers, ref.LeNet),
+    Reject(checks.check_lenet_layers, LeNetNoSuper, "must call super().__init__()"),
+    Reject(checks.check_lenet_layers, LeNetWrongChannels, "the channels do not match between layers: conv2 has in_channels=3"),
+    Reject(checks.check_lenet_layers, LeNetFc1For28, "fc1 has in_features=256"),
+    Reject(checks.check_lenet_layers, LeNetRenamed, "name the layers conv1, conv2, fc1, fc2, fc3"),
+    Reject(checks.check_lenet_layers, LeNetFlattenAll, "flattened the batch dimension too"),
+    Reject(checks.check_lenet_layers, lenet_instance_not_class, "pass the class LeNet itself"),
+    Accept(checks.check_lenet_forward, ref.LeNet),
+    Reject(checks.check_lenet_forward, LeNetWrongChannels, "Conv2d's in_channels must equal the out_channels"),
+    Reject(checks.check_lenet_forward, LeNetNoFlatten, "unflattened"),
+    Reject(checks.check_lenet_forward, LeNetCallsForward, "call model(x), not model.forward(x): forward hooks did not run"),
+    Reject(checks.check_lenet_forward, LeNetSoftmax, "drop the softmax"),
+    Reject(checks.check_lenet_forward, LeNetNoRelu, "no ReLU between the layers"),
+    Reject(checks.check_lenet_forward, LeNetSkipsFc2, "never ran through model(x)"),
+    Accept(checks.check_mnist_net_layers, ref.MnistNet),
+    Reject(checks.check_mnist_net_layers, MnistNetNoSuper, "must call super().__init__()"),
+    Reject(checks.check_mnist_net_layers, MnistNetWrongChannels, "conv2 has in_channels=10, but its input"),
+    Reject(checks.check_mnist_net_layers, MnistNetFc1For32, "fc1 has in_features=1250"),
+    Reject(checks.check_mnist_net_layers, MnistNetOneTooManyLayers, "unexpected ['fc3.weight', 'fc3.bias']"),
+    Reject(checks.check_mnist_net_layers, MnistNetNotWritten, "is not written yet"),
+    Accept(checks.check_mnist_net_forward, ref.MnistNet),
+    Reject(checks.check_mnist_net_forward, MnistNetLogSoftmax, "drop the log_softmax"),
+    Reject(checks.check_mnist_net_forward, MnistNetAvgPool, "not average pooling"),
+    Reject(checks.check_mnist_net_forward, MnistNetReluOnLogits, "no ReLU after the last layer"),
+    Reject(checks.check_mnist_net_forward, MnistNetFcForward, "forward hooks did not run for ['fc1', 'fc2']"),
+    Accept(checks.check_count_parameters, ref.count_parameters),
+    Reject(checks.check_count_parameters, count_tensors, "counted parameter tensors"),
+    Reject(checks.check_count_parameters, count_state_dict, "also holds buffers"),
+    Reject(checks.check_count_parameters, count_ignoring_flag, "skip the parameters whose requires_grad is False"),
+    Reject(checks.check_count_parameters, count_weights_only, "you skipped the biases"),
+    Reject(checks.check_count_parameters, count_as_tensor, "return a plain Python int"),
+    Reject(checks.check_count_parameters, count_always_trainable, "frozen ones included"),
+    Accept(checks.check_init_weights, ref.init_weights),
+    Reject(checks.check_init_weights, init_ignoring_bias, "your init ignores the biases"),
+    Reject(checks.check_init_weights, init_deprecated, "deprecated init function without the trailing underscore"),
+    Reject(checks.check_init_weights, init_bias_unguarded, "if m.bias is not None"),
+    Reject(checks.check_init_weights, init_conv_only, "the Linear layer '6' kept its default weights"),
+    Reject(checks.check_init_weights, init_every_weight, "a BatchNorm starts with weight 1"),
+    Reject(checks.check_init_weights, init_xavier, "Xavier"),
+    Reject(checks.check_init_weights, init_uniform_kaiming, "kaiming_uniform_"),
+    Reject(checks.check_init_weights, init_loops_modules, "do not loop over module.modules()"),
+    Reject(checks.check_init_weights, init_bias_truthiness, "`if m.bias:`"),
+    Accept(checks.check_label_smoothing_cross_entropy, ref.label_smoothing_cross_entropy),
+    Accept(checks.check_label_smoothing_cross_entropy, smoothing_by_builtin),
+    Reject(checks.check_label_smoothing_cross_entropy, smoothing_log_of_softmax, "use F.log_softmax"),
+    Reject(checks.check_label_smoothing_cross_entropy, smoothing_ignored, "you ignored smoothing"),
+    Reject(checks.check_label_smoothing_cross_entropy, smoothing_over_other_classes, "the C - 1 wrong classes"),
+    Reject(checks.check_label_smoothing_cross_entropy, smoothing_summed, "you summed the per-sample losses"),
+    Reject(checks.check_label_smoothing_cross_entropy, smoothing_wrong_dim, "not over the batch (dim=0)"),
+    Accept(checks.check_label_smoothing_reductions, ref.label_smoothing_cross_entropy),
+    Accept(checks.check_label_smoothing_reductions, smoothing_by_builtin),
+    Reject(checks.check_label_smoothing_reductions, smoothing_mean_always, "you returned the mean over the batch"),
+    Reject(checks.check_label_smoothing_reductions, smoothing_none_is_sum, "reduction='none' was ignored: you returned the sum"),
+    Accept(checks.check_label_smoothing_loss, ref.LabelSmoothingLoss),
+    Reject(checks.check_label_smoothing_loss, LossNoSuper, "must call super().__init__()"),
+    Reject(checks.check_label_smoothing_loss, LossIgnoresSmoothing, "ignores the smoothing given to __init__"),
+    Reject(checks.check_label_smoothing_loss, LossIgnoresReduction, "ignores the reduction given to __init__"),
+    Reject(checks.check_label_smoothing_loss, LossPlainClass, "should build an nn.Module"),
+    Accept(checks.check_sequential_version, ref.sequential_version),
+    Accept(checks.check_sequential_version, sequential_named_layers),
+    Reject(checks.check_sequential_version, sequential_with_conv_bias, "bias=False"),
+    Reject(checks.check_sequential_version, sequential_without_flatten, "nn.Flatten()"),
+    Reject(checks.check_sequential_version, sequential_without_relu, "the ReLU is missing"),
+    Reject(checks.check_sequential_version, sequential_relu_first, "the ReLU comes before the batch norm"),
+    Reject(checks.check_sequential_version, sequential_no_padding, "has in_features=1568, but each sample reaches it with 1352 features"),
+    Reject(checks.check_sequential_version, sequential_custom_module, "should return an nn.Sequential"),
+    Accept(checks.check_predict, ref.predict),
+    Accept(checks.check_predict, predict_inference_mode),
+    Reject(checks.check_predict, predict_without_eval, "you forgot model.eval()"),
+    Reject(checks.check_predict, predict_calls_forward, "call model(x), not model.forward(x): forward hooks did not run"),
+    Reject(checks.check_predict, predict_with_grad, "torch.no_grad()"),
+    Reject(checks.check_predict, predict_logits, "you returned the logits"),
+    Reject(checks.check_predict, predict_wrong_dim, "argmax must run over the classes"),
+]
