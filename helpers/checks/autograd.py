@@ -66,7 +66,8 @@ def _run(fn: Callable[..., Any], *args: Any) -> Any:
         advice = next((tip for pattern, tip in KNOWN_ERRORS if pattern in cause), None)
         if advice is None:
             raise
-        raise CheckError(f"{error}\n-> {advice}") from error.__cause__
+        first_line = str(error).splitlines()[0]  # gradcheck's error goes on to print whole Jacobians
+        raise CheckError(f"{first_line}\n-> {advice}") from error.__cause__
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -177,17 +178,17 @@ def check_per_batch_grads(fn: Callable, inputs: Sequence[tuple[torch.Tensor, lis
         got = _run(fn, learner_w, [(x.clone(), y.clone()) for x, y in batches])
         expect(isinstance(got, (list, tuple)), f"{what} should return a list of tensors, not {describe(got)}")
         expect(len(got) == len(batches), f"{what} returned {len(got)} gradients; return one per batch ({len(batches)})")
-        expect(all(isinstance(g, torch.Tensor) for g in got),
-               f"{what} should return a list of tensors, but it holds {describe(next(g for g in got if not isinstance(g, torch.Tensor)))}")
-        shared = [i for i in range(len(got)) for j in range(i)
-                  if same_tensor(got[i], got[j])] or [i for i, g in enumerate(got)
-                                                       if learner_w.grad is not None and same_tensor(g, learner_w.grad)]
-        expect(not shared, f"{what}: you stored w.grad itself, not a copy, so zeroing or refilling it later changed the "
-                           "gradients already in your list. Append w.grad.clone()")
+        odd = [g for g in got if not isinstance(g, torch.Tensor)]
+        expect(not odd, f"{what} should return a list of tensors, but it holds {describe(odd[:1] and odd[0])}")
+        # tensors in the list that are w.grad itself (or each other): zeroing w.grad later changes them too
+        shared = any(same_tensor(got[i], got[j]) for i in range(len(got)) for j in range(i)) or (
+            learner_w.grad is not None and any(same_tensor(g, learner_w.grad) for g in got[:-1]))
         never_zeroed = [leftover + sum(expected[: i + 1]) for i in range(len(expected))]
         zeroed_after = [expected[0] + leftover] + list(expected[1:])
         for index, (g, want) in enumerate(zip(got, expected)):
             expect_tensor(g, want, what=f"{what}, gradient of batch {index}", mistakes=[
+                Mistake("you stored w.grad itself, not a copy, so zeroing or refilling it later changed the "
+                        "gradients already in your list. Append w.grad.clone()", matches=lambda _: shared),
                 Mistake("you never cleared w.grad, so each gradient also holds the batches before it: backward() "
                         "adds into .grad. Zero it (w.grad = None or w.grad.zero_()) before each backward",
                         matches=lambda _: all(torch.allclose(a, b, atol=1e-5, rtol=1e-4) for a, b in zip(got, never_zeroed))),
@@ -233,10 +234,11 @@ def _fit_by_hand_variant(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int
     return w.item(), b.item()
 
 
-def _fit_line_mistakes(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, variant: Callable) -> list[Mistake]:
+def _fit_line_mistakes(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, variant: Callable,
+                       how_to_zero: str) -> list[Mistake]:
     mistakes = [
         Mistake("you never zeroed the gradients: every step used the sum of all gradients so far "
-                "(backward() adds into .grad). Zero them after each update",
+                f"(backward() adds into .grad). {how_to_zero}",
                 matches=lambda got: _same_floats(got[:2], variant(x, y, lr, steps, zero=False))),
         Mistake("the parameters moved uphill: subtract the gradient (w -= lr * w.grad), it points the way "
                 "the loss increases", matches=lambda got: _same_floats(got[:2], variant(x, y, lr, steps, sign=-1.0))),
@@ -267,7 +269,8 @@ def check_fit_line_by_hand(fn: Callable, inputs: Sequence[tuple[torch.Tensor, to
         got = _run(fn, x.clone(), y.clone(), lr, steps)
         expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{what} should return a pair (w, b), not {describe(got)}")
         _expect_float_pair(got, ref.fit_line_by_hand(x, y, lr, steps), what,
-                           _fit_line_mistakes(x, y, lr, steps, _fit_by_hand_variant))
+                           _fit_line_mistakes(x, y, lr, steps, _fit_by_hand_variant,
+                                              "Zero w.grad and b.grad after each update"))
     passed("fit_line_by_hand", len(inputs))
 
 
@@ -306,7 +309,8 @@ def check_fit_line_with_sgd(fn: Callable, inputs: Sequence[tuple[torch.Tensor, t
         what = f"fit_line_with_sgd(x, y, lr={lr}, steps={steps})"
         got = _run(fn, x.clone(), y.clone(), lr, steps)
         _check_sgd_result(got, what)
-        mistakes = _fit_line_mistakes(x, y, lr, steps, _sgd_params)
+        mistakes = _fit_line_mistakes(x, y, lr, steps, _sgd_params,
+                                      "Call optimizer.zero_grad() at the start of every step")
         mistakes.insert(1, Mistake(
             "w and b never moved: optimizer.zero_grad() ran between loss.backward() and optimizer.step(), so the "
             "step saw zero gradients. Order: zero_grad, forward, backward, step",
@@ -330,8 +334,8 @@ def check_loss_log(fn: Callable, inputs: Sequence[tuple[torch.Tensor, torch.Tens
                f"{what}: your list holds loss tensors that still carry their autograd graph (grad_fn), so every "
                "step's graph stays alive as long as the list does. Append loss.item(), a plain Python float")
         expect(not tensors, f"{what}: your list holds tensors; append loss.item(), a plain Python float")
-        expect(all(isinstance(v, float) for v in losses),
-               f"{what} should all be Python floats, but one is {describe(next(v for v in losses if not isinstance(v, float)))}")
+        odd = [v for v in losses if not isinstance(v, float)]
+        expect(not odd, f"{what} should all be Python floats, but one is {describe(odd[:1] and odd[0])}")
         expected = ref.fit_line_with_sgd(x, y, lr, steps)[2]
         if not _same_floats(losses, expected):
             expect(not _same_floats(losses, _sgd_variant(x, y, lr, steps, zero="never")[2]),

@@ -39,8 +39,8 @@ def _seeded(factory: Callable[[], Any], seed: int) -> Any:
 def _no_super(name: str, detail: str = "") -> CheckError:
     return CheckError(
         f"{name}.__init__ must call super().__init__() before anything else: nn.Module creates its "
-        "registries of parameters, submodules and hooks there, so without it assigning a layer fails "
-        "(\"cannot assign module before Module.__init__() call\") or calling the module does"
+        "registries of parameters, submodules and hooks there. Without it, assigning a layer fails "
+        "(\"cannot assign module before Module.__init__() call\"), and so does calling the module"
         + (f". PyTorch said: {detail}" if detail else "")
     )
 
@@ -76,6 +76,8 @@ def _explain_layer_failure(layer: str, module: nn.Module, args: tuple) -> str:
     if x is None:
         return ""
     shape = list(x.shape)
+    if layer.isdigit():  # a layer of an nn.Sequential is named by its position
+        layer = f"layer {layer} ({type(module).__name__})"
     if isinstance(module, nn.Conv2d) and x.dim() in (3, 4) and x.shape[-3] != module.in_channels:
         return (f"the channels do not match between layers: {layer} has in_channels={module.in_channels}, but its input "
                 f"(shape {shape}) has {x.shape[-3]} channels. A Conv2d's in_channels must equal the out_channels "
@@ -89,7 +91,8 @@ def _explain_layer_failure(layer: str, module: nn.Module, args: tuple) -> str:
                     "Use torch.flatten(x, 1) (or nn.Flatten()), which keeps dimension 0, the batch")
         if x.dim() > 2:
             return (f"{layer} received the {x.dim()}-D feature maps (shape {shape}) unflattened: flatten them to "
-                    "[N, features] first with torch.flatten(x, 1) in forward, or an nn.Flatten() layer")
+                    "[N, features] first, with torch.flatten(x, 1) in forward or, in an nn.Sequential (which has "
+                    "no forward of yours), with an nn.Flatten() layer before the Linear")
         if x.shape[-1] != module.in_features:
             return (f"{layer} has in_features={module.in_features}, but each sample reaches it with "
                     f"{x.shape[-1]} features (input shape {shape}). in_features must equal the size of what "
@@ -593,7 +596,8 @@ def check_sequential_version(fn: Callable[[], nn.Sequential], inputs: Sequence[t
     weights are copied over in order."""
     inputs = inputs if inputs is not None else [_randn(4, 1, 28, 28, seed=20), _randn(2, 1, 28, 28, seed=21) + 1]
     for x in inputs:
-        model = call(fn)
+        with torch.random.fork_rng():
+            model = call(fn)
         expect(isinstance(model, nn.Sequential),
                f"sequential_version() should return an nn.Sequential, but returned {describe(model)}")
         reference = _seeded(ref.ConvBlockNet, 7)

@@ -81,8 +81,7 @@ class LeNetSkipsFc2(ref.LeNet):
         return self.fc3(F.relu(self.fc1(torch.flatten(x, 1)))[:, :84])
 
 
-def lenet_instance_not_class():
-    return ref.LeNet()
+LENET_INSTANCE = ref.LeNet()  # the mistake: check.check_lenet_layers(LeNet()) instead of (LeNet)
 
 
 # --- MnistNet ---------------------------------------------------------------------------------
@@ -393,7 +392,7 @@ CASES = [
     Reject(checks.check_lenet_layers, LeNetFc1For28, "fc1 has in_features=256"),
     Reject(checks.check_lenet_layers, LeNetRenamed, "name the layers conv1, conv2, fc1, fc2, fc3"),
     Reject(checks.check_lenet_layers, LeNetFlattenAll, "flattened the batch dimension too"),
-    Reject(checks.check_lenet_layers, lenet_instance_not_class, "pass the class LeNet itself"),
+    Reject(checks.check_lenet_layers, LENET_INSTANCE, "pass the class LeNet itself"),
     Accept(checks.check_lenet_forward, ref.LeNet),
     Reject(checks.check_lenet_forward, LeNetWrongChannels, "Conv2d's in_channels must equal the out_channels"),
     Reject(checks.check_lenet_forward, LeNetNoFlatten, "unflattened"),
@@ -431,7 +430,7 @@ CASES = [
     Reject(checks.check_init_weights, init_bias_truthiness, "`if m.bias:`"),
     Accept(checks.check_label_smoothing_cross_entropy, ref.label_smoothing_cross_entropy),
     Accept(checks.check_label_smoothing_cross_entropy, smoothing_by_builtin),
-    Reject(checks.check_label_smoothing_cross_entropy, smoothing_log_of_softmax, "use F.log_softmax"),
+    Reject(checks.check_label_smoothing_cross_entropy, smoothing_log_of_softmax, "Use F.log_softmax"),
     Reject(checks.check_label_smoothing_cross_entropy, smoothing_ignored, "you ignored smoothing"),
     Reject(checks.check_label_smoothing_cross_entropy, smoothing_over_other_classes, "the C - 1 wrong classes"),
     Reject(checks.check_label_smoothing_cross_entropy, smoothing_summed, "you summed the per-sample losses"),

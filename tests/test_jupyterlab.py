@@ -1,0 +1,139 @@
+"""A real JupyterLab server on loopback serves the course the way learners get it.
+
+It serves the learner notebooks through its REST API, has nbgrader's Validate
+extension (installed and answering), and its kernels import ``helpers`` from the
+same place as nbval and nbgrader's autograde folder do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+from jupyter_client import BlockingKernelClient
+from nbclient import NotebookClient
+
+import helpers
+from helpers.data import REPO_ROOT
+
+pytestmark = pytest.mark.slow
+TOKEN = "course-test-token"
+EXPECTED_HELPERS = str(Path(helpers.__file__).resolve())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Lab:
+    def __init__(self, url: str, runtime_dir: Path):
+        self.url, self.runtime_dir = url, runtime_dir
+
+    def request(self, method: str, path: str, body: dict | None = None, form: dict | None = None) -> dict | str:
+        data = json.dumps(body).encode() if body is not None else (urllib.parse.urlencode(form).encode() if form else None)
+        req = urllib.request.Request(f"{self.url}{path}", data=data, method=method,
+                                     headers={"Authorization": f"token {TOKEN}"})
+        with urllib.request.urlopen(req, timeout=120) as response:
+            text = response.read().decode()
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            return text
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory) -> Lab:
+    """JupyterLab on 127.0.0.1 with a copy of the course as its root, as `make lab` starts it."""
+    root = tmp_path_factory.mktemp("lab-course")
+    shutil.copytree(REPO_ROOT / "notebooks", root / "notebooks")
+    shutil.copy(REPO_ROOT / "nbgrader_config.py", root)
+    runtime = tmp_path_factory.mktemp("runtime")
+    port = free_port()
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime)}
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+         f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={root}", "--ServerApp.open_browser=False", "--allow-root"],
+        cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    lab = Lab(f"http://127.0.0.1:{port}", runtime)
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            lab.request("GET", "/api/status")
+            break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                pytest.fail(f"JupyterLab did not start:\n{process.stderr.read()[-3000:]}")
+            time.sleep(0.5)
+    yield lab
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+@pytest.mark.parametrize("lesson", sorted(p.parent.name for p in (REPO_ROOT / "notebooks").glob("*/*.ipynb")))
+def test_lab_serves_learner_notebook(lab: Lab, lesson: str):
+    model = lab.request("GET", f"/api/contents/notebooks/{lesson}/{lesson}.ipynb")
+    assert model["type"] == "notebook"
+    cells = model["content"]["cells"]
+    assert any("raise NotImplementedError()" in c["source"] for c in cells), "the learner version has exercises"
+
+
+def test_lab_page_loads_nbgrader_extension(lab: Lab):
+    page = lab.request("GET", "/lab")
+    assert "@jupyter/nbgrader" in page, "nbgrader's lab extension (Validate button) is not installed"
+
+
+def test_validate_button_backend(lab: Lab):
+    """What the Validate button calls: the blank notebook fails, a finished one passes."""
+    blank = lab.request("POST", "/assignments/validate", form={"path": "notebooks/00_start_here/00_start_here.ipynb"})
+    assert blank["success"], blank
+    assert blank["value"].get("failed"), f"a blank notebook must fail validation: {blank['value']}"
+    lab.request("PUT", "/api/contents/done.ipynb", body={
+        "type": "notebook", "format": "json",
+        "content": json.loads(nbformat.writes(nbformat.read(REPO_ROOT / "solutions/00_start_here/00_start_here.ipynb", 4)))})
+    done = lab.request("POST", "/assignments/validate", form={"path": "done.ipynb"})
+    assert done["success"] and not done["value"].get("failed"), done
+
+
+def test_lab_kernel_imports_helpers_from_the_course(lab: Lab):
+    kernel = lab.request("POST", "/api/kernels", body={"name": "python3"})
+    outputs: list[dict] = []
+    try:
+        client = BlockingKernelClient(connection_file=str(lab.runtime_dir / f"kernel-{kernel['id']}.json"))
+        client.load_connection_file()
+        client.start_channels()
+        client.wait_for_ready(timeout=60)
+        reply = client.execute_interactive("import helpers, pathlib; print(pathlib.Path(helpers.__file__).resolve())", timeout=60,
+                                           output_hook=lambda msg: outputs.append(msg))
+        assert reply["content"]["status"] == "ok"
+        printed = "".join(m["content"].get("text", "") for m in outputs if m["msg_type"] == "stream")
+        assert printed.strip() == EXPECTED_HELPERS
+        client.stop_channels()
+    finally:
+        lab.request("DELETE", f"/api/kernels/{kernel['id']}")
+
+
+def test_autograde_folder_imports_helpers_from_the_course(tmp_path: Path):
+    """nbgrader runs notebooks with their own folder as the working directory; helpers must not depend on it."""
+    folder = tmp_path / "autograded" / "student" / "00_start_here"
+    folder.mkdir(parents=True)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import helpers, pathlib; print(pathlib.Path(helpers.__file__).resolve())")])
+    NotebookClient(nb, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
+    assert nb.cells[0].outputs[0]["text"].strip() == EXPECTED_HELPERS
