@@ -21,6 +21,7 @@ import shutil
 import tempfile
 import time
 import warnings
+from itertools import islice
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -31,6 +32,7 @@ from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Subset, TensorDataset, random_split
 from torchvision import datasets, transforms
+from torchvision.transforms import v2
 
 from helpers.checks import datasets as check
 from helpers.data import MNIST_MEAN, MNIST_STD, data_root
@@ -198,7 +200,7 @@ for number in range(24):
 
 names = sorted(path.name for path in CLIP_FOLDER.iterdir())
 print(len(names), "files:", names[:4], "...", names[-2:])
-print("lengths of the first five clips:", [len(np.load(CLIP_FOLDER / name)) for name in names[:5]])
+print("lengths of the first five clips:", [len(np.load(path)) for path in sorted(CLIP_FOLDER.glob("*.npy"))[:5]])
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(9, 2.2), sharey=True)
@@ -537,8 +539,6 @@ plt.show()
 # you read uses.
 
 # %%
-from torchvision.transforms import v2
-
 modern = v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])
 print("v2 gives the same tensor:", torch.equal(modern(image), pixels))
 
@@ -839,8 +839,8 @@ if any("pin_memory" in str(w.message) for w in caught):
 # together. Below, a small convolutional network (lesson 04 explains how models
 # are built, lesson 05 the training step) trains on MNIST batches of 64.
 #
-# A third line tries the classic fix for a small dataset: decode every image
-# once, keep the result as one tensor in memory, and slice batches out of it.
+# The last line tries the classic fix for a dataset that fits in memory: decode
+# every image once, keep the results as one tensor, and load batches from that.
 
 # %%
 model = nn.Sequential(nn.Conv2d(1, 8, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 13 * 13, 10))
@@ -857,7 +857,7 @@ def train_step(images: torch.Tensor, labels: torch.Tensor) -> None:
 
 def batches(loader: DataLoader, n: int) -> list:
     """The first ``n`` batches of ``loader``."""
-    return [batch for batch, _ in zip(loader, range(n))]
+    return list(islice(loader, n))
 
 
 N_BATCHES = 60

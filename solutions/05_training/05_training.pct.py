@@ -324,12 +324,12 @@ with torch.no_grad():
 #
 # A popular tutorial trained this very network with plain SGD at `lr=1e-4` and
 # reported 77.6% test accuracy after ten epochs. The loop was right; the step
-# size was not. Here are 150 training steps of the same network with three
+# size was not. Here are 120 training steps of the same network with three
 # optimizers, each starting from the same initial weights and seeing the same
 # batches.
 
 # %%
-def train_steps(make_optimizer, steps: int = 150) -> list[float]:
+def train_steps(make_optimizer, steps: int = 120) -> list[float]:
     """Train a freshly seeded MnistNet for ``steps`` batches; return each batch's loss."""
     torch.manual_seed(0)
     net = MnistNet().to(DEVICE)
