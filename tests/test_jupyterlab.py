@@ -137,3 +137,35 @@ def test_autograde_folder_imports_helpers_from_the_course(tmp_path: Path):
         "import helpers, pathlib; print(pathlib.Path(helpers.__file__).resolve())")])
     NotebookClient(nb, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
     assert nb.cells[0].outputs[0]["text"].strip() == EXPECTED_HELPERS
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def test_learner_notebook_in_a_real_browser_has_a_working_validate_button(lab: Lab, tmp_path: Path):
+    """Headless Chromium opens lesson 00 in JupyterLab, clicks Validate, and sees the failing graded cell."""
+    if CHROMIUM is None:
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is missing: .ci/run installs the Debian package `chromium`")
+        pytest.skip("Chromium is not installed (apt-get install chromium) - CI runs this test")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run", "--disable-quic"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto(f"{lab.url}/lab/tree/notebooks/00_start_here/00_start_here.ipynb?token={TOKEN}")
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+            page.get_by_text("check.check_to_fahrenheit(to_fahrenheit)").first.wait_for(timeout=30_000)
+            validate = page.get_by_role("button", name="Validate")
+            validate.wait_for(timeout=30_000)
+            validate.click()
+            dialog = page.locator(".jp-Dialog")
+            dialog.wait_for(timeout=120_000)
+            text = dialog.inner_text()
+            page.screenshot(path=str(tmp_path / "validate.png"))
+        finally:
+            browser.close()
+    assert "Validation Results" in text and "failed" in text and "to_fahrenheit" in text, text[:500]
