@@ -43,7 +43,7 @@ release: $(BIN)/.installed
 	$(BIN)/python -m helpers.grading release
 
 grade: $(BIN)/.installed
-	$(BIN)/python -m helpers.grading autograde $(ASSIGNMENT)
+	$(BIN)/python -m helpers.grading autograde $(ASSIGNMENT) $(ARGS)
 
 bench: $(BIN)/.installed fixture
 	COURSE_DATA=$(abspath $(FIXTURE)) $(BIN)/python -m helpers.bench

@@ -49,6 +49,7 @@ class SubmissionResult:
         "timed out"        a cell ran past the time limit and was interrupted
         "kernel died"      the notebook crashed Python; nbgrader could not grade it
         "helpers missing"  ``import helpers`` failed: an environment problem, not the learner's
+        "unreadable"       the submitted file is not a valid notebook (truncated, hand-edited JSON)
     """
 
     student: str
@@ -138,6 +139,10 @@ def autograde(
     students = students or sorted(p.parent.name for p in submitted.glob(f"*/{lesson}"))
     results = []
     for student in students:
+        unreadable = _unreadable(submitted / student / lesson)
+        if unreadable:
+            results.append(SubmissionResult(student, lesson, "unreadable", None, _max_score(course_root, lesson), unreadable))
+            continue
         outcome = api.autograde(lesson, student, force=True, create=True)
         graded_dir = course_root / "grading" / "autograded" / student / lesson
         notebooks = sorted(graded_dir.glob("*.ipynb")) if outcome["success"] else []
@@ -157,6 +162,26 @@ def autograde(
             "in the environment nbgrader runs in, then grade again."
         )
     return results
+
+
+def _unreadable(folder: Path) -> str:
+    """Why a submitted folder holds no gradable notebook, or "" when every notebook reads."""
+    notebooks = sorted(folder.glob("*.ipynb"))
+    if not notebooks:
+        return f"no notebook in {folder.name}/"
+    for path in notebooks:
+        try:
+            nbformat.validate(nbformat.read(path, as_version=4))
+        except Exception as error:  # nbformat raises JSON, validation and version errors
+            return f"{path.name} is not a valid notebook ({type(error).__name__}: {str(error)[:120]})"
+    return ""
+
+
+def _max_score(course_root: Path, lesson: str) -> float:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(load_config(course_root).CourseDirectory.db_url) as gradebook:
+        return gradebook.find_assignment(lesson).max_score
 
 
 def format_table(results: list[SubmissionResult]) -> str:

@@ -113,6 +113,9 @@ def test_dead_kernel_and_infinite_loop_are_reported_not_zeroed(failure_course: P
     submit(failure_course, "crasher", lesson, {"ex_to_fahrenheit": "import os\nos._exit(1)\n"})
     submit(failure_course, "looper", lesson, {"ex_to_fahrenheit": "while True:\n    pass\n"})
     submit(failure_course, "zero", lesson, blank=True)
+    submit(failure_course, "mangled", lesson)
+    mangled = failure_course / "grading" / "submitted" / "mangled" / lesson / f"{lesson}.ipynb"
+    mangled.write_text(mangled.read_text()[:500])  # a truncated upload
     quick = Config()
     quick.Execute.timeout = 5
     results = {r.student: r for r in grading.autograde(lesson, failure_course, overrides=quick)}
@@ -120,6 +123,8 @@ def test_dead_kernel_and_infinite_loop_are_reported_not_zeroed(failure_course: P
     assert results["crasher"].status == "kernel died" and results["crasher"].score is None, table
     assert results["looper"].status == "timed out", table
     assert results["zero"].status == "graded" and results["zero"].score == 0, table
+    assert results["mangled"].status == "unreadable" and "not a valid notebook" in results["mangled"].detail, table
+    assert mangled.read_text().startswith("{"), "grading must not delete or rewrite the learner's file"
     assert "kernel died" in table and "timed out" in table
 
 
