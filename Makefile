@@ -14,7 +14,7 @@ help:
 	@echo "make lab        open JupyterLab on the course (learners start here)"
 	@echo "make test       run the whole test suite offline"
 	@echo "make solutions  rebuild and execute solutions/*/*.ipynb from their .pct.py sources [LESSONS=...]"
-	@echo "make release    regenerate notebooks/ from solutions/ with nbgrader"
+	@echo "make release    regenerate notebooks/ from solutions/ with nbgrader [LESSONS=...]"
 	@echo "make grade      autograde every submission in grading/submitted [ASSIGNMENT=...]"
 	@echo "make bench      time and measure every solution notebook and one autograde"
 
@@ -40,7 +40,7 @@ solutions: $(BIN)/.installed fixture
 	COURSE_DATA=$(abspath $(FIXTURE)) $(BIN)/python -m helpers.authoring build $(LESSONS)
 
 release: $(BIN)/.installed
-	$(BIN)/python -m helpers.grading release
+	$(BIN)/python -m helpers.grading release $(LESSONS)
 
 grade: $(BIN)/.installed
 	$(BIN)/python -m helpers.grading autograde $(ASSIGNMENT) $(ARGS)

@@ -196,7 +196,8 @@ def format_table(results: list[SubmissionResult]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m helpers.grading")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("release", help="regenerate notebooks/ from solutions/")
+    release_cmd = sub.add_parser("release", help="regenerate notebooks/ from solutions/")
+    release_cmd.add_argument("lessons", nargs="*")
     grade = sub.add_parser("autograde", help="autograde grading/submitted/*/<lesson>")
     grade.add_argument("lessons", nargs="*")
     grade.add_argument("--timeout", type=int, help="seconds a cell may run (default: nbgrader_config.py's)")
@@ -207,8 +208,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         if args.command == "release":
-            release(root)
-            print(f"released {len(lessons(root))} lessons to notebooks/")
+            names = args.lessons or lessons(root)
+            release(root, names)
+            print(f"released {len(names)} lesson(s) to notebooks/: {', '.join(names)}")
             return 0
         overrides = Config()
         if args.timeout:

@@ -100,13 +100,22 @@ print(torch.logspace(0, 3, steps=4))
 print(torch.randint(0, 10, (2, 4)))
 print(torch.randperm(6))
 print(torch.ones_like(torch.eye(2)))
+print(torch.empty(2, 3).shape, "(its values are whatever was in memory, so we do not print them)")
+print(torch.rand(2, 2).dtype, torch.randn(3).shape)
 
 # %% [markdown]
 # **Changed since older tutorials:** constructors like `torch.FloatTensor(2, 3)`
 # and `torch.set_default_tensor_type(...)` are legacy. Use the functions above with
 # `dtype=` and `device=` arguments, and `torch.set_default_dtype(torch.float64)`
 # when you really need a different default floating-point type.
-#
+
+# %%
+torch.set_default_dtype(torch.float64)
+print("with float64 as the default:", torch.tensor([1.5]).dtype, torch.zeros(1).dtype)
+torch.set_default_dtype(torch.float32)  # back to the usual default for the rest of the course
+print("and back:", torch.tensor([1.5]).dtype)
+
+# %% [markdown]
 # ### Exercise 1 (2 points): starter tensors
 #
 # Write `make_starter_tensors()` returning a dict with exactly these keys:
@@ -386,7 +395,7 @@ check.check_pick_scores(pick_scores, inputs=[(torch.randn(6, 10, generator=g), t
 # %% [markdown]
 # ## 6. Arithmetic and broadcasting
 #
-# `+ - * /` and `**` work elementwise, as do functions like `torch.exp`,
+# `+ - * /` and `**` work elementwise (`a * b` is the same as `torch.mul(a, b)`), as do functions like `torch.exp`,
 # `torch.log`, `torch.sqrt` and `torch.pow`. Rounding comes in four flavours:
 # `floor` (down), `ceil` (up), `round` (to nearest, halves to even), `trunc`
 # (towards zero); `frac` keeps what `trunc` drops. `clamp(min, max)` limits values
