@@ -30,7 +30,7 @@ def test_check(lesson, case, capsys):
 def test_every_check_has_two_wrong_answers(module):
     """Each check function of the lesson is exercised: reference accepted, >= 2 wrong answers rejected."""
     checks = {case.check for case in module.CASES}
-    check_module = importlib.import_module(next(iter(checks)).__module__)
+    check_module = importlib.import_module(f"helpers.checks.{module.__name__.rsplit('.', 1)[1]}")
     defined = {getattr(check_module, name) for name in dir(check_module) if name.startswith("check_")}
     assert defined <= checks, f"checks without wrong-answer tests: {sorted(f.__name__ for f in defined - checks)}"
     for check in checks:

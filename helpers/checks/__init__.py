@@ -97,6 +97,8 @@ def describe(value: Any) -> str:
     """A short, learner-readable description of a value (tensors by shape and dtype)."""
     if isinstance(value, torch.Tensor):
         return f"tensor(shape={list(value.shape)}, dtype={value.dtype}, device={value.device.type})"
+    if callable(value) and hasattr(value, "__name__"):
+        return value.__name__  # not "<function f at 0x7f...>"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 

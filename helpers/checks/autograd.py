@@ -354,8 +354,9 @@ def check_loss_log(fn: Callable, inputs: Sequence[tuple[torch.Tensor, torch.Tens
 def _accuracy_examples() -> list[tuple[nn.Module, torch.Tensor, torch.Tensor]]:
     examples = []
     for seed, (n, classes) in enumerate([(40, 4), (25, 3)]):
-        torch.manual_seed(60 + seed)
-        model = nn.Sequential(nn.Flatten(), nn.Linear(16, 8), nn.ReLU(), nn.Linear(8, classes))
+        with torch.random.fork_rng(devices=[]):  # seed the layers without disturbing the notebook's random stream
+            torch.manual_seed(60 + seed)
+            model = nn.Sequential(nn.Flatten(), nn.Linear(16, 8), nn.ReLU(), nn.Linear(8, classes))
         images = _randn(n, 1, 4, 4, seed=70 + seed)
         labels = torch.randint(0, classes, (n,), generator=_gen(80 + seed))
         # make the model right on about half the images, so counting and scaling mistakes show
