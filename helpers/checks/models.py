@@ -23,6 +23,12 @@ from helpers.reference import models as ref
 ModelFactory = Callable[[], nn.Module]
 
 
+def _not_this_mistake() -> Any:
+    """Used inside a Mistake's wrong_answer when the mistake cannot apply to this input (it raises,
+    which Mistake.explains reads as "not this mistake"; returning None would match a None answer)."""
+    raise LookupError("this mistake does not apply to this input")
+
+
 def _randn(*shape: int, seed: int = 0) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
@@ -155,8 +161,9 @@ def _expect_hooks_ran(model: nn.Module, fired: set[str], correct: bool, name: st
     if correct:
         raise CheckError(
             f"{name}: call model(x), not model.forward(x): forward hooks did not run for {silent}. "
-            f"The output is right, but forward calls self.{layer}.forward(...) directly; write self.{layer}(...) "
-            "so nn.Module.__call__ runs the hooks (and everything else it does) around forward")
+            f"The output is right, but forward does not call self.{layer}(...) itself: self.{layer}.forward(...) "
+            "(or a functional call with its weight) bypasses nn.Module.__call__, which runs the hooks around "
+            f"forward. Write self.{layer}(x)")
     raise CheckError(
         f"{name}: the layer(s) {silent} never ran through model(x): either forward does not use them, or it calls "
         f"self.{layer}.forward(...) directly (call model(x), not model.forward(x): forward hooks did not run)")
@@ -238,6 +245,13 @@ def _forward_mistakes(reference: nn.Module, x: torch.Tensor) -> list[Mistake]:
     ]
 
 
+def _model_mistakes(model: nn.Module) -> list[Mistake]:
+    """Mistakes read off the learner's model itself rather than off its output."""
+    return [Mistake("your model has a Dropout layer the task does not ask for: dropout zeroes random values "
+                    "while the model is in training mode, so the output changes from call to call",
+                    matches=lambda got: any(isinstance(m, nn.modules.dropout._DropoutNd) for m in model.modules()))]
+
+
 def _check_layers(cls: Any, name: str, reference_cls: Callable[[], nn.Module], size: int,
                   batch_sizes: Sequence[int]) -> None:
     model = _build(cls, name)
@@ -268,7 +282,7 @@ def _check_forward(cls: Any, name: str, reference_cls: Callable[[], nn.Module],
             want = reference(x)
         _expect_hooks_ran(model, fired, same_value(out, want), name)
         expect_tensor(out, want, what=f"{name}(x of shape {list(x.shape)}) with the reference's weights",
-                      mistakes=_forward_mistakes(reference, x))
+                      mistakes=_forward_mistakes(reference, x) + _model_mistakes(model))
     passed(f"{name} forward", len(inputs))
 
 
@@ -325,10 +339,10 @@ def check_count_parameters(fn: Callable[[nn.Module, bool], int],
                     "num_batches_tracked), which are not parameters: count model.parameters()",
                     lambda: sum(v.numel() for v in model.state_dict().values())),
             Mistake("with trainable_only=True, skip the parameters whose requires_grad is False (frozen layers)",
-                    lambda: ref.count_parameters(model) if trainable_only else None),
+                    lambda: ref.count_parameters(model) if trainable_only else _not_this_mistake()),
             Mistake("with trainable_only=False count every parameter, frozen ones included; you skipped the "
                     "frozen ones",
-                    lambda: ref.count_parameters(model, True) if not trainable_only else None),
+                    lambda: ref.count_parameters(model, True) if not trainable_only else _not_this_mistake()),
             Mistake("you skipped the biases: every parameter tensor counts",
                     lambda: sum(p.numel() for n, p in model.named_parameters()
                                 if n.endswith("weight") and (p.requires_grad or not trainable_only))),
@@ -467,7 +481,7 @@ def _smoothing_mistakes(logits: torch.Tensor, targets: torch.Tensor, smoothing: 
                 "than the others. Use F.log_softmax(logits, dim=1), which computes it stably",
                 matches=lambda got: isinstance(got, torch.Tensor) and not bool(torch.isfinite(got).all())),
         Mistake("you ignored smoothing: that is the plain cross-entropy",
-                lambda: reduce(nll) if smoothing != 0 else None),
+                lambda: reduce(nll) if smoothing != 0 else _not_this_mistake()),
         Mistake("you spread the smoothing over the C - 1 wrong classes only; label smoothing gives every class, the "
                 "target included, smoothing / C: the target is (1 - smoothing) * one_hot + smoothing / C",
                 lambda: reduce((1 - smoothing) * nll + smoothing * others)),
@@ -478,13 +492,13 @@ def _smoothing_mistakes(logits: torch.Tensor, targets: torch.Tensor, smoothing: 
                        + smoothing * -F.log_softmax(logits, dim=0).mean(dim=1))),
         Mistake("reduction='mean' averages over the batch; you summed the per-sample losses",
                 lambda: reduce((1 - smoothing) * nll + smoothing * -log_probs.mean(dim=1), "sum")
-                if reduction == "mean" else None),
+                if reduction == "mean" else _not_this_mistake()),
         Mistake(f"reduction='{reduction}' was ignored: you returned the mean over the batch",
                 lambda: ref.label_smoothing_cross_entropy(logits, targets, smoothing, "mean")
-                if reduction != "mean" else None),
+                if reduction != "mean" else _not_this_mistake()),
         Mistake(f"reduction='{reduction}' was ignored: you returned the sum over the batch",
                 lambda: ref.label_smoothing_cross_entropy(logits, targets, smoothing, "sum")
-                if reduction != "sum" else None),
+                if reduction != "sum" else _not_this_mistake()),
     ]
 
 
@@ -536,11 +550,12 @@ def check_label_smoothing_loss(cls: Any, inputs: Sequence[tuple[float, str]] | N
                 Mistake("forward ignores the smoothing given to __init__: store it (self.smoothing = smoothing) "
                         "and use it in forward",
                         lambda: ref.label_smoothing_cross_entropy(logits, targets, 0.1, reduction)
-                        if smoothing != 0.1 else None),
+                        if smoothing != 0.1 else _not_this_mistake()),
                 Mistake("forward ignores the reduction given to __init__: store it (self.reduction = reduction) "
-                        "and pass it on",
+                        "and pass it on (if forward calls your function from exercise 5, check that it handles "
+                        "reduction too)",
                         lambda: ref.label_smoothing_cross_entropy(logits, targets, smoothing, "mean")
-                        if reduction != "mean" else None),
+                        if reduction != "mean" else _not_this_mistake()),
                 *_smoothing_mistakes(logits, targets, smoothing, reduction),
             ])
     passed("LabelSmoothingLoss", len(inputs))

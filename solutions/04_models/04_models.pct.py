@@ -230,7 +230,7 @@ print("input ", list(batch.shape))
 lenet = LeNet()
 handles = [layer.register_forward_hook(lambda module, inputs, output, name=name: print(f"{name:6}", list(output.shape)))
            for name, layer in lenet.named_children()]
-logits = lenet(batch)
+_ = lenet(batch)  # the hooks print as the batch flows through
 for handle in handles:
     handle.remove()
 
@@ -322,10 +322,10 @@ to_tensor = transforms.Compose([transforms.ToTensor(), transforms.Normalize((MNI
 test_digits = mnist_dataset(train=False, transform=to_tensor)
 images, labels = next(iter(DataLoader(test_digits, batch_size=64)))
 mnist_net = MnistNet()
-logits = mnist_net(images)
-print("images", list(images.shape), "-> logits", list(logits.shape))
-print("first row of logits:", logits[0].detach().round(decimals=3))
-print("guesses:", logits.argmax(dim=1)[:12].tolist(), " labels:", labels[:12].tolist())
+digit_logits = mnist_net(images)
+print("images", list(images.shape), "-> logits", list(digit_logits.shape))
+print("first row of logits:", digit_logits[0].detach().round(decimals=3))
+print("guesses:", digit_logits.argmax(dim=1)[:12].tolist(), " labels:", labels[:12].tolist())
 
 # %% [markdown]
 # ## 4. `nn.Sequential` or your own class?
@@ -446,6 +446,16 @@ frozen.conv1.requires_grad_(False)
 frozen.conv2.requires_grad_(False)
 print(f"LeNet: {count_parameters(LeNet()):,}   MnistNet: {count_parameters(MnistNet()):,}")
 print(f"MnistNet with frozen convolutions: {count_parameters(frozen, trainable_only=True):,} trainable")
+
+# %% [markdown]
+# Because the model knows all its parameters and buffers, one call moves them all
+# to a device: `model.to(DEVICE)`. Unlike a tensor's `.to`, a module's `.to` moves
+# the model in place (and returns it). Inputs must then go to the same device.
+
+# %% tags=["nbval-ignore-output"]
+moved = MnistNet().to(DEVICE)
+print("DEVICE is", DEVICE, "- parameters now on:", {p.device.type for p in moved.parameters()})
+print("logits on:", moved(images[:2].to(DEVICE)).device)
 
 # %% [markdown]
 # ## 6. Initialising weights
@@ -664,9 +674,10 @@ check.check_label_smoothing_reductions(label_smoothing_cross_entropy, inputs=[
 
 # %%
 with torch.no_grad():
-    mine = label_smoothing_cross_entropy(logits, labels, smoothing=0.1)
-    builtin = F.cross_entropy(logits, labels, label_smoothing=0.1)
-print(f"yours {mine:.5f}   F.cross_entropy {builtin:.5f}   plain cross-entropy {F.cross_entropy(logits, labels):.5f}")
+    mine = label_smoothing_cross_entropy(digit_logits, labels, smoothing=0.1)
+    builtin = F.cross_entropy(digit_logits, labels, label_smoothing=0.1)
+    plain = F.cross_entropy(digit_logits, labels)
+print(f"yours {mine:.5f}   F.cross_entropy {builtin:.5f}   plain cross-entropy {plain:.5f}")
 
 # %% [markdown]
 # ### Exercise 6 (1 point): the same loss as a module
@@ -675,8 +686,9 @@ print(f"yours {mine:.5f}   F.cross_entropy {builtin:.5f}   plain cross-entropy {
 # whose `__init__` stores the two settings and whose `forward(logits, targets)`
 # returns the loss with those settings.
 #
-# *Hint:* `forward` can call your function from exercise 5 (or `F.cross_entropy`
-# with `label_smoothing=`). Do not forget the first line of every `__init__`.
+# *Hint:* `forward` can call your function from exercise 5, or
+# `F.cross_entropy(logits, targets, label_smoothing=..., reduction=...)`, which
+# computes the same. Do not forget the first line of every `__init__`.
 
 # %% solution="ex_label_smoothing_module"
 class LabelSmoothingLoss(nn.Module):
@@ -692,7 +704,7 @@ class LabelSmoothingLoss(nn.Module):
     def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """The loss of ``logits`` [N, C] against class indices ``targets`` [N]."""
         ### BEGIN SOLUTION
-        return label_smoothing_cross_entropy(logits, targets, self.smoothing, self.reduction)
+        return F.cross_entropy(logits, targets, label_smoothing=self.smoothing, reduction=self.reduction)
         ### END SOLUTION
 
 
@@ -780,14 +792,19 @@ check.check_predict(predict, inputs=[
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# On real digits, the untrained network from section 3 is right about one time
-# in ten, as a guess would be. Lesson 05 changes that.
+# On the real test digits, the untrained network from section 3 does no better
+# than guessing: it puts nearly every digit into one or two classes, so it is
+# right only when the digit happens to belong to one of them. Lesson 05 changes that.
 
 # %%
-guesses = predict(mnist_net, images)
-print(guesses[:16].tolist())
-print(labels[:16].tolist())
-print(f"accuracy of the untrained network: {(guesses == labels).float().mean():.0%}")
+guesses, truth = [], []
+for batch_images, batch_labels in DataLoader(test_digits, batch_size=500):  # batches keep memory small
+    guesses.append(predict(mnist_net, batch_images))
+    truth.append(batch_labels)
+guesses, truth = torch.cat(guesses), torch.cat(truth)
+print("guesses:", guesses[:16].tolist())
+print("labels: ", truth[:16].tolist())
+print(f"accuracy of the untrained network on {len(truth)} digits: {(guesses == truth).float().mean():.1%}")
 
 # %% [markdown]
 # ## 9. `bias=False` before batch norm
@@ -828,11 +845,12 @@ for width in (64, 256):
 # about 1. For MNIST that is what `transforms.Normalize((MNIST_MEAN,), (MNIST_STD,))`
 # does: the pixels that `ToTensor` scales to [0, 1] have mean 0.1307 and standard
 # deviation 0.3081 over the training set (lesson 03 computes them), so subtracting
-# the mean and dividing by the deviation gives mean 0 and deviation 1.
+# the mean and dividing by the deviation gives mean 0 and deviation 1 over the
+# training set (and close to it on any large sample of digits).
 
 # %%
-raw_digits = mnist_dataset(train=False, transform=transforms.ToTensor())
-pixels = torch.stack([raw_digits[i][0] for i in range(1000)])
+raw_digits = mnist_dataset(train=True, transform=transforms.ToTensor())
+pixels = torch.stack([raw_digits[i][0] for i in range(2000)])
 normalised = (pixels - MNIST_MEAN) / MNIST_STD
 print(f"ToTensor only:  mean {pixels.mean():.3f}  std {pixels.std():.3f}")
 print(f"normalised:     mean {normalised.mean():.3f}  std {normalised.std():.3f}")

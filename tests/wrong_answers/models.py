@@ -134,6 +134,17 @@ class MnistNetFcForward(ref.MnistNet):
         return self.fc2.forward(F.relu(self.fc1.forward(torch.flatten(x, 1))))
 
 
+class MnistNetWithDropout(ref.MnistNet):
+    def __init__(self):
+        super().__init__()
+        self.dropout = nn.Dropout(0.5)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc2(self.dropout(F.relu(self.fc1(torch.flatten(x, 1)))))
+
+
 class MnistNetNotWritten(nn.Module):
     def __init__(self):
         super().__init__()
@@ -161,6 +172,10 @@ def count_weights_only(model, trainable_only=False):
 
 def count_as_tensor(model, trainable_only=False):
     return torch.tensor(ref.count_parameters(model, trainable_only))
+
+
+def count_printed(model, trainable_only=False):
+    print(sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only))  # returns None
 
 
 def count_always_trainable(model, trainable_only=False):
@@ -410,6 +425,7 @@ CASES = [
     Reject(checks.check_mnist_net_forward, MnistNetLogSoftmax, "drop the log_softmax"),
     Reject(checks.check_mnist_net_forward, MnistNetAvgPool, "not average pooling"),
     Reject(checks.check_mnist_net_forward, MnistNetReluOnLogits, "no ReLU after the last layer"),
+    Reject(checks.check_mnist_net_forward, MnistNetWithDropout, "a Dropout layer the task does not ask for"),
     Reject(checks.check_mnist_net_forward, MnistNetFcForward, "forward hooks did not run for ['fc1', 'fc2']"),
     Accept(checks.check_count_parameters, ref.count_parameters),
     Reject(checks.check_count_parameters, count_tensors, "counted parameter tensors"),
@@ -418,6 +434,7 @@ CASES = [
     Reject(checks.check_count_parameters, count_weights_only, "you skipped the biases"),
     Reject(checks.check_count_parameters, count_as_tensor, "return a plain Python int"),
     Reject(checks.check_count_parameters, count_always_trainable, "frozen ones included"),
+    Reject(checks.check_count_parameters, count_printed, "should return an int, but returned None"),
     Accept(checks.check_init_weights, ref.init_weights),
     Reject(checks.check_init_weights, init_ignoring_bias, "your init ignores the biases"),
     Reject(checks.check_init_weights, init_deprecated, "deprecated init function without the trailing underscore"),
