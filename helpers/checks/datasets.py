@@ -59,9 +59,15 @@ def _item(dataset: Any, index: int, n: int, name: str) -> Any:
             f"len({name}) is {n}, but {name}[{index}] raised IndexError ({error}): __len__ and __getitem__ "
             "disagree. __len__ must count exactly the samples __getitem__ can return"
             + (" (yours counts one too many)" if index == n - 1 else "")) from None
-    except NotImplementedError:
-        raise CheckError(f"{name}.__getitem__ is not written yet: replace `raise NotImplementedError()` "
-                         "with your code") from None
+    except NotImplementedError as error:
+        # Name the function that is still a stub: __getitem__ itself, or one it calls (fix_length).
+        tb = error.__traceback__
+        while tb.tb_next is not None:
+            tb = tb.tb_next
+        stub = tb.tb_frame.f_code.co_name
+        stub = f"{name}.__getitem__" if stub == "__getitem__" else stub
+        raise CheckError(f"{name}[{index}] stopped at NotImplementedError: {stub} is not written yet. Replace "
+                         "`raise NotImplementedError()` with your code") from None
     except CheckError:
         raise
     except Exception as error:
@@ -275,7 +281,8 @@ def _padded_mistakes(batch: list[torch.Tensor], want: torch.Tensor) -> list[Mist
         Mistake("you padded on the left; put the zeros at the end of each sequence (right side)",
                 lambda: _left_padded(batch)),
         Mistake(f"off by one: this batch's longest sequence has {longest} elements, so the padded batch "
-                f"needs exactly {longest} columns, no more, no fewer", matches=lambda t: isinstance(t, torch.Tensor) and t.dim() == want.dim()
+                f"needs exactly {longest} columns, no more, no fewer",
+                matches=lambda t: isinstance(t, torch.Tensor) and t.dim() == want.dim()
                 and t.shape[0] == len(batch) and abs(t.shape[1] - longest) == 1),
         Mistake(f"you padded to a fixed length instead of to this batch's longest sequence ({longest}): "
                 "compute the longest length from the batch itself",
