@@ -15,6 +15,7 @@ changes what the rest of the learner's notebook draws.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable, NamedTuple, Sequence
 
 import torch
@@ -489,7 +490,9 @@ def check_fit_schedule(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
                f"{epochs} epochs x {batches} batches = {epochs * batches}")
         want = _run_fit(ref.fit, fit_case, one_cycle=True, clip=False)[1]
         if not same_value(got, want):
-            twin = _run_fit(_fit_variant(scheduler_first=True), fit_case, one_cycle=True, clip=False)[1]
+            with warnings.catch_warnings():  # PyTorch warns about exactly this mistake
+                warnings.simplefilter("ignore")
+                twin = _run_fit(_fit_variant(scheduler_first=True), fit_case, one_cycle=True, clip=False)[1]
             expect(not same_value(got, twin),
                    f"{what}: you called scheduler.step() before optimizer.step(), so every step used the next "
                    "step's learning rate (the first one was skipped); step the optimizer first")

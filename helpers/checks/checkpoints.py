@@ -1,0 +1,574 @@
+"""Lesson 06 Saving, loading and resuming: checks for every exercise, and a CUDA checkpoint maker.
+
+Each ``check_*`` takes the learner's function and, optionally, extra inputs
+(the graded cells pass hidden ones). It prints one pass line or raises
+CheckError naming the mistake.
+
+The resume checks train a tiny classifier with dropout (6 features, 3
+classes) on random data, with a shuffling DataLoader, SGD with momentum and a
+LambdaLR schedule, so that every piece of state matters: leave out the optimizer,
+the scheduler or either random state and the resumed run no longer equals the
+uninterrupted one. Files go to temporary folders; the global random state is
+saved and restored around every run.
+
+:func:`make_cuda_checkpoint` writes a real checkpoint whose tensors are tagged
+as living on ``cuda:0``, exactly as ``torch.save`` writes them on a GPU
+machine, so the ``map_location`` lesson works on a computer without a GPU.
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
+from unittest import mock
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from helpers.checks import CheckError, call, describe, expect, passed, same_value
+from helpers.reference import checkpoints as ref
+
+N_FEATURES, N_CLASSES = 6, 3
+CHECKPOINT_KEYS = ("epoch", "model", "optimizer", "scheduler", "torch_rng", "loader_rng", "loss")
+CUDA_ERROR = "Attempting to deserialize object on a CUDA device"
+
+# ---------------------------------------------------------------- a CUDA-tagged checkpoint without a GPU
+#
+# torch.save stores each tensor's data separately from the pickle and writes, in
+# the pickle, a "location tag" naming the device the data came from ('cpu',
+# 'cuda:0', ...); torch.load uses the tag to put the data back there. The tags
+# come from the taggers registered with torch.serialization.register_package,
+# asked in priority order. The one below (priority 1, before the CPU tagger's
+# 10) answers only while make_cuda_checkpoint is saving, and says 'cuda:0'.
+
+_retag_as: list[str] = []
+
+
+def _retag(storage: Any) -> str | None:
+    if _retag_as and storage.device.type == "cpu":
+        return _retag_as[-1]
+    return None
+
+
+def _leave_to_others(storage: Any, location: str) -> None:
+    return None  # loading is handled by torch's own deserializers
+
+
+if not any(tagger is _retag or getattr(tagger, "__qualname__", "") == "_retag"
+           for _, tagger, _ in torch.serialization._package_registry):
+    torch.serialization.register_package(1, _retag, _leave_to_others)
+
+
+def storage_locations(path: str | Path) -> set[str]:
+    """The device tags stored in a checkpoint file (read without moving anything to a GPU)."""
+    seen: set[str] = set()
+
+    def record(storage, location):
+        seen.add(location)
+        return storage
+
+    torch.load(path, map_location=record)
+    return seen
+
+
+def make_cuda_checkpoint(path: str | Path, obj: Any, device: str = "cuda:0") -> Path:
+    """Save ``obj`` to ``path`` as if its tensors had been on ``device`` (a GPU).
+
+    The file is byte for byte what ``torch.save`` writes for tensors on that
+    GPU: the same data, with ``device`` as every tensor's location tag. Then it
+    verifies the result: every tag is ``device``, and, on a machine without CUDA,
+    plain ``torch.load(path)`` fails with PyTorch's CUDA error while
+    ``torch.load(path, map_location="cpu")`` works.
+    """
+    path = Path(path)
+    _retag_as.append(device)
+    try:
+        torch.save(obj, path)
+    finally:
+        _retag_as.pop()
+    locations = storage_locations(path)
+    if locations != {device}:
+        raise RuntimeError(f"make_cuda_checkpoint: expected every tensor tagged {device!r}, found {sorted(locations)}")
+    if not torch.cuda.is_available():
+        try:
+            torch.load(path)
+        except RuntimeError as error:
+            if CUDA_ERROR not in str(error):
+                raise
+        else:
+            raise RuntimeError("make_cuda_checkpoint: torch.load without map_location should have failed here")
+    return path
+
+
+# ---------------------------------------------------------------- the small training setup
+
+
+class Case(NamedTuple):
+    """A resume case: seed, samples, batch size, total epochs, epochs finished before the interruption."""
+
+    seed: int = 0
+    n: int = 12
+    batch_size: int = 4
+    epochs: int = 3
+    interrupt_after: int = 1
+
+
+DEFAULT_CASES = [Case(0, 12, 4, 4, 2), Case(1, 10, 3, 3, 1)]
+
+
+class Setup(NamedTuple):
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    loader: DataLoader
+    generator: torch.Generator
+
+
+def _decay(epoch: int) -> float:
+    return 1.0 / (1.0 + epoch)
+
+
+def _setup(case: Case, restart: bool = False) -> Setup:
+    """Fresh training objects. ``restart=True`` plays a new process: other initial weights and seeds."""
+    g = torch.Generator().manual_seed(1000 + case.seed)
+    x = torch.randn(case.n, N_FEATURES, generator=g)
+    y = torch.randint(0, N_CLASSES, (case.n,), generator=g)
+    torch.manual_seed(case.seed + (5000 if restart else 0))
+    model = nn.Sequential(nn.Linear(N_FEATURES, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, N_CLASSES))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    # A schedule computed from the step count (like OneCycleLR): without the scheduler's own state a
+    # resumed run would count from 0 again. (Chainable ones like StepLR partly survive through the
+    # learning rate stored in the optimizer's state, which would hide the mistake.)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _decay)
+    generator = torch.Generator().manual_seed(case.seed + (5000 if restart else 0))
+    loader = DataLoader(TensorDataset(x, y), batch_size=case.batch_size, shuffle=True, generator=generator)
+    torch.manual_seed(case.seed + (9000 if restart else 100))  # the dropout stream
+    return Setup(model, optimizer, scheduler, loader, generator)
+
+
+def run_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim.Optimizer,
+              scheduler: torch.optim.lr_scheduler.LRScheduler) -> float:
+    """One epoch of training (dropout on, shuffled batches), then one scheduler step; the mean loss."""
+    model.train()
+    total, count = 0.0, 0
+    for inputs, targets in loader:
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * len(targets)
+        count += len(targets)
+    scheduler.step()
+    return total / count
+
+
+def _state(module: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+def _uninterrupted(case: Case) -> dict[str, torch.Tensor]:
+    with torch.random.fork_rng(devices=[]):
+        s = _setup(case)
+        for _ in range(case.epochs):
+            run_epoch(s.model, s.loader, s.optimizer, s.scheduler)
+        return _state(s.model)
+
+
+@contextmanager
+def _workspace() -> Iterator[Path]:
+    """A temporary folder and a forked random state, both gone afterwards."""
+    with tempfile.TemporaryDirectory(prefix="course-check-") as folder, torch.random.fork_rng(devices=[]):
+        yield Path(folder)
+
+
+def _trained(case: Case) -> Setup:
+    """A setup trained for ``case.interrupt_after`` epochs: the moment a checkpoint is written."""
+    s = _setup(case)
+    for _ in range(case.interrupt_after):
+        run_epoch(s.model, s.loader, s.optimizer, s.scheduler)
+    return s
+
+
+def _saved_states(s: Setup, epoch: int, loss: float) -> dict[str, Any]:
+    """What a correct checkpoint of ``s`` holds right now."""
+    return {"epoch": epoch, "model": _state(s.model), "optimizer": copy.deepcopy(s.optimizer.state_dict()),
+            "scheduler": copy.deepcopy(s.scheduler.state_dict()), "torch_rng": torch.get_rng_state(),
+            "loader_rng": s.generator.get_state(), "loss": loss}
+
+
+# ---------------------------------------------------------------- save_checkpoint
+
+_MISSING = {
+    "epoch": "your checkpoint has no 'epoch' entry: without it you cannot tell where to resume",
+    "model": "your checkpoint has no 'model' entry: save model.state_dict()",
+    "optimizer": "your checkpoint has no 'optimizer' entry: the optimizer's state (SGD's momentum buffers, "
+                 "Adam's moment estimates) would be lost, so the resumed run would take different steps. "
+                 "Save optimizer.state_dict()",
+    "scheduler": "your checkpoint has no 'scheduler' entry: after resuming, the learning-rate schedule would "
+                 "start again from its first value. Save scheduler.state_dict()",
+    "torch_rng": "your checkpoint has no 'torch_rng' entry: after resuming, dropout would draw different "
+                 "random masks than the uninterrupted run. Save torch.get_rng_state()",
+    "loader_rng": "your checkpoint has no 'loader_rng' entry: after resuming, the DataLoader would shuffle the "
+                  "data in a different order. Save the loader's generator.get_state()",
+    "loss": "your checkpoint has no 'loss' entry: save the epoch's loss (a float) too",
+}
+
+
+def _read_checkpoint(path: Path, what: str) -> dict:
+    """Load a learner's checkpoint the way the course does (weights_only=True), explaining failures."""
+    expect(path.exists(), f"{what}: no file was written at the path you were given; call torch.save(checkpoint, path)")
+    try:
+        checkpoint = torch.load(path, map_location="cpu")
+    except (pickle.UnpicklingError, RuntimeError) as error:
+        if "weights_only" not in str(error) and "Weights only" not in str(error):
+            raise CheckError(f"{what}: torch.load could not read your file: {error}") from None
+        whole = torch.load(path, map_location="cpu", weights_only=False)
+        objects = {k: type(v).__name__ for k, v in (whole.items() if isinstance(whole, dict) else [("file", whole)])
+                   if isinstance(v, (nn.Module, torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler,
+                                     torch.Generator))}
+        raise CheckError(f"{what}: your checkpoint holds whole Python objects ({objects or type(whole).__name__}) "
+                         "instead of their state: save model.state_dict(), optimizer.state_dict(), "
+                         "scheduler.state_dict() and generator.get_state(). torch.load's default "
+                         "(weights_only=True) refuses pickled objects") from None
+    expect(isinstance(checkpoint, dict), f"{what}: the checkpoint should be a dict, but the file holds {describe(checkpoint)}")
+    return checkpoint
+
+
+def _compare_entry(checkpoint: dict, key: str, want: Any, what: str, hint: str) -> None:
+    expect(key in checkpoint, f"{what}: {_MISSING[key]}")
+    expect(same_value(checkpoint[key], want), f"{what}: checkpoint['{key}'] is not what it should be: {hint}")
+
+
+def _run_save(fn: Callable[..., Any], case: Case, folder: Path) -> tuple[dict, dict]:
+    s = _trained(case)
+    epoch, loss = case.interrupt_after - 1, 0.125 + case.seed
+    want = _saved_states(s, epoch, loss)
+    path = folder / "checkpoint.pt"
+    call(fn, path, s.model, s.optimizer, s.scheduler, s.generator, epoch, loss)
+    return _read_checkpoint(path, f"save_checkpoint on {case}"), want
+
+
+def check_save_checkpoint_basics(fn: Callable[..., None], inputs: Sequence[Case] | None = None) -> None:
+    """The file loads with weights_only=True and holds epoch, model, optimizer and loss."""
+    inputs = inputs if inputs is not None else DEFAULT_CASES
+    for case in inputs:
+        with _workspace() as folder:
+            checkpoint, want = _run_save(fn, case, folder)
+        what = f"save_checkpoint on {case}"
+        _compare_entry(checkpoint, "epoch", want["epoch"], what, f"the epoch you were given ({want['epoch']})")
+        _compare_entry(checkpoint, "model", want["model"], what, "model.state_dict()")
+        _compare_entry(checkpoint, "optimizer", want["optimizer"], what,
+                       "optimizer.state_dict() (its 'state' holds the momentum buffers)")
+        _compare_entry(checkpoint, "loss", want["loss"], what, f"the loss you were given ({want['loss']})")
+    passed("save_checkpoint (model, optimizer, epoch, loss)", len(inputs))
+
+
+def check_save_checkpoint_resume_state(fn: Callable[..., None], inputs: Sequence[Case] | None = None) -> None:
+    """The file also holds the scheduler and both random states, and resuming from it equals not stopping."""
+    inputs = inputs if inputs is not None else DEFAULT_CASES
+    for case in inputs:
+        what = f"save_checkpoint on {case}"
+        with _workspace() as folder:
+            checkpoint, want = _run_save(fn, case, folder)
+            _compare_entry(checkpoint, "scheduler", want["scheduler"], what, "scheduler.state_dict()")
+            expect("torch_rng" in checkpoint, f"{what}: {_MISSING['torch_rng']}")
+            expect(not (isinstance(checkpoint["torch_rng"], int)),
+                   f"{what}: checkpoint['torch_rng'] is a number (a seed?); a seed restarts the random stream "
+                   "from its beginning. Save the current state, torch.get_rng_state()")
+            _compare_entry(checkpoint, "torch_rng", want["torch_rng"], what, "torch.get_rng_state() (a uint8 tensor)")
+            expect("loader_rng" in checkpoint, f"{what}: {_MISSING['loader_rng']}")
+            expect(not same_value(checkpoint["loader_rng"], want["torch_rng"]) or same_value(want["loader_rng"], want["torch_rng"]),
+                   f"{what}: checkpoint['loader_rng'] is the global random state; the DataLoader shuffles with "
+                   "its own generator, so save generator.get_state()")
+            _compare_entry(checkpoint, "loader_rng", want["loader_rng"], what, "generator.get_state()")
+            resumed = _setup(case, restart=True)
+            ref.load_checkpoint(folder / "checkpoint.pt", *resumed[:3], resumed.generator)
+            for _ in range(case.interrupt_after, case.epochs):
+                run_epoch(resumed.model, resumed.loader, resumed.optimizer, resumed.scheduler)
+            expect(same_value(_state(resumed.model), _uninterrupted(case), atol=0, rtol=0),
+                   f"{what}: resuming from your checkpoint does not reproduce the uninterrupted run")
+    passed("save_checkpoint (scheduler and random states)", len(inputs))
+
+
+# ---------------------------------------------------------------- load_checkpoint
+
+
+def _run_load(fn: Callable[..., Any], case: Case, folder: Path) -> tuple[Any, Setup, dict, dict]:
+    """Save a reference checkpoint, then call ``fn`` on fresh objects, as a new process would."""
+    s = _trained(case)
+    epoch = case.interrupt_after - 1
+    want = _saved_states(s, epoch, 0.5)
+    path = folder / "checkpoint.pt"
+    ref.save_checkpoint(path, s.model, s.optimizer, s.scheduler, s.generator, epoch, 0.5)
+    fresh = _setup(case, restart=True)
+    before = _state(fresh.model)
+    result = call(fn, path, fresh.model, fresh.optimizer, fresh.scheduler, fresh.generator)
+    return result, fresh, want, before
+
+
+def check_load_checkpoint_states(fn: Callable[..., int], inputs: Sequence[Case] | None = None) -> None:
+    """The model's weights and the optimizer's state come back."""
+    inputs = inputs if inputs is not None else DEFAULT_CASES
+    for case in inputs:
+        what = f"load_checkpoint on {case}"
+        with _workspace() as folder:
+            _, fresh, want, before = _run_load(fn, case, folder)
+        got = _state(fresh.model)
+        expect(not same_value(got, before) or same_value(before, want["model"]),
+               f"{what}: the model's weights were not restored; call model.load_state_dict(checkpoint['model']) "
+               "on the model you were given (assigning to a variable does not change it)")
+        expect(same_value(got, want["model"]), f"{what}: the model's weights differ from the saved ones")
+        expect(len(fresh.optimizer.state_dict()["state"]) > 0,
+               f"{what}: the optimizer state was not restored: call optimizer.load_state_dict(checkpoint['optimizer']). "
+               "Without it the momentum buffers start again from zero and the resumed run differs")
+        expect(same_value(fresh.optimizer.state_dict(), want["optimizer"]),
+               f"{what}: the optimizer's state differs from the saved one; use optimizer.load_state_dict")
+    passed("load_checkpoint (model and optimizer)", len(inputs))
+
+
+def check_load_checkpoint_resume(fn: Callable[..., int], inputs: Sequence[Case] | None = None) -> None:
+    """The scheduler and both random states come back, and the next epoch is returned."""
+    inputs = inputs if inputs is not None else DEFAULT_CASES
+    for case in inputs:
+        what = f"load_checkpoint on {case}"
+        with _workspace() as folder:
+            result, fresh, want, _ = _run_load(fn, case, folder)
+            torch_rng = torch.get_rng_state()
+        expect(same_value(fresh.scheduler.state_dict(), want["scheduler"]),
+               f"{what}: the scheduler was not restored: call scheduler.load_state_dict(checkpoint['scheduler']); "
+               "otherwise the learning rate starts again from its first value")
+        expect(same_value(torch_rng, want["torch_rng"]),
+               f"{what}: the global random state was not restored: torch.set_rng_state(checkpoint['torch_rng']). "
+               "Otherwise dropout draws different masks than the uninterrupted run")
+        expect(same_value(fresh.generator.get_state(), want["loader_rng"]),
+               f"{what}: the loader's random state was not restored: generator.set_state(checkpoint['loader_rng']). "
+               "Otherwise the data is shuffled in a different order than the uninterrupted run")
+        expect(result is not None, f"{what} returned None; return the next epoch to run, checkpoint['epoch'] + 1")
+        expect(result != want["epoch"],
+               f"{what} returned {result}, the saved epoch. That epoch is already finished: return "
+               f"checkpoint['epoch'] + 1 ({want['epoch'] + 1}), or the resumed run repeats it")
+        expect(result == want["epoch"] + 1, f"{what} returned {describe(result)}; it should return "
+               f"checkpoint['epoch'] + 1 = {want['epoch'] + 1}")
+    passed("load_checkpoint (scheduler, random states, next epoch)", len(inputs))
+
+
+# ---------------------------------------------------------------- train_resumable
+
+
+class _Interrupted(Exception):
+    """Raised inside run_epoch to play a crash (a killed job, a lost machine)."""
+
+
+class _Counter:
+    def __init__(self, stop_after: int | None = None) -> None:
+        self.calls, self.stop_after = 0, stop_after
+
+    def __call__(self, model, loader, optimizer, scheduler) -> float:
+        if self.stop_after is not None and self.calls == self.stop_after:
+            raise _Interrupted(f"the job was stopped after {self.calls} epochs")
+        self.calls += 1
+        return run_epoch(model, loader, optimizer, scheduler)
+
+
+def _run_resumable(fn: Callable[..., Any], case: Case) -> tuple[int, bool, int, dict, dict | None]:
+    """Play a crash after ``interrupt_after`` epochs and a restart in a "new process".
+
+    Returns: epochs run before the crash, whether the crash reached the caller, epochs run
+    after the restart, the final weights, and the checkpoint found after the crash (or None).
+    """
+    name = getattr(fn, "__name__", "train_resumable")
+    with _workspace() as folder:
+        path = folder / "run.pt"
+        first, second = _Counter(stop_after=case.interrupt_after), _Counter()
+        s = _setup(case)
+        crashed = False
+        try:
+            fn(s.model, s.optimizer, s.scheduler, s.loader, s.generator, case.epochs, path, first)
+        except _Interrupted:
+            crashed = True
+        except NotImplementedError:
+            raise CheckError(f"{name} is not written yet: replace `raise NotImplementedError()` with your code") from None
+        except Exception as error:
+            raise CheckError(f"{name} raised {type(error).__name__}: {error}") from error
+        saved = torch.load(path, map_location="cpu", weights_only=False) if path.exists() else None
+        r = _setup(case, restart=True)
+        try:
+            fn(r.model, r.optimizer, r.scheduler, r.loader, r.generator, case.epochs, path, second)
+        except Exception as error:
+            raise CheckError(f"{name} raised {type(error).__name__} when restarted: {error}") from error
+        return first.calls, crashed, second.calls, _state(r.model), saved
+
+
+def _expect_epochs(case: Case, first: int, crashed: bool, second: int, saved: dict | None) -> None:
+    what = f"train_resumable on {case}"
+    k, n = case.interrupt_after, case.epochs
+    expect(first > 0, f"{what}: run_epoch was never called; call it once per epoch")
+    expect(crashed, f"{what}: the job should have been stopped during epoch {k + 1}, but your function "
+           f"stopped calling run_epoch after {first} epochs; loop over range(start, epochs)")
+    expect(saved is not None, f"{what}: the job was stopped after {k} finished epochs and no checkpoint file "
+           "existed: save a checkpoint at the end of every epoch, not only at the end of training")
+    expect(second != n, f"{what}: after the restart your function ran all {n} epochs again: when the checkpoint "
+           "file exists, load it and start at the epoch load_checkpoint returns (the saved epoch + 1)")
+    expect(second != n - k + 1, f"{what}: after the restart epoch {k} ran again (off by one): the saved epoch "
+           "is finished, so resume at saved epoch + 1")
+    expect(second != n - k - 1, f"{what}: after the restart one epoch too few ran ({second} instead of {n - k}); "
+           "range(start, epochs) already stops at the last epoch")
+    expect(second == n - k, f"{what}: after the restart {second} epochs ran; {n - k} were left ({n} in all, "
+           f"{k} done before the stop)")
+
+
+def check_resume_epochs(fn: Callable[..., None], inputs: Sequence[Case] | None = None) -> None:
+    """A checkpoint after every epoch; after a restart exactly the remaining epochs run."""
+    inputs = inputs if inputs is not None else DEFAULT_CASES
+    for case in inputs:
+        first, crashed, second, _, saved = _run_resumable(fn, case)
+        _expect_epochs(case, first, crashed, second, saved)
+    passed("train_resumable (epochs)", len(inputs))
+
+
+def check_resume_equal(fn: Callable[..., None], inputs: Sequence[Case] | None = None) -> None:
+    """After a stop and a restart, the weights equal an uninterrupted run's exactly (torch.equal)."""
+    inputs = inputs if inputs is not None else DEFAULT_CASES
+    for case in inputs:
+        first, crashed, second, got, saved = _run_resumable(fn, case)
+        _expect_epochs(case, first, crashed, second, saved)
+        want = _uninterrupted(case)
+        if all(torch.equal(got[k], want[k]) for k in want):
+            continue
+        what = f"train_resumable on {case}"
+        missing = [key for key in CHECKPOINT_KEYS if key not in saved] if isinstance(saved, dict) else []
+        for key in ("optimizer", "scheduler", "torch_rng", "loader_rng"):
+            expect(key not in missing, f"{what}: the resumed weights differ from the uninterrupted run's. "
+                   + _MISSING[key])
+        raise CheckError(f"{what}: the resumed weights differ from the uninterrupted run's: load_checkpoint must "
+                         "restore the model, optimizer, scheduler and both random states before the loop starts "
+                         "(check your save_checkpoint and load_checkpoint)")
+    passed("train_resumable (equals an uninterrupted run)", len(inputs))
+
+
+# ---------------------------------------------------------------- map_location
+
+
+def _small_state(seed: int) -> dict[str, Any]:
+    torch.manual_seed(seed)
+    return {"model": nn.Linear(4, 2).state_dict(), "epoch": seed, "scale": torch.tensor([2.0, 0.5])}
+
+
+def check_load_on_cpu(fn: Callable[[Path], dict], inputs: Sequence[int] | None = None) -> None:
+    """A checkpoint written on a GPU ('cuda:0') loads onto the CPU."""
+    inputs = inputs if inputs is not None else [0, 1]
+    for seed in inputs:
+        what = f"load_on_cpu(a checkpoint saved on cuda:0, seed {seed})"
+        with _workspace() as folder:
+            want = _small_state(seed)
+            path = make_cuda_checkpoint(folder / "gpu.pt", want)
+            try:
+                got = call(fn, path)
+            except CheckError as error:
+                if CUDA_ERROR in str(error):
+                    raise CheckError(f"{what}: torch.load tried to put the tensors back on 'cuda:0', where they "
+                                     "were saved, and this machine has no GPU. Pass map_location='cpu'") from None
+                raise
+        expect(isinstance(got, dict) and got.keys() == want.keys(),
+               f"{what} should return the whole checkpoint (a dict with keys {sorted(want)}), not {describe(got)}")
+        for key, value in [("model." + k, v) for k, v in got["model"].items()] + [("scale", got["scale"])]:
+            expect(value.device.type == "cpu", f"{what}: {key} is on {value.device}; pass map_location='cpu' "
+                   "so every tensor is loaded onto the CPU")
+        expect(same_value(got, want), f"{what}: the loaded values differ from the saved ones")
+    passed("load_on_cpu", len(inputs))
+
+
+# ---------------------------------------------------------------- inference
+
+
+def check_load_for_inference(fn: Callable[[Path, nn.Module], nn.Module], inputs: Sequence[Case] | None = None) -> None:
+    """The saved weights are loaded, the model is in eval mode, and weights_only stays on."""
+    inputs = inputs if inputs is not None else DEFAULT_CASES
+    hints = [("Missing key(s) in state_dict", "the checkpoint is a dict of several things (epoch, optimizer, ...); "
+              "the model's weights are under checkpoint['model']"),
+             ("Unexpected key(s) in state_dict", "the checkpoint is a dict of several things (epoch, optimizer, ...); "
+              "the model's weights are under checkpoint['model']")]
+    for case in inputs:
+        what = f"load_for_inference on {case}"
+        with _workspace() as folder:
+            s = _trained(case)
+            path = folder / "checkpoint.pt"
+            ref.save_checkpoint(path, s.model, s.optimizer, s.scheduler, s.generator, 0, 0.0)
+            fresh = _setup(case, restart=True).model.train()
+            with mock.patch.object(torch, "load", wraps=torch.load) as spy:
+                try:
+                    got = call(fn, path, fresh)
+                except CheckError as error:
+                    cause = str(error.__cause__ or "")
+                    message = next((m for needle, m in hints if needle in cause), None)
+                    if message:
+                        raise CheckError(f"{what}: {message}") from None
+                    raise
+        expect(isinstance(got, nn.Module), f"{what} should return the model, not {describe(got)}")
+        expect(same_value(_state(got), _state(s.model)), f"{what}: the returned model's weights differ from the "
+               "saved ones; call model.load_state_dict(checkpoint['model'])")
+        expect(not any(m.training for m in got.modules()),
+               f"{what}: you forgot model.eval(): the model is still in training mode, so dropout keeps "
+               "dropping units and the same image can get different predictions")
+        expect(not any(c.kwargs.get("weights_only") is False for c in spy.call_args_list),
+               f"{what}: you passed weights_only=False. A checkpoint of state_dicts and tensors does not need it, "
+               "and it lets the file run arbitrary code while loading; keep the default (weights_only=True)")
+    passed("load_for_inference", len(inputs))
+
+
+# ---------------------------------------------------------------- DataParallel / DDP keys
+
+
+class _Wrapped(nn.Module):
+    """A model whose own key names contain 'module.', as in 'submodule.weight'."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.submodule = nn.Linear(3, 4)
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.relu(self.submodule(x)))
+
+
+def _default_state_dicts() -> list[dict[str, torch.Tensor]]:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        wrapped = nn.DataParallel(_Wrapped()).state_dict()
+        plain = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2)).state_dict()
+    return [wrapped, plain]
+
+
+def check_strip_module_prefix(fn: Callable[[dict], dict], inputs: Sequence[dict] | None = None) -> None:
+    """Only a leading 'module.' is removed; keys without it, the order and the tensors stay as they were."""
+    inputs = inputs if inputs is not None else _default_state_dicts()
+    for state_dict in inputs:
+        keys = list(state_dict)
+        what = f"strip_module_prefix(state_dict with keys {keys[:3]}{' ...' if len(keys) > 3 else ''})"
+        got = call(fn, dict(state_dict))
+        want = ref.strip_module_prefix(state_dict)
+        expect(isinstance(got, dict), f"{what} should return a dict, not {describe(got)}")
+        got_keys = list(got)
+        if got_keys != list(want):
+            everywhere = list(dict.fromkeys(k.replace("module.", "") for k in keys))
+            sliced = list(dict.fromkeys(k[len("module."):] for k in keys))
+            example = next((k for k in keys if "module." in k.removeprefix("module.")), None)
+            expect(got_keys != everywhere or example is None,
+                   f"{what}: you removed 'module.' everywhere in the key, so '{example}' became "
+                   f"'{example.replace('module.', '') if example else ''}'; strip only the leading prefix: "
+                   "key.removeprefix('module.')")
+            expect(got_keys != sliced, f"{what}: you cut the first 7 characters off every key, including keys that "
+                   "do not start with 'module.'; use key.removeprefix('module.')")
+            expect(got_keys != keys, f"{what}: the keys still start with 'module.'; remove that prefix")
+            expect(sorted(got_keys) != sorted(want), f"{what}: the keys are right but in a different order; "
+                   "keep the state_dict's order")
+            raise CheckError(f"{what}: the keys should be {list(want)[:4]}..., yours are {got_keys[:4]}...")
+        for key in want:
+            expect(isinstance(got[key], torch.Tensor) and same_value(got[key], want[key]),
+                   f"{what}: the value of '{key}' changed; keep every tensor as it is")
+    passed("strip_module_prefix", len(inputs))
