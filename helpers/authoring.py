@@ -85,7 +85,9 @@ def source_to_notebook(source: Path) -> nbformat.NotebookNode:
     """Read a ``.pct.py`` source into an (unexecuted) nbgrader notebook."""
     nb = jupytext.read(source)
     grade_ids: set[str] = set()
-    for cell in nb.cells:
+    for index, cell in enumerate(nb.cells):
+        # Stable ids keep rebuilt notebooks' diffs to what really changed.
+        cell.id = f"cell-{index:03d}"
         marker_meta = {k: cell.metadata.pop(k) for k in (*MARKERS, "points") if k in cell.metadata}
         cell.metadata.pop("lines_to_next_cell", None)
         meta = nbgrader_metadata(marker_meta)
@@ -94,6 +96,7 @@ def source_to_notebook(source: Path) -> nbformat.NotebookNode:
                 raise ValueError(f"{source.name}: grade_id {meta['grade_id']!r} is used twice")
             grade_ids.add(meta["grade_id"])
             cell.metadata["nbgrader"] = meta
+            cell.id = meta["grade_id"][:64]
     nb.metadata.pop("jupytext", None)
     nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
     nb.metadata["language_info"] = {"name": "python"}
