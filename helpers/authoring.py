@@ -31,6 +31,7 @@ from pathlib import Path
 import jupytext
 import nbformat
 from nbclient import NotebookClient
+from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
 from helpers.data import REPO_ROOT
 
@@ -114,8 +115,10 @@ def build(source: Path) -> float:
     """Write the executed notebook next to its source; return the seconds it took."""
     start = time.perf_counter()
     nb = execute(source_to_notebook(source), source.parent)
-    for cell in nb.cells:  # execution timestamps would make every rebuild a diff
+    # Execution timestamps, and prints split into chunks by timing, would make every rebuild a diff.
+    for cell in nb.cells:
         cell.metadata.pop("execution", None)
+    CoalesceStreamsPreprocessor().preprocess(nb, {})
     nbformat.write(nb, notebook_path(source))
     return time.perf_counter() - start
 
