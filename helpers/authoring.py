@@ -119,6 +119,7 @@ def build(source: Path) -> float:
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
     CoalesceStreamsPreprocessor().preprocess(nb, {})
+    nb.metadata.pop("widgets", None)  # progress-bar widget state: random ids, no teaching value
     nbformat.write(nb, notebook_path(source))
     return time.perf_counter() - start
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,10 @@ from helpers.data import REPO_ROOT
 _BIN = str(Path(sys.executable).parent)
 if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = _BIN + os.pathsep + os.environ.get("PATH", "")
+
+
+# nbgrader 0.9.6's gradebook triggers this SQLAlchemy warning on every autograde; it is harmless noise.
+warnings.filterwarnings("ignore", message="Object of type <Submitted", module="nbgrader")
 
 
 class GradingError(RuntimeError):
