@@ -259,6 +259,21 @@ print(num_flat_features(maps), list(by_hand.shape),
       torch.equal(by_hand, torch.flatten(maps, 1)), torch.equal(by_hand, nn.Flatten()(maps)))
 
 # %% [markdown]
+# Prefer `torch.flatten` to `view` in `forward`, though. `view` only works on a
+# contiguous tensor (lesson 01), and feature maps are not always contiguous: a
+# batch stored in the `channels_last` memory format (a speed-up lesson 07 uses)
+# gives convolution outputs in that format too.
+
+# %%
+channels_last_maps = maps.to(memory_format=torch.channels_last)
+print("contiguous:", channels_last_maps.is_contiguous())
+try:
+    channels_last_maps.view(-1, num_flat_features(channels_last_maps))
+except RuntimeError as error:
+    print("view failed:", str(error)[:60], "...")
+print("torch.flatten works:", torch.equal(torch.flatten(channels_last_maps, 1), by_hand))
+
+# %% [markdown]
 # ### Exercise 2 (3 points): the MNIST network
 #
 # This is the network lesson 05 trains on MNIST. It works on 28 x 28 digits:

@@ -122,6 +122,14 @@ class MnistNetAvgPool(ref.MnistNet):
         return self.fc2(F.relu(self.fc1(torch.flatten(x, 1))))
 
 
+class MnistNetFlattenWithView(ref.MnistNet):
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = x.view(-1, x.shape[1] * x.shape[2] * x.shape[3])  # fails on non-contiguous feature maps
+        return self.fc2(F.relu(self.fc1(x)))
+
+
 class MnistNetReluOnLogits(ref.MnistNet):
     def forward(self, x):
         return F.relu(super().forward(x))
@@ -424,6 +432,7 @@ CASES = [
     Accept(checks.check_mnist_net_forward, ref.MnistNet),
     Reject(checks.check_mnist_net_forward, MnistNetLogSoftmax, "drop the log_softmax"),
     Reject(checks.check_mnist_net_forward, MnistNetAvgPool, "not average pooling"),
+    Reject(checks.check_mnist_net_forward, MnistNetFlattenWithView, "flattens with .view(), which needs a contiguous"),
     Reject(checks.check_mnist_net_forward, MnistNetReluOnLogits, "no ReLU after the last layer"),
     Reject(checks.check_mnist_net_forward, MnistNetWithDropout, "a Dropout layer the task does not ask for"),
     Reject(checks.check_mnist_net_forward, MnistNetFcForward, "forward hooks did not run for ['fc1', 'fc2']"),
