@@ -30,8 +30,11 @@ $(FIXTURE)/MNIST/raw/t10k-labels-idx1-ubyte: | $(BIN)/.installed
 
 fixture: $(FIXTURE)/MNIST/raw/t10k-labels-idx1-ubyte
 
+# Jupyter refuses to run as root unless told to (containers often run as root).
+LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
+
 lab: $(BIN)/.installed
-	$(BIN)/jupyter lab --notebook-dir=. notebooks/00_start_here/00_start_here.ipynb
+	$(BIN)/jupyter lab --notebook-dir=. $(LAB_ARGS) notebooks/00_start_here/00_start_here.ipynb
 
 test: $(BIN)/.installed fixture
 	COURSE_DATA=$(abspath $(FIXTURE)) $(BIN)/python -m pytest tests solutions --nbval --nbval-current-env
