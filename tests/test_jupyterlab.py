@@ -169,3 +169,18 @@ def test_learner_notebook_in_a_real_browser_has_a_working_validate_button(lab: L
         finally:
             browser.close()
     assert "Validation Results" in text and "failed" in text and "to_fahrenheit" in text, text[:500]
+
+
+def nbval_run(folder: Path, stored_output: str) -> subprocess.CompletedProcess:
+    """Run nbval on a one-cell notebook whose stored output claims where helpers lives."""
+    cell = nbformat.v4.new_code_cell("import helpers, pathlib; print(pathlib.Path(helpers.__file__).resolve())")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=stored_output + "\n")]
+    path = folder / "where_is_helpers.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), path)
+    return subprocess.run([sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env", "-p", "no:cacheprovider",
+                           "-q", str(path)], cwd=folder, capture_output=True, text=True, timeout=300)
+
+
+def test_nbval_kernel_imports_helpers_from_the_course(tmp_path: Path):
+    assert nbval_run(tmp_path, EXPECTED_HELPERS).returncode == 0
+    assert nbval_run(tmp_path, "/somewhere/else/helpers/__init__.py").returncode != 0, "nbval must compare the output"
