@@ -175,6 +175,7 @@ def nbval_run(folder: Path, stored_output: str) -> subprocess.CompletedProcess:
     """Run nbval on a one-cell notebook whose stored output claims where helpers lives."""
     cell = nbformat.v4.new_code_cell("import helpers, pathlib; print(pathlib.Path(helpers.__file__).resolve())")
     cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=stored_output + "\n")]
+    cell.execution_count = 1  # nbval refuses stored outputs of a cell that was never run
     path = folder / "where_is_helpers.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[cell]), path)
     return subprocess.run([sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env", "-p", "no:cacheprovider",
