@@ -70,3 +70,16 @@ def test_readme_test_command_is_what_ci_runs():
     readme = (REPO_ROOT / "README.md").read_text()
     ci = (REPO_ROOT / ".ci" / "run").read_text()
     assert "make test" in readme and "make test" in ci
+
+
+def test_readme_course_map_lists_each_lesson_with_its_points():
+    import nbformat
+
+    readme = (REPO_ROOT / "README.md").read_text()
+    listed = dict(re.findall(r"\| `notebooks/(\w+)` \| (\d+) \|", readme))
+    for source in sorted((REPO_ROOT / "solutions").glob("*/*.ipynb")):
+        nb = nbformat.read(source, as_version=4)
+        points = sum(c.metadata.get("nbgrader", {}).get("points", 0) for c in nb.cells)
+        lesson = source.parent.name
+        assert lesson in listed, f"README's course map does not list {lesson}"
+        assert int(listed[lesson]) == points, f"README says {lesson} has {listed[lesson]} points; it has {points}"
