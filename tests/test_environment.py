@@ -83,3 +83,13 @@ def test_readme_course_map_lists_each_lesson_with_its_points():
         lesson = source.parent.name
         assert lesson in listed, f"README's course map does not list {lesson}"
         assert int(listed[lesson]) == points, f"README says {lesson} has {listed[lesson]} points; it has {points}"
+
+
+def test_binder_start_caps_threads_and_runs_the_command(tmp_path):
+    import subprocess
+
+    start = REPO_ROOT / "binder" / "start"
+    assert start.stat().st_mode & 0o111, "binder/start must be executable"
+    out = subprocess.run(["bash", str(start), "bash", "-c", "echo ran:$OMP_NUM_THREADS"], capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "3"})
+    assert out.stdout.strip() == "ran:3", "an explicit OMP_NUM_THREADS is kept and the command runs"
