@@ -530,10 +530,12 @@ class _Wrapped(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.submodule = nn.Linear(3, 4)
+        # 'module.layer.weight'.lstrip('module.') is 'ayer.weight': lstrip removes characters, not a prefix.
+        self.layer = nn.Linear(4, 4)
         self.head = nn.Linear(4, 2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(torch.relu(self.submodule(x)))
+        return self.head(torch.relu(self.layer(torch.relu(self.submodule(x)))))
 
 
 def _default_state_dicts() -> list[dict[str, torch.Tensor]]:
@@ -565,6 +567,10 @@ def check_strip_module_prefix(fn: Callable[[dict], dict], inputs: Sequence[dict]
             expect(got_keys != sliced, f"{what}: you cut the first 7 characters off every key, including keys that "
                    "do not start with 'module.'; use key.removeprefix('module.')")
             expect(got_keys != keys, f"{what}: the keys still start with 'module.'; remove that prefix")
+            stripped = list(dict.fromkeys(k.lstrip("module.") for k in keys))
+            expect(got_keys != stripped, f"{what}: str.lstrip('module.') removes any of the characters "
+                   "m, o, d, u, l, e and '.', not the prefix, so 'module.layer.weight' became 'ayer.weight'; "
+                   "use key.removeprefix('module.')")
             expect(sorted(got_keys) != sorted(want), f"{what}: the keys are right but in a different order; "
                    "keep the state_dict's order")
             raise CheckError(f"{what}: the keys should be {list(want)[:4]}..., yours are {got_keys[:4]}...")

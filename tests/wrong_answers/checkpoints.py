@@ -195,6 +195,10 @@ def strip_nothing(state_dict):
     return dict(state_dict)
 
 
+def strip_with_lstrip(state_dict):
+    return {key.lstrip("module."): value for key, value in state_dict.items()}
+
+
 def strip_with_split(state_dict):
     # Correct too: drop the first dotted part only when it is "module".
     return {(key.split(".", 1)[1] if key.startswith("module.") else key): value for key, value in state_dict.items()}
@@ -244,4 +248,5 @@ CASES = [
     Reject(checks.check_strip_module_prefix, strip_everywhere, "everywhere in the key"),
     Reject(checks.check_strip_module_prefix, strip_by_slicing, "first 7 characters"),
     Reject(checks.check_strip_module_prefix, strip_nothing, "still start with 'module.'"),
+    Reject(checks.check_strip_module_prefix, strip_with_lstrip, "str.lstrip('module.') removes any of the characters"),
 ]
