@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         ok = result["seconds"] <= NOTEBOOK_SECONDS and result["peak_bytes"] <= NOTEBOOK_BYTES
         worst &= ok
         total += result["seconds"]
-        print(f"{path.parent.name:<22} {result['seconds']:>9.1f} {result['peak_bytes'] / 2**20:>17.0f}  {verdict(ok)}", flush=True)
+        megabytes = result["peak_bytes"] / 2**20
+        print(f"{path.parent.name:<22} {result['seconds']:>9.1f} {megabytes:>17.0f}  {verdict(ok)}", flush=True)
     print(f"{'whole course':<22} {total:>9.1f} {'':>17}  {verdict(total <= COURSE_SECONDS)}")
     grade = autograde_seconds()
     print(f"{'autograde 1 learner':<22} {grade:>9.1f} {'':>17}  {verdict(grade <= AUTOGRADE_SECONDS)}")

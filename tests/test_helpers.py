@@ -145,7 +145,8 @@ def test_time_call_warms_up_then_times():
 
 @pytest.mark.parametrize("source", authoring.lesson_sources(), ids=lambda p: p.parent.name)
 def test_stored_notebook_matches_its_source(source: Path):
-    assert authoring.out_of_sync(source) is None, f"{authoring.out_of_sync(source)}: run `make solutions LESSONS={source.parent.name}`"
+    problem = authoring.out_of_sync(source)
+    assert problem is None, f"{problem}: run `make solutions LESSONS={source.parent.name}`"
 
 
 def test_markers_become_nbgrader_metadata(tmp_path: Path):

@@ -131,7 +131,9 @@ def _vjp_examples() -> list[tuple[Callable, torch.Tensor, torch.Tensor]]:
             (matrix_times, _randn(3, seed=2), _randn(3, seed=3))]
 
 
-def check_vector_jacobian_product(fn: Callable, inputs: Sequence[tuple[Callable, torch.Tensor, torch.Tensor]] | None = None) -> None:
+def check_vector_jacobian_product(
+    fn: Callable, inputs: Sequence[tuple[Callable, torch.Tensor, torch.Tensor]] | None = None
+) -> None:
     inputs = inputs if inputs is not None else _vjp_examples()
     for f, x, v in inputs:
         name = getattr(f, "__name__", "f")

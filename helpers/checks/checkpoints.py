@@ -282,7 +282,8 @@ def check_save_checkpoint_resume_state(fn: Callable[..., None], inputs: Sequence
                    "from its beginning. Save the current state, torch.get_rng_state()")
             _compare_entry(checkpoint, "torch_rng", want["torch_rng"], what, "torch.get_rng_state() (a uint8 tensor)")
             expect("loader_rng" in checkpoint, f"{what}: {_MISSING['loader_rng']}")
-            expect(not same_value(checkpoint["loader_rng"], want["torch_rng"]) or same_value(want["loader_rng"], want["torch_rng"]),
+            expect(not same_value(checkpoint["loader_rng"], want["torch_rng"])
+                   or same_value(want["loader_rng"], want["torch_rng"]),
                    f"{what}: checkpoint['loader_rng'] is the global random state; the DataLoader shuffles with "
                    "its own generator, so save generator.get_state()")
             _compare_entry(checkpoint, "loader_rng", want["loader_rng"], what, "generator.get_state()")

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from helpers.checks import CheckError, Mistake, call, describe, expect, expect_tensor, passed, same_tensor
+from helpers.checks import CheckError, Mistake, call, describe, expect, expect_tensor, passed
 from helpers.reference import tensors as ref
 
 
@@ -53,7 +53,8 @@ def check_share_numpy(fn: Callable[[np.ndarray], torch.Tensor], inputs: Sequence
         expect_tensor(got, ref.share_numpy(array.copy()), what=f"share_numpy(array of shape {array.shape})",
                       mistakes=[Mistake("you changed the dtype; from_numpy keeps the array's dtype "
                                         f"({array.dtype}), which is what sharing memory needs",
-                                        matches=lambda t: isinstance(t, torch.Tensor) and t.dtype != torch.from_numpy(array).dtype)])
+                                        matches=lambda t: isinstance(t, torch.Tensor)
+                                        and t.dtype != torch.from_numpy(array).dtype)])
         array.flat[0] += 100
         expect(got.flatten()[0].item() == array.flat[0],
                "your tensor is a copy: changing the NumPy array did not change it. "
@@ -111,7 +112,10 @@ def check_center_columns(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Seq
 
 def check_pairwise_dot(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
                        inputs: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None) -> None:
-    inputs = inputs if inputs is not None else [(_randn(3, 4), _randn(2, 4, seed=1)), (_randn(2, 5, seed=3), _randn(2, 5, seed=4))]
+    inputs = inputs if inputs is not None else [
+        (_randn(3, 4), _randn(2, 4, seed=1)),
+        (_randn(2, 5, seed=3), _randn(2, 5, seed=4)),
+    ]
     for a, b in inputs:
         got = call(fn, a.clone(), b.clone())
         expect_tensor(got, ref.pairwise_dot(a, b), what=f"pairwise_dot(a {list(a.shape)}, b {list(b.shape)})",

@@ -73,7 +73,7 @@ def load_without_optimizer(path, model, optimizer, scheduler, generator):
 
 def load_rebinding_model(path, model, optimizer, scheduler, generator):
     checkpoint = torch.load(path)
-    model = checkpoint["model"]  # the mistake: rebinds a name, the caller's model is unchanged
+    model = checkpoint["model"]  # the mistake: rebinds a name, the caller's model is unchanged  # noqa: F841
     return _load(path, torch.nn.Linear(1, 1), optimizer, scheduler, generator, skip=("model",))
 
 

@@ -1,6 +1,5 @@
 """Lesson 01 Tensors: the reference passes, plausible wrong answers fail by name."""
 
-import numpy as np
 import torch
 
 from helpers.checks import tensors as checks
