@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
 
+from helpers.authoring import execute
 from helpers.data import REPO_ROOT
 
 NOTEBOOK_SECONDS = 90
@@ -32,9 +32,8 @@ AUTOGRADE_SECONDS = 120
 
 def run_one(path: Path) -> dict:
     """Execute one notebook in a fresh kernel; this process's only child is that kernel."""
-    nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    execute(nbformat.read(path, as_version=4), path.parent)
     seconds = time.perf_counter() - start
     # ru_maxrss of children: the largest resident set of the kernel (or a worker it started), in KiB on Linux.
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
@@ -53,9 +52,7 @@ def autograde_seconds() -> float:
     from helpers import grading
 
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        shutil.copytree(REPO_ROOT / "solutions", root / "solutions", ignore=shutil.ignore_patterns("runs", "checkpoints"))
-        shutil.copy(REPO_ROOT / "nbgrader_config.py", root)
+        root = grading.copy_course(Path(tmp))
         grading.release(root)
         for lesson in grading.lessons(root):
             folder = root / "grading" / "submitted" / "learner" / lesson

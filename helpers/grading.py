@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import warnings
 from dataclasses import dataclass
@@ -137,8 +138,6 @@ def autograde(
         GradingError: when ``helpers`` could not be imported in any notebook, because
             then every score is a meaningless 0.
     """
-    from nbgrader.api import Gradebook, MissingEntry
-
     api = _api(course_root, overrides)
     submitted = course_root / "grading" / "submitted"
     students = students or sorted(p.parent.name for p in submitted.glob(f"*/{lesson}"))
@@ -146,18 +145,16 @@ def autograde(
     for student in students:
         unreadable = _unreadable(submitted / student / lesson)
         if unreadable:
-            results.append(SubmissionResult(student, lesson, "unreadable", None, _max_score(course_root, lesson), unreadable))
+            _, max_score = _gradebook_score(api.coursedir.db_url, lesson, student)
+            results.append(SubmissionResult(student, lesson, "unreadable", None, max_score, unreadable))
             continue
         outcome = api.autograde(lesson, student, force=True, create=True)
         graded_dir = course_root / "grading" / "autograded" / student / lesson
         notebooks = sorted(graded_dir.glob("*.ipynb")) if outcome["success"] else []
         status, detail = classify(nbformat.read(notebooks[0], as_version=4) if notebooks else None)
-        with Gradebook(load_config(course_root).CourseDirectory.db_url) as gradebook:
-            max_score = gradebook.find_assignment(lesson).max_score
-            try:
-                score = gradebook.find_submission(lesson, student).score if status != "kernel died" else None
-            except MissingEntry:
-                score = None
+        score, max_score = _gradebook_score(api.coursedir.db_url, lesson, student)
+        if status == "kernel died":
+            score = None  # nbgrader's 0 here would read as a genuine zero
         results.append(SubmissionResult(student, lesson, status, score, max_score, detail))
     broken = [r for r in results if r.status == "helpers missing"]
     if broken:
@@ -182,11 +179,33 @@ def _unreadable(folder: Path) -> str:
     return ""
 
 
-def _max_score(course_root: Path, lesson: str) -> float:
-    from nbgrader.api import Gradebook
+def _gradebook_score(db_url: str, lesson: str, student: str) -> tuple[float | None, float]:
+    """(the student's score or None when the gradebook has none, the lesson's maximum)."""
+    from nbgrader.api import Gradebook, MissingEntry
 
-    with Gradebook(load_config(course_root).CourseDirectory.db_url) as gradebook:
-        return gradebook.find_assignment(lesson).max_score
+    with Gradebook(db_url) as gradebook:
+        max_score = gradebook.find_assignment(lesson).max_score
+        try:
+            return gradebook.find_submission(lesson, student).score, max_score
+        except MissingEntry:
+            return None, max_score
+
+
+def copy_course(dest: Path, folders: tuple[str, ...] = ("solutions",), lessons: list[str] | None = None,
+                source: Path = REPO_ROOT) -> Path:
+    """Copy nbgrader_config.py and the named course folders into ``dest`` (which must exist).
+
+    Copies every lesson, or only ``lessons``, leaving out the files nbgrader ignores
+    (TensorBoard runs, checkpoints, lesson sources), so that grading a copy never
+    touches the course itself.
+    """
+    ignore = shutil.ignore_patterns(*load_config(source).CourseDirectory.ignore)
+    shutil.copy(source / "nbgrader_config.py", dest)
+    for folder in folders:
+        names = lessons or sorted(p.name for p in (source / folder).iterdir() if p.is_dir())
+        for name in names:
+            shutil.copytree(source / folder / name, dest / folder / name, ignore=ignore)
+    return dest
 
 
 def format_table(results: list[SubmissionResult]) -> str:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 from helpers.data import REPO_ROOT, build_offline_mnist, mnist_is_present
+from helpers.grading import copy_course
 
 MNIST_SOURCE = Path(os.environ.get("MNIST_SOURCE", REPO_ROOT.parent / "shared" / "data" / "mnist"))
 
@@ -32,8 +32,4 @@ def pytest_configure(config):
 @pytest.fixture(scope="session")
 def course_copy(tmp_path_factory) -> Path:
     """A throwaway copy of the course (solutions, notebooks, config) for nbgrader to write into."""
-    root = tmp_path_factory.mktemp("course")
-    for name in ("solutions", "notebooks"):
-        shutil.copytree(REPO_ROOT / name, root / name, ignore=shutil.ignore_patterns("runs", "checkpoints", ".ipynb_checkpoints"))
-    shutil.copy(REPO_ROOT / "nbgrader_config.py", root)
-    return root
+    return copy_course(tmp_path_factory.mktemp("course"), ("solutions", "notebooks"))

@@ -21,10 +21,11 @@ from pathlib import Path
 import nbformat
 import pytest
 from jupyter_client import BlockingKernelClient
-from nbclient import NotebookClient
 
 import helpers
+from helpers.authoring import execute
 from helpers.data import REPO_ROOT
+from helpers.grading import copy_course
 
 pytestmark = pytest.mark.slow
 TOKEN = "course-test-token"
@@ -56,9 +57,7 @@ class Lab:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory) -> Lab:
     """JupyterLab on 127.0.0.1 with a copy of the course as its root, as `make lab` starts it."""
-    root = tmp_path_factory.mktemp("lab-course")
-    shutil.copytree(REPO_ROOT / "notebooks", root / "notebooks")
-    shutil.copy(REPO_ROOT / "nbgrader_config.py", root)
+    root = copy_course(tmp_path_factory.mktemp("lab-course"), ("notebooks",))
     runtime = tmp_path_factory.mktemp("runtime")
     port = free_port()
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime)}
@@ -135,7 +134,7 @@ def test_autograde_folder_imports_helpers_from_the_course(tmp_path: Path):
     folder.mkdir(parents=True)
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
         "import helpers, pathlib; print(pathlib.Path(helpers.__file__).resolve())")])
-    NotebookClient(nb, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
+    execute(nb, folder)
     assert nb.cells[0].outputs[0]["text"].strip() == EXPECTED_HELPERS
 
 

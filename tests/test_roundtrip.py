@@ -17,6 +17,7 @@ import pytest
 from traitlets.config import Config
 
 from helpers import grading
+from helpers.authoring import comparable
 from helpers.data import REPO_ROOT
 
 LESSONS = grading.lessons(REPO_ROOT)
@@ -52,17 +53,13 @@ def released(course_copy: Path) -> Path:
     return course_copy
 
 
-def comparable(path: Path) -> list[tuple]:
-    nb = nbformat.read(path, as_version=4)
-    return [(c.cell_type, c.source, c.metadata.get("nbgrader")) for c in nb.cells]
-
-
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_release_matches_committed_notebooks(released: Path, lesson: str):
     fresh = released / "notebooks" / lesson / f"{lesson}.ipynb"
     committed = REPO_ROOT / "notebooks" / lesson / f"{lesson}.ipynb"
     assert committed.exists(), f"{committed} is missing: run `make release`"
-    assert comparable(fresh) == comparable(committed), f"notebooks/{lesson} is stale: run `make release` and commit"
+    assert comparable(nbformat.read(fresh, as_version=4)) == comparable(nbformat.read(committed, as_version=4)), \
+        f"notebooks/{lesson} is stale: run `make release` and commit"
 
 
 def test_every_lesson_is_released():
@@ -99,11 +96,9 @@ def test_roundtrip_scores(released: Path, lesson: str):
 
 
 @pytest.fixture(scope="module")
-def failure_course(course_copy: Path, tmp_path_factory) -> Path:
+def failure_course(tmp_path_factory) -> Path:
     """A separate copy (its own gradebook) for the failure-mode tests, on lesson 00."""
-    root = tmp_path_factory.mktemp("failures")
-    shutil.copytree(course_copy / "solutions" / "00_start_here", root / "solutions" / "00_start_here")
-    shutil.copy(course_copy / "nbgrader_config.py", root)
+    root = grading.copy_course(tmp_path_factory.mktemp("failures"), lessons=["00_start_here"])
     grading.release(root, ["00_start_here"])
     return root
 
