@@ -1,0 +1,61 @@
+"""How well the checks catch the course's plausible wrong answers: a table per lesson.
+
+For every :class:`Reject` in ``tests/wrong_answers``: is it rejected at all
+(the check raises CheckError), and does the message name the mistake (it
+contains the case's expected text)? Crashes of the check itself count as
+neither. Run from the repository root::
+
+    COURSE_DATA=$PWD/.cache/course-data .venv/bin/python -m tests.wrong_answers [lesson ...]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import pkgutil
+import sys
+
+import tests.wrong_answers as wrong_answers
+from helpers.checks import CheckError
+from tests.wrong_answers import Reject
+
+
+def outcome(case: Reject) -> str:
+    """'named', 'rejected' (another message), 'accepted' or 'crashed' (the check's own exception)."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            case.check(case.answer)
+    except CheckError as error:
+        return "named" if case.expect in str(error) else "rejected"
+    except Exception:  # noqa: BLE001 - a check crashing is what we count
+        return "crashed"
+    return "accepted"
+
+
+def main(argv: list[str]) -> int:
+    names = [m.name for m in pkgutil.iter_modules(wrong_answers.__path__) if not m.name.startswith("_")]
+    names = [n for n in names if not argv or any(a in n for a in argv)]
+    print(f"{'lesson module':<16} {'wrong answers':>13} {'rejected':>9} {'named':>7} {'crashed':>8}")
+    total = {"n": 0, "rejected": 0, "named": 0, "crashed": 0}
+    for name in names:
+        try:
+            module = importlib.import_module(f"tests.wrong_answers.{name}")
+        except Exception as error:  # noqa: BLE001 - another lesson half-written must not stop the table
+            print(f"{name:<16} cannot import: {type(error).__name__}: {error}")
+            continue
+        results = [outcome(case) for case in module.CASES if isinstance(case, Reject)]
+        n = len(results)
+        rejected = sum(r in ("named", "rejected") for r in results)
+        named = results.count("named")
+        crashed = results.count("crashed")
+        for key, value in (("n", n), ("rejected", rejected), ("named", named), ("crashed", crashed)):
+            total[key] += value
+        print(f"{name:<16} {n:>13} {rejected / max(n, 1):>9.0%} {named / max(n, 1):>7.0%} {crashed:>8}")
+    n = max(total["n"], 1)
+    print(f"{'all':<16} {total['n']:>13} {total['rejected'] / n:>9.0%} {total['named'] / n:>7.0%} {total['crashed']:>8}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
