@@ -5,7 +5,7 @@ For every :class:`Reject` in ``tests/wrong_answers``: is it rejected at all
 contains the case's expected text)? Crashes of the check itself count as
 neither. Run from the repository root::
 
-    COURSE_DATA=$PWD/.cache/course-data .venv/bin/python -m tests.wrong_answers [lesson ...]
+    COURSE_DATA=$PWD/.cache/course-data .venv/bin/python -m tests.wrong_answer_rates [-v] [lesson ...]
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ def outcome(case: Reject) -> str:
 
 
 def main(argv: list[str]) -> int:
+    verbose = "-v" in argv
+    argv = [a for a in argv if a != "-v"]
     names = [m.name for m in pkgutil.iter_modules(wrong_answers.__path__) if not m.name.startswith("_")]
     names = [n for n in names if not argv or any(a in n for a in argv)]
     print(f"{'lesson module':<16} {'wrong answers':>13} {'rejected':>9} {'named':>7} {'crashed':>8}")
@@ -44,7 +46,12 @@ def main(argv: list[str]) -> int:
         except Exception as error:  # noqa: BLE001 - another lesson half-written must not stop the table
             print(f"{name:<16} cannot import: {type(error).__name__}: {error}")
             continue
-        results = [outcome(case) for case in module.CASES if isinstance(case, Reject)]
+        cases = [case for case in module.CASES if isinstance(case, Reject)]
+        results = [outcome(case) for case in cases]
+        if verbose:
+            for case, result in zip(cases, results):
+                if result != "named":
+                    print(f"  {result:<9} {case.label}")
         n = len(results)
         rejected = sum(r in ("named", "rejected") for r in results)
         named = results.count("named")
