@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from helpers.checks import CheckError, Mistake, call, describe, expect, expect_tensor, passed
+from helpers.checks import CheckError, Mistake, call, call_unchanged, describe, expect, expect_tensor, passed
 from helpers.reference import tensors as ref
 
 
@@ -21,7 +21,7 @@ def _randn(*shape: int, seed: int = 0) -> torch.Tensor:
 
 
 def check_make_starter_tensors(fn: Callable[[], dict]) -> None:
-    got = call(fn)
+    got = call_unchanged(fn)  # also catches torch.set_default_dtype(...) left changed for the whole notebook
     expected = ref.make_starter_tensors()
     expect(isinstance(got, dict), f"make_starter_tensors() should return a dict, not {describe(got)}")
     missing = sorted(set(expected) - set(got))
@@ -66,7 +66,7 @@ def check_to_channels_first(fn: Callable[[torch.Tensor], torch.Tensor], inputs: 
     inputs = inputs if inputs is not None else [_randn(2, 4, 5, 3), _randn(1, 2, 2, 1, seed=1)]
     for images in inputs:
         n, h, w, c = images.shape
-        got = call(fn, images.clone())
+        got = call_unchanged(fn, images)
         expect_tensor(got, ref.to_channels_first(images), what=f"to_channels_first(images of shape {[n, h, w, c]})",
                       mistakes=[Mistake("you reshaped (or used view) instead of permuting: the shape is right but "
                                         "the pixels are scrambled. Use permute(0, 3, 1, 2)",
@@ -82,15 +82,13 @@ def check_flatten_batch(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequ
     for x in inputs:
         label = f"flatten_batch(x of shape {list(x.shape)}{'' if x.is_contiguous() else ', not contiguous'})"
         try:
-            got = fn(x)
-        except RuntimeError as error:
-            if "view" in str(error):
+            got = call_unchanged(fn, x)
+        except CheckError as error:
+            if isinstance(error.__cause__, RuntimeError) and "view" in str(error.__cause__):
                 raise CheckError(f"{label}: view() needs a contiguous tensor and this one is not "
                                  "(it was transposed). Use reshape or flatten(start_dim=1)") from None
-            raise CheckError(f"{label} raised RuntimeError: {error}") from error
-        except NotImplementedError:
-            got = call(fn, x)
-        expect_tensor(got, ref.flatten_batch(x), what=label,
+            raise
+        expect_tensor(got, ref.flatten_batch(x), what=label, given=x,
                       mistakes=[Mistake("you flattened the batch dimension too; keep dimension 0 and flatten the rest",
                                         lambda: x.flatten()),
                                 Mistake("you flattened the dimensions in the wrong order (transposed first?); "
@@ -101,8 +99,8 @@ def check_flatten_batch(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequ
 def check_center_columns(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
     inputs = inputs if inputs is not None else [_randn(4, 3) + 5, torch.arange(6.0).reshape(3, 2)]
     for x in inputs:
-        got = call(fn, x.clone())
-        expect_tensor(got, ref.center_columns(x), what=f"center_columns(x of shape {list(x.shape)})",
+        got = call_unchanged(fn, x)
+        expect_tensor(got, ref.center_columns(x), what=f"center_columns(x of shape {list(x.shape)})", given=x,
                       mistakes=[Mistake("you subtracted each row's mean (dim=1); columns run along dim=0",
                                         lambda: x - x.mean(dim=1, keepdim=True)),
                                 Mistake("you subtracted the mean of the whole tensor; take the mean over dim=0 only",
@@ -117,8 +115,8 @@ def check_pairwise_dot(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
         (_randn(2, 5, seed=3), _randn(2, 5, seed=4)),
     ]
     for a, b in inputs:
-        got = call(fn, a.clone(), b.clone())
-        expect_tensor(got, ref.pairwise_dot(a, b), what=f"pairwise_dot(a {list(a.shape)}, b {list(b.shape)})",
+        got = call_unchanged(fn, a, b)
+        expect_tensor(got, ref.pairwise_dot(a, b), what=f"pairwise_dot(a {list(a.shape)}, b {list(b.shape)})", given=a,
                       mistakes=[Mistake("your result is transposed: row i should hold a[i]'s dot products, so compute a @ b.T",
                                         lambda: b @ a.T),
                                 Mistake("that is the elementwise product; a dot product sums it over D: use a @ b.T",
@@ -127,10 +125,10 @@ def check_pairwise_dot(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
 
 
 def check_positive_values(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
-    inputs = inputs if inputs is not None else [torch.tensor([[1.0, -2.0, 0.0], [3.0, 0.0, -1.0]]), _randn(5, seed=5)]
+    inputs = inputs if inputs is not None else [torch.tensor([[1.0, -2.0, 0.0], [3.0, 0.0, -1.0]]), _randn(3, 4, seed=5)]
     for x in inputs:
-        got = call(fn, x.clone())
-        expect_tensor(got, ref.positive_values(x), what=f"positive_values(x of shape {list(x.shape)})",
+        got = call_unchanged(fn, x)
+        expect_tensor(got, ref.positive_values(x), what=f"positive_values(x of shape {list(x.shape)})", given=x,
                       mistakes=[Mistake("you kept the zeros too; the task asks for strictly positive values (x > 0)",
                                         lambda: x[x >= 0]),
                                 Mistake("you zeroed the negatives but kept the shape; a boolean mask x[x > 0] "
@@ -140,10 +138,12 @@ def check_positive_values(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Se
 
 
 def check_relu(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
-    inputs = inputs if inputs is not None else [torch.tensor([[1.0, -2.0], [0.5, -0.1]]), _randn(2, 3, 4, seed=6)]
+    # the integer input: torch.where keeps x's dtype only if the other branch is an int (or zeros_like(x))
+    inputs = inputs if inputs is not None else [torch.tensor([[1.0, -2.0], [0.5, -0.1]]), _randn(2, 3, 4, seed=6),
+                                                torch.tensor([-2, 0, 3])]
     for x in inputs:
-        got = call(fn, x.clone())
-        expect_tensor(got, ref.relu(x), what=f"relu(x of shape {list(x.shape)})",
+        got = call_unchanged(fn, x)
+        expect_tensor(got, ref.relu(x), what=f"relu(x of shape {list(x.shape)}, {x.dtype})", given=x,
                       mistakes=[Mistake("that is 1/0 (the mask), not the values: torch.where(x > 0, x, 0)",
                                         lambda: (x > 0).to(x.dtype)),
                                 Mistake("you returned only the positive values; relu keeps x's shape, with 0 "
@@ -156,9 +156,10 @@ def check_pick_scores(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     inputs = inputs if inputs is not None else [
         (torch.arange(12.0).reshape(3, 4), torch.tensor([0, 3, 1])),
         (_randn(5, 3, seed=7), torch.tensor([2, 2, 0, 1, 0])),
+        (_randn(1, 3, seed=9), torch.tensor([2])),  # a batch of one: squeeze() without a dim drops N too
     ]
     for scores, labels in inputs:
-        got = call(fn, scores.clone(), labels.clone())
+        got = call_unchanged(fn, scores, labels)
         expect_tensor(got, ref.pick_scores(scores, labels),
                       what=f"pick_scores(scores {list(scores.shape)}, labels {list(labels.shape)})",
                       mistakes=[Mistake("scores[:, labels] picks every label for every row (shape [N, N]); "
@@ -167,7 +168,10 @@ def check_pick_scores(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
                                 Mistake("you kept the extra dimension from gather; squeeze(1) to get shape [N]",
                                         lambda: scores.gather(1, labels.unsqueeze(1))),
                                 Mistake("you picked the largest score of each row; use the given labels",
-                                        lambda: scores.max(dim=1).values)])
+                                        lambda: scores.max(dim=1).values),
+                                Mistake("for a batch of one, squeeze() without a dimension also drops the batch "
+                                        "dimension; squeeze(1) removes only the one gather added",
+                                        lambda: scores.gather(1, labels.unsqueeze(1)).squeeze())])
     passed("pick_scores", len(inputs))
 
 
@@ -175,7 +179,7 @@ def check_one_hot(fn: Callable[[torch.Tensor, int], torch.Tensor],
                   inputs: Sequence[tuple[torch.Tensor, int]] | None = None) -> None:
     inputs = inputs if inputs is not None else [(torch.tensor([0, 2, 1, 2]), 3), (torch.tensor([4]), 6)]
     for labels, num_classes in inputs:
-        got = call(fn, labels.clone(), num_classes)
+        got = call_unchanged(fn, labels, num_classes)
         expect_tensor(got, ref.one_hot(labels, num_classes), what=f"one_hot(labels {labels.tolist()}, {num_classes})",
                       mistakes=[Mistake("the values are right but the dtype is int64; losses want float32, "
                                         "so convert with .float()",
@@ -188,14 +192,19 @@ def check_one_hot(fn: Callable[[torch.Tensor, int], torch.Tensor],
 def check_normalize_rows(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
     inputs = inputs if inputs is not None else [torch.tensor([[3.0, 4.0], [1.0, 0.0]]), _randn(4, 3, seed=8)]
     for x in inputs:
-        got = call(fn, x.clone())
-        expect_tensor(got, ref.normalize_rows(x), what=f"normalize_rows(x of shape {list(x.shape)})",
+        got = call_unchanged(fn, x)
+        expect_tensor(got, ref.normalize_rows(x), what=f"normalize_rows(x of shape {list(x.shape)})", given=x,
                       mistakes=[Mistake("you divided by each row's sum; length means the Euclidean norm, "
-                                        "x.norm(dim=1, keepdim=True)", lambda: x / x.sum(dim=1, keepdim=True)),
+                                        "torch.linalg.vector_norm(x, dim=1, keepdim=True)",
+                                        lambda: x / x.sum(dim=1, keepdim=True)),
                                 Mistake("you divided by the norm of the whole tensor; take one norm per row "
-                                        "(dim=1, keepdim=True)", lambda: x / x.norm()),
+                                        "(dim=1, keepdim=True)", lambda: x / torch.linalg.vector_norm(x)),
                                 Mistake("you divided by the column norms (dim=0); rows run along dim=1",
-                                        lambda: x / x.norm(dim=0, keepdim=True))])
+                                        lambda: x / torch.linalg.vector_norm(x, dim=0, keepdim=True)),
+                                Mistake("the row norms have shape [N] without keepdim=True, so they broadcast along "
+                                        "the columns (row i was divided by the norm of row j); keep the dimension: "
+                                        "vector_norm(x, dim=1, keepdim=True)",
+                                        lambda: x / torch.linalg.vector_norm(x, dim=1))])
     passed("normalize_rows", len(inputs))
 
 
@@ -208,12 +217,23 @@ def check_batch_to(fn: Callable[[dict, torch.device], dict], inputs: Sequence[di
     ]
     device = torch.device("meta")
     for batch in inputs:
-        got = call(fn, dict(batch), device)
+        try:
+            got = call_unchanged(fn, batch, device)
+        except CheckError as error:
+            if any(word in str(error.__cause__) for word in ("CUDA", "cuda", "NVIDIA")):
+                raise CheckError("batch_to tried to use CUDA although the device asked for was 'meta': "
+                                 ".cuda() always moves to the GPU; .to(device) moves to the device you are given"
+                                 ) from None
+            raise
         expect(isinstance(got, dict), f"batch_to should return a dict, not {describe(got)}")
         expect(got.keys() == batch.keys(), f"batch_to returned keys {sorted(got)}; expected {sorted(batch)}")
         for key, value in batch.items():
             if isinstance(value, torch.Tensor):
                 moved = got[key]
+                expect(not isinstance(moved, torch.Tensor) or moved.device.type in ("meta", value.device.type),
+                       f"batch['{key}'] went to {moved.device if isinstance(moved, torch.Tensor) else ''}, not to the "
+                       "device asked for ('meta'): .cuda() always moves to the GPU; .to(device) moves to the "
+                       "device you are given")
                 expect(isinstance(moved, torch.Tensor) and moved.device.type == "meta",
                        f"batch['{key}'] is still on {describe(moved)}: tensors must be moved with .to(device), "
                        "which returns a new tensor (it does not move the old one in place)")

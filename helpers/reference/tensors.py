@@ -64,7 +64,7 @@ def one_hot(labels: torch.Tensor, num_classes: int) -> torch.Tensor:
 
 def normalize_rows(x: torch.Tensor) -> torch.Tensor:
     """Scale each row of ``[N, D]`` to Euclidean length 1."""
-    return x / x.norm(dim=1, keepdim=True)
+    return x / torch.linalg.vector_norm(x, dim=1, keepdim=True)
 
 
 def batch_to(batch: dict, device: torch.device | str) -> dict:

@@ -329,8 +329,11 @@ print(scores.gather(1, picks))
 # a. `positive_values(x)`: the strictly positive elements of `x`, as a 1-D tensor
 #    in their original order.
 #
-# b. `relu(x)`: a tensor with `x`'s shape that keeps `x` where it is positive and
-#    is 0 elsewhere. Use `torch.where`.
+# b. `relu(x)`: a tensor with `x`'s shape and dtype that keeps `x` where it is
+#    positive and is 0 elsewhere. Use `torch.where`. Integer inputs must stay
+#    integers: `torch.where(mask, x, 0.0)` turns an int64 `x` into floats, because
+#    the float literal `0.0` wins type promotion; `torch.zeros_like(x)` (or `0`)
+#    keeps the dtype.
 
 # %% solution="ex_masks"
 def positive_values(x: torch.Tensor) -> torch.Tensor:
@@ -469,13 +472,15 @@ check.check_center_columns(center_columns, inputs=[torch.randn(7, 5, generator=g
 # ### Exercise 8 (1 point): unit-length rows
 #
 # Write `normalize_rows(x)` that scales each row of a `[N, D]` tensor to Euclidean
-# length 1 (divide each row by its L2 norm, `x.norm(dim=...)`).
+# length 1: divide each row by its L2 norm, `torch.linalg.vector_norm(x, dim=...)`.
+# (Older code writes `x.norm(...)`; `torch.norm` is deprecated in favour of the
+# `torch.linalg` functions.)
 
 # %% solution="ex_normalize_rows"
 def normalize_rows(x: torch.Tensor) -> torch.Tensor:
     """Divide each row by its Euclidean length."""
     ### BEGIN SOLUTION
-    return x / x.norm(dim=1, keepdim=True)
+    return x / torch.linalg.vector_norm(x, dim=1, keepdim=True)
     ### END SOLUTION
 
 

@@ -113,6 +113,67 @@ def batch_to_tensors_only(batch, device):
     return {key: torch.as_tensor(value).to(device) for key, value in batch.items() if isinstance(value, torch.Tensor)}
 
 
+# ---------------------------------------------------------------- issue 12: whole classes of mistakes
+
+
+def starter_default_float64():
+    torch.set_default_dtype(torch.float64)  # the mistake: changes every later float tensor in the notebook
+    return {**ref.make_starter_tensors(), "zeros": torch.zeros(2, 3)}
+
+
+def center_in_place(x):
+    x -= x.mean(dim=0, keepdim=True)
+    return x
+
+
+def batch_to_mutating(batch, device):
+    for key, value in batch.items():
+        if isinstance(value, torch.Tensor):
+            batch[key] = value.to(device)
+    return batch
+
+
+def batch_to_cuda(batch, device):
+    return {key: value.cuda() if isinstance(value, torch.Tensor) else value for key, value in batch.items()}
+
+
+def relu_float_literal(x):
+    return torch.where(x > 0, x, 0.0)
+
+
+def pick_squeeze_all(scores, labels):
+    return scores.gather(1, labels.unsqueeze(1)).squeeze()
+
+
+def positive_sorted(x):
+    return x[x > 0].sort().values
+
+
+def normalize_without_keepdim(x):
+    return x / torch.linalg.vector_norm(x, dim=1)
+
+
+def one_hot_transposed(labels, num_classes):
+    return torch.eye(num_classes)[labels].T
+
+
+def dot_mean(a, b):
+    return a @ b.T / a.shape[1]
+
+
+NEW_CASES = [
+    Reject(checks.check_make_starter_tensors, starter_default_float64, "changed the default dtype"),
+    Reject(checks.check_center_columns, center_in_place, "changed its argument 1"),
+    Reject(checks.check_batch_to, batch_to_mutating, "build and return a new dict"),
+    Reject(checks.check_batch_to, batch_to_cuda, ".cuda() always moves to the GPU"),
+    Reject(checks.check_relu, relu_float_literal, "turned it into floats"),
+    Reject(checks.check_pick_scores, pick_squeeze_all, "batch of one"),
+    Reject(checks.check_positive_values, positive_sorted, "in the wrong order"),
+    Reject(checks.check_normalize_rows, normalize_without_keepdim, "without keepdim=True"),
+    Reject(checks.check_one_hot, one_hot_transposed, "transpose"),
+    Reject(checks.check_pairwise_dot, dot_mean, "a mean where a sum is wanted"),
+]
+
 CASES = [
     Accept(checks.check_make_starter_tensors, ref.make_starter_tensors),
     Reject(checks.check_make_starter_tensors, starter_float_zeros, "dtype=torch.float64"),
@@ -151,4 +212,4 @@ CASES = [
     Accept(checks.check_batch_to, ref.batch_to),
     Reject(checks.check_batch_to, batch_to_in_place, "returns a new tensor"),
     Reject(checks.check_batch_to, batch_to_tensors_only, "returned keys"),
-]
+] + NEW_CASES
