@@ -8,21 +8,23 @@ FIXTURE := .cache/course-data
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help lab test release solutions grade bench fixture clean
+.PHONY: help lab test release solutions grade report bench bench-class fixture clean
 
 help:
 	@echo "make lab        open JupyterLab on the course (learners start here)"
 	@echo "make test       run the whole test suite offline"
 	@echo "make solutions  rebuild and execute solutions/*/*.ipynb from their .pct.py sources [LESSONS=...]"
 	@echo "make release    regenerate notebooks/ from solutions/ with nbgrader [LESSONS=...]"
-	@echo "make grade      autograde every submission in grading/submitted [ASSIGNMENT=...]"
+	@echo "make grade      autograde every submission in grading/submitted, in parallel [ASSIGNMENT=... JOBS=N]"
+	@echo "make report     class report after grading: grading/report/report.html, PNG figures, scores.csv"
 	@echo "make bench      time and measure every solution notebook and one autograde"
+	@echo "make bench-class  learners per minute grading a synthetic class, serial vs parallel [JOBS=N]"
 
 $(BIN)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 is required, found {sys.version.split()[0]}"'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[test,grading]"
 	touch $@
 
 $(FIXTURE)/MNIST/raw/t10k-labels-idx1-ubyte: | $(BIN)/.installed
@@ -45,11 +47,18 @@ solutions: $(BIN)/.installed fixture
 release: $(BIN)/.installed
 	$(BIN)/python -m helpers.grading release $(LESSONS)
 
+# JOBS: grading processes (default: one per core).
 grade: $(BIN)/.installed
-	$(BIN)/python -m helpers.grading autograde $(ASSIGNMENT) $(ARGS)
+	$(BIN)/python -m helpers.classroom grade $(ASSIGNMENT) $(if $(JOBS),--jobs $(JOBS)) $(ARGS)
+
+report: $(BIN)/.installed
+	$(BIN)/python -m helpers.classroom report $(ASSIGNMENT) $(ARGS)
 
 bench: $(BIN)/.installed fixture
 	COURSE_DATA=$(abspath $(FIXTURE)) $(BIN)/python -m helpers.bench
+
+bench-class: $(BIN)/.installed fixture
+	COURSE_DATA=$(abspath $(FIXTURE)) $(BIN)/python -m helpers.bench --class $(if $(JOBS),--jobs $(JOBS)) $(ARGS)
 
 clean:
 	rm -rf grading .cache .pytest_cache

@@ -6,6 +6,7 @@ learner's whole-course submission with nbgrader. Budgets: 90 s and 1.5 GB per
 notebook, 6 minutes for the whole course, 2 minutes to autograde a submission.
 
     python -m helpers.bench            (or: make bench)
+    python -m helpers.bench --class    (or: make bench-class) grading a class: see helpers.classroom.bench
 """
 
 from __future__ import annotations
@@ -70,6 +71,10 @@ def verdict(ok: bool) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--class"]:
+        from helpers.classroom import bench as class_bench
+
+        return class_bench.main(argv[1:])
     if argv[:1] == ["--one"]:
         print(json.dumps(run_one(Path(argv[1]))))
         return 0

@@ -1,0 +1,3 @@
+from helpers.classroom.grade import main
+
+raise SystemExit(main())

@@ -1,0 +1,303 @@
+"""Autograde a class: many submissions at once, one shard per machine, one shared gradebook.
+
+Each (learner, lesson) submission is one job for :func:`helpers.grading.autograde`.
+Jobs run in worker processes (``jobs`` of them, one per core by default); the
+results are the same as grading one after another because every job only
+touches its own rows of the gradebook and its own ``grading/autograded/<learner>/<lesson>/``.
+
+The gradebook stays consistent under concurrent writers because:
+
+1. the lessons and the learners are written to the gradebook once, by this
+   process, before any worker starts (nbgrader's autograde would otherwise
+   create a learner's row from two workers at once and one would fail);
+2. each worker then writes only its own submission's rows, in nbgrader's own
+   short transactions; SQLite serialises them with its file lock (we give
+   writers 60 s to get it instead of sqlite3's 5 s), PostgreSQL with row locks.
+
+Several machines share one PostgreSQL gradebook through nbgrader's ``db_url``;
+each grades the learners of its shard (``--shard i/n``, learners split by a hash
+of their name, so every machine agrees without talking to the others).
+
+Every result is also written to ``grading/results/<lesson>/<learner>.json``
+(status and reason, which the gradebook has no place for) for ``report``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import multiprocessing
+import os
+import sys
+import tempfile
+import zlib
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from pathlib import Path
+
+from tqdm.auto import tqdm
+from traitlets.config import Config
+from traitlets.config.loader import PyFileConfigLoader
+
+from helpers import grading
+from helpers.grading import GradingError, SubmissionResult
+
+# Seconds a SQLite writer waits for another's lock before failing (sqlite3's default is 5).
+SQLITE_LOCK_SECONDS = 60
+# A job that crashed the grader itself (not the learner's notebook) is reported with this status.
+GRADER_FAILED = "grader failed"
+
+
+def default_jobs() -> int:
+    """One job per core this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """"2/3" -> (2, 3): this machine grades the second of three shards."""
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard takes i/n, for example 1/3, not {text!r}") from None
+    if not 1 <= index <= count:
+        raise ValueError(f"--shard {text}: i must be between 1 and n")
+    return index, count
+
+
+def in_shard(student: str, shard: tuple[int, int] | None) -> bool:
+    """Whether ``student`` belongs to ``shard`` (None: the whole class).
+
+    A stable hash of the name, not the position in a sorted list, so that machines
+    whose copies of grading/submitted differ (a late upload) still agree.
+    """
+    if shard is None:
+        return True
+    index, count = shard
+    return zlib.crc32(student.encode()) % count == index - 1
+
+
+def gradebook_url(course_root: Path, db_url: str | None = None) -> str:
+    """The gradebook to use: ``db_url``, else nbgrader_config.py's ``CourseDirectory.db_url``.
+
+    A relative SQLite path is made absolute (workers may run anywhere) and SQLite
+    writers are given SQLITE_LOCK_SECONDS to wait for each other.
+    """
+    if db_url is None:
+        config = PyFileConfigLoader("nbgrader_config.py", path=str(course_root)).load_config()
+        db_url = config.CourseDirectory.db_url if "db_url" in config.CourseDirectory else "sqlite:///gradebook.db"
+    if db_url.startswith("sqlite:///"):
+        path, _, query = db_url.removeprefix("sqlite:///").partition("?")
+        if not Path(path).is_absolute():
+            path = str(course_root / path)
+        if "timeout=" not in query:
+            query = "&".join(filter(None, [query, f"timeout={SQLITE_LOCK_SECONDS}"]))
+        db_url = f"sqlite:///{path}?{query}"
+    return db_url
+
+
+def course_id(course_root: Path) -> str:
+    return grading.load_config(course_root).CourseDirectory.course_id
+
+
+def submissions(course_root: Path, lessons: list[str], shard: tuple[int, int] | None = None,
+                students: list[str] | None = None) -> list[tuple[str, str]]:
+    """(student, lesson) of every submission to grade, lesson by lesson, students sorted."""
+    submitted = course_root / "grading" / "submitted"
+    jobs = []
+    for lesson in lessons:
+        found = sorted(p.parent.name for p in submitted.glob(f"*/{lesson}") if p.is_dir())
+        jobs += [(s, lesson) for s in found if in_shard(s, shard) and (students is None or s in students)]
+    return jobs
+
+
+def prepare_gradebook(course_root: Path, lessons: list[str], students: list[str], overrides: Config) -> dict[str, float]:
+    """Put the lessons and the learners in the gradebook before any worker writes to it.
+
+    A lesson missing from the gradebook (a fresh PostgreSQL database, or a course
+    that was never released here) is added with nbgrader's generate_assignment,
+    released into a temporary folder so that notebooks/ is not touched.
+
+    Returns:
+        Each lesson's maximum score.
+    """
+    from nbgrader.api import Gradebook
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+
+    url, course = overrides.CourseDirectory.db_url, course_id(course_root)
+    with Gradebook(url, course) as gradebook:
+        known = {a.name for a in gradebook.assignments}
+    missing = [lesson for lesson in lessons if lesson not in known]
+    if missing:
+        with tempfile.TemporaryDirectory() as release:
+            config = Config(overrides)
+            config.CourseDirectory.release_directory = release
+            config = grading.load_config(course_root, config)
+            api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+            for lesson in missing:
+                result = api.generate_assignment(lesson, force=True, create=True)
+                if not result["success"]:
+                    raise GradingError(f"nbgrader could not add {lesson} to the gradebook:\n{result.get('log')}")
+    with Gradebook(url, course) as gradebook:
+        for student in students:
+            gradebook.update_or_create_student(student)
+        return {lesson: gradebook.find_assignment(lesson).max_score for lesson in lessons}
+
+
+def grade_one(course_root: str, student: str, lesson: str, overrides: Config) -> SubmissionResult:
+    """Autograde one submission; a crash of the grader itself becomes a result that needs a person."""
+    try:
+        return grading.autograde(lesson, Path(course_root), [student], overrides)[0]
+    except GradingError:
+        raise
+    except Exception as error:  # the grader broke on this submission: report it, grade the others
+        return SubmissionResult(student, lesson, GRADER_FAILED, None, 0.0, f"{type(error).__name__}: {error}"[:300])
+
+
+def _worker_init(threads: int) -> None:
+    # Kernels inherit this: jobs x threads stays within the cores instead of oversubscribing them.
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+
+
+def results_path(course_root: Path, lesson: str, student: str) -> Path:
+    return course_root / "grading" / "results" / lesson / f"{student}.json"
+
+
+def save_result(course_root: Path, result: SubmissionResult) -> None:
+    path = results_path(course_root, result.lesson, result.student)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(dataclasses.asdict(result), indent=1))
+
+
+def load_results(course_root: Path) -> dict[tuple[str, str], dict]:
+    """{(student, lesson): saved result} of every submission graded on this machine."""
+    return {(d["student"], d["lesson"]): d for d in
+            (json.loads(p.read_text()) for p in sorted((course_root / "grading" / "results").glob("*/*.json")))}
+
+
+def grade_class(
+    course_root: Path,
+    lessons: list[str] | None = None,
+    *,
+    jobs: int | None = None,
+    shard: tuple[int, int] | None = None,
+    students: list[str] | None = None,
+    db_url: str | None = None,
+    overrides: Config | None = None,
+    progress: bool = True,
+) -> list[SubmissionResult]:
+    """Autograde every submission of ``lessons`` (default: all) in ``jobs`` processes.
+
+    Steps:
+        1. List the submissions of this shard, lesson by lesson.
+        2. Put the lessons and learners in the gradebook (one writer).
+        3. Grade: in this process when ``jobs`` is 1, else in a pool of ``jobs``
+           worker processes, never more jobs in flight than workers so that the
+           progress bar names the learners and lessons being graded now.
+        4. Save each result next to the gradebook, return them in the serial order.
+
+    Raises:
+        GradingError: ``helpers`` could not be imported (every score would be 0);
+            the remaining jobs are cancelled.
+    """
+    course_root = Path(course_root).resolve()
+    lessons = lessons or grading.lessons(course_root)
+    jobs = jobs or default_jobs()
+    config = Config(overrides or Config())
+    config.CourseDirectory.db_url = gradebook_url(course_root, db_url)
+    todo = submissions(course_root, lessons, shard, students)
+    max_scores = prepare_gradebook(course_root, lessons, sorted({s for s, _ in todo}), config)
+    results: dict[tuple[str, str], SubmissionResult] = {}
+    bar = tqdm(total=len(todo), desc="grading", unit="submission", disable=not progress, file=sys.stderr)
+
+    def finish(job: tuple[str, str], result: SubmissionResult) -> None:
+        if result.status == GRADER_FAILED:
+            result = dataclasses.replace(result, max_score=max_scores.get(job[1], 0.0))
+        results[job] = result
+        save_result(course_root, result)
+        bar.update()
+
+    try:
+        if jobs == 1:
+            for student, lesson in todo:
+                bar.set_postfix_str(f"learner {student}, lesson {lesson}")
+                finish((student, lesson), grade_one(str(course_root), student, lesson, config))
+        else:
+            threads = max(1, default_jobs() // jobs)
+            pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                                       initializer=_worker_init, initargs=(threads,))
+            with pool:
+                pending, running = list(reversed(todo)), {}
+                while pending or running:
+                    while pending and len(running) < jobs:
+                        job = pending.pop()
+                        running[pool.submit(grade_one, str(course_root), *job, config)] = job
+                    bar.set_postfix_str("; ".join(f"learner {s}, lesson {lesson}" for s, lesson in running.values()))
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        finish(running.pop(future), _result(future, pool, running))
+    finally:
+        bar.close()
+    return [results[job] for job in todo]
+
+
+def _result(future: Future, pool: ProcessPoolExecutor, running: dict) -> SubmissionResult:
+    try:
+        return future.result()
+    except GradingError:
+        for other in running:
+            other.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m helpers.classroom")
+    sub = parser.add_subparsers(dest="command", required=True)
+    grade = sub.add_parser("grade", help="autograde grading/submitted/*/<lesson> in parallel")
+    grade.add_argument("lessons", nargs="*")
+    grade.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: one per core)")
+    grade.add_argument("--shard", type=parse_shard, help="grade only shard i of n, e.g. 2/3 (one per machine)")
+    grade.add_argument("--db-url", help="gradebook, e.g. postgresql://user@host/gradebook (default: nbgrader_config.py's)")
+    grade.add_argument("--timeout", type=int, help="seconds a cell may run (default: nbgrader_config.py's)")
+    grade.add_argument("--students", nargs="+", help="grade only these learners")
+    setup = sub.add_parser("setup", help="add the lessons to the gradebook (run once before the shards start)")
+    setup.add_argument("lessons", nargs="*")
+    setup.add_argument("--db-url")
+    report = sub.add_parser("report", help="write the class report (HTML, PNG figures, CSV)")
+    report.add_argument("lessons", nargs="*")
+    report.add_argument("--db-url")
+    report.add_argument("--out", type=Path, help="folder for the report (default: grading/report)")
+    args = parser.parse_args(argv)
+    root = Path.cwd()
+    if not (root / "nbgrader_config.py").exists():
+        print("error: run this from the course root (where nbgrader_config.py is)", file=sys.stderr)
+        return 2
+    lessons = args.lessons or grading.lessons(root)
+    try:
+        if args.command == "setup":
+            config = Config()
+            config.CourseDirectory.db_url = gradebook_url(root, args.db_url)
+            prepare_gradebook(root, lessons, [], config)
+            print(f"gradebook has {len(lessons)} lesson(s): {', '.join(lessons)}")
+            return 0
+        if args.command == "report":
+            from helpers.classroom import report as class_report
+
+            written = class_report.write_report(root, lessons, db_url=args.db_url, out=args.out)
+            print(f"class report: {written}")
+            return 0
+        overrides = Config()
+        if args.timeout:
+            overrides.Execute.timeout = args.timeout
+        results = grade_class(root, lessons, jobs=args.jobs, shard=args.shard, students=args.students,
+                              db_url=args.db_url, overrides=overrides)
+    except GradingError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(grading.format_table(results))
+    attention = [r for r in results if r.needs_attention]
+    if attention:
+        print(f"\n{len(attention)} submission(s) need a person to look at them (not graded as 0).")
+    return 1 if attention else 0
