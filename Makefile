@@ -8,10 +8,12 @@ FIXTURE := .cache/course-data
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help lab test release solutions grade report bench bench-class fixture clean
+.PHONY: help lab instructor progress test release solutions grade report bench bench-class fixture clean
 
 help:
 	@echo "make lab        open JupyterLab on the course (learners start here)"
+	@echo "make progress   which exercises of every lesson pass, fail or wait for you, with points"
+	@echo "make instructor open JupyterLab with nbgrader's Formgrader on the course (instructors)"
 	@echo "make test       run the whole test suite offline"
 	@echo "make solutions  rebuild and execute solutions/*/*.ipynb from their .pct.py sources [LESSONS=...]"
 	@echo "make release    regenerate notebooks/ from solutions/ with nbgrader [LESSONS=...]"
@@ -35,8 +37,20 @@ fixture: $(FIXTURE)/MNIST/raw/t10k-labels-idx1-ubyte
 # Jupyter refuses to run as root unless told to (containers often run as root).
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 
+# Each mode adds its Jupyter config folder (jupyter-config/<mode>: JupyterLab's page_config.json and
+# the server extensions to load) in front of the usual ones. Learners get Validate and none of
+# nbgrader's instructor tools; neither mode asks about Jupyter news. binder/start uses the learner one.
+lab_config = JUPYTER_CONFIG_PATH=$(abspath jupyter-config/$(1))$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH))
+
 lab: $(BIN)/.installed
-	$(BIN)/jupyter lab --notebook-dir=. $(LAB_ARGS) notebooks/00_start_here/00_start_here.ipynb
+	$(call lab_config,learner) $(BIN)/jupyter lab --notebook-dir=. $(LAB_ARGS) notebooks/00_start_here/00_start_here.ipynb
+
+# The Formgrader is under Nbgrader > Formgrader (or at /formgrader).
+instructor: $(BIN)/.installed
+	$(call lab_config,instructor) $(BIN)/jupyter lab --notebook-dir=. $(LAB_ARGS)
+
+progress: $(BIN)/.installed
+	$(BIN)/python -m helpers.progress $(LESSONS)
 
 test: $(BIN)/.installed fixture
 	COURSE_DATA=$(abspath $(FIXTURE)) $(BIN)/python -m pytest tests solutions --nbval --nbval-current-env

@@ -1,23 +1,73 @@
 """nbgrader configuration for the course (run nbgrader from the repository root).
 
 solutions/  instructor source (solutions + hidden tests)    nbgrader "source"
-notebooks/  learner version, generated and committed         nbgrader "release"
-grading/    submissions, autograded copies, feedback, gradebook (git-ignored)
+notebooks/  learner version, generated and committed         published from nbgrader's "release"
+grading/    release, submissions, autograded copies, feedback, gradebook, exchange (git-ignored)
 """
 
+import filecmp
+import os
+import shutil
+import sys
+from pathlib import Path
+
 c = get_config()  # noqa: F821 - provided by nbgrader
+
+COURSE = Path(__file__).resolve().parent
+GRADING = COURSE / "grading"
+# nbgrader does not create its gradebook's folder, and a fresh clone has no grading/: every
+# command (and the Formgrader) would fail with "There was an error accessing the nbgrader database".
+GRADING.mkdir(exist_ok=True)
+# nbgrader sets up the gradebook by running the `alembic` command: find the one installed
+# next to nbgrader's Python even when its virtual environment is not activated.
+if str(Path(sys.executable).parent) not in os.environ.get("PATH", "").split(os.pathsep):
+    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 c.CourseDirectory.course_id = "pytorch-course"
 c.CourseDirectory.root = "."
 c.CourseDirectory.source_directory = "solutions"
-c.CourseDirectory.release_directory = "notebooks"
+# nbgrader generates each lesson into grading/release/, and only a generation that succeeded
+# replaces notebooks/<lesson>/: nbgrader deletes its output folder before converting (with
+# --force, or when the source is newer) and again when converting fails, which must never
+# cost the committed learner notebooks.
+c.CourseDirectory.release_directory = "grading/release"
 c.CourseDirectory.submitted_directory = "grading/submitted"
 c.CourseDirectory.autograded_directory = "grading/autograded"
 c.CourseDirectory.feedback_directory = "grading/feedback"
-c.CourseDirectory.db_url = "sqlite:///grading/gradebook.db"
+c.CourseDirectory.db_url = f"sqlite:///{GRADING / 'gradebook.db'}"
+# Formgrader's "release" and `nbgrader release_assignment` copy to an exchange; this course's
+# lives in grading/ (on a shared JupyterHub, point it at the hub's exchange instead).
+c.Exchange.root = str(GRADING / "exchange")
 # Lesson sources (.pct.py) build solutions/*.ipynb; learners never need them.
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.pct.py", "runs", "checkpoints"]
 
 # A learner's cell may run at most this long when autograded (infinite loops end here).
 c.Execute.timeout = 120
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+
+
+def publish_release(assignment: str, student: str, notebooks: list[str]) -> None:
+    """After nbgrader generated a lesson into grading/release/, copy what changed over notebooks/<lesson>/."""
+    for lesson in sorted({Path(nb).parent.name for nb in notebooks}):
+        staged = GRADING / "release" / lesson
+        for file in sorted(f for f in staged.rglob("*") if f.is_file()):
+            published = COURSE / "notebooks" / lesson / file.relative_to(staged)
+            if not (published.exists() and filecmp.cmp(file, published, shallow=False)):
+                published.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(file, published)
+
+
+def stage_committed_release() -> None:
+    """Give nbgrader the committed notebooks/ as its release where grading/release/ lacks or predates them.
+
+    So that `nbgrader release_assignment` (and the Formgrader's release) works on a fresh clone.
+    """
+    for notebook in (COURSE / "notebooks").glob("*/*.ipynb"):
+        staged = GRADING / "release" / notebook.parent.name / notebook.name
+        if not staged.exists() or staged.stat().st_mtime < notebook.stat().st_mtime:
+            staged.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(notebook, staged)
+
+
+c.GenerateAssignment.post_convert_hook = publish_release
+stage_committed_release()

@@ -45,9 +45,11 @@ def test_environment_yml_matches_pyproject():
 
 
 def test_binder_matches_pyproject_with_cpu_torch():
+    """Binder installs what learners need: pyproject's dependencies, none of its test or grading extras."""
     conda, pip = conda_env(REPO_ROOT / "binder" / "environment.yml")
     assert "python=3.11" in conda
-    assert pins(pip) == pyproject_pins()
+    learner_pins = pins(tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["dependencies"])
+    assert pins(pip) == learner_pins
     assert any("download.pytorch.org/whl/cpu" in line for line in pip), "Binder must use the CPU-only torch wheels"
 
 

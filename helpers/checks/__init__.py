@@ -25,8 +25,12 @@ Graded cells call the same check with extra, hidden ``inputs``.
 
 from __future__ import annotations
 
+import linecache
 import math
+import traceback
 from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
 from typing import Any, Callable, Iterable, Sequence
 
 import torch
@@ -49,8 +53,70 @@ __all__ = [
 ]
 
 
+_HELPERS = Path(__file__).resolve().parent.parent  # the helpers package folder
+_RED, _BOLD, _RESET = "\x1b[31m", "\x1b[1m", "\x1b[0m"
+
+
 class CheckError(AssertionError):
-    """A learner's answer is wrong; the message says how and what to try."""
+    """A learner's answer is wrong; the message says how and what to try.
+
+    In a notebook it shows as one short red message that names the exercise and
+    the mistake, not as a traceback through helpers/: IPython renders an exception
+    through its ``_render_traceback_`` method when it has one. When the learner's
+    own code raised (the CheckError's ``__cause__``), the lines of the learner's
+    cells it went through follow. It is still an exception: the cell fails, a
+    graded cell scores 0, and the output's ``ename`` is ``CheckError``.
+    """
+
+    def exercise(self) -> str | None:
+        """The exercise checked: ``name`` of the ``check_<name>`` in helpers.checks that raised this."""
+        for frame, _ in traceback.walk_tb(self.__traceback__):
+            code = frame.f_code
+            if code.co_name.startswith("check_") and _in_helpers(code.co_filename):
+                return code.co_name.removeprefix("check_")
+        return None
+
+    def headline(self) -> str:
+        """The one line a learner sees: the exercise (unless the message starts with it) and the mistake."""
+        message, exercise = str(self), self.exercise()
+        named = exercise is None or message.startswith(exercise)
+        return f"✘ {message}" if named else f"✘ {exercise}: {message}"
+
+    def _render_traceback_(self) -> list[str]:
+        lines = [f"{_RED}{_BOLD}{self.headline()}{_RESET}"]
+        cause = self.__cause__
+        frames = _cell_frames(cause.__traceback__) if cause is not None else []
+        if frames:
+            lines.append(f"{_RED}your code raised {type(cause).__name__} here:{_RESET}")
+            lines += frames
+        return lines
+
+
+def _in_helpers(filename: str) -> bool:
+    try:
+        return Path(filename).resolve().is_relative_to(_HELPERS)
+    except (OSError, ValueError):
+        return False
+
+
+def _cell_frames(tb: TracebackType | None) -> list[str]:
+    """"Cell In[N], line L, in f" and the line itself, for each frame of ``tb`` in a notebook cell."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return []
+    shell = get_ipython()
+    if shell is None:
+        return []
+    shown = []
+    for frame, line_number in traceback.walk_tb(tb):
+        filename = frame.f_code.co_filename
+        cell = shell.compile.format_code_name(filename)  # None unless the file is a notebook cell
+        if cell is None:
+            continue
+        line = linecache.getline(filename, line_number).strip()
+        shown.append(f"  {cell[0]} {cell[1]}, line {line_number}, in {frame.f_code.co_name}\n      {line}")
+    return shown
 
 
 @dataclass(frozen=True)
