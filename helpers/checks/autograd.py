@@ -16,7 +16,8 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
-from helpers.checks import CheckError, Mistake, call, describe, expect, expect_close, expect_tensor, passed, same_tensor
+from helpers.checks import (CheckError, Mistake, call, call_unchanged, describe, expect, expect_close, expect_tensor, passed,
+                           same_tensor)
 from helpers.reference import autograd as ref
 
 # The learning rate the notebook itself uses for the line fits; the checks use
@@ -54,13 +55,17 @@ KNOWN_ERRORS = [
 ]
 
 
-def _run(fn: Callable[..., Any], *args: Any) -> Any:
-    """``call(fn, *args)``, adding advice when the crash is one of the lesson's known mistakes."""
+def _run(fn: Callable[..., Any], *args: Any, unchanged: bool = True) -> Any:
+    """``call_unchanged(fn, *args)`` (or ``call`` when not ``unchanged``), adding advice for known crashes.
+
+    Pass the caller's own tensors: a function that calls requires_grad_() on its
+    input, or updates it in place, is told so.
+    """
     try:
         with warnings.catch_warnings():
             # learners' mistakes (.grad of a non-leaf, float32 gradcheck) warn; the check explains instead
             warnings.simplefilter("ignore")
-            return call(fn, *args)
+            return (call_unchanged if unchanged else call)(fn, *args)
     except CheckError as error:
         cause = str(error.__cause__ or "")
         advice = next((tip for pattern, tip in KNOWN_ERRORS if pattern in cause), None)
@@ -101,8 +106,8 @@ def check_mean_square_grad(fn: Callable[[torch.Tensor], torch.Tensor],
     inputs = inputs if inputs is not None else [torch.ones(2, 2), torch.tensor([-2.0, 0.0, 1.5]), _randn(3, 4)]
     for x in inputs:
         n = x.numel()
-        got = _run(fn, x.clone())
-        expect_tensor(got, ref.mean_square_grad(x), what=f"mean_square_grad(x of shape {list(x.shape)})",
+        got = _run(fn, x)
+        expect_tensor(got, ref.mean_square_grad(x), what=f"mean_square_grad(x of shape {list(x.shape)})", given=x,
                       mistakes=[Mistake("you returned out itself (one number); return the gradient, x.grad",
                                         matches=lambda g: isinstance(g, torch.Tensor) and g.dim() == 0 and n > 1),
                                 Mistake("that is the gradient of the sum, not the mean: out = mean(...) divides "
@@ -137,7 +142,7 @@ def check_vector_jacobian_product(
     inputs = inputs if inputs is not None else _vjp_examples()
     for f, x, v in inputs:
         name = getattr(f, "__name__", "f")
-        got = _run(fn, f, x.clone(), v.clone())
+        got = _run(fn, f, x, v)
         expect_tensor(got, ref.vector_jacobian_product(f, x, v),
                       what=f"vector_jacobian_product({name}, x of shape {list(x.shape)}, v of shape {list(v.shape)})",
                       mistakes=[Mistake("you backpropagated as if v were all ones (f(x).sum().backward()); "
@@ -177,7 +182,7 @@ def check_per_batch_grads(fn: Callable, inputs: Sequence[tuple[torch.Tensor, lis
                 f"{', w arriving with a leftover gradient' if w.grad is not None else ''})")
         expected = ref.per_batch_grads(_copy_w(w), batches)
         learner_w = _copy_w(w)
-        got = _run(fn, learner_w, [(x.clone(), y.clone()) for x, y in batches])
+        got = _run(fn, learner_w, batches)
         expect(isinstance(got, (list, tuple)), f"{what} should return a list of tensors, not {describe(got)}")
         expect(len(got) == len(batches), f"{what} returned {len(got)} gradients; return one per batch ({len(batches)})")
         odd = [g for g in got if not isinstance(g, torch.Tensor)]
@@ -268,7 +273,7 @@ def check_fit_line_by_hand(fn: Callable, inputs: Sequence[tuple[torch.Tensor, to
     inputs = inputs if inputs is not None else _line_examples()
     for x, y, lr, steps in inputs:
         what = f"fit_line_by_hand(x, y, lr={lr}, steps={steps})"
-        got = _run(fn, x.clone(), y.clone(), lr, steps)
+        got = _run(fn, x, y, lr, steps)
         expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{what} should return a pair (w, b), not {describe(got)}")
         _expect_float_pair(got, ref.fit_line_by_hand(x, y, lr, steps), what,
                            _fit_line_mistakes(x, y, lr, steps, _fit_by_hand_variant,
@@ -309,7 +314,7 @@ def check_fit_line_with_sgd(fn: Callable, inputs: Sequence[tuple[torch.Tensor, t
     inputs = inputs if inputs is not None else _line_examples()
     for x, y, lr, steps in inputs:
         what = f"fit_line_with_sgd(x, y, lr={lr}, steps={steps})"
-        got = _run(fn, x.clone(), y.clone(), lr, steps)
+        got = _run(fn, x, y, lr, steps)
         _check_sgd_result(got, what)
         mistakes = _fit_line_mistakes(x, y, lr, steps, _sgd_params,
                                       "Call optimizer.zero_grad() at the start of every step")
@@ -326,7 +331,7 @@ def check_loss_log(fn: Callable, inputs: Sequence[tuple[torch.Tensor, torch.Tens
     inputs = inputs if inputs is not None else _line_examples()
     for x, y, lr, steps in inputs:
         what = f"the losses from fit_line_with_sgd(x, y, lr={lr}, steps={steps})"
-        got = _run(fn, x.clone(), y.clone(), lr, steps)
+        got = _run(fn, x, y, lr, steps)
         _check_sgd_result(got, what.replace("the losses from ", ""))
         losses = got[2]
         expect(isinstance(losses, list), f"{what} should be a list, not {describe(losses)}")
@@ -375,7 +380,7 @@ def check_accuracy(fn: Callable, inputs: Sequence[tuple[nn.Module, torch.Tensor,
         what = f"accuracy(model, images of shape {list(images.shape)}, labels)"
         with torch.no_grad():
             correct = (model(images).argmax(dim=1) == labels).sum().item()
-        got = _run(fn, model, images.clone(), labels.clone())
+        got = _run(fn, model, images.clone(), labels.clone(), unchanged=False)
         torch.set_grad_enabled(True)  # in case the learner switched it off globally (check_accuracy_no_graph says so)
         expect_close(got, ref.accuracy(model, images, labels), what=what, mistakes=[
             Mistake(f"you returned the number of correct predictions ({correct}); divide by the number of images "
@@ -398,7 +403,7 @@ def check_accuracy_no_graph(fn: Callable, inputs: Sequence[tuple[nn.Module, torc
         flags = [p.requires_grad for p in model.parameters()]
         try:
             torch.set_grad_enabled(True)
-            _run(fn, model, images.clone(), labels.clone())
+            _run(fn, model, images.clone(), labels.clone(), unchanged=False)
             still_on = torch.is_grad_enabled()
         finally:
             torch.set_grad_enabled(True)
@@ -424,14 +429,16 @@ def check_accuracy_no_graph(fn: Callable, inputs: Sequence[tuple[nn.Module, torc
 
 def _softplus_examples() -> list[tuple[torch.Tensor, torch.Tensor]]:
     return [(torch.linspace(-3, 3, 7, dtype=torch.float64), _randn(7, seed=90, dtype=torch.float64)),
-            (_randn(2, 3, seed=91, dtype=torch.float64), _randn(2, 3, seed=92, dtype=torch.float64))]
+            (_randn(2, 3, seed=91, dtype=torch.float64), _randn(2, 3, seed=92, dtype=torch.float64)),
+            # large |x|: a formula with exp(x) overflows there (exp(800) is inf even in float64)
+            (torch.tensor([-800.0, -30.0, 0.0, 30.0, 800.0], dtype=torch.float64), torch.ones(5, dtype=torch.float64))]
 
 
 def check_softplus_backward(fn: Callable, inputs: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None) -> None:
     inputs = inputs if inputs is not None else _softplus_examples()
     for x, grad_output in inputs:
-        got = _run(fn, x.clone(), grad_output.clone())
-        expect_tensor(got, ref.softplus_backward(x, grad_output),
+        got = _run(fn, x, grad_output)
+        expect_tensor(got, ref.softplus_backward(x, grad_output), given=x,
                       what=f"softplus_backward(x of shape {list(x.shape)}, grad_output)", mistakes=[
                           Mistake("you forgot the chain rule: multiply the local derivative by grad_output",
                                   lambda: torch.sigmoid(x)),
@@ -477,7 +484,7 @@ def check_gradients_are_correct(fn: Callable, inputs: Sequence[tuple[Callable, t
     inputs = inputs if inputs is not None else _gradcheck_examples()
     for index, (f, x, correct) in enumerate(inputs):
         what = f"gradients_are_correct(f, x of dtype {x.dtype}) for example {index}"
-        got = _run(fn, f, x.clone())
+        got = _run(fn, f, x)
         expect(isinstance(got, bool), f"{what} should return True or False, not {describe(got)}")
         if got == correct:
             continue

@@ -23,6 +23,7 @@
 # %% locked="setup"
 import os
 import warnings
+import weakref
 
 import matplotlib.pyplot as plt
 import torch
@@ -318,6 +319,7 @@ check.check_per_batch_grads_leftover(per_batch_grads, inputs=[
 # | `t.detach()` | a tensor sharing `t`'s memory, cut off from the graph | logging, plotting, `.numpy()` |
 # | `t.requires_grad_(flag)` | switches recording on or off for the tensor `t` itself | freezing some parameters |
 # | `with torch.inference_mode():` | like `no_grad`, a little faster; its results can never join a graph later | pure inference |
+# | `with torch.set_grad_enabled(flag):` | records if `flag` is True, like `no_grad` if False | one function that trains or evaluates |
 
 # %%
 w = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
@@ -332,6 +334,11 @@ def predict(t: torch.Tensor) -> torch.Tensor:
 
 
 print("decorated:", predict(torch.ones(3)).requires_grad)
+
+for training in (True, False):
+    with torch.set_grad_enabled(training):  # the switch with an argument
+        print(f"set_grad_enabled({training}):", (w * 2).requires_grad)
+print("after the blocks, recording is back on:", torch.is_grad_enabled())
 
 tracked = w * 2
 cut = tracked.detach()
@@ -597,42 +604,67 @@ def train_epoch(keep_tensors: bool) -> list:
     return log
 
 
-first_epoch = train_epoch(keep_tensors=False)
-second_epoch = train_epoch(keep_tensors=True)
-print("logged with .item():", type(first_epoch[0]).__name__, "| logged as tensors:", second_epoch[0])
-
 # %% [markdown]
-# To see what those lists keep alive, `graph_report` walks the graph from each
-# tensor and adds up what its nodes still hold. Autograd nodes expose the
-# tensors they saved for backward as attributes named `_saved_...`; once
-# `backward()` has freed them, reading them raises an error. Memory that exists
-# anyway (the parameters, the dataset) is left out.
+# To see what such lists keep alive, we count two things. The graph nodes: walk
+# from each kept tensor's `grad_fn` through `next_functions` (both public). And
+# the memory the graphs still hold: `torch.autograd.graph.saved_tensors_hooks`
+# lets you see every tensor autograd saves for the backward pass as it is saved
+# (its `pack` function receives it, and whatever `pack` returns is what the graph
+# keeps). `SavedTensors` keeps a weak reference to each one, so it can tell later
+# which are still alive: `backward()`, or dropping the graph, frees them. Memory
+# that exists anyway (the parameters, the dataset) is left out.
 
 # %%
-def graph_report(tensors: list, owned: list[torch.Tensor]) -> tuple[int, int]:
-    """(graph nodes reachable from ``tensors``, bytes those nodes saved and still hold).
+class _Saved:
+    """What the graph keeps instead of a saved tensor: the tensor, in a box we can weakly reference."""
 
-    Steps: 1. collect every node by walking next_functions from each grad_fn;
-    2. read each node's saved tensors, skipping freed ones and memory in ``owned``;
-    3. add up the bytes, counting each block of memory once.
-    """
+    __slots__ = ("tensor", "__weakref__")
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.tensor = tensor
+
+
+class SavedTensors:
+    """Inside ``with SavedTensors() as saved:``, records every tensor autograd saves for backward."""
+
+    def __init__(self) -> None:
+        self.boxes: list[weakref.ref] = []
+
+    def pack(self, tensor: torch.Tensor) -> _Saved:
+        # detach(): the same memory without the tensor's own grad_fn, which would otherwise
+        # refer back to this box and keep the graph alive in a reference cycle
+        box = _Saved(tensor.detach())
+        self.boxes.append(weakref.ref(box))
+        return box
+
+    def __enter__(self) -> "SavedTensors":
+        self.hooks = torch.autograd.graph.saved_tensors_hooks(self.pack, lambda box: box.tensor)
+        self.hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.hooks.__exit__(*exc)
+
+    def bytes_held(self, owned: list[torch.Tensor]) -> int:
+        """Bytes of the saved tensors some graph still holds, each block of memory once, ``owned`` left out."""
+        skip = {t.untyped_storage().data_ptr() for t in owned}
+        held = {}
+        for ref in self.boxes:
+            box = ref()  # None once the graph that held it was freed
+            if box is not None and box.tensor.untyped_storage().data_ptr() not in skip:
+                held[box.tensor.untyped_storage().data_ptr()] = box.tensor.untyped_storage().nbytes()
+        return sum(held.values())
+
+
+def graph_nodes(tensors: list) -> int:
+    """The number of graph nodes reachable from the ``grad_fn`` of each tensor in ``tensors``."""
     nodes, todo = set(), [t.grad_fn for t in tensors if isinstance(t, torch.Tensor)]
     while todo:
         node = todo.pop()
         if node is not None and node not in nodes:
             nodes.add(node)
             todo.extend(parent for parent, _ in node.next_functions)
-    skip = {t.untyped_storage().data_ptr() for t in owned}
-    held = {}
-    for node in nodes:
-        for name in (n for n in dir(node) if n.startswith("_saved_")):
-            try:
-                value = getattr(node, name)
-            except RuntimeError:  # freed by backward()
-                continue
-            if isinstance(value, torch.Tensor) and value.untyped_storage().data_ptr() not in skip:
-                held[value.untyped_storage().data_ptr()] = value.untyped_storage().nbytes()
-    return len(nodes), sum(held.values())
+    return len(nodes)
 
 
 OWNED = [*model.parameters(), train_images, train_labels, test_images, test_labels]
@@ -641,18 +673,25 @@ OWNED = [*model.parameters(), train_images, train_labels, test_images, test_labe
 def validation_losses(record: bool) -> list[torch.Tensor]:
     """The loss of every test batch, computed with recording on or off; the tensors are kept."""
     losses = []
-    with torch.set_grad_enabled(record):
+    with torch.set_grad_enabled(record):  # no_grad() when record is False, a no-op when True
         for start in range(0, N_TEST, BATCH):
             losses.append(loss_fn(model(test_images[start:start + BATCH]), test_labels[start:start + BATCH]))
     return losses
 
 
-for what, kept in [("training, loss.item()", first_epoch),
-                   ("training, loss tensors", second_epoch),
-                   ("validation, loss tensors, recording on", validation_losses(record=True)),
-                   ("validation, loss tensors, under no_grad", validation_losses(record=False))]:
-    nodes, held = graph_report(kept, OWNED)
-    print(f"{what:42} {len(kept):3} values keep {nodes:4} graph nodes and {held / 1024:7.1f} KiB of saved tensors")
+runs = {"training, loss.item()": lambda: train_epoch(keep_tensors=False),
+        "training, loss tensors": lambda: train_epoch(keep_tensors=True),
+        "validation, loss tensors, recording on": lambda: validation_losses(record=True),
+        "validation, loss tensors, under no_grad": lambda: validation_losses(record=False)}
+logs = {}
+for what, run in runs.items():
+    with SavedTensors() as saved:
+        logs[what] = kept = run()
+    held = saved.bytes_held(OWNED)
+    print(f"{what:42} {len(kept):3} values keep {graph_nodes(kept):4} graph nodes and "
+          f"{held / 1024:7.1f} KiB of saved tensors")
+first_epoch, second_epoch = logs["training, loss.item()"], logs["training, loss tensors"]
+print("logged with .item():", type(first_epoch[0]).__name__, "| logged as tensors:", second_epoch[0])
 
 # %% [markdown]
 # Read the table from the top:
@@ -684,11 +723,12 @@ fig = plot_curves({"training loss": first_epoch + [t.item() for t in second_epoc
 # graph was already built during the forward pass.
 
 # %%
-logits = model(test_images)
-print("recording on :", graph_report([logits], OWNED)[1] // 1024, "KiB saved for a backward that never comes")
-with torch.no_grad():
+with SavedTensors() as saved:
     logits = model(test_images)
-print("under no_grad:", graph_report([logits], OWNED)[1] // 1024, "KiB; requires_grad =", logits.requires_grad)
+print("recording on :", saved.bytes_held(OWNED) // 1024, "KiB saved for a backward that never comes")
+with SavedTensors() as saved, torch.no_grad():
+    logits = model(test_images)
+print("under no_grad:", saved.bytes_held(OWNED) // 1024, "KiB; requires_grad =", logits.requires_grad)
 
 # %% [markdown]
 # ### Exercise 6 (2 points: 1 for the value, 1 for building no graph): accuracy
@@ -696,8 +736,13 @@ print("under no_grad:", graph_report([logits], OWNED)[1] // 1024, "KiB; requires
 # Write `accuracy(model, images, labels)` that returns the fraction (between 0 and
 # 1) of `images` whose highest-scoring class (`argmax` over dimension 1 of the
 # model's output) equals the label, as a Python float. The forward pass must run
-# under `torch.no_grad()` (or `torch.inference_mode()`), and must not change
-# anything about the model or about autograd that outlives the call.
+# under `torch.no_grad()` (or `torch.inference_mode()`), and the call must not
+# change the model's parameters (nor their `requires_grad`) or autograd's global
+# state (`torch.set_grad_enabled(False)` as a plain call would leave recording
+# off for the rest of the program). The model here has no dropout, so its
+# train/eval mode does not matter yet; lesson 04 adds the rule for it: a function
+# that predicts calls `model.eval()` and leaves the model in eval mode, and code
+# that trains calls `model.train()` first.
 
 # %% solution="ex_accuracy"
 def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> float:
@@ -905,8 +950,15 @@ for warning in caught:
         print("created by:", forward_line(str(warning.message)))
 
 # %% [markdown]
-# The culprit is the square root at 0 (its gradient is infinite); a common fix is
-# a small `eps` inside it, `torch.sqrt(squares.sum() + 1e-12)`.
+# The error names `PowBackward0`, the backward of `** 2`, not the square root:
+# backward runs from the output towards the inputs, and the square root's
+# backward, first, produces `inf` (its derivative at 0), which anomaly detection
+# does not flag. The next step, the backward of `(a - b) ** 2`, multiplies that
+# `inf` by `2 * (a - b) = 0`, and `inf * 0` is the first NaN. So the node named
+# is where the NaN first appeared; the forward line quoted with it (the whole
+# expression here) and the operation just before it in backward order, the
+# square root at 0, are where to look. A common fix is a small `eps` inside it,
+# `torch.sqrt(squares.sum() + 1e-12)`.
 #
 # ### The profiler: where does the time go?
 #

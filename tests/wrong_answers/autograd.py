@@ -301,6 +301,55 @@ def gradcheck_always_true(fn, x):
     return True
 
 
+# ---------------------------------------------------------------- issue 12: whole classes of mistakes
+
+
+def mean_square_grad_on_input(x):
+    x.requires_grad_()  # the mistake: switches recording on for the caller's tensor
+    torch.mean(3 * (x + 2) ** 2).backward()
+    return x.grad
+
+
+def mean_square_grad_by_rows(x):
+    return 6 * (x + 2) / x.shape[0]  # divides by the number of rows, not of elements
+
+
+def vjp_on_input(f, x, v):
+    x.requires_grad_()
+    f(x).backward(gradient=v)
+    return x.grad
+
+
+def per_batch_scales_inputs(w, batches):
+    grads = []
+    for x, y in batches:
+        x /= x.abs().max()  # "normalising" the caller's batch in place
+        w.grad = None
+        ((x @ w - y) ** 2).mean().backward()
+        grads.append(w.grad.clone())
+    return grads
+
+
+def softplus_by_exp(x, grad_output):
+    return grad_output * torch.exp(x) / (1 + torch.exp(x))  # right, until exp(x) overflows
+
+
+
+def gradcheck_on_callers_tensor(f, x):
+    x.requires_grad_()
+    return torch.autograd.gradcheck(f, (x.double(),), raise_exception=False) if x.dtype == torch.float64 else \
+        torch.autograd.gradcheck(f, (x.detach().double().requires_grad_(),), raise_exception=False)
+
+
+NEW_CASES = [
+    Reject(checks.check_mean_square_grad, mean_square_grad_on_input, "requires_grad was switched on"),
+    Reject(checks.check_mean_square_grad, mean_square_grad_by_rows, "2 times the expected one"),
+    Reject(checks.check_vector_jacobian_product, vjp_on_input, "requires_grad was switched on"),
+    Reject(checks.check_per_batch_grads, per_batch_scales_inputs, "values were overwritten"),
+    Reject(checks.check_softplus_backward, softplus_by_exp, "overflows for inputs this large"),
+    Reject(checks.check_gradients_are_correct, gradcheck_on_callers_tensor, "requires_grad was switched on"),
+]
+
 CASES = [
     Accept(checks.check_mean_square_grad, ref.mean_square_grad),
     Reject(checks.check_mean_square_grad, mean_square_grad_of_sum, "gradient of the sum, not the mean"),
@@ -359,4 +408,4 @@ CASES = [
     Reject(checks.check_gradients_are_correct, gradcheck_raises, "raise_exception=False"),
     Reject(checks.check_gradients_are_correct, gradcheck_no_requires_grad, "must require grad"),
     Reject(checks.check_gradients_are_correct, gradcheck_always_true, "this function's gradients are wrong"),
-]
+] + NEW_CASES
