@@ -514,6 +514,9 @@ def _change(before: Any, after: Any) -> str | None:
         return None
     if kind == "list":
         old, new = before[1], after[1]
+        if len(old) == len(new) and sorted(a[0] for a in old) == sorted(b[0] for b in new) \
+                and any(a[0] != b[0] for a, b in zip(old, new)):
+            return "it was reordered in place (list.sort()?); sorted(...) returns a sorted copy instead"
         if len(old) != len(new) or any(a[0] != b[0] for a, b in zip(old, new)):
             return "items were added, removed or replaced: build and return a new list instead"
         return next((f"item {i} changed: {c}" for i, (a, b) in enumerate(zip(old, new)) if (c := _change(a[1], b[1]))),

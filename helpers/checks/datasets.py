@@ -19,7 +19,8 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader, Dataset, RandomSampler, SequentialSampler, Subset, TensorDataset
 
-from helpers.checks import CheckError, Mistake, call, describe, expect, expect_close, expect_tensor, passed
+from helpers.checks import (CheckError, Mistake, call, call_unchanged, describe, expect, expect_close, expect_tensor,
+                           passed, substitute)
 from helpers.reference import datasets as ref
 
 ClipSpec = tuple[dict[str, np.ndarray], int, Sequence[str]]
@@ -88,8 +89,12 @@ def check_points_dataset(cls: type, inputs: Sequence[tuple[list, list]] | None =
     _expect_class(cls, "PointsDataset")
     checks = 0
     for features, labels in inputs:
-        dataset = call(cls, [list(row) for row in features], list(labels))
+        given_features, given_labels = [list(row) for row in features], list(labels)
+        dataset = call(cls, given_features, given_labels)
         expected = ref.PointsDataset(features, labels)
+        # The caller's lists change after __init__: a dataset that converted them once does not notice;
+        # one that kept the lists (and converts in __getitem__, on every read) does.
+        given_features[0][0], given_labels[0] = 1000.0, 1000
         n, n_features = len(expected), len(features[0])
         got_n = _length(dataset, "dataset")
         if got_n != n:
@@ -105,6 +110,11 @@ def check_points_dataset(cls: type, inputs: Sequence[tuple[list, list]] | None =
             expect(isinstance(item, (tuple, list)) and len(item) == 2,
                    f"dataset[{i}] should be a pair (features, label), but is {describe(item)}")
             x, y = item
+            if i == 0 and ((isinstance(x, torch.Tensor) and x.numel() > 0 and x.flatten()[0].item() == 1000.0)
+                           or (isinstance(y, torch.Tensor) and y.numel() == 1 and y.item() == 1000)):
+                raise CheckError("dataset[0] changed when the caller changed the lists after creating the dataset: "
+                                 "your dataset keeps the Python lists and converts them in __getitem__, again on "
+                                 "every read. Convert both lists to tensors once, in __init__")
             if _not_converted(x) or _not_converted(y):
                 raise CheckError(f"dataset[{i}] holds {type(x).__name__} and {type(y).__name__}, not tensors: "
                                  "you forgot to convert the lists to tensors. Do it once in __init__ with "
@@ -140,9 +150,10 @@ def check_fix_length(fn: Callable[[torch.Tensor, int], torch.Tensor],
               if part == "both" or (part == "crop") == (len(s) >= n)]
     expect(chosen, f"no inputs to test for part={part!r}")
     for signal, length in chosen:
-        got = call(fn, signal.clone(), length)
+        got = call_unchanged(fn, signal, length)
         n = len(signal)
         expect_tensor(got, ref.fix_length(signal, length), what=f"fix_length(signal of {n} samples, {length})",
+                      given=signal if n == length else None,
                       mistakes=[Mistake("you kept the last samples; crop from the start, signal[:length]",
                                         lambda: signal[-length:] if n > length else None),
                                 Mistake("you padded at the start; pad with zeros at the end (right side), "
@@ -192,7 +203,12 @@ def check_clip_dataset(cls: type, inputs: Sequence[ClipSpec] | None = None, part
         with tempfile.TemporaryDirectory(prefix="check-clips-") as tmp:
             folder = Path(tmp)
             _write_clips(folder, clips)
-            dataset = call(cls, folder, length, list(classes))
+            with substitute(cls, fix_length=ref.fix_length):
+                dataset = call(cls, folder, length, list(classes))
+            # Rewrite the first clip after __init__: __getitem__ must load from disk, so it sees the new one.
+            first = sorted(folder.glob("*.npy"))[0]
+            stale = ref.ClipDataset(folder, length, classes)[0][0]
+            np.save(first, -np.load(first))
             expected = ref.ClipDataset(folder, length, classes)
             n = len(expected)
             got_n = _length(dataset, "dataset")
@@ -202,13 +218,19 @@ def check_clip_dataset(cls: type, inputs: Sequence[ClipSpec] | None = None, part
                        if got_n == every else f"the folder holds {n} .npy files")
                 raise CheckError(f"len(dataset) is {got_n}: {why}. __len__ must count exactly the samples "
                                  "__getitem__ can return")
-            items = [_item(dataset, i, n, "dataset") for i in range(n)]
+            with substitute(cls, fix_length=ref.fix_length):
+                items = [_item(dataset, i, n, "dataset") for i in range(n)]
             wanted = [expected[i] for i in range(n)]
             names = [path.name for path in expected.files]
             for i, item in enumerate(items):
                 expect(isinstance(item, (tuple, list)) and len(item) == 2,
                        f"dataset[{i}] should be a pair (clip, label), but is {describe(item)}")
                 clip, label = item
+                if i == 0 and isinstance(clip, torch.Tensor) and clip.shape == stale.shape \
+                        and not torch.equal(stale, expected[0][0]) and torch.equal(clip.to(stale.dtype), stale):
+                    raise CheckError(f"dataset[0] is {names[0]} as it was when the dataset was created, not as it is "
+                                     "on disk now: you loaded the clips in __init__. Keep only the file list there "
+                                     "and load clip i in __getitem__, so a dataset larger than memory works")
                 if isinstance(clip, np.ndarray):
                     raise CheckError(f"dataset[{i}] returned a NumPy array: you forgot to convert it to a "
                                      "tensor (torch.from_numpy(array))")
@@ -316,7 +338,7 @@ def check_pad_collate(fn: Callable[[list[torch.Tensor]], tuple[torch.Tensor, tor
     for batch in inputs:
         want_padded, want_lengths = ref.pad_collate(batch)
         shown = [len(s) for s in batch]
-        padded, lengths = _pair(call(fn, [s.clone() for s in batch]), "pad_collate")
+        padded, lengths = _pair(call_unchanged(fn, list(batch)), "pad_collate")
         if part in ("both", "padded"):
             expect_tensor(padded, want_padded, what=f"the padded batch for lengths {shown}",
                           mistakes=_padded_mistakes(batch, want_padded))
@@ -337,7 +359,7 @@ def check_collate_sequences(fn: Callable[[list[tuple[torch.Tensor, int]]], tuple
         sequences = [s for s, _ in batch]
         want_padded, want_lengths, want_labels = ref.collate_sequences(batch)
         shapes = [list(s.shape) for s in sequences]
-        padded, lengths, labels = _pair(call(fn, [(s.clone(), y) for s, y in batch]), "collate_sequences", 3)
+        padded, lengths, labels = _pair(call_unchanged(fn, list(batch)), "collate_sequences", 3)
         expect_tensor(padded, want_padded, what=f"the padded batch for sequences of shapes {shapes}",
                       mistakes=[Mistake("pad_sequence puts time first by default ([longest, batch, ...]); "
                                         "pass batch_first=True", lambda: pad_sequence(sequences)),
@@ -401,15 +423,15 @@ def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
         expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{shown} should return (mean, std), not {describe(got)}")
         mean, std = got
         if part in ("both", "mean"):
-            expect_close(mean, images.mean().item(), what=f"the mean from {shown}",
+            expect_close(mean, images.mean().item(), what=f"the mean from {shown}", python_number=True,
                          mistakes=_stats_mistakes(dataset, batch_size, "mean"))
         if part in ("both", "std"):
             population, sample = images.std(correction=0).item(), images.std(correction=1).item()
-            number = std.item() if isinstance(std, torch.Tensor) and std.numel() == 1 else std
+            number = std
             is_sample_std = (isinstance(number, (int, float)) and not isinstance(number, bool)
                              and math.isclose(number, sample, rel_tol=1e-4, abs_tol=1e-5))
             if not is_sample_std:
-                expect_close(std, population, what=f"the std from {shown}",
+                expect_close(std, population, what=f"the std from {shown}", python_number=True,
                              mistakes=_stats_mistakes(dataset, batch_size, "std"))
     passed(f"mean_std ({part})" if part != "both" else "mean_std", len(inputs))
 
@@ -550,3 +572,46 @@ def check_make_loaders(fn: Callable[..., tuple[DataLoader, DataLoader]],
     finally:
         torch.set_rng_state(rng_state)
     passed(f"make_loaders ({part})" if part != "both" else "make_loaders", len(inputs))
+
+
+# ---------------------------------------------------------------- reading the measurements (self-checks)
+
+def check_choose_num_workers(fn: Callable[[dict], int], inputs: Sequence[dict] | None = None) -> None:
+    inputs = inputs if inputs is not None else [
+        {(0, False): 5200.0, (0, True): 5100.0, (2, False): 3900.0, (2, True): 4000.0},
+        {(0, False): 800.0, (0, True): 820.0, (4, False): 2900.0, (4, True): 3100.0, (8, False): 2500.0},
+    ]
+    for speeds in inputs:
+        shown = f"choose_num_workers({ {k: round(v) for k, v in speeds.items()} })"
+        got = call_unchanged(fn, dict(speeds))
+        want = ref.choose_num_workers(speeds)
+        slowest = min(speeds, key=speeds.get)[0]
+        if isinstance(got, (tuple, list)) and len(got) == 2 and got[0] == want:
+            raise CheckError(f"{shown}: you returned the (num_workers, pin_memory) pair; return num_workers, "
+                             "the first element of the fastest setting's key")
+        if isinstance(got, float) and got in speeds.values():
+            raise CheckError(f"{shown}: you returned a throughput ({got:,.0f} images/s); return the num_workers "
+                             "of the fastest setting (the key with the highest value: max(speeds, key=speeds.get))")
+        expect(isinstance(got, int) and not isinstance(got, bool), f"{shown} should return an int, not {describe(got)}")
+        if got != want and got == slowest:
+            raise CheckError(f"{shown} returned {got}, the num_workers of the slowest setting: the values are "
+                             "images per second, so larger is faster")
+        expect(got == want, f"{shown} returned {got}, but the fastest setting uses num_workers={want}")
+    passed("choose_num_workers", len(inputs))
+
+
+def check_loading_share(fn: Callable[[float, float], float],
+                        inputs: Sequence[tuple[float, float]] | None = None) -> None:
+    inputs = inputs if inputs is not None else [(2.5, 1.5), (0.2, 1.8), (3.0, 3.0)]
+    for load_ms, step_ms in inputs:
+        shown = f"loading_share(load_ms={load_ms}, step_ms={step_ms})"
+        got = call_unchanged(fn, load_ms, step_ms)
+        expect_close(got, ref.loading_share(load_ms, step_ms), what=shown, python_number=True, mistakes=[
+            Mistake("that is the training step's share; the loading share is load / (load + step)",
+                    lambda: step_ms / (load_ms + step_ms)),
+            Mistake("that is load / step, a ratio of the two; the share of the whole is load / (load + step)",
+                    lambda: load_ms / step_ms),
+            Mistake("that is a percentage; return a fraction between 0 and 1",
+                    lambda: 100 * load_ms / (load_ms + step_ms)),
+        ])
+    passed("loading_share", len(inputs))

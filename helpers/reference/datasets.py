@@ -133,3 +133,14 @@ def make_loaders(
                               generator=torch.Generator().manual_seed(seed), pin_memory=pin)
     val_loader = DataLoader(val_set, batch_size=batch_size, shuffle=False, drop_last=False, pin_memory=pin)
     return train_loader, val_loader
+
+
+def choose_num_workers(speeds: dict[tuple[int, bool], float]) -> int:
+    """The ``num_workers`` of the fastest measured setting; ``speeds`` maps (num_workers, pin_memory) to images/s."""
+    workers, _pin = max(speeds, key=speeds.get)
+    return workers
+
+
+def loading_share(load_ms: float, step_ms: float) -> float:
+    """The fraction of a training step's time spent loading its batch: load / (load + step)."""
+    return load_ms / (load_ms + step_ms)

@@ -316,6 +316,104 @@ def loaders_never_pinned(train_set, val_set, batch_size, seed, device):
     return _loaders(train_set, val_set, batch_size, seed, device, pin=False)
 
 
+# ---------------------------------------------------------------- issue 12: whole classes of mistakes
+
+
+class PointsConvertsOnRead(Dataset):
+    """Keeps the caller's lists and converts on every read (the task says: once, in __init__)."""
+
+    def __init__(self, features, labels):
+        self.features, self.labels = features, labels
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __getitem__(self, index):
+        return torch.tensor(self.features[index], dtype=torch.float32), torch.tensor(self.labels[index])
+
+
+class ClipsLoadedUpFront(ref.ClipDataset):
+    """Loads every clip in __init__ (the task says: in __getitem__)."""
+
+    def __init__(self, folder, length, classes):
+        super().__init__(folder, length, classes)
+        self.clips = [torch.from_numpy(np.load(path)).float() for path in self.files]
+
+    def __getitem__(self, index):
+        path = self.files[index]
+        return ref.fix_length(self.clips[index], self.length), self.classes.index(path.stem.split("_")[0])
+
+
+fix_length = fix_length_keep_end  # a learner's wrong fix_length, in the namespace their ClipDataset uses
+
+
+class ClipsOnLearnersFixLength(ref.ClipDataset):
+    """Right in itself; it calls the (wrong) fix_length of its own namespace. Graded with the reference one."""
+
+    def __getitem__(self, index):
+        path = self.files[index]
+        clip = fix_length(torch.from_numpy(np.load(path)).float(), self.length)
+        return clip, self.classes.index(path.stem.split("_")[0])
+
+
+def collate_sorted_in_place(batch):
+    batch.sort(key=lambda pair: len(pair[0]), reverse=True)  # longest first, as pack_padded_sequence likes
+    return ref.collate_sequences(batch)
+
+
+def pad_collate_in_place(batch):
+    longest = max(len(s) for s in batch)
+    for i, s in enumerate(batch):
+        batch[i] = torch.cat([s, s.new_zeros(longest - len(s))])
+    return torch.stack(batch), torch.tensor([len(s) for s in batch])
+
+
+def mean_std_tensors(dataset, batch_size=1000):
+    images = torch.cat([x.double() for x, _ in DataLoader(dataset, batch_size=batch_size)])
+    return images.mean(), images.std(correction=0)
+
+
+def workers_pair(speeds):
+    return max(speeds, key=speeds.get)
+
+
+def workers_slowest(speeds):
+    return min(speeds, key=speeds.get)[0]
+
+
+def workers_best_speed(speeds):
+    return max(speeds.values())
+
+
+def share_of_step(load_ms, step_ms):
+    return step_ms / (load_ms + step_ms)
+
+
+def share_ratio(load_ms, step_ms):
+    return load_ms / step_ms
+
+
+def share_tensor(load_ms, step_ms):
+    return torch.tensor(load_ms / (load_ms + step_ms))
+
+
+NEW_CASES = [
+    Accept(checks.check_choose_num_workers, ref.choose_num_workers),
+    Reject(checks.check_choose_num_workers, workers_pair, "return num_workers"),
+    Reject(checks.check_choose_num_workers, workers_slowest, "slowest setting"),
+    Reject(checks.check_choose_num_workers, workers_best_speed, "you returned a throughput"),
+    Accept(checks.check_loading_share, ref.loading_share),
+    Reject(checks.check_loading_share, share_of_step, "the training step's share"),
+    Reject(checks.check_loading_share, share_ratio, "a ratio of the two"),
+    Reject(checks.check_loading_share, share_tensor, "should be a Python number"),
+    Reject(checks.check_points_dataset, PointsConvertsOnRead, "converts them in __getitem__"),
+    Reject(checks.check_clip_dataset, ClipsLoadedUpFront, "you loaded the clips in __init__"),
+    Accept(checks.check_clip_dataset, ClipsOnLearnersFixLength),
+    Reject(checks.check_collate_sequences, collate_sorted_in_place, "reordered in place"),
+    Reject(checks.check_pad_collate, pad_collate_in_place, "replaced"),
+    Reject(checks.check_mean_std, mean_std_tensors, "should be a Python number"),
+]
+
 CASES = [
     Accept(checks.check_points_dataset, ref.PointsDataset),
     Reject(checks.check_points_dataset, PointsLenOneTooMany, "counts one too many"),
@@ -373,4 +471,4 @@ CASES = [
     Reject(checks.check_make_loaders, loaders_val_drop_last, "5 samples are never evaluated"),
     Reject(checks.check_make_loaders, loaders_always_pinned, "only speeds up copies to a CUDA GPU"),
     Reject(checks.check_make_loaders, loaders_never_pinned, "should pin memory when the device is a CUDA GPU"),
-]
+] + NEW_CASES
