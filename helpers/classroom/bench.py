@@ -60,17 +60,19 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = grading.copy_course(Path(tmp), ("solutions", "notebooks"), lessons=lessons)
         synthetic.build_class(root, lessons, args.learners)
-        load_before = os.getloadavg()
+        load_before = os.getloadavg()[0]
         serial_seconds, serial = grade_fresh(root, lessons, 1)
+        serial_load = os.getloadavg()[0]
         parallel_seconds, parallel = grade_fresh(root, lessons, args.jobs)
-        load_after = os.getloadavg()
+        parallel_load = os.getloadavg()[0]
     print(f"\n{args.learners} learners x {len(lessons)} lesson(s) ({', '.join(lessons)}) = {len(serial)} submissions, "
-          f"{os.cpu_count()} cores; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after")
-    print(f"{'run':<16} {'seconds':>8} {'learners/min':>13} {'100 learners':>13} {'1,000 learners':>15}")
-    for name, seconds in (("serial (1 job)", serial_seconds), (f"parallel ({args.jobs} jobs)", parallel_seconds)):
+          f"{os.cpu_count()} cores; 1-minute load average {load_before:.1f} before the runs")
+    print(f"{'run':<18} {'seconds':>8} {'learners/min':>13} {'100 learners':>13} {'1,000 learners':>15} {'load after':>11}")
+    runs = (("serial (1 job)", serial_seconds, serial_load), (f"parallel ({args.jobs} jobs)", parallel_seconds, parallel_load))
+    for name, seconds, load in runs:
         per_learner = seconds / args.learners
-        print(f"{name:<16} {seconds:>8.1f} {60 / per_learner:>13.2f} {_duration(100 * per_learner):>13} "
-              f"{_duration(1000 * per_learner):>15}")
+        print(f"{name:<18} {seconds:>8.1f} {60 / per_learner:>13.2f} {_duration(100 * per_learner):>13} "
+              f"{_duration(1000 * per_learner):>15} {load:>11.1f}")
     print(f"speed-up {serial_seconds / parallel_seconds:.2f}x")
     diff = differences(serial, parallel)
     print("same status and score for every submission: " + ("yes" if not diff else "NO\n" + "\n".join(diff)))

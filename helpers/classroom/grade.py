@@ -32,6 +32,7 @@ import sys
 import tempfile
 import zlib
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -201,10 +202,11 @@ def grade_class(
     """
     course_root = Path(course_root).resolve()
     lessons = lessons or grading.lessons(course_root)
-    jobs = jobs or default_jobs()
+    jobs = max(1, jobs or default_jobs())
     config = Config(overrides or Config())
     config.CourseDirectory.db_url = gradebook_url(course_root, db_url)
     todo = submissions(course_root, lessons, shard, students)
+    jobs = min(jobs, max(1, len(todo)))
     max_scores = prepare_gradebook(course_root, lessons, sorted({s for s, _ in todo}), config)
     results: dict[tuple[str, str], SubmissionResult] = {}
     bar = tqdm(total=len(todo), desc="grading", unit="submission", disable=not progress, file=sys.stderr)
@@ -241,12 +243,15 @@ def grade_class(
 
 
 def _result(future: Future, pool: ProcessPoolExecutor, running: dict) -> SubmissionResult:
+    """A job's result; a broken grading run (helpers missing, a worker killed) stops every job."""
     try:
         return future.result()
-    except GradingError:
+    except (GradingError, BrokenProcessPool) as error:
         for other in running:
             other.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
+        if isinstance(error, BrokenProcessPool):
+            raise GradingError("a grading worker process died (out of memory?): grade again with fewer --jobs") from error
         raise
 
 

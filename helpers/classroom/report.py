@@ -134,7 +134,7 @@ def collect(course_root: Path, lessons: list[str] | None = None, db_url: str | N
     max_scores: dict[str, float] = {}
     with Gradebook(gradebook_url(course_root, db_url), course_id(course_root)) as gradebook:
         students = {s.id for s in gradebook.students}
-        for lesson in lessons:
+        for lesson in tqdm(lessons, desc="gradebook", unit="lesson", disable=not progress):
             try:
                 assignment = gradebook.find_assignment(lesson)
             except MissingEntry:
@@ -153,8 +153,8 @@ def collect(course_root: Path, lessons: list[str] | None = None, db_url: str | N
         if sub.needs_a_person:
             sub.score = None  # nbgrader may hold a 0 here; it is not a genuine zero
     for student in students:
-        for lesson in lessons:
-            found.setdefault((student, lesson), Submission(student, lesson, NOT_SUBMITTED, None, max_scores.get(lesson, 0.0)))
+        for lesson in max_scores:
+            found.setdefault((student, lesson), Submission(student, lesson, NOT_SUBMITTED, None, max_scores[lesson]))
     submissions = sorted(found.values(), key=lambda s: (lessons.index(s.lesson), s.student))
     owners = {lesson: exercises(course_root, lesson) for lesson in lessons}
     bar = tqdm(submissions, desc="report", unit="submission", disable=not progress)
@@ -204,6 +204,7 @@ def score_figure(report: ClassReport, lesson: str) -> Figure:
     edges = [i * width - width / 2 for i in range(int(top / width) + 2)]
     axes.hist(scores, bins=edges, color="#3b75af", edgecolor="white")
     axes.set(title=f"{lesson}: {len(scores)} graded", xlabel=f"score (out of {top:g})", ylabel="learners")
+    axes.xaxis.get_major_locator().set_params(integer=True)
     axes.yaxis.get_major_locator().set_params(integer=True)
     return figure
 
