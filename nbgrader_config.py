@@ -37,7 +37,12 @@ c.CourseDirectory.feedback_directory = "grading/feedback"
 c.CourseDirectory.db_url = f"sqlite:///{GRADING / 'gradebook.db'}"
 # Formgrader's "release" and `nbgrader release_assignment` copy to an exchange; this course's
 # lives in grading/ (on a shared JupyterHub, point it at the hub's exchange instead).
+# It exists from the start, with the permissions nbgrader gives an exchange it creates, so that
+# the Formgrader offers "release" on a fresh clone.
 c.Exchange.root = str(GRADING / "exchange")
+if not (GRADING / "exchange").exists():
+    (GRADING / "exchange").mkdir()
+    (GRADING / "exchange").chmod(0o777)
 # Lesson sources (.pct.py) build solutions/*.ipynb; learners never need them.
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.pct.py", "runs", "checkpoints"]
 

@@ -91,6 +91,8 @@ class CountedExecute(Execute):
     """nbgrader's Execute (what Validate and autograde run), advancing a progress bar as each cell finishes."""
 
     def __init__(self, progress_bar=None, **kwargs):
+        # Only the kernel's log level differs from Validate: its start-up warnings are not the learner's.
+        kwargs.setdefault("extra_arguments", ["--IPKernelApp.log_level=ERROR"])
         super().__init__(**kwargs)
         self.progress_bar = progress_bar
 
@@ -168,7 +170,7 @@ def plot(results: list[Exercise]):
     import matplotlib.pyplot as plt
 
     lessons = list(dict.fromkeys(r.lesson for r in results))
-    fig, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * len(lessons)))
+    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.45 * len(lessons)), layout="constrained")
     left = [0.0] * len(lessons)
     for label, status, color in (("passed", PASSED, "tab:green"), ("failing", FAILED, "tab:red"),
                                  ("not attempted", NOT_ATTEMPTED, "lightgrey")):
@@ -182,12 +184,11 @@ def plot(results: list[Exercise]):
     ax.invert_yaxis()
     ax.set_xlabel("points")
     ax.set_title("Your points per lesson")
-    ax.legend(loc="lower right", fontsize="small")
-    fig.tight_layout()
+    fig.legend(loc="outside lower center", ncols=3, fontsize="small")
     return fig
 
 
-def show_progress(names: list[str] | None = None, folder: Path = NOTEBOOKS) -> list[Exercise] | None:
+def show_progress(names: list[str] | None = None, folder: Path = NOTEBOOKS) -> None:
     """In a notebook: run the lessons named (all by default), print the table and show the chart.
 
     Does nothing while nbgrader itself runs the notebook (Validate, grading, or this
@@ -195,14 +196,13 @@ def show_progress(names: list[str] | None = None, folder: Path = NOTEBOOKS) -> l
     """
     if os.environ.get("NBGRADER_EXECUTION"):
         print("(progress is not measured while nbgrader runs this notebook)")
-        return None
+        return
     import matplotlib.pyplot as plt
 
     results = progress(names, folder)
     print(format_table(results))
     plot(results)
     plt.show()
-    return results
 
 
 def main(argv: list[str] | None = None) -> int:

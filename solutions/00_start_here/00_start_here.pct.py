@@ -45,8 +45,11 @@
 # 2. A code cell with a function to finish. It contains
 #    `raise NotImplementedError()`: replace that line with your code.
 # 3. A **self-check** cell right below. Run it. It either prints one line
-#    starting with ✔, or stops with a message that says what is wrong, for
-#    example *"the ratio is upside down: multiply by 9/5, not 5/9"*.
+#    starting with ✔, or stops with one short red line starting with ✘ that
+#    names the exercise and what is wrong, for example
+#    *"to_fahrenheit([0.0, 100.0]): the ratio is upside down: multiply by 9/5, not 5/9"*.
+#    When your own code raised an error, the line names the error and the lines
+#    below it point at the line of your cell where it happened.
 # 4. A **graded** cell. It runs the same checks as the self-check and, when your
 #    instructor grades the notebook, some extra hidden ones, so write code that
 #    is correct in general, not just for the visible examples.
@@ -61,9 +64,14 @@
 # submit. Cells that run forever are stopped after two minutes when graded.
 
 # %% locked="setup"
+import os
+from pathlib import Path
+
 import torch
 
+from helpers import device as course_device
 from helpers.checks import start as check
+from helpers.data import data_root
 from helpers.device import environment_report
 
 # %% [markdown]
@@ -81,11 +89,64 @@ for label, value in environment_report().items():
     print(f"{label:>22}: {value}")
 
 # %% [markdown]
-# The **data folder** is where datasets such as MNIST are stored. The first
-# lesson that needs MNIST downloads it there (about 20 MB). To keep data
-# somewhere else, set the environment variable `COURSE_DATA` to a folder before
-# starting JupyterLab.
+# ### How the device is chosen
 #
+# Every lesson asks `helpers.device.pick_device()` for its device. It is a few
+# lines you can write yourself, and you will want them in your own projects:
+#
+# 1. If the environment variable `COURSE_DEVICE` is set (for example to `cpu`),
+#    use it. This lets you force the CPU on a machine with a GPU, say to compare
+#    speeds, without changing any code.
+# 2. Otherwise use CUDA if `torch.cuda.is_available()`,
+# 3. else Apple's GPU if `torch.backends.mps.is_available()`,
+# 4. else the CPU, which is always there.
+
+# %% tags=["nbval-ignore-output"]
+def pick_device() -> torch.device:
+    """The device to compute on: COURSE_DEVICE if set, else CUDA, else Apple's MPS, else the CPU."""
+    forced = os.environ.get("COURSE_DEVICE")
+    if forced:
+        return torch.device(forced)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+device = pick_device()
+assert device == course_device.pick_device(), "the lessons' helper chooses the same device"
+x = torch.arange(3.0, device=device)  # created directly on the device
+print(f"computing on {device}; x lives on {x.device}")
+
+# %% [markdown]
+# New tensors live on the CPU unless you pass `device=`; `tensor.to(device)`
+# returns a copy on another device, and `model.to(device)` moves a model's
+# parameters (lesson 04). An operation needs all of its tensors on the same
+# device: adding a CUDA tensor to a CPU tensor raises an error that names both
+# devices.
+#
+# ### The data folder
+#
+# The **data folder** is where datasets such as MNIST are stored. The first
+# lesson that needs MNIST has torchvision download it there when it is missing.
+# To keep data somewhere else, set the environment variable `COURSE_DATA` to a
+# folder before starting JupyterLab. The next cell shows what is there and how
+# much disk space it takes.
+
+# %% tags=["nbval-ignore-output"]
+def folder_size_mb(folder: Path) -> float:
+    """The total size of the files under ``folder``, in megabytes."""
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 1e6
+
+
+mnist_folder = data_root() / "MNIST"
+if mnist_folder.exists():
+    print(f"MNIST is in {mnist_folder} and takes {folder_size_mb(mnist_folder):.1f} MB")
+else:
+    print(f"MNIST is not here yet: the first lesson that needs it downloads it into {mnist_folder}")
+
+# %% [markdown]
 # ## Warm-up exercise (2 points)
 #
 # Write `to_fahrenheit(celsius)`: it receives a tensor of temperatures in degrees
@@ -121,6 +182,22 @@ check.check_to_fahrenheit(to_fahrenheit, inputs=[torch.tensor([36.6])])
 ### BEGIN HIDDEN TESTS
 check.check_to_fahrenheit(to_fahrenheit, inputs=[torch.tensor([-273.15, 1000.0], dtype=torch.float64), torch.zeros(2, 2, 2)])
 ### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Your progress
+#
+# `show_progress` runs a copy of each of your notebooks the way **Validate**
+# does (your notebooks are not changed) and lists every exercise: passed,
+# failing with the check's message, or not attempted yet, with its points; then
+# it draws your points per lesson. It reads the notebooks as they are saved on
+# disk, so save first (**Ctrl+S**). The cell below reports on this lesson only;
+# `show_progress()` with no argument reports on every lesson (a few minutes), and
+# so does `make progress` in a terminal.
+
+# %% tags=["nbval-ignore-output"]
+from helpers.progress import show_progress
+
+show_progress(["00_start_here"])
 
 # %% [markdown]
 # ## What next
