@@ -17,7 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers.checks import CheckError, Mistake, call, describe, expect, expect_tensor, passed, same_value
+from helpers.checks import (CheckError, Mistake, call, call_unchanged, describe, expect, expect_mode, expect_tensor,
+                           passed, same_value)
 from helpers.reference import models as ref
 
 ModelFactory = Callable[[], nn.Module]
@@ -519,16 +520,31 @@ def _default_loss_inputs() -> list[LossInput]:
     return [
         (_randn(6, 4, seed=10), torch.tensor([0, 3, 1, 1, 2, 0]), 0.1),
         (_randn(5, 10, seed=11) * 100, torch.tensor([9, 0, 4, 4, 7]), 0.2),  # huge logits: softmax underflows
+        (_randn(3, 5, seed=13), torch.tensor([0, 2, 1]), 0.1),  # no label is C - 1 = 4: one_hot needs num_classes
     ]
 
 
 def _check_loss_calls(fn: Callable, cases: Sequence[tuple[torch.Tensor, torch.Tensor, float, str]]) -> None:
     for logits, targets, smoothing, reduction in cases:
-        got = call(fn, logits.clone(), targets.clone(), smoothing=smoothing, reduction=reduction)
+        try:
+            got = call_unchanged(fn, logits, targets, smoothing=smoothing, reduction=reduction)
+        except CheckError as error:
+            _explain_missing_class(error, logits, targets)
+            raise
         expect_tensor(got, ref.label_smoothing_cross_entropy(logits, targets, smoothing, reduction),
                       what=(f"label_smoothing_cross_entropy(logits {list(logits.shape)}, targets {list(targets.shape)}, "
                             f"smoothing={smoothing}, reduction='{reduction}')"),
                       mistakes=_smoothing_mistakes(logits, targets, smoothing, reduction))
+
+
+def _explain_missing_class(error: CheckError, logits: torch.Tensor, targets: torch.Tensor) -> None:
+    """Name one_hot without num_classes when the crash is a size mismatch between C and max(label) + 1."""
+    n_classes, seen = logits.shape[1], int(targets.max()) + 1
+    cause = str(error.__cause__ or "")
+    if seen < n_classes and f"({n_classes})" in cause and f"({seen})" in cause:
+        raise CheckError(f"with labels {targets.tolist()} (none is the last class, {n_classes - 1}) your code made "
+                         f"{seen} columns instead of {n_classes}: F.one_hot(targets) guesses the number of classes "
+                         "from the largest label. Pass num_classes=logits.shape[1]") from None
 
 
 def check_label_smoothing_cross_entropy(fn: Callable, inputs: Sequence[LossInput] | None = None) -> None:
@@ -540,7 +556,7 @@ def check_label_smoothing_cross_entropy(fn: Callable, inputs: Sequence[LossInput
 
 def check_label_smoothing_reductions(fn: Callable, inputs: Sequence[LossInput] | None = None) -> None:
     """reduction='sum' adds the per-sample losses, reduction='none' returns them, shape [N]."""
-    inputs = inputs if inputs is not None else _default_loss_inputs()[:1]
+    inputs = inputs if inputs is not None else _default_loss_inputs()[::2]
     cases = [(logits, targets, smoothing, how) for logits, targets, smoothing in inputs for how in ("sum", "none")]
     _check_loss_calls(fn, cases)
     passed("label_smoothing_cross_entropy reductions", len(cases))
@@ -552,7 +568,7 @@ def check_label_smoothing_loss(cls: Any, inputs: Sequence[tuple[float, str]] | N
     logits, targets = _randn(4, 3, seed=12), torch.tensor([2, 0, 1, 2])
     for smoothing, reduction in inputs:
         loss_fn = _build(cls, "LabelSmoothingLoss", smoothing=smoothing, reduction=reduction)
-        got = call(loss_fn, logits.clone(), targets.clone())
+        got = call_unchanged(loss_fn, logits, targets)
         expect_tensor(
             got, ref.label_smoothing_cross_entropy(logits, targets, smoothing, reduction),
             what=f"LabelSmoothingLoss(smoothing={smoothing}, reduction='{reduction}')(logits, targets)",
@@ -677,19 +693,31 @@ def check_predict(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor],
             logits = reference(images)
         want = logits.argmax(dim=1)
         seen: list[tuple[bool, bool]] = []
-        handle = model.register_forward_hook(lambda m, a, o: seen.append((m.training, torch.is_grad_enabled())))
+        modes_seen: list[dict[str, bool]] = []
+
+        def record(module: nn.Module, args: Any, output: Any) -> None:  # returns None: the output is kept
+            seen.append((any(sub.training for sub in module.modules()), torch.is_grad_enabled()))
+            modes_seen.append({name: sub.training for name, sub in module.named_modules()})
+
+        handle = model.register_forward_hook(record)
         try:
             with torch.random.fork_rng():
                 torch.manual_seed(seed)
-                got = call(fn, model, images.clone())
+                got = call_unchanged(fn, model, images)
         finally:
             handle.remove()
         what = f"predict({type(model).__name__}, images of shape {list(images.shape)})"
         expect(bool(seen), f"{what}: call model(x), not model.forward(x): forward hooks did not run "
                            "(nn.Module.__call__ runs the hooks around forward; calling forward directly skips them)")
         training, grad_enabled = any(t for t, _ in seen), any(g for _, g in seen)
+        if training and not any(modes[""] for modes in modes_seen):
+            still = sorted({name for modes in modes_seen for name, on in modes.items() if on})
+            raise CheckError(f"{what}: the model's own training flag was False, but its submodules {still[:3]} were "
+                             "still in training mode (dropout active): setting model.training = False changes only "
+                             "the top-level flag. model.eval() sets it on every submodule")
         expect(not training, f"{what}: you forgot model.eval(): dropout was active (and batch norm used the batch's "
                              "own statistics), so the predictions are random. Call model.eval() before predicting")
+        expect_mode(model, False, what, when="after predict returned,")
         expect(not grad_enabled, f"{what}: run the forward pass inside `with torch.no_grad():` (or "
                                  "torch.inference_mode()): otherwise autograd records a graph that prediction "
                                  "never uses, which costs memory and time")

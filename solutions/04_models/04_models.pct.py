@@ -775,8 +775,15 @@ print("train() switches them back:    ", [m.training for m in net_with_dropout.m
 #
 # Write `predict(model, images)` returning the predicted class of each image: a
 # `[N]` int64 tensor with the index of the largest logit. It must put the model
-# in evaluation mode, run it by calling `model(images)` (so hooks run), and do so
-# inside `torch.no_grad()` (no graph is needed to predict).
+# in evaluation mode with `model.eval()` (setting `model.training = False` by
+# hand would reach only the top-level module, not its dropout and batch-norm
+# layers), run it by calling `model(images)` (so hooks run), and do so inside
+# `torch.no_grad()` (no graph is needed to predict).
+#
+# The rule for the rest of the course: a function that predicts or evaluates
+# calls `model.eval()` and leaves the model in eval mode; code that trains calls
+# `model.train()` first (lesson 05's training loop starts with it). So `predict`
+# does not switch the model back.
 #
 # *Hint:* three lines: `model.eval()`, a `with torch.no_grad():` block, and
 # `argmax` over the class dimension.

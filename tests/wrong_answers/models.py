@@ -408,6 +408,50 @@ def predict_inference_mode(model, images):
         return model(images).argmax(dim=1)
 
 
+# ---------------------------------------------------------------- issue 12: whole classes of mistakes
+
+
+def predict_flag_by_hand(model, images):
+    model.training = False  # the mistake: only the top-level flag; Dropout and BatchNorm stay in training mode
+    with torch.no_grad():
+        return model(images).argmax(dim=1)
+
+
+def predict_restores_training(model, images):
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        predictions = model(images).argmax(dim=1)
+    model.train(was_training)  # against the lesson's rule: a function that predicts leaves the model in eval mode
+    return predictions
+
+
+def predict_keepdim(model, images):
+    model.eval()
+    with torch.no_grad():
+        return model(images).argmax(dim=1, keepdim=True)
+
+
+def smoothing_shifts_in_place(logits, targets, smoothing=0.1, reduction="mean"):
+    logits -= logits.max(dim=1, keepdim=True).values  # "for stability", but in the caller's tensor
+    return ref.label_smoothing_cross_entropy(logits, targets, smoothing, reduction)
+
+
+def smoothing_one_hot_guess(logits, targets, smoothing=0.1, reduction="mean"):
+    n_classes = logits.shape[1]
+    target = (1 - smoothing) * F.one_hot(targets).float() + smoothing / n_classes
+    loss = -(target * F.log_softmax(logits, dim=1)).sum(dim=1)
+    return {"mean": loss.mean, "sum": loss.sum, "none": lambda: loss}[reduction]()
+
+
+NEW_CASES = [
+    Reject(checks.check_predict, predict_flag_by_hand, "changes only the top-level flag"),
+    Reject(checks.check_predict, predict_restores_training, "after predict returned, the model is not in eval mode"),
+    Reject(checks.check_predict, predict_keepdim, "extra dimension of size 1"),
+    Reject(checks.check_label_smoothing_cross_entropy, smoothing_shifts_in_place, "changed its argument 1"),
+    Reject(checks.check_label_smoothing_cross_entropy, smoothing_one_hot_guess, "Pass num_classes"),
+]
+
 CASES = [
     Accept(checks.check_lenet_layers, ref.LeNet),
     Reject(checks.check_lenet_layers, LeNetNoSuper, "must call super().__init__()"),
@@ -486,4 +530,4 @@ CASES = [
     Reject(checks.check_predict, predict_with_grad, "torch.no_grad()"),
     Reject(checks.check_predict, predict_logits, "you returned the logits"),
     Reject(checks.check_predict, predict_wrong_dim, "argmax must run over the classes"),
-]
+] + NEW_CASES
