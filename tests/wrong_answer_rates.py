@@ -16,6 +16,8 @@ import io
 import pkgutil
 import sys
 
+import torch
+
 import tests.wrong_answers as wrong_answers
 from helpers.checks import CheckError
 from tests.wrong_answers import Reject
@@ -30,6 +32,8 @@ def outcome(case: Reject) -> str:
         return "named" if case.expect in str(error) else "rejected"
     except Exception:  # noqa: BLE001 - a check crashing is what we count
         return "crashed"
+    finally:
+        torch.set_grad_enabled(True)  # a wrong answer that switched it off must not spoil the next case
     return "accepted"
 
 

@@ -22,7 +22,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from helpers.checks import CheckError, Mistake, call, describe, expect, expect_close, expect_tensor, passed, same_value
+from helpers.checks import (CheckError, Mistake, call_unchanged, describe, expect, expect_close, expect_mode, expect_tensor,
+                           HostTensor, host_collate, passed, same_value)
 from helpers.reference import training as ref
 
 N_FEATURES, N_CLASSES = 6, 3
@@ -43,13 +44,17 @@ DEFAULT_CASES = [Case(0, 10, 4), Case(1, 13, 5)]
 # ---------------------------------------------------------------- building blocks
 
 
-def _loader(case: Case, shuffle: bool = True) -> DataLoader:
-    """Random features and labels; a seeded shuffle so every run sees the same batch order."""
+def _loader(case: Case, shuffle: bool = True, host: bool = False) -> DataLoader:
+    """Random features and labels; a seeded shuffle so every run sees the same batch order.
+
+    ``host``: the batches are HostTensors, which fail loudly unless moved with
+    ``.to(device)``, so a forgotten move shows on a grader without a GPU.
+    """
     g = torch.Generator().manual_seed(1000 + case.seed)
     x = torch.randn(case.n, N_FEATURES, generator=g)
     y = torch.randint(0, N_CLASSES, (case.n,), generator=g)
     return DataLoader(TensorDataset(x, y), batch_size=case.batch_size, shuffle=shuffle,
-                      generator=torch.Generator().manual_seed(case.seed))
+                      generator=torch.Generator().manual_seed(case.seed), collate_fn=host_collate if host else None)
 
 
 def _model(case: Case, dropout: bool) -> nn.Sequential:
@@ -65,17 +70,48 @@ def _state(model: nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-def _record_forward(model: nn.Module) -> list[tuple[bool, bool]]:
-    """(model.training, grad enabled) at every forward call of ``model``."""
-    seen: list[tuple[bool, bool]] = []
-    model.register_forward_hook(lambda module, args, out: seen.append((module.training, torch.is_grad_enabled())))
+class Forward(NamedTuple):
+    """What a forward hook saw: the training flag of the model and of every submodule, and the grad mode."""
+
+    modes: dict[str, bool]
+    grad: bool
+
+    @property
+    def training(self) -> bool:
+        """Every module in training mode (dropout active)."""
+        return all(self.modes.values())
+
+    @property
+    def evaluating(self) -> bool:
+        """Every module in eval mode."""
+        return not any(self.modes.values())
+
+    @property
+    def by_hand(self) -> bool:
+        """The model's own flag disagrees with a submodule's: model.training was set by hand."""
+        return len(set(self.modes.values())) > 1
+
+
+def _record_forward(model: nn.Module) -> list[Forward]:
+    """What every forward call of ``model`` saw (modes of every submodule, grad mode)."""
+    seen: list[Forward] = []
+
+    def record(module: nn.Module, args: Any, out: Any) -> None:  # returns None: keeps the output
+        seen.append(Forward({name: m.training for name, m in module.named_modules()}, torch.is_grad_enabled()))
+
+    model.register_forward_hook(record)
     return seen
 
 
+def _by_hand(seen: list[Forward], method: str) -> str:
+    return (f"the model's own training flag was set, but not its submodules': setting model.training by hand "
+            f"changes only the top-level flag. Call model.{method}(), which sets it on every submodule")
+
+
 def _call(fn: Callable[..., Any], *args: Any, hints: Sequence[tuple[str, str]] = ()) -> Any:
-    """``call`` that turns known PyTorch error messages into the mistake behind them."""
+    """``call_unchanged`` that turns known PyTorch error messages into the mistake behind them."""
     try:
-        return call(fn, *args)
+        return call_unchanged(fn, *args)
     except CheckError as error:
         cause = str(error.__cause__ or "")
         for needle, message in hints:
@@ -109,7 +145,7 @@ def check_to_class_targets(fn: Callable[[torch.Tensor], torch.Tensor], inputs: S
         torch.eye(4)[torch.tensor([3, 0, 0, 2, 1])],
     ]
     for one_hot in inputs:
-        got = _call(fn, one_hot.clone())
+        got = _call(fn, one_hot)
         what = f"to_class_targets(one-hot of shape {list(one_hot.shape)})"
         expect_tensor(got, ref.to_class_targets(one_hot), what=what, mistakes=[
             Mistake("you took argmax over dim=0 (down the batch); each row is one sample, so use argmax(dim=1)",
@@ -142,7 +178,7 @@ def check_binary_loss(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
               "which applies the sigmoid inside (and more stably)")]
     for logits, labels in inputs:
         leaf = logits.clone().requires_grad_()
-        got = _call(fn, leaf, labels.clone(), hints=hints)
+        got = _call(fn, leaf, labels, hints=hints)
         what = f"binary_loss(logits {list(logits.shape)}, labels {list(labels.shape)})"
         expect(isinstance(got, torch.Tensor),
                f"{what} should return the loss as a tensor (so backward() can run), not {describe(got)}")
@@ -178,7 +214,7 @@ def check_accuracy(fn: Callable[[torch.Tensor, torch.Tensor], float],
               "the predictions and the targets have different lengths: did you take argmax over dim=0 "
               "(down the batch)? The classes run along dim=1")]
     for logits, targets in inputs:
-        got = _call(fn, logits.clone(), targets.clone(), hints=hints)
+        got = _call(fn, logits, targets, hints=hints)
         what = f"accuracy(logits {list(logits.shape)}, targets {list(targets.shape)})"
         want = ref.accuracy(logits, targets)
         mistakes = [
@@ -213,6 +249,7 @@ def _epoch_variant(zero_grad: bool = True, train_mode: bool = True, step: bool =
         if train_mode:
             model.train()
         for inputs, targets in loader:
+            inputs, targets = inputs.to(device), targets.to(device)
             if zero_grad:
                 optimizer.zero_grad()
             loss = loss_fn(model(inputs), targets)
@@ -229,7 +266,7 @@ def _run_epoch(fn: Callable[..., Any], case: Case, *, dropout: bool, start_in_ev
         if start_in_eval:
             model.eval()
         seen = _record_forward(model)
-        loader, optimizer = _loader(case), _sgd(model)
+        loader, optimizer = _loader(case, host=True), _sgd(model)
         torch.manual_seed(10_000 + case.seed)  # the same dropout masks for every run
         result = _call(fn, model, loader, nn.CrossEntropyLoss(), optimizer, CPU)
     return result, _state(model), seen
@@ -242,10 +279,11 @@ def check_train_one_epoch_updates(fn: Callable[..., float], inputs: Sequence[Cas
         _, got, seen = _run_epoch(fn, case, dropout=True, start_in_eval=True)
         what = f"train_one_epoch on {case}"
         expect(seen, f"{what}: the model was never called; run model(inputs) for every batch of the loader")
-        expect(all(training for training, _ in seen),
+        expect(not any(f.by_hand for f in seen), f"{what}: {_by_hand(seen, 'train')}")
+        expect(all(f.training for f in seen),
                f"{what}: you forgot model.train(): the model arrived in eval mode, so dropout stayed off "
                "while it trained. Call model.train() at the start of the epoch")
-        expect(all(grad for _, grad in seen),
+        expect(all(f.grad for f in seen),
                f"{what}: the forward pass ran without gradient tracking (torch.no_grad()?); training needs gradients")
         want = ref_state = _run_epoch(ref.train_one_epoch, case, dropout=True, start_in_eval=True)[1]
         mistakes = [
@@ -327,7 +365,7 @@ def _run_evaluate(fn: Callable[..., Any], case: Case, *, dropout: bool):
         seen = _record_forward(model)
         before = _state(model)
         torch.manual_seed(10_000 + case.seed)
-        result = _call(fn, model, _loader(case, shuffle=False), nn.CrossEntropyLoss(), CPU)
+        result = _call(fn, model, _loader(case, shuffle=False, host=True), nn.CrossEntropyLoss(), CPU)
     return result, model, before, seen
 
 
@@ -338,10 +376,12 @@ def check_evaluate_modes(fn: Callable[..., tuple[float, float]], inputs: Sequenc
         _, model, before, seen = _run_evaluate(fn, case, dropout=True)
         what = f"evaluate on {case}"
         expect(seen, f"{what}: the model was never called; run model(inputs) for every batch")
-        expect(not any(training for training, _ in seen),
+        expect(not any(f.by_hand for f in seen), f"{what}: {_by_hand(seen, 'eval')}")
+        expect(all(f.evaluating for f in seen),
                f"{what}: you forgot model.eval(): the model arrived in training mode, so dropout was still "
                "dropping units and the results were noisy. Call model.eval() before the loop")
-        expect(not any(grad for _, grad in seen),
+        expect_mode(model, False, what, when="after evaluate returned,")
+        expect(not any(f.grad for f in seen),
                f"{what}: gradients were tracked during evaluation: wrap the loop in `with torch.no_grad():` "
                "so PyTorch does not keep every activation for a backward pass that never comes (memory and time)")
         expect(all(p.grad is None for p in model.parameters()),
@@ -434,6 +474,7 @@ def _fit_variant(clip: str = "norm", fixed_norm: float | None = None, scheduler_
         history = []
         for _ in range(epochs):
             for inputs, targets in loader:
+                inputs, targets = inputs.to(device), targets.to(device)
                 optimizer.zero_grad()
                 loss = loss_fn(model(inputs), targets)
                 loss.backward()
@@ -457,8 +498,9 @@ def _run_fit(fn: Callable[..., Any], fit_case: FitCase, *, one_cycle: bool, clip
     """Run ``fn`` on fresh objects; return (history, state after, scheduler, batches per epoch)."""
     case, epochs = fit_case.case, fit_case.epochs
     with torch.random.fork_rng(devices=[]):
-        model = _model(case, dropout=False)
-        loader, optimizer = _loader(case), _sgd(model)
+        model = _model(case, dropout=False).eval()  # as evaluate leaves it: fit must switch to training mode
+        seen = _record_forward(model)
+        loader, optimizer = _loader(case, host=True), _sgd(model)
         if one_cycle:
             scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.5, epochs=epochs,
                                                             steps_per_epoch=len(loader))
@@ -468,15 +510,18 @@ def _run_fit(fn: Callable[..., Any], fit_case: FitCase, *, one_cycle: bool, clip
         result = _call(fn, model, loader, nn.CrossEntropyLoss(), optimizer, scheduler, CPU, epochs, max_norm,
                        hints=[("Tried to step", "you stepped the scheduler more often than once per batch "
                                "(OneCycleLR refuses to go past its last step)")])
-    return result, _state(model), scheduler, len(loader)
+    return result, _state(model), scheduler, len(loader), seen
 
 
 def check_fit_schedule(fn: Callable[..., list[float]], inputs: Sequence[FitCase] | None = None) -> None:
     """OneCycleLR is stepped once per batch, after optimizer.step(), for every epoch."""
     inputs = inputs if inputs is not None else DEFAULT_FIT_CASES
     for fit_case in inputs:
-        _, got, scheduler, batches = _run_fit(fn, fit_case, one_cycle=True, clip=False)
+        _, got, scheduler, batches, seen = _run_fit(fn, fit_case, one_cycle=True, clip=False)
         what = f"fit on {fit_case}"
+        expect(not seen or all(f.training for f in seen),
+               f"{what}: the model arrived in eval mode (as evaluate leaves it) and trained in it: call model.train() "
+               "at the start of fit, so dropout and batch norm behave as in training")
         steps, epochs = scheduler.last_epoch, fit_case.epochs
         expect(steps != 0, f"{what}: you never called scheduler.step(), so the learning rate never changed")
         expect(steps != epochs,
@@ -506,7 +551,7 @@ def check_fit_clipping(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
     """Gradients are clipped to max_norm between backward() and optimizer.step()."""
     inputs = inputs if inputs is not None else DEFAULT_FIT_CASES
     for fit_case in inputs:
-        _, got, _, _ = _run_fit(fn, fit_case, one_cycle=False, clip=True)
+        _, got, _, _, _ = _run_fit(fn, fit_case, one_cycle=False, clip=True)
         what = f"fit on {fit_case}"
         want = _run_fit(ref.fit, fit_case, one_cycle=False, clip=True)[1]
         twin = lambda variant: _run_fit(variant, fit_case, one_cycle=False, clip=True)[1]  # noqa: E731
@@ -533,7 +578,7 @@ def check_fit_history(fn: Callable[..., list[float]], inputs: Sequence[FitCase] 
     """fit returns one float per batch: loss.item(), never the loss tensor."""
     inputs = inputs if inputs is not None else DEFAULT_FIT_CASES
     for fit_case in inputs:
-        got, _, _, batches = _run_fit(fn, fit_case, one_cycle=True, clip=True)
+        got, _, _, batches, _ = _run_fit(fn, fit_case, one_cycle=True, clip=True)
         what = f"fit on {fit_case}"
         want = _run_fit(ref.fit, fit_case, one_cycle=True, clip=True)[0]
         expect(got is not None, f"{what} returned None; return the list of every batch's loss")
@@ -551,3 +596,65 @@ def check_fit_history(fn: Callable[..., list[float]], inputs: Sequence[FitCase] 
         for i, (value, expected) in enumerate(zip(got, want)):
             expect_close(value, expected, what=f"{what}: history[{i}]")
     passed("fit (loss history)", len(inputs))
+
+
+# ---------------------------------------------------------------- choosing an optimizer (self-check)
+
+
+def check_make_optimizer(fn: Callable[..., torch.optim.Optimizer],
+                         inputs: Sequence[tuple[str, float]] | None = None) -> None:
+    inputs = inputs if inputs is not None else [("sgd", 0.05), ("adam", 1e-3), ("adamw", 2e-3)]
+    for kind, lr in inputs:
+        params = [nn.Parameter(torch.zeros(3)), nn.Parameter(torch.zeros(2, 2))]
+        what = f"make_optimizer({kind!r}, params, lr={lr})"
+        got = call_unchanged(fn, kind, params, lr)
+        want = ref.make_optimizer(kind, params, lr)
+        if type(got) is torch.optim.Adam and kind == "adamw":
+            if got.defaults.get("weight_decay"):
+                raise CheckError(f"{what}: Adam(weight_decay=...) adds the decay to the gradient (L2 regularisation), "
+                                 "which Adam's scaling then weakens; AdamW applies it to the weights directly. "
+                                 "Use torch.optim.AdamW")
+            raise CheckError(f"{what}: that is Adam; ask for torch.optim.AdamW(params, lr=lr, weight_decay=0.01)")
+        expect(isinstance(got, torch.optim.Optimizer), f"{what} should return an optimizer, not {describe(got)}")
+        expect(type(got) is type(want), f"{what} returned {type(got).__name__}; expected {type(want).__name__}")
+        group = got.param_groups[0] if got.param_groups else {}
+        expect([id(p) for g in got.param_groups for p in g["params"]] == [id(p) for p in params],
+               f"{what}: the optimizer does not hold the parameters it was given; pass params to it")
+        expect(group.get("lr") == lr, f"{what}: the learning rate is {group.get('lr')}; use the lr argument ({lr})")
+        if kind == "sgd":
+            expect(group.get("momentum") == 0.9, f"{what}: SGD without momentum=0.9 (yours: {group.get('momentum')}) "
+                                                  "starts slowly and stalls on noisy gradients; pass momentum=0.9")
+        if kind == "adamw":
+            expect(group.get("weight_decay") == 0.01,
+                   f"{what}: weight_decay should be 0.01 (yours: {group.get('weight_decay')})")
+        if kind == "adam":
+            expect(group.get("weight_decay") == 0, f"{what}: plain Adam here, without weight decay")
+    passed("make_optimizer", len(inputs))
+
+
+# ---------------------------------------------------------------- the classifier's device handling (self-check)
+
+
+def check_classify(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor], inputs: Sequence[Case] | None = None) -> None:
+    """classify moves the images to the model's device (HostTensors fail if not), predicts in eval mode without
+    gradients, and returns the classes."""
+    inputs = inputs if inputs is not None else DEFAULT_CASES
+    for case in inputs:
+        with torch.random.fork_rng(devices=[]):
+            model = _model(case, dropout=True).train()
+            reference = _model(case, dropout=True).eval()
+        seen = _record_forward(model)
+        images = torch.randn(case.n, N_FEATURES, generator=torch.Generator().manual_seed(case.seed))
+        what = f"classify(model, {case.n} images)"
+        got = _call(fn, model, images.as_subclass(HostTensor))
+        with torch.no_grad():
+            want = reference(images).argmax(dim=1)
+        expect(seen, f"{what}: the model was never called")
+        expect(all(f.evaluating for f in seen), f"{what}: call model.eval() first: dropout was active")
+        expect(not any(f.grad for f in seen), f"{what}: run the model inside `with torch.no_grad():`")
+        if isinstance(got, HostTensor):
+            got = got.as_subclass(torch.Tensor)
+        expect_tensor(got, want, what=what, mistakes=[
+            Mistake("you returned the logits; return the class of each image, argmax(dim=1)",
+                    matches=lambda t: isinstance(t, torch.Tensor) and t.shape == (case.n, N_CLASSES))])
+    passed("classify", len(inputs))

@@ -108,3 +108,26 @@ def fit(
             scheduler.step()
             history.append(loss.item())
     return history
+
+
+def make_optimizer(kind: str, params, lr: float) -> torch.optim.Optimizer:
+    """The course's three optimizers: "sgd" (momentum 0.9), "adam", "adamw" (decoupled weight decay 0.01)."""
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=0.9)
+    if kind == "adam":
+        return torch.optim.Adam(params, lr=lr)
+    if kind == "adamw":
+        return torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
+    raise ValueError(f"unknown optimizer kind {kind!r}")
+
+
+def classify(model: nn.Module, images: torch.Tensor) -> torch.Tensor:
+    """Predicted digits for CPU ``images`` with a model on any device; the answer comes back on the CPU.
+
+    Steps: 1. the model's device, from its parameters; 2. eval mode and no_grad;
+    3. move the images there, run the model, argmax over the classes; 4. back to the CPU.
+    """
+    device = next(model.parameters()).device
+    model.eval()
+    with torch.no_grad():
+        return model(images.to(device)).argmax(dim=1).cpu()

@@ -102,6 +102,7 @@ def epoch_zero_grad_before_step(model, loader, loss_fn, optimizer, device):
     model.train()
     total, count = 0.0, 0
     for inputs, targets in loader:
+        inputs, targets = inputs.to(device), targets.to(device)
         loss = loss_fn(model(inputs), targets)
         loss.backward()
         optimizer.zero_grad()
@@ -115,6 +116,7 @@ def epoch_mean_of_batch_means(model, loader, loss_fn, optimizer, device):
     model.train()
     losses = []
     for inputs, targets in loader:
+        inputs, targets = inputs.to(device), targets.to(device)
         optimizer.zero_grad()
         loss = loss_fn(model(inputs), targets)
         loss.backward()
@@ -127,6 +129,7 @@ def epoch_tensor_total(model, loader, loss_fn, optimizer, device):
     model.train()
     total, count = 0.0, 0
     for inputs, targets in loader:
+        inputs, targets = inputs.to(device), targets.to(device)
         optimizer.zero_grad()
         loss = loss_fn(model(inputs), targets)
         loss.backward()
@@ -139,6 +142,7 @@ def epoch_tensor_total(model, loader, loss_fn, optimizer, device):
 def epoch_last_loss(model, loader, loss_fn, optimizer, device):
     model.train()
     for inputs, targets in loader:
+        inputs, targets = inputs.to(device), targets.to(device)
         optimizer.zero_grad()
         loss = loss_fn(model(inputs), targets)
         loss.backward()
@@ -153,6 +157,7 @@ def evaluate_no_eval(model, loader, loss_fn, device):
     total, correct, count = 0.0, 0, 0
     with torch.no_grad():
         for inputs, targets in loader:
+            inputs, targets = inputs.to(device), targets.to(device)
             logits = model(inputs)
             total += loss_fn(logits, targets).item() * len(targets)
             correct += (logits.argmax(dim=1) == targets).sum().item()
@@ -164,6 +169,7 @@ def evaluate_with_grad(model, loader, loss_fn, device):
     model.eval()
     total, correct, count = 0.0, 0, 0
     for inputs, targets in loader:
+        inputs, targets = inputs.to(device), targets.to(device)
         logits = model(inputs)
         total += loss_fn(logits, targets).item() * len(targets)
         correct += (logits.argmax(dim=1) == targets).sum().item()
@@ -177,6 +183,7 @@ def evaluate_inference_mode(model, loader, loss_fn, device):
     total, correct, count = 0.0, 0, 0
     with torch.inference_mode():
         for inputs, targets in loader:
+            inputs, targets = inputs.to(device), targets.to(device)
             logits = model(inputs)
             total += loss_fn(logits, targets).item() * len(targets)
             correct += (logits.argmax(dim=1) == targets).sum().item()
@@ -189,6 +196,7 @@ def evaluate_batch_means(model, loader, loss_fn, device):
     losses, accs = [], []
     with torch.no_grad():
         for inputs, targets in loader:
+            inputs, targets = inputs.to(device), targets.to(device)
             logits = model(inputs)
             losses.append(loss_fn(logits, targets).item())
             accs.append((logits.argmax(dim=1) == targets).float().mean().item())
@@ -200,6 +208,7 @@ def evaluate_batch_mean_accuracy(model, loader, loss_fn, device):
     total, accs, count = 0.0, [], 0
     with torch.no_grad():
         for inputs, targets in loader:
+            inputs, targets = inputs.to(device), targets.to(device)
             logits = model(inputs)
             total += loss_fn(logits, targets).item() * len(targets)
             accs.append((logits.argmax(dim=1) == targets).float().mean().item())
@@ -215,11 +224,13 @@ def evaluate_swapped(model, loader, loss_fn, device):
 # ---------------------------------------------------------------- fit
 
 
-def _fit_loop(model, loader, loss_fn, optimizer, scheduler, epochs, clip, per_epoch=False, keep_tensor=False):
+def _fit_loop(model, loader, loss_fn, optimizer, scheduler, epochs, clip, per_epoch=False, keep_tensor=False,
+              device="cpu"):
     model.train()
     history = []
     for _ in range(epochs):
         for inputs, targets in loader:
+            inputs, targets = inputs.to(device), targets.to(device)
             optimizer.zero_grad()
             loss = loss_fn(model(inputs), targets)
             loss.backward()
@@ -243,6 +254,7 @@ def fit_scheduler_before_optimizer(model, loader, loss_fn, optimizer, scheduler,
     history = []
     for _ in range(epochs):
         for inputs, targets in loader:
+            inputs, targets = inputs.to(device), targets.to(device)
             optimizer.zero_grad()
             loss = loss_fn(model(inputs), targets)
             loss.backward()
@@ -267,6 +279,7 @@ def fit_clip_after_step(model, loader, loss_fn, optimizer, scheduler, device, ep
     history = []
     for _ in range(epochs):
         for inputs, targets in loader:
+            inputs, targets = inputs.to(device), targets.to(device)
             optimizer.zero_grad()
             loss = loss_fn(model(inputs), targets)
             loss.backward()
@@ -306,6 +319,123 @@ def fit_history_per_epoch(model, loader, loss_fn, optimizer, scheduler, device, 
 def fit_returns_nothing(model, loader, loss_fn, optimizer, scheduler, device, epochs=1, max_norm=1.0):
     ref.fit(model, loader, loss_fn, optimizer, scheduler, device, epochs, max_norm)
 
+
+# ---------------------------------------------------------------- issue 12: whole classes of mistakes
+
+
+def epoch_never_moves(model, loader, loss_fn, optimizer, device):
+    model.train()
+    total, count = 0.0, 0
+    for inputs, targets in loader:  # the mistake: the batch stays where the loader made it
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * len(targets)
+        count += len(targets)
+    return total / count
+
+
+def evaluate_moves_inputs_only(model, loader, loss_fn, device):
+    model.eval()
+    total_loss, correct, count = 0.0, 0, 0
+    with torch.no_grad():
+        for inputs, targets in loader:
+            logits = model(inputs.to(device))
+            total_loss += loss_fn(logits, targets).item() * len(targets)
+            correct += (logits.argmax(dim=1) == targets).sum().item()
+            count += len(targets)
+    return total_loss / count, correct / count
+
+
+def evaluate_flag_by_hand(model, loader, loss_fn, device):
+    model.training = False  # only the top-level flag: the Dropout inside stays in training mode
+    with torch.no_grad():
+        return _evaluate_body(model, loader, loss_fn, device)
+
+
+def evaluate_grad_off_globally(model, loader, loss_fn, device):
+    model.eval()
+    torch.set_grad_enabled(False)  # never switched back on
+    return _evaluate_body(model, loader, loss_fn, device)
+
+
+def _evaluate_body(model, loader, loss_fn, device):
+    total_loss, correct, count = 0.0, 0, 0
+    for inputs, targets in loader:
+        inputs, targets = inputs.to(device), targets.to(device)
+        logits = model(inputs)
+        total_loss += loss_fn(logits, targets).item() * len(targets)
+        correct += (logits.argmax(dim=1) == targets).sum().item()
+        count += len(targets)
+    return total_loss / count, correct / count
+
+
+def fit_without_train_mode(model, loader, loss_fn, optimizer, scheduler, device, epochs=1, max_norm=1.0):
+    history = []  # the mistake: no model.train(), so a model handed over in eval mode trains in eval mode
+    for _ in range(epochs):
+        for inputs, targets in loader:
+            inputs, targets = inputs.to(device), targets.to(device)
+            optimizer.zero_grad()
+            loss = loss_fn(model(inputs), targets)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            optimizer.step()
+            scheduler.step()
+            history.append(loss.item())
+    return history
+
+
+def optimizer_sgd_plain(kind, params, lr):
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=lr)  # no momentum
+    return ref.make_optimizer(kind, params, lr)
+
+
+def optimizer_adam_l2(kind, params, lr):
+    if kind == "adamw":
+        return torch.optim.Adam(params, lr=lr, weight_decay=0.01)
+    return ref.make_optimizer(kind, params, lr)
+
+
+def optimizer_fixed_lr(kind, params, lr):
+    return ref.make_optimizer(kind, params, 1e-3)
+
+
+def classify_not_moved(model, images):
+    model.eval()
+    with torch.no_grad():
+        return model(images).argmax(dim=1)
+
+
+def classify_logits(model, images):
+    device = next(model.parameters()).device
+    model.eval()
+    with torch.no_grad():
+        return model(images.to(device))
+
+
+def classify_in_train_mode(model, images):
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        return model(images.to(device)).argmax(dim=1)
+
+
+NEW_CASES = [
+    Accept(checks.check_make_optimizer, ref.make_optimizer),
+    Reject(checks.check_make_optimizer, optimizer_sgd_plain, "pass momentum=0.9"),
+    Reject(checks.check_make_optimizer, optimizer_adam_l2, "Use torch.optim.AdamW"),
+    Reject(checks.check_make_optimizer, optimizer_fixed_lr, "use the lr argument"),
+    Accept(checks.check_classify, ref.classify),
+    Reject(checks.check_classify, classify_not_moved, "without moving it to the device"),
+    Reject(checks.check_classify, classify_logits, "you returned the logits"),
+    Reject(checks.check_classify, classify_in_train_mode, "call model.eval() first"),
+    Reject(checks.check_train_one_epoch_updates, epoch_never_moves, "without moving it to the device"),
+    Reject(checks.check_evaluate_values, evaluate_moves_inputs_only, "without moving it to the device"),
+    Reject(checks.check_evaluate_modes, evaluate_flag_by_hand, "changes only the top-level flag"),
+    Reject(checks.check_evaluate_modes, evaluate_grad_off_globally, "left gradient tracking switched off"),
+    Reject(checks.check_fit_schedule, fit_without_train_mode, "call model.train() at the start of fit"),
+]
 
 CASES = [
     Accept(checks.check_to_class_targets, ref.to_class_targets),
@@ -361,4 +491,4 @@ CASES = [
     Reject(checks.check_fit_history, fit_history_detached, "holds tensors"),
     Reject(checks.check_fit_history, fit_history_per_epoch, "one value per epoch"),
     Reject(checks.check_fit_history, fit_returns_nothing, "returned None"),
-]
+] + NEW_CASES
