@@ -161,6 +161,10 @@ def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         ) from None
     except CheckError:
         raise
+    except NotMovedError as error:
+        raise CheckError(f"{name} used a batch without moving it to the device: call .to(device) on every tensor "
+                         "of the batch before the model or the loss sees it. (Without a GPU nothing seems wrong; on "
+                         "a GPU this is the error 'Expected all tensors to be on the same device'.)") from error
     except Exception as error:
         shown = ", ".join([describe(a) for a in args] + [f"{k}={describe(v)}" for k, v in kwargs.items()])
         raise CheckError(f"{name}({shown}) raised {type(error).__name__}: {error}") from error
