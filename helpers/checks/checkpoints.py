@@ -30,7 +30,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from helpers.checks import CheckError, call, describe, expect, passed, same_value
+from helpers.checks import CheckError, call, call_unchanged, describe, expect, passed, same_value, substitute
 from helpers.reference import checkpoints as ref
 
 N_FEATURES, N_CLASSES = 6, 3
@@ -381,7 +381,14 @@ def _run_resumable(fn: Callable[..., Any], case: Case) -> tuple[int, bool, int, 
 
     Returns: epochs run before the crash, whether the crash reached the caller, epochs run
     after the restart, the final weights, and the checkpoint found after the crash (or None).
+    The learner's function runs with the reference save_checkpoint and load_checkpoint (one bug
+    loses one exercise: those two have their own checks).
     """
+    with substitute(fn, save_checkpoint=ref.save_checkpoint, load_checkpoint=ref.load_checkpoint):
+        return _run_resumable_as_is(fn, case)
+
+
+def _run_resumable_as_is(fn: Callable[..., Any], case: Case) -> tuple[int, bool, int, dict, dict | None]:
     name = getattr(fn, "__name__", "train_resumable")
     with _workspace() as folder:
         path = folder / "run.pt"
@@ -423,12 +430,47 @@ def _expect_epochs(case: Case, first: int, crashed: bool, second: int, saved: di
            f"{k} done before the stop)")
 
 
+def _second_interruption(fn: Callable[..., Any], case: Case) -> tuple[Any, int]:
+    """Stop after ``interrupt_after`` epochs, restart and stop again after one more, restart to the end.
+
+    Returns the epoch recorded in the checkpoint after the second stop and the epochs the last run ran.
+    """
+    name = getattr(fn, "__name__", "train_resumable")
+    with substitute(fn, save_checkpoint=ref.save_checkpoint, load_checkpoint=ref.load_checkpoint), \
+            _workspace() as folder:
+        path = folder / "run.pt"
+        for stop_after, restart in ((case.interrupt_after, False), (1, True)):
+            s = _setup(case, restart=restart)
+            try:
+                fn(s.model, s.optimizer, s.scheduler, s.loader, s.generator, case.epochs, path, _Counter(stop_after))
+            except _Interrupted:
+                pass
+            except Exception as error:
+                raise CheckError(f"{name} raised {type(error).__name__} when restarted: {error}") from error
+        saved = torch.load(path, map_location="cpu", weights_only=False).get("epoch") if path.exists() else None
+        last, r = _Counter(), _setup(case, restart=True)
+        try:
+            fn(r.model, r.optimizer, r.scheduler, r.loader, r.generator, case.epochs, path, last)
+        except Exception as error:
+            raise CheckError(f"{name} raised {type(error).__name__} when restarted: {error}") from error
+    return saved, last.calls
+
+
 def check_resume_epochs(fn: Callable[..., None], inputs: Sequence[Case] | None = None) -> None:
-    """A checkpoint after every epoch; after a restart exactly the remaining epochs run."""
+    """A checkpoint after every epoch; after a restart exactly the remaining epochs run, also after a second stop."""
     inputs = inputs if inputs is not None else DEFAULT_CASES
     for case in inputs:
         first, crashed, second, _, saved = _run_resumable(fn, case)
         _expect_epochs(case, first, crashed, second, saved)
+        if case.epochs - case.interrupt_after >= 2:  # room for a second stop after one resumed epoch
+            k = case.interrupt_after
+            recorded, last = _second_interruption(fn, case)
+            expect(recorded == k, f"train_resumable on {case}: stopped after {k} epochs, restarted, and stopped "
+                   f"again after one more epoch, the checkpoint records epoch {recorded}; epochs 0 to {k} are "
+                   f"finished, so it should record {k}. Save the epoch number itself (the loop variable of "
+                   "range(start, epochs)), not a count of the epochs since the restart")
+            expect(last == case.epochs - k - 1, f"train_resumable on {case}: after a second stop and restart "
+                   f"{last} epochs ran; {case.epochs - k - 1} were left")
     passed("train_resumable (epochs)", len(inputs))
 
 
@@ -469,7 +511,9 @@ def check_load_on_cpu(fn: Callable[[Path], dict], inputs: Sequence[int] | None =
             want = _small_state(seed)
             path = make_cuda_checkpoint(folder / "gpu.pt", want)
             try:
-                got = call(fn, path)
+                # the notebook's DEVICE is the CPU here; a stand-in shows code that loads onto DEVICE
+                with substitute(fn, DEVICE=torch.device("meta")):
+                    got = call(fn, path)
             except CheckError as error:
                 if CUDA_ERROR in str(error):
                     raise CheckError(f"{what}: torch.load tried to put the tensors back on 'cuda:0', where they "
@@ -477,7 +521,12 @@ def check_load_on_cpu(fn: Callable[[Path], dict], inputs: Sequence[int] | None =
                 raise
         expect(isinstance(got, dict) and got.keys() == want.keys(),
                f"{what} should return the whole checkpoint (a dict with keys {sorted(want)}), not {describe(got)}")
+        expect(isinstance(got["model"], dict), f"{what}: checkpoint['model'] should be a dict, not {describe(got['model'])}")
         for key, value in [("model." + k, v) for k, v in got["model"].items()] + [("scale", got["scale"])]:
+            expect(isinstance(value, torch.Tensor), f"{what}: {key} should be a tensor, not {describe(value)}")
+            expect(value.device.type != "meta", f"{what}: {key} went to DEVICE (the check set DEVICE to a stand-in "
+                   "device, 'meta', to see where your tensors go): the task asks for the CPU whatever DEVICE is, "
+                   "so pass map_location='cpu'")
             expect(value.device.type == "cpu", f"{what}: {key} is on {value.device}; pass map_location='cpu' "
                    "so every tensor is loaded onto the CPU")
         expect(same_value(got, want), f"{what}: the loaded values differ from the saved ones")
@@ -553,7 +602,7 @@ def check_strip_module_prefix(fn: Callable[[dict], dict], inputs: Sequence[dict]
     for state_dict in inputs:
         keys = list(state_dict)
         what = f"strip_module_prefix(state_dict with keys {keys[:3]}{' ...' if len(keys) > 3 else ''})"
-        got = call(fn, dict(state_dict))
+        got = call_unchanged(fn, state_dict)
         want = ref.strip_module_prefix(state_dict)
         expect(isinstance(got, dict), f"{what} should return a dict, not {describe(got)}")
         got_keys = list(got)

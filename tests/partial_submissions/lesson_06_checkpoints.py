@@ -2,8 +2,8 @@
 
 WRONG_CELLS = {
     # no random states: model/optimizer/epoch/loss right (2 of 2), scheduler and RNG (0 of 2);
-    # train_resumable, which uses this save_checkpoint and the correct load_checkpoint, then fails
-    # on restart (KeyError 'torch_rng'): 0 of 4
+    # train_resumable, which calls this save_checkpoint, is graded with the reference save_checkpoint
+    # and load_checkpoint (one bug loses one exercise's points), so it keeps its 4 of 4
     "ex_save_checkpoint": (
         "def save_checkpoint(path, model, optimizer, scheduler, generator, epoch, loss):\n"
         "    torch.save({'epoch': epoch, 'model': model.state_dict(), 'optimizer': optimizer.state_dict(),\n"
@@ -21,4 +21,4 @@ WRONG_CELLS = {
         "    return model\n"
     ),
 }
-EXPECTED_SCORE = 8.0
+EXPECTED_SCORE = 12.0

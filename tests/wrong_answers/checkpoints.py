@@ -204,6 +204,48 @@ def strip_with_split(state_dict):
     return {(key.split(".", 1)[1] if key.startswith("module.") else key): value for key, value in state_dict.items()}
 
 
+# ---------------------------------------------------------------- issue 12: whole classes of mistakes
+
+# A learner's notebook namespace: a wrong save_checkpoint (no random states), the right load_checkpoint,
+# and DEVICE, which is the CPU on a machine without a GPU.
+save_checkpoint = save_without_rng
+load_checkpoint = ref.load_checkpoint
+DEVICE = torch.device("cpu")
+
+
+def resumable_on_own_save(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    """Right in itself; calls this namespace's (wrong) save_checkpoint. Graded with the reference one."""
+    start = load_checkpoint(path, model, optimizer, scheduler, generator) if Path(path).exists() else 0
+    for epoch in range(start, epochs):
+        loss = run_epoch(model, loader, optimizer, scheduler)
+        save_checkpoint(path, model, optimizer, scheduler, generator, epoch, loss)
+
+
+def resume_records_count(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    start = ref.load_checkpoint(path, model, optimizer, scheduler, generator) if Path(path).exists() else 0
+    for done, _ in enumerate(range(start, epochs)):  # the mistake: counts from 0 again after a restart
+        loss = run_epoch(model, loader, optimizer, scheduler)
+        ref.save_checkpoint(path, model, optimizer, scheduler, generator, done, loss)
+
+
+def load_onto_device(path):
+    return torch.load(path, map_location=DEVICE)
+
+
+def strip_in_place(state_dict):
+    for key in list(state_dict):
+        state_dict[key.removeprefix("module.")] = state_dict.pop(key)
+    return state_dict
+
+
+NEW_CASES = [
+    Accept(checks.check_resume_equal, resumable_on_own_save),
+    Accept(checks.check_resume_epochs, resumable_on_own_save),
+    Reject(checks.check_resume_epochs, resume_records_count, "not a count of the epochs since the restart"),
+    Reject(checks.check_load_on_cpu, load_onto_device, "went to DEVICE"),
+    Reject(checks.check_strip_module_prefix, strip_in_place, "build and return a new dict"),
+]
+
 CASES = [
     Accept(checks.check_save_checkpoint_basics, ref.save_checkpoint),
     Reject(checks.check_save_checkpoint_basics, save_model_only, "momentum buffers"),
@@ -249,4 +291,4 @@ CASES = [
     Reject(checks.check_strip_module_prefix, strip_by_slicing, "first 7 characters"),
     Reject(checks.check_strip_module_prefix, strip_nothing, "still start with 'module.'"),
     Reject(checks.check_strip_module_prefix, strip_with_lstrip, "str.lstrip('module.') removes any of the characters"),
-]
+] + NEW_CASES
