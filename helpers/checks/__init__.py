@@ -535,7 +535,7 @@ def _change(before: Any, after: Any) -> str | None:
 
 def _global_state() -> dict[str, Any]:
     return {"grad": torch.is_grad_enabled(), "inference": torch.is_inference_mode_enabled(),
-            "dtype": torch.get_default_dtype()}
+            "dtype": torch.get_default_dtype(), "anomaly": torch.is_anomaly_enabled()}
 
 
 def modes(model: torch.nn.Module) -> dict[str, bool]:
@@ -562,6 +562,7 @@ def call_unchanged(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         changed_state = _global_state()
         torch.set_grad_enabled(state["grad"])  # give the caller (and the rest of the check) its state back
         torch.set_default_dtype(state["dtype"])
+        torch.autograd.set_detect_anomaly(state["anomaly"])
     for label, value, before in snapshots:
         change = _change(before, _snapshot(value))
         if change:
@@ -571,6 +572,10 @@ def call_unchanged(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         raise CheckError(f"{name} left gradient tracking switched {switched} for the rest of the program "
                          f"(torch.set_grad_enabled({not state['grad']}) outlives the call). Use a `with torch.no_grad():` "
                          "block, which restores the caller's setting when it ends")
+    if changed_state["anomaly"] != state["anomaly"]:
+        raise CheckError(f"{name} left anomaly detection switched {'on' if changed_state['anomaly'] else 'off'} for "
+                         "the rest of the program (torch.autograd.set_detect_anomaly outlives the call; it makes every "
+                         "backward several times slower). Use the `with torch.autograd.detect_anomaly():` block")
     if changed_state["dtype"] != state["dtype"]:
         raise CheckError(f"{name} changed the default dtype for the rest of the program "
                          f"({state['dtype']} -> {changed_state['dtype']}); pass dtype= to the functions that need it")

@@ -397,7 +397,13 @@ def share_tensor(load_ms, step_ms):
     return torch.tensor(load_ms / (load_ms + step_ms))
 
 
+def pad_collate_time_first(batch):
+    padded, lengths = ref.pad_collate(batch)
+    return padded.T, lengths
+
+
 NEW_CASES = [
+    Reject(checks.check_pad_collate, pad_collate_time_first, "transpose of the expected one"),
     Accept(checks.check_choose_num_workers, ref.choose_num_workers),
     Reject(checks.check_choose_num_workers, workers_pair, "return num_workers"),
     Reject(checks.check_choose_num_workers, workers_slowest, "slowest setting"),

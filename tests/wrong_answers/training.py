@@ -421,7 +421,12 @@ def classify_in_train_mode(model, images):
         return model(images.to(device)).argmax(dim=1)
 
 
+def targets_keepdim(one_hot):
+    return one_hot.argmax(dim=1, keepdim=True)
+
+
 NEW_CASES = [
+    Reject(checks.check_to_class_targets, targets_keepdim, "extra dimension of size 1"),
     Accept(checks.check_make_optimizer, ref.make_optimizer),
     Reject(checks.check_make_optimizer, optimizer_sgd_plain, "pass momentum=0.9"),
     Reject(checks.check_make_optimizer, optimizer_adam_l2, "Use torch.optim.AdamW"),

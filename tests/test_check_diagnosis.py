@@ -1,0 +1,120 @@
+"""The check framework's general mechanisms: diagnoses of wrong tensors, calls that must leave their
+arguments and PyTorch's global state alone, every submodule's mode, the device stand-in, substitution."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from helpers.checks import (CheckError, call, call_unchanged, expect_close, expect_mode, expect_tensor, host_collate,
+                            substitute)
+
+X = torch.tensor([[1.0, -2.0, 3.0], [0.5, 4.0, -1.0]])
+
+
+@pytest.mark.parametrize("got,expected,given,message", [
+    (X.sum(0), X.mean(0), X, "2 times the expected one; 2 is the size of the input's dim 0"),
+    (-X, X, None, "the sign is flipped"),
+    (X[:, :2].T, X[:, :2], None, "transpose of the expected one"),
+    (X.T, X, None, "should have shape [2, 3], but yours has shape [3, 2]: your result is the transpose"),
+    ((X * 1.3).floor(), X * 1.3, None, "rounded down (floor)"),
+    (X.flatten().flip(0).reshape(2, 3), X, None, "right values, but in the wrong order"),
+    (X.roll(1, 1), X, None, "shifted by one position along dim 1"),
+    (X + 2, X, None, "off by the same amount (+2)"),
+    (torch.where(X < 0, 7.0, X), X, X, "right except where the input is negative (2 of 6 elements)"),
+    (X.mean(1, keepdim=True), X.mean(1), X, "extra dimension of size 1"),
+    (X.mean(1), X.mean(1, keepdim=True), X, "a dimension of size 1 is missing"),
+    (X.mean(1), X.mean(0), X, "the input reduced over dim 1; reduce over dim 0"),
+    (torch.tensor([1.0, 0.0]), torch.tensor([1, 0]), torch.tensor([1, -2]), "turned it into floats"),
+    ((X * 1.3).long(), X * 1.3, None, "truncated by a conversion to an integer type"),
+    (torch.tensor([1.0, float("nan")]), torch.tensor([1.0, 1.0]), torch.tensor([0.0, 800.0]), "overflows"),
+])
+def test_expect_tensor_names_the_relation(got, expected, given, message):
+    with pytest.raises(CheckError) as error:
+        expect_tensor(got, expected, what="f(x)", given=given)
+    assert message in str(error.value)
+
+
+def test_small_tensors_come_with_a_worked_example():
+    with pytest.raises(CheckError, match=r"input: +\[0.0, 2.0\]\n +expected: \[0.0, 2.0\]\n +yours: +\[0.0, 3.0\]"):
+        expect_tensor(torch.tensor([0.0, 3.0]), torch.tensor([0.0, 2.0]), what="f(x)", given=torch.tensor([0.0, 2.0]))
+
+
+def test_expect_close_names_a_size_or_a_sign_only():
+    with pytest.raises(CheckError, match="3 is the size of the input's dim 0"):
+        expect_close(1.0, 3.0, what="f(x)", given=torch.zeros(3, 2))
+    with pytest.raises(CheckError, match=r"should be 3, but yours is 6$"):
+        expect_close(6.0, 3.0, what="f(x)")  # a factor of 2 alone is no evidence of a cause
+    with pytest.raises(CheckError, match="Python number"):
+        expect_close(torch.tensor(3.0), 3.0, what="f(x)", python_number=True)
+
+
+def test_call_unchanged_names_what_changed():
+    def in_place(x):
+        x -= 1
+        return x
+
+    def tracks(x):
+        return x.requires_grad_()
+
+    def mutates(d):
+        d["new"] = 1
+        return d
+
+    def sorts(items):
+        items.sort()
+        return items
+
+    def switches_off(x):
+        torch.set_grad_enabled(False)
+        return x
+
+    for fn, arg, message in [(in_place, torch.ones(2), "values were overwritten"),
+                             (tracks, torch.ones(2), "requires_grad was switched on"),
+                             (mutates, {"a": 1}, "keys were added ['new']"),
+                             (sorts, [3, 1, 2], "reordered in place"),
+                             (switches_off, torch.ones(2), "left gradient tracking switched off")]:
+        with pytest.raises(CheckError, match=message.replace("[", r"\[").replace("]", r"\]")):
+            call_unchanged(fn, arg)
+    assert torch.is_grad_enabled()  # given back to the caller
+    assert call_unchanged(lambda x: x + 1, torch.ones(2)).tolist() == [2.0, 2.0]
+
+
+def test_expect_mode_sees_every_submodule():
+    model = nn.Sequential(nn.Linear(2, 2), nn.Dropout())
+    model.training = False
+    with pytest.raises(CheckError, match="changes only the top-level flag"):
+        expect_mode(model, False, "predict")
+    expect_mode(model.eval(), False, "predict")
+
+
+def test_a_batch_never_moved_fails_on_a_cpu_grader():
+    loader = DataLoader(TensorDataset(torch.randn(4, 3), torch.tensor([0, 1, 0, 1])), batch_size=2,
+                        collate_fn=host_collate)
+    model = nn.Linear(3, 2)
+
+    def moved(model, loader, device):
+        return [model(x.to(device)).argmax(1).eq(y.to(device)).sum().item() for x, y in loader]
+
+    def not_moved(model, loader, device):
+        return [model(x).argmax(1).eq(y).sum().item() for x, y in loader]
+
+    assert len(call(moved, model, loader, torch.device("cpu"))) == 2
+    with pytest.raises(CheckError, match="without moving it to the device"):
+        call(not_moved, model, loader, torch.device("cpu"))
+
+
+def helper(x):
+    return x + 1
+
+
+def uses_helper(x):
+    return helper(x)
+
+
+def test_substitute_swaps_a_name_for_the_duration_only():
+    with substitute(uses_helper, helper=lambda x: x * 10):
+        assert uses_helper(2) == 20
+    assert uses_helper(2) == 3
