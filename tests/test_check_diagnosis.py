@@ -118,3 +118,26 @@ def test_substitute_swaps_a_name_for_the_duration_only():
     with substitute(uses_helper, helper=lambda x: x * 10):
         assert uses_helper(2) == 20
     assert uses_helper(2) == 3
+
+
+ODD_ANSWERS = {"None": None, "a string": "text", "a 3x3 tensor": torch.zeros(3, 3), "a dict": {"a": 1},
+               "a pair of tensors": (torch.zeros(2), torch.zeros(2)), "a 4-vector": torch.arange(4.0)}
+
+
+@pytest.mark.parametrize("lesson", ["tensors", "autograd", "datasets", "models", "training", "checkpoints"])
+def test_checks_never_crash_on_an_odd_answer(lesson, capsys):
+    """Whatever a learner's function returns, a check answers with a CheckError, never its own exception."""
+    import importlib
+
+    module = importlib.import_module(f"helpers.checks.{lesson}")
+    for name in sorted(n for n in dir(module) if n.startswith("check_")):
+        for label, value in ODD_ANSWERS.items():
+            def answer(*args, _value=value, **kwargs):
+                return _value
+            answer.__name__ = f"returns {label}"
+            try:
+                getattr(module, name)(answer)
+            except CheckError:
+                pass
+            finally:
+                torch.set_grad_enabled(True)

@@ -586,7 +586,7 @@ def check_choose_num_workers(fn: Callable[[dict], int], inputs: Sequence[dict] |
         got = call_unchanged(fn, dict(speeds))
         want = ref.choose_num_workers(speeds)
         slowest = min(speeds, key=speeds.get)[0]
-        if isinstance(got, (tuple, list)) and len(got) == 2 and got[0] == want:
+        if isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[0], int) and got[0] == want:
             raise CheckError(f"{shown}: you returned the (num_workers, pin_memory) pair; return num_workers, "
                              "the first element of the fastest setting's key")
         if isinstance(got, float) and got in speeds.values():
