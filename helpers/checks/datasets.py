@@ -519,6 +519,7 @@ def check_make_loaders(fn: Callable[..., tuple[DataLoader, DataLoader]],
             expect(all(isinstance(loader, DataLoader) for loader in got),
                    f"{shown}, cpu) should return two DataLoader objects, not {describe(got[0])} and {describe(got[1])}")
             on_cuda = call(fn, train_set, val_set, batch_size, seed, cuda)
+            on_mps = call(fn, train_set, val_set, batch_size, seed, torch.device("mps"))  # a GPU that is not CUDA
             want_train, want_val = ref.make_loaders(train_set, val_set, batch_size, seed, cpu)
             which = {"train": [0], "val": [1], "both": [0, 1]}[part]
             for index in which:
@@ -529,6 +530,10 @@ def check_make_loaders(fn: Callable[..., tuple[DataLoader, DataLoader]],
                 expect(not loader.pin_memory,
                        f"{shown}, cpu): the {name} loader pins memory, but pinned memory only speeds up copies "
                        "to a CUDA GPU; use pin_memory=(device.type == 'cuda')")
+                expect(not on_mps[index].pin_memory,
+                       f"{shown}, mps): the {name} loader pins memory for Apple's 'mps' GPU, which shares its memory "
+                       "with the CPU, so there is nothing to speed up: pin only for CUDA, "
+                       "pin_memory=(device.type == 'cuda')")
                 expect(on_cuda[index].pin_memory,
                        f"{shown}, cuda): the {name} loader should pin memory when the device is a CUDA GPU "
                        "(pin_memory=(device.type == 'cuda')): pinned pages can be copied to the GPU faster "

@@ -402,7 +402,12 @@ def pad_collate_time_first(batch):
     return padded.T, lengths
 
 
+def loaders_pinned_on_any_gpu(train_set, val_set, batch_size, seed, device):
+    return _loaders(train_set, val_set, batch_size, seed, device, pin=device.type != "cpu")
+
+
 NEW_CASES = [
+    Reject(checks.check_make_loaders, loaders_pinned_on_any_gpu, "pin only for CUDA"),
     Reject(checks.check_pad_collate, pad_collate_time_first, "transpose of the expected one"),
     Accept(checks.check_choose_num_workers, ref.choose_num_workers),
     Reject(checks.check_choose_num_workers, workers_pair, "return num_workers"),
