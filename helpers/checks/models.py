@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from helpers.checks import (CheckError, Mistake, call, call_unchanged, describe, expect, expect_mode, expect_tensor,
-                           passed, same_value)
+                           passed, same_value, substitute)
 from helpers.reference import models as ref
 
 ModelFactory = Callable[[], nn.Module]
@@ -566,13 +566,24 @@ def check_label_smoothing_loss(cls: Any, inputs: Sequence[tuple[float, str]] | N
     """The nn.Module version: configured in __init__, called as loss_fn(logits, targets)."""
     inputs = inputs if inputs is not None else [(0.1, "mean"), (0.3, "sum")]
     logits, targets = _randn(4, 3, seed=12), torch.tensor([2, 0, 1, 2])
-    for smoothing, reduction in inputs:
-        loss_fn = _build(cls, "LabelSmoothingLoss", smoothing=smoothing, reduction=reduction)
-        got = call_unchanged(loss_fn, logits, targets)
+    # All instances first: settings kept on the class instead of on self show as instances that share them.
+    losses = [_build(cls, "LabelSmoothingLoss", smoothing=smoothing, reduction=reduction)
+              for smoothing, reduction in inputs]
+    last = inputs[-1]
+    for loss_fn, (smoothing, reduction) in zip(losses, inputs):
+        # graded with the reference label_smoothing_cross_entropy, should forward call the learner's (exercise 5)
+        with substitute(cls, label_smoothing_cross_entropy=ref.label_smoothing_cross_entropy):
+            got = call_unchanged(loss_fn, logits, targets)
+        shared = Mistake("your instances share their settings: each one computes with the settings of the last one "
+                         f"created (smoothing={last[0]}, reduction='{last[1]}'). Store them on the instance, "
+                         "self.smoothing = smoothing, not on the class",
+                         lambda: ref.label_smoothing_cross_entropy(logits, targets, *last)
+                         if (smoothing, reduction) != tuple(last) else _not_this_mistake())
         expect_tensor(
             got, ref.label_smoothing_cross_entropy(logits, targets, smoothing, reduction),
             what=f"LabelSmoothingLoss(smoothing={smoothing}, reduction='{reduction}')(logits, targets)",
             mistakes=[
+                shared,
                 Mistake("forward ignores the smoothing given to __init__: store it (self.smoothing = smoothing) "
                         "and use it in forward",
                         lambda: ref.label_smoothing_cross_entropy(logits, targets, 0.1, reduction)

@@ -444,7 +444,36 @@ def smoothing_one_hot_guess(logits, targets, smoothing=0.1, reduction="mean"):
     return {"mean": loss.mean, "sum": loss.sum, "none": lambda: loss}[reduction]()
 
 
+class LossSharedSettings(nn.Module):
+    smoothing, reduction = 0.1, "mean"
+
+    def __init__(self, smoothing=0.1, reduction="mean"):
+        super().__init__()
+        type(self).smoothing, type(self).reduction = smoothing, reduction  # on the class: shared by every instance
+
+    def forward(self, logits, targets):
+        return F.cross_entropy(logits, targets, label_smoothing=self.smoothing, reduction=self.reduction)
+
+
+def label_smoothing_cross_entropy(logits, targets, smoothing=0.1, reduction="mean"):
+    """A learner's exercise 5 that ignores reduction, in the namespace their LabelSmoothingLoss uses."""
+    return ref.label_smoothing_cross_entropy(logits, targets, smoothing, "mean")
+
+
+class LossOnLearnersFunction(nn.Module):
+    """Right in itself; calls this namespace's (wrong) exercise-5 function. Graded with the reference one."""
+
+    def __init__(self, smoothing=0.1, reduction="mean"):
+        super().__init__()
+        self.smoothing, self.reduction = smoothing, reduction
+
+    def forward(self, logits, targets):
+        return label_smoothing_cross_entropy(logits, targets, self.smoothing, self.reduction)
+
+
 NEW_CASES = [
+    Reject(checks.check_label_smoothing_loss, LossSharedSettings, "your instances share their settings"),
+    Accept(checks.check_label_smoothing_loss, LossOnLearnersFunction),
     Reject(checks.check_predict, predict_flag_by_hand, "changes only the top-level flag"),
     Reject(checks.check_predict, predict_restores_training, "after predict returned, the model is not in eval mode"),
     Reject(checks.check_predict, predict_keepdim, "extra dimension of size 1"),
