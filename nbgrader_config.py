@@ -49,6 +49,16 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 # A learner's cell may run at most this long when autograded (infinite loops end here).
 c.Execute.timeout = 120
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+# Fix-the-bug exercises hand out a broken program instead of the stub (helpers/starters.py).
+from nbgrader.converters import GenerateAssignment  # noqa: E402
+
+try:
+    from helpers.starters import with_starters
+except ImportError:  # helpers not installed: the course's own copy, next to this file
+    sys.path.insert(0, str(COURSE))
+    from helpers.starters import with_starters
+
+c.GenerateAssignment.preprocessors = with_starters(GenerateAssignment.class_traits()["preprocessors"].default())
 
 
 def publish_release(assignment: str, student: str, notebooks: list[str]) -> None:

@@ -11,6 +11,9 @@ Four short cell markers become nbgrader's cell metadata:
 ``# %% graded="ex_name_tests" points=2``  autograder tests (may hold HIDDEN TESTS)
 ==============================  =====================================================
 
+``# %% starter="ex_name"`` right above a solution cell holds the broken program a
+fix-the-bug exercise hands out instead of the stub (see ``helpers.starters``).
+
 ``tags=["nbval-ignore-output"]`` marks a cell whose output changes from run to run
 (timings, paths) so nbval does not compare it.
 
@@ -34,6 +37,7 @@ from nbclient import NotebookClient
 from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
 from helpers.data import REPO_ROOT
+from helpers.starters import KEY as STARTER
 
 SOLUTIONS = REPO_ROOT / "solutions"
 NBGRADER_SCHEMA = 3
@@ -85,6 +89,10 @@ def _fail(message: str):
 def source_to_notebook(source: Path) -> nbformat.NotebookNode:
     """Read a ``.pct.py`` source into an (unexecuted) nbgrader notebook."""
     nb = jupytext.read(source)
+    starters = {}
+    for cell in [c for c in nb.cells if STARTER in c.metadata]:
+        starters[str(cell.metadata[STARTER])] = cell.source  # its solution cell carries it (helpers/starters.py)
+        nb.cells.remove(cell)
     grade_ids: set[str] = set()
     for index, cell in enumerate(nb.cells):
         # Stable ids keep rebuilt notebooks' diffs to what really changed.
@@ -98,6 +106,10 @@ def source_to_notebook(source: Path) -> nbformat.NotebookNode:
             grade_ids.add(meta["grade_id"])
             cell.metadata["nbgrader"] = meta
             cell.id = meta["grade_id"][:64]
+            if meta["solution"] and meta["grade_id"] in starters:
+                cell.metadata[STARTER] = starters.pop(meta["grade_id"])
+    if starters:
+        raise ValueError(f"{source.name}: starter cells without a solution cell below them: {sorted(starters)}")
     nb.metadata.pop("jupytext", None)
     nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
     nb.metadata["language_info"] = {"name": "python"}
@@ -125,7 +137,8 @@ def build(source: Path) -> float:
 
 
 def comparable(nb: nbformat.NotebookNode) -> list[tuple]:
-    return [(c.cell_type, c.source, c.metadata.get("nbgrader"), c.metadata.get("tags")) for c in nb.cells]
+    return [(c.cell_type, c.source, c.metadata.get("nbgrader"), c.metadata.get("tags"), c.metadata.get(STARTER))
+            for c in nb.cells]
 
 
 def out_of_sync(source: Path) -> str | None:

@@ -30,6 +30,7 @@ from nbgrader.utils import determine_grade, is_grade, is_solution, setenv
 
 from helpers.data import REPO_ROOT
 from helpers.grading import load_config
+from helpers.starters import is_untouched_starter
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 STUB = "raise NotImplementedError()"
@@ -117,11 +118,13 @@ def exercises(lesson: str, executed: nbformat.NotebookNode) -> list[Exercise]:
     current = {"name": "", "source": ""}
     for cell in executed.cells:
         if is_solution(cell) and cell.cell_type == "code":
-            current = {"name": cell.metadata["nbgrader"]["grade_id"], "source": cell.source}
+            current = {"name": cell.metadata["nbgrader"]["grade_id"], "source": cell.source,
+                       "untouched": is_untouched_starter(cell)}
         elif is_grade(cell):
             score, max_score = determine_grade(cell)
             group = groups.setdefault(current["name"] or cell.metadata["nbgrader"]["grade_id"],
-                                      {"source": current["source"], "points": 0.0, "max": 0.0, "errors": []})
+                                      {"source": current["source"], "untouched": current.get("untouched"),
+                                       "points": 0.0, "max": 0.0, "errors": []})
             group["points"] += score or 0.0
             group["max"] += max_score
             if (score or 0.0) < max_score:
@@ -132,6 +135,8 @@ def exercises(lesson: str, executed: nbformat.NotebookNode) -> list[Exercise]:
             status, message = PASSED, ""
         elif STUB in group["source"]:
             status, message = NOT_ATTEMPTED, f"replace `{STUB}` with your code"
+        elif group["untouched"]:
+            status, message = NOT_ATTEMPTED, "fix the broken program in the exercise's cell"
         else:
             status, message = FAILED, group["errors"][0]
         result.append(Exercise(lesson, name.removeprefix("ex_"), status, group["points"], group["max"], message))

@@ -124,7 +124,8 @@ def test_lab_serves_learner_notebook(lab: Lab, lesson: str):
     model = lab.request("GET", f"/api/contents/notebooks/{lesson}/{lesson}.ipynb")
     assert model["type"] == "notebook"
     cells = model["content"]["cells"]
-    assert any("raise NotImplementedError()" in c["source"] for c in cells), "the learner version has exercises"
+    assert any("raise NotImplementedError()" in c["source"] or c["metadata"].get("starter") for c in cells), \
+        "the learner version has exercises"
 
 
 def test_lab_page_loads_nbgrader_extension(lab: Lab):
