@@ -1,0 +1,831 @@
+"""Lesson 07 Training faster: checks for every exercise.
+
+Each ``check_*`` takes the learner's function and, optionally, extra inputs
+(the graded cells pass hidden ones), prints one pass line or raises
+CheckError naming the mistake.
+
+Timing is checked without timing anything: the checks hand the learner's
+``median_time`` a fake device on a fake clock. On the fake GPU, ``fn()``
+queues its work and returns at once, and ``torch.cuda.synchronize`` (patched
+for the duration of the check) waits until the queued work is done, exactly
+the behaviour that makes naive GPU timing wrong. Every clock read records
+whether work was still running, so a missing synchronize, a missing warm-up
+or a mean instead of a median is seen and named, deterministically, on any
+machine.
+
+The other checks observe behaviour through PyTorch's public hooks: forward
+hooks count how often a checkpointed block ran, tensor hooks see the
+autocast state during backward and whether ``.grad`` was ``None``,
+optimizer step hooks count steps, and a GradScaler stand-in records
+``scale``/``step``/``update``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import statistics
+import warnings
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
+from unittest import mock
+
+import torch
+from torch import nn
+
+from helpers.checks import CheckError, Mistake, call, describe, expect, expect_close, expect_tensor, passed, \
+    substitute
+from helpers.reference import faster as ref
+
+# ---------------------------------------------------------------- synchronize
+
+
+@contextlib.contextmanager
+def _patched_syncs(on_sync: Callable[[str, tuple, dict], None], cuda_available: bool | None = None) -> Iterator[None]:
+    """While open, torch.cuda/mps/accelerator.synchronize call ``on_sync(kind, args, kwargs)`` instead."""
+    def spy(kind: str) -> Callable[..., None]:
+        def sync(*args: Any, **kwargs: Any) -> None:
+            on_sync(kind, args, kwargs)
+        return sync
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(torch.cuda, "synchronize", spy("cuda")))
+        stack.enter_context(mock.patch.object(torch.mps, "synchronize", spy("mps")))
+        if hasattr(torch, "accelerator") and hasattr(torch.accelerator, "synchronize"):
+            stack.enter_context(mock.patch.object(torch.accelerator, "synchronize", spy("accelerator")))
+        if cuda_available is not None:
+            stack.enter_context(mock.patch.object(torch.cuda, "is_available", lambda: cuda_available))
+        yield
+
+
+def _sync_index(args: tuple, kwargs: dict) -> int | None | str:
+    """The GPU index a synchronize call names: an int, None (the current GPU), or 'other' (another type)."""
+    device = kwargs.get("device", args[0] if args else None)
+    if device is None:
+        return None
+    if isinstance(device, int):
+        return device
+    try:
+        device = torch.device(device)
+    except (TypeError, RuntimeError):
+        return "other"
+    return device.index if device.type == "cuda" else "other"
+
+
+def check_synchronize(fn: Callable[[torch.device], None], inputs: Sequence[torch.device] | None = None) -> None:
+    """synchronize(device) waits on CUDA (that very GPU) and MPS, and does nothing on the CPU."""
+    devices = inputs if inputs is not None else [torch.device("cpu"), torch.device("cuda"),
+                                                 torch.device("cuda", 1), torch.device("mps")]
+    for device in devices:
+        seen: list[tuple[str, tuple, dict]] = []
+        with _patched_syncs(lambda kind, args, kwargs: seen.append((kind, args, kwargs)),
+                            cuda_available=device.type == "cuda"):
+            call(fn, device)
+        what = f"synchronize({device!r})"
+        kinds = [kind for kind, _, _ in seen]
+        if device.type == "cpu":
+            if seen:
+                raise CheckError(f"{what}: called torch.{kinds[0]}.synchronize, but a CPU has nothing to wait for "
+                                 "(each CPU operation has finished when it returns), and torch.cuda.synchronize() "
+                                 "raises on a machine without CUDA: do nothing when device.type == 'cpu'")
+        elif device.type == "cuda":
+            cuda_calls = [(args, kwargs) for kind, args, kwargs in seen if kind in ("cuda", "accelerator")]
+            expect("mps" not in kinds, f"{what}: called torch.mps.synchronize for a CUDA device; "
+                   "use torch.cuda.synchronize(device)")
+            expect(bool(cuda_calls), f"{what}: nothing was synchronized: for a CUDA device call "
+                   "torch.cuda.synchronize(device), which waits until the GPU has finished its queued work")
+            if device.index is not None:
+                indices = {_sync_index(args, kwargs) for args, kwargs in cuda_calls}
+                expect(device.index in indices, f"{what}: you waited for the current GPU (torch.cuda.synchronize() "
+                       f"without an argument), not for GPU {device.index}: pass the device, "
+                       "torch.cuda.synchronize(device)")
+        elif device.type == "mps":
+            expect(any(kind in ("mps", "accelerator") for kind in kinds),
+                   f"{what}: nothing was synchronized: for Apple's GPU (device type 'mps') call torch.mps.synchronize()")
+            expect("cuda" not in kinds, f"{what}: called torch.cuda.synchronize for an 'mps' device; "
+                   "use torch.mps.synchronize()")
+    passed("synchronize", len(devices))
+
+
+# ---------------------------------------------------------------- median_time on a fake device
+
+
+class TimingCase(NamedTuple):
+    """A timing case: the device type the fake device plays, warm-up calls, timed calls, and a seed for the work."""
+
+    device: str = "cuda"
+    warmup: int = 2
+    repeat: int = 5
+    seed: int = 0
+
+
+# The work one call of fn() does, in seconds, by call number: the first call is slow (one-off costs),
+# one later call is an outlier (another program took the CPU), the rest scatter a little.
+_FIRST_CALL = 3.0
+_OUTLIER = 0.5
+_HOST = 0.001  # the time fn() itself takes to queue the work and return
+
+
+def _work(case: TimingCase, n: int) -> list[float]:
+    g = torch.Generator().manual_seed(case.seed)
+    steady = (0.020 + 0.010 * torch.rand(n, generator=g)).tolist()
+    steady = [round(t, 4) for t in steady]
+    steady[0] = _FIRST_CALL
+    outlier = case.warmup + (case.repeat // 2)  # one of the timed calls
+    if outlier < n:
+        steady[outlier] = _OUTLIER
+    return steady
+
+
+class FakeDevice:
+    """A device on a fake clock. On a GPU, fn() queues work and returns; synchronize() waits for the queue.
+
+    On a CPU (``asynchronous=False``) fn() returns when its work is done and
+    there is nothing to synchronize. Every event is recorded in order.
+    """
+
+    def __init__(self, case: TimingCase, calls_expected: int) -> None:
+        self.work = _work(case, max(calls_expected, 1) * 3 + 5)
+        self.asynchronous = case.device != "cpu"
+        self.device_type = case.device
+        self.now = 0.0
+        self.busy_until = 0.0
+        self.calls = 0
+        self.events: list[tuple[str, bool]] = []  # (what, device busy at that moment)
+        self.wrong_syncs: list[str] = []
+
+    def fn(self) -> None:
+        work = self.work[min(self.calls, len(self.work) - 1)]
+        self.calls += 1
+        self.now += _HOST
+        if self.asynchronous:
+            self.busy_until = max(self.busy_until, self.now) + work
+        else:
+            self.now += work
+        self.events.append(("fn", self.busy))
+
+    @property
+    def busy(self) -> bool:
+        return self.busy_until > self.now + 1e-12
+
+    def synchronize(self, kind: str, args: tuple, kwargs: dict) -> None:
+        if not self.asynchronous:
+            self.wrong_syncs.append(kind)
+            return
+        if kind not in (self.device_type, "accelerator"):
+            self.wrong_syncs.append(kind)
+            return
+        self.now = max(self.now, self.busy_until)
+        self.events.append(("sync", False))
+
+    def clock(self) -> float:
+        self.events.append(("clock", self.busy))
+        return self.now
+
+    def timed_intervals(self, warmup: int) -> list[float]:
+        """What a correct median_time measures: each timed call's host time plus its work."""
+        return [_HOST + w for w in self.work[warmup:self.calls]]
+
+
+def _run_timing(fn: Callable[..., float], case: TimingCase) -> tuple[Any, FakeDevice]:
+    world = FakeDevice(case, case.warmup + case.repeat)
+    device = torch.device(case.device)
+    with substitute(fn, synchronize=ref.synchronize), \
+            _patched_syncs(world.synchronize, cuda_available=case.device == "cuda"):
+        got = call(fn, world.fn, device, warmup=case.warmup, repeat=case.repeat, clock=world.clock)
+    return got, world
+
+
+def _expect_calls(world: FakeDevice, case: TimingCase, what: str) -> None:
+    expect(world.calls > 0, f"{what}: fn was never called")
+    clock_reads = sum(1 for event, _ in world.events if event == "clock")
+    expect(clock_reads > 0, f"{what}: the clock you were given was never read: time with start = clock() "
+           "and clock() - start (the check passes a fake clock, so time.perf_counter() cannot be seen)")
+    expected = case.warmup + case.repeat
+    if world.calls == case.repeat and case.warmup > 0:
+        raise CheckError(f"{what}: fn ran {world.calls} times, all of them timed: there is no warm-up. The first "
+                         f"call pays one-off costs (here it took {_FIRST_CALL:g} s instead of about 0.02 s); call fn "
+                         "warmup times before timing anything")
+    expect(world.calls == expected, f"{what}: fn ran {world.calls} times; it should run warmup + repeat = "
+           f"{case.warmup} + {case.repeat} = {expected} times (untimed warm-up calls first, then the timed ones)")
+
+
+def check_median_time_sync(fn: Callable[..., float], inputs: Sequence[TimingCase] | None = None) -> None:
+    """On a (fake) GPU, median_time warms up, and synchronizes before each clock read."""
+    cases = inputs if inputs is not None else [TimingCase("cuda", 2, 5, 0), TimingCase("cuda", 1, 3, 1)]
+    for case in cases:
+        got, world = _run_timing(fn, case)
+        what = f"median_time on a GPU (warmup={case.warmup}, repeat={case.repeat})"
+        _expect_calls(world, case, what)
+        syncs = sum(1 for event, _ in world.events if event == "sync")
+        expect(syncs > 0, f"{what}: synchronize was never called. On a GPU, fn() returns as soon as its work is "
+               f"queued, so without synchronize(device) before each clock read you measure only the queueing "
+               f"(about {_HOST * 1e3:g} ms here, instead of about 25 ms)")
+        for i, (event, busy) in enumerate(world.events):
+            if event != "clock" or not busy:
+                continue
+            starts_timing = any(e == "fn" for e, _ in world.events[i + 1:i + 2])
+            if starts_timing:
+                raise CheckError(f"{what}: you started the clock while earlier work (the warm-up) was still running "
+                                 "on the GPU, so that time is added to the first timed run: call "
+                                 "synchronize(device) before start = clock() too, not only after fn()")
+            raise CheckError(f"{what}: you read the clock after fn() before its work had finished, so you measured "
+                             "only the time to queue it: call synchronize(device) after fn() and before the second "
+                             "clock read")
+    passed("median_time (warm-up and synchronize)", len(cases))
+
+
+def check_median_time_value(fn: Callable[..., float], inputs: Sequence[TimingCase] | None = None) -> None:
+    """On a (fake) CPU, median_time returns the median, in seconds, of the timed calls after the warm-up."""
+    cases = inputs if inputs is not None else [TimingCase("cpu", 2, 5, 2), TimingCase("cpu", 1, 4, 3)]
+    for case in cases:
+        got, world = _run_timing(fn, case)
+        what = f"median_time on the CPU (warmup={case.warmup}, repeat={case.repeat})"
+        if world.wrong_syncs:
+            raise CheckError(f"{what}: called torch.{world.wrong_syncs[0]}.synchronize for a CPU device, which "
+                             "raises on a machine without CUDA: wait only on a GPU (use your synchronize(device))")
+        _expect_calls(world, case, what)
+        number = got.item() if isinstance(got, torch.Tensor) and got.numel() == 1 else got
+        expect(isinstance(number, (int, float)) and not isinstance(number, bool),
+               f"{what} should return one number (seconds), but returned {describe(got)}")
+        times = world.timed_intervals(case.warmup)
+        ordered = sorted(times)
+        low, high = ordered[(len(ordered) - 1) // 2], ordered[len(ordered) // 2]
+        if low - 1e-9 <= number <= high + 1e-9:
+            continue
+        all_calls = [_HOST + w for w in world.work[:world.calls]]
+        mistakes = [
+            Mistake("that is the mean of the timed runs: one slow run (here one took 0.5 s) pulls the mean up; "
+                    "return the median (statistics.median)", lambda: statistics.mean(times)),
+            Mistake("that is the total of all timed runs; return the median of the single-run times",
+                    lambda: sum(times)),
+            Mistake("that is the fastest run (min), not the median", lambda: min(times)),
+            Mistake("that is the slowest run (max), not the median", lambda: max(times)),
+            Mistake("that is the median in milliseconds; return seconds",
+                    matches=lambda g: _in_range(g / 1000, low, high)),
+            Mistake("the warm-up calls were timed too and are in your median; time only the calls after the warm-up",
+                    matches=lambda g: _is_median(g, all_calls)),
+        ]
+        expect_close(number, statistics.median(times), what=what, mistakes=mistakes, atol=1e-9, rtol=1e-6)
+    passed("median_time (the median in seconds)", len(cases))
+
+
+def _in_range(value: float, low: float, high: float) -> bool:
+    return low - 1e-9 <= value <= high + 1e-9
+
+
+def _is_median(value: float, values: list[float]) -> bool:
+    ordered = sorted(values)
+    return _in_range(value, ordered[(len(ordered) - 1) // 2], ordered[len(ordered) // 2])
+
+
+# ---------------------------------------------------------------- the linear scaling rule
+
+
+def check_scaled_learning_rate(fn: Callable[[float, int, int], float],
+                               inputs: Sequence[tuple[float, int, int]] | None = None) -> None:
+    """lr * batch_size / base_batch_size, for larger, smaller and non-multiple batch sizes."""
+    cases = inputs if inputs is not None else [(0.1, 64, 256), (0.05, 256, 64), (0.01, 64, 96)]
+    for base_lr, base_batch, batch in cases:
+        got = call(fn, base_lr, base_batch, batch)
+        ratio = batch / base_batch
+        mistakes = [
+            Mistake("the learning rate did not change with the batch size: the linear rule multiplies it by "
+                    "batch_size / base_batch_size", lambda: base_lr),
+            Mistake("the ratio is upside down: a larger batch gets a larger learning rate "
+                    "(multiply by batch_size / base_batch_size)", lambda: base_lr * base_batch / batch),
+            Mistake("that is the square-root rule (sometimes used for Adam); the linear rule multiplies by the "
+                    "ratio itself", lambda: base_lr * math.sqrt(ratio)),
+            Mistake("integer division (//) rounded the ratio of batch sizes; use /",
+                    lambda: base_lr * (batch // base_batch)),
+        ]
+        expect_close(got, ref.scaled_learning_rate(base_lr, base_batch, batch),
+                     what=f"scaled_learning_rate({base_lr}, {base_batch}, {batch})", mistakes=mistakes, rtol=1e-6)
+    passed("scaled_learning_rate", len(cases))
+
+
+# ---------------------------------------------------------------- small training setups
+
+
+class StepCase(NamedTuple):
+    """A small training case: seed, number of batches (or micro-batches) and samples in each."""
+
+    seed: int = 0
+    batches: int = 4
+    size: int = 8
+
+
+N_IN, N_HIDDEN, N_OUT = 6, 12, 3
+LR = 0.1
+
+
+def _model(seed: int) -> nn.Sequential:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(N_IN, N_HIDDEN), nn.ReLU(), nn.Linear(N_HIDDEN, N_OUT))
+
+
+def _batches(case: StepCase) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    g = torch.Generator().manual_seed(100 + case.seed)
+    return [(torch.randn(case.size, N_IN, generator=g), torch.randint(0, N_OUT, (case.size,), generator=g))
+            for _ in range(case.batches)]
+
+
+def _params(model: nn.Module) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def _same_params(a: list[torch.Tensor], b: list[torch.Tensor], atol: float = 1e-6, rtol: float = 1e-5) -> bool:
+    return len(a) == len(b) and all(torch.allclose(x, y, atol=atol, rtol=rtol) for x, y in zip(a, b))
+
+
+def _count_steps(optimizer: torch.optim.Optimizer) -> list[int]:
+    steps = [0]
+
+    def count(*_: Any) -> None:
+        steps[0] += 1
+
+    optimizer.register_step_post_hook(count)
+    return steps
+
+
+# ---------------------------------------------------------------- gradient accumulation
+
+
+def _stale(model: nn.Module, seed: int) -> list[torch.Tensor]:
+    """Leftover gradients, as an earlier backward without zero_grad would leave them."""
+    g = torch.Generator().manual_seed(900 + seed)
+    grads = [torch.randn(p.shape, generator=g) for p in model.parameters()]
+    for p, grad in zip(model.parameters(), grads):
+        p.grad = grad.clone()
+    return grads
+
+
+def _accumulation_run(step: Callable[..., Any], case: StepCase, stale: bool = True,
+                      learner: bool = True) -> tuple[Any, list[torch.Tensor], int]:
+    """Run one accumulated step on a fresh setup: (result, parameters after, optimizer steps)."""
+    with torch.random.fork_rng(devices=[]):
+        model = _model(case.seed)
+        optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+        steps = _count_steps(optimizer)
+        if stale:
+            _stale(model, case.seed)
+        micro = _batches(case)
+        result = call(step, model, optimizer, nn.functional.cross_entropy, micro) if learner else \
+            step(model, optimizer, nn.functional.cross_entropy, micro)
+        return result, _params(model), steps[0]
+
+
+def _large_batch(case: StepCase) -> tuple[float, list[torch.Tensor]]:
+    """The step accumulation must equal: one SGD step on all micro-batches at once."""
+    with torch.random.fork_rng(devices=[]):
+        model = _model(case.seed)
+        optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+        micro = _batches(case)
+        inputs, targets = torch.cat([x for x, _ in micro]), torch.cat([y for _, y in micro])
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        return loss.item(), _params(model)
+
+
+def _variant(case: StepCase, divide: bool, zero_each: bool, zero_first: bool) -> list[torch.Tensor]:
+    """Parameters after a wrong twin of accumulated_step (one step at the end)."""
+    def step(model, optimizer, loss_fn, micro):
+        if zero_first:
+            optimizer.zero_grad()
+        for inputs, targets in micro:
+            if zero_each:
+                optimizer.zero_grad()
+            loss = loss_fn(model(inputs), targets)
+            (loss / len(micro) if divide else loss).backward()
+        optimizer.step()
+    return _accumulation_run(step, case, learner=False)[1]
+
+
+def check_accumulation_update(fn: Callable[..., float], inputs: Sequence[StepCase] | None = None) -> None:
+    """The parameters after accumulated_step equal those after one SGD step on the whole large batch."""
+    cases = inputs if inputs is not None else [StepCase(0, 4, 8), StepCase(1, 3, 5)]
+    for case in cases:
+        _, got, steps = _accumulation_run(fn, case)
+        what = f"accumulated_step over {case.batches} micro-batches of {case.size}"
+        expect(steps > 0, f"{what}: optimizer.step() was never called, so the parameters did not change")
+        expect(steps == 1, f"{what}: the optimizer stepped {steps} times"
+               + (", once per micro-batch" if steps == case.batches else "")
+               + ": accumulation means one optimizer.step() after all k backward passes")
+        _, want = _large_batch(case)
+        if _same_params(got, want):
+            continue
+        k = case.batches
+        wrong = [
+            ("the update is k = {k} times too large: divide each micro-batch's loss by k (the number of "
+             "micro-batches), so the summed gradients are the mean over the large batch",
+             lambda: _variant(case, divide=False, zero_each=False, zero_first=True)),
+            ("only the last micro-batch's gradient reached the step: zero_grad() inside the loop wipes the "
+             "gradients the earlier micro-batches added; clear them once, before the loop",
+             lambda: _variant(case, divide=True, zero_each=True, zero_first=True)),
+            ("only the last micro-batch's gradient reached the step (zero_grad() inside the loop), and its loss "
+             "was not divided by k: clear the gradients once, before the loop, and divide each loss by k",
+             lambda: _variant(case, divide=False, zero_each=True, zero_first=True)),
+            ("the update includes the gradients that were already in .grad when your function started: call "
+             "optimizer.zero_grad() once before the first micro-batch",
+             lambda: _variant(case, divide=True, zero_each=False, zero_first=False)),
+            ("the loss was not divided by k, and the gradients already in .grad were added too: call "
+             "optimizer.zero_grad() before the first micro-batch and divide each loss by k",
+             lambda: _variant(case, divide=False, zero_each=False, zero_first=False)),
+        ]
+        for message, twin in wrong:
+            if _same_params(got, twin()):
+                raise CheckError(f"{what}: {message.format(k=k)}")
+        raise CheckError(f"{what}: the parameters after your step differ from one SGD step on all "
+                         f"{k * case.size} samples at once (largest difference "
+                         f"{max((a - b).abs().max().item() for a, b in zip(got, want)):.3g})")
+    passed("accumulated_step (equals one large-batch step)", len(cases))
+
+
+def check_accumulation_steps(fn: Callable[..., float], inputs: Sequence[StepCase] | None = None) -> None:
+    """accumulated_step steps the optimizer once and returns the large batch's mean loss as a float."""
+    cases = inputs if inputs is not None else [StepCase(2, 4, 6), StepCase(3, 2, 7)]
+    for case in cases:
+        got, _, steps = _accumulation_run(fn, case)
+        what = f"accumulated_step over {case.batches} micro-batches of {case.size}"
+        if steps == case.batches and steps > 1:
+            raise CheckError(f"{what}: the optimizer stepped after every micro-batch ({steps} steps): that is "
+                             f"{steps} small-batch steps, not one large-batch step. Call optimizer.step() once, "
+                             "after the loop")
+        expect(steps == 1, f"{what}: the optimizer stepped {steps} times; it must step exactly once")
+        want, _ = _large_batch(case)
+        k = case.batches
+        expect_close(got, want, what=f"{what}, the loss you returned", python_number=True, rtol=1e-4, mistakes=[
+            Mistake(f"that is k = {k} times the mean: return the sum of the divided losses (loss / k), which is "
+                    "the large batch's mean loss", lambda: want * k),
+            Mistake("that is the last micro-batch's loss only; return the large batch's mean loss "
+                    "(the sum of the divided losses)",
+                    lambda: nn.functional.cross_entropy(_model(case.seed)(_batches(case)[-1][0]),
+                                                        _batches(case)[-1][1]).item() / k),
+        ])
+    passed("accumulated_step (one step, the large batch's loss)", len(cases))
+
+
+# ---------------------------------------------------------------- mixed precision
+
+
+class AmpCase(NamedTuple):
+    """A mixed-precision case: seed, batch size, and the autocast dtype asked for."""
+
+    seed: int = 0
+    size: int = 16
+    dtype: torch.dtype = torch.bfloat16
+
+
+class AutocastSpy(nn.Module):
+    """An identity layer that records the autocast state in the forward pass and, via a tensor hook, in backward."""
+
+    def __init__(self, device_type: str = "cpu") -> None:
+        super().__init__()
+        self.device_type = device_type
+        self.forward_states: list[tuple[bool, torch.dtype, bool]] = []
+        self.backward_states: list[bool] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        other = "cuda" if self.device_type != "cuda" else "cpu"
+        self.forward_states.append((torch.is_autocast_enabled(self.device_type),
+                                    torch.get_autocast_dtype(self.device_type),
+                                    torch.is_autocast_enabled(other)))
+        if x.requires_grad:
+            x.register_hook(self._in_backward)
+        return x
+
+    def _in_backward(self, grad: torch.Tensor) -> None:
+        self.backward_states.append(torch.is_autocast_enabled(self.device_type))
+
+
+class ScalerSpy:
+    """A stand-in for torch.amp.GradScaler that really scales (by a fixed factor) and records each call.
+
+    ``scale(loss)`` multiplies by the factor; ``step(optimizer)`` divides the
+    gradients by it (unless ``unscale_`` already did) and steps only when every
+    gradient is finite; ``update()`` is recorded.
+    """
+
+    def __init__(self, factor: float = 1024.0) -> None:
+        self.factor = factor
+        self.calls: list[str] = []
+        self._unscaled: set[int] = set()
+
+    def scale(self, outputs: torch.Tensor) -> torch.Tensor:
+        self.calls.append("scale")
+        return outputs * self.factor
+
+    def unscale_(self, optimizer: torch.optim.Optimizer) -> None:
+        self.calls.append("unscale_")
+        if id(optimizer) in self._unscaled:
+            return
+        self._unscaled.add(id(optimizer))
+        with torch.no_grad():
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        p.grad.div_(self.factor)
+
+    def step(self, optimizer: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append("step")
+        if id(optimizer) not in self._unscaled:
+            self.unscale_(optimizer)
+            self.calls.pop()  # an unscale_ inside step is not the learner's call
+        self._unscaled.discard(id(optimizer))
+        grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        if all(torch.isfinite(grad).all() for grad in grads):
+            return optimizer.step(*args, **kwargs)
+        return None
+
+    def update(self, new_scale: Any = None) -> None:
+        self.calls.append("update")
+
+    def get_scale(self) -> float:
+        return self.factor
+
+    def is_enabled(self) -> bool:
+        return True
+
+
+def _amp_model(seed: int) -> tuple[nn.Sequential, AutocastSpy]:
+    torch.manual_seed(seed)
+    spy = AutocastSpy("cpu")
+    return nn.Sequential(nn.Linear(N_IN, 32), spy, nn.ReLU(), nn.Linear(32, N_OUT)), spy
+
+
+def _amp_data(case: AmpCase) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(300 + case.seed)
+    return torch.randn(case.size, N_IN, generator=g), torch.randint(0, N_OUT, (case.size,), generator=g)
+
+
+class AmpRun(NamedTuple):
+    result: Any
+    params: list[torch.Tensor]
+    before: list[torch.Tensor]
+    spy: AutocastSpy
+    scaler: ScalerSpy
+    steps: int
+    warnings: list[str]
+
+
+def _amp_run(fn: Callable[..., float], case: AmpCase, factor: float) -> AmpRun:
+    with torch.random.fork_rng(devices=[]):
+        model, spy = _amp_model(case.seed)
+        before = _params(model)
+        optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+        steps = _count_steps(optimizer)
+        scaler = ScalerSpy(factor)
+        inputs, targets = _amp_data(case)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = call(fn, model, optimizer, nn.functional.cross_entropy, inputs, targets, scaler, case.dtype)
+        return AmpRun(result, _params(model), before, spy, scaler, steps[0], [str(w.message) for w in caught])
+
+
+def _float32_step(case: AmpCase) -> tuple[float, list[torch.Tensor]]:
+    with torch.random.fork_rng(devices=[]):
+        model, _ = _amp_model(case.seed)
+        optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+        inputs, targets = _amp_data(case)
+        loss = nn.functional.cross_entropy(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        return loss.item(), _params(model)
+
+
+def _relative_update_error(got: list[torch.Tensor], want: list[torch.Tensor], before: list[torch.Tensor]) -> float:
+    diff = sum(((g - w) ** 2).sum() for g, w in zip(got, want)) ** 0.5
+    size = sum(((w - b) ** 2).sum() for w, b in zip(want, before)) ** 0.5
+    return float(diff / size)
+
+
+AMP_TOLERANCE = 0.05  # relative error of the update against float32; bfloat16 keeps about 3 significant digits
+
+
+def check_amp_autocast(fn: Callable[..., float], inputs: Sequence[AmpCase] | None = None) -> None:
+    """Forward and loss under autocast (the inputs' device type, the dtype asked), backward outside, close to float32."""
+    cases = inputs if inputs is not None else [AmpCase(0, 16, torch.float16), AmpCase(1, 12, torch.bfloat16)]
+    for case in cases:
+        run = _amp_run(fn, case, factor=1.0)
+        what = f"mixed_precision_step (dtype={case.dtype}, inputs on the CPU)"
+        expect(bool(run.spy.forward_states), f"{what}: the model was never called")
+        enabled, dtype, other_enabled = run.spy.forward_states[0]
+        if not enabled:
+            cuda_asked = other_enabled or any("CUDA is not available" in w for w in run.warnings)
+            raise CheckError(f"{what}: the forward pass did not run under autocast for the inputs' device 'cpu'"
+                             + (" (you asked for device_type='cuda')" if cuda_asked else "")
+                             + ": wrap the forward pass and the loss in "
+                             "torch.autocast(device_type=inputs.device.type, dtype=dtype)")
+        expect(dtype == case.dtype, f"{what}: autocast ran in {dtype}, but the dtype you were given is {case.dtype}: "
+               "pass dtype=dtype (float16 on CUDA, bfloat16 on the CPU)")
+        if any(run.spy.backward_states):
+            unscaled = case.dtype == torch.float16 and "scale" not in run.scaler.calls
+            raise CheckError(f"{what}: backward ran inside the autocast block"
+                             + (" on the unscaled float16 loss: small float16 gradients underflow to zero. "
+                                if unscaled else ". ")
+                             + "Autocast is for the forward pass and the loss only: end the with block, then call "
+                             "scaler.scale(loss).backward()")
+        expect(run.steps == 1, f"{what}: the optimizer stepped {run.steps} times; one training step steps it once "
+               "(through scaler.step(optimizer))")
+        want_loss, want = _float32_step(case)
+        error = _relative_update_error(run.params, want, run.before)
+        expect(error < AMP_TOLERANCE, f"{what}: the parameter update differs from the float32 step by "
+               f"{error:.1%} (mixed precision should stay within {AMP_TOLERANCE:.0%})")
+        expect_close(run.result, want_loss, what=f"{what}, the loss you returned", python_number=True, rtol=2e-2,
+                     atol=1e-3)
+    passed("mixed_precision_step (autocast)", len(cases))
+
+
+def check_amp_scaler(fn: Callable[..., float], inputs: Sequence[AmpCase] | None = None) -> None:
+    """scaler.scale(loss).backward(), scaler.step(optimizer), scaler.update(), in that order; the update unscaled."""
+    cases = inputs if inputs is not None else [AmpCase(2, 16, torch.float16), AmpCase(3, 8, torch.bfloat16)]
+    for case in cases:
+        run = _amp_run(fn, case, factor=1024.0)
+        what = f"mixed_precision_step with a GradScaler (dtype={case.dtype})"
+        calls = run.scaler.calls
+        expect("scale" in calls, f"{what}: scaler.scale(loss) was never called, so backward ran on the unscaled "
+               "loss: in float16, small gradients underflow to zero. Call scaler.scale(loss).backward()")
+        if "step" not in calls:
+            expect(run.steps == 0, f"{what}: you called optimizer.step() directly: the gradients are still "
+                   "multiplied by the scale (1024 here), and steps with inf/NaN gradients are not skipped. "
+                   "Call scaler.step(optimizer)")
+            raise CheckError(f"{what}: the optimizer never stepped: call scaler.step(optimizer)")
+        expect("update" in calls, f"{what}: scaler.update() was never called: the scale never adapts, so after a "
+               "float16 overflow it is not lowered (every later step would be skipped) and it never grows back. "
+               "Call scaler.update() after scaler.step(optimizer)")
+        expect(calls.index("scale") < calls.index("step") < len(calls) - 1 - calls[::-1].index("update"),
+               f"{what}: the calls came in the order {calls}: scale the loss and backward, then "
+               "scaler.step(optimizer), then scaler.update()")
+        expect(run.steps == 1, f"{what}: the optimizer stepped {run.steps} times; step it once, through "
+               "scaler.step(optimizer)")
+        _, want = _float32_step(case)
+        error = _relative_update_error(run.params, want, run.before)
+        expect(error < AMP_TOLERANCE, f"{what}: the parameter update differs from the float32 step by {error:.1%}")
+        expect_close(run.result, _float32_step(case)[0], what=f"{what}, the loss you returned", python_number=True,
+                     rtol=2e-2, atol=1e-3, mistakes=[Mistake("that is the scaled loss (multiplied by the scale "
+                                                              "factor, 1024 here); return loss.item()",
+                                                              lambda: _float32_step(case)[0] * 1024)])
+    passed("mixed_precision_step (GradScaler)", len(cases))
+
+
+# ---------------------------------------------------------------- activation checkpointing
+
+
+class CheckpointCase(NamedTuple):
+    """A checkpointing case: seed, batch size, number of blocks, and whether the input requires grad."""
+
+    seed: int = 0
+    size: int = 5
+    blocks: int = 3
+    input_requires_grad: bool = False
+
+
+def _blocks(case: CheckpointCase) -> nn.Sequential:
+    torch.manual_seed(case.seed)
+    width = 10
+    layers = [nn.Sequential(nn.Linear(N_IN if i == 0 else width, width), nn.Tanh()) for i in range(case.blocks)]
+    return nn.Sequential(*layers, nn.Linear(width, N_OUT))
+
+
+def _ckpt_input(case: CheckpointCase) -> torch.Tensor:
+    g = torch.Generator().manual_seed(500 + case.seed)
+    return torch.randn(case.size, N_IN, generator=g).requires_grad_(case.input_requires_grad)
+
+
+def _plain_grads(case: CheckpointCase) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor | None]:
+    blocks, x = _blocks(case), _ckpt_input(case)
+    out = blocks(x)
+    _weighted(out).backward()
+    return out.detach(), [p.grad.clone() for p in blocks.parameters()], x.grad
+
+
+def _weighted(out: torch.Tensor) -> torch.Tensor:
+    weights = torch.linspace(-1.0, 2.0, out.numel()).reshape(out.shape)
+    return (out * weights).sum()
+
+
+def check_checkpointed_forward(fn: Callable[..., torch.Tensor], inputs: Sequence[CheckpointCase] | None = None) -> None:
+    """Same output and gradients as the plain forward; every block recomputed in backward; works for inputs without grad."""
+    cases = inputs if inputs is not None else [CheckpointCase(0, 5, 3, False), CheckpointCase(1, 4, 2, False)]
+    for case in cases:
+        with torch.random.fork_rng(devices=[]):
+            want_out, want_grads, want_x_grad = _plain_grads(case)
+            blocks, x = _blocks(case), _ckpt_input(case)
+            runs = [0] * len(blocks)
+            for i, block in enumerate(blocks):
+                # a pre-hook: recomputation stops early (inside forward) once it has rebuilt what backward needs
+                block.register_forward_pre_hook(lambda *_, i=i: runs.__setitem__(i, runs[i] + 1))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                out = call(fn, blocks, x)
+                what = f"checkpointed_forward({len(blocks)} blocks, input requires_grad={case.input_requires_grad})"
+                expect_tensor(out, want_out, what=what, check_dtype=True)
+                said = " ".join(str(w.message) for w in caught)
+                reentrant = "None of the inputs have requires_grad=True" in said
+                implicit = "use_reentrant parameter should be passed explicitly" in said
+                advice = (" You did not pass use_reentrant, and it still defaults to True." if implicit else "")
+                if not out.requires_grad:
+                    expect(not reentrant, f"{what}: the output does not require grad, so no parameter can get a "
+                           "gradient: checkpoint with use_reentrant=True passes gradients only to inputs that "
+                           "require grad, and the input of the first block does not."
+                           + advice + " Pass use_reentrant=False")
+                    raise CheckError(f"{what}: the output does not require grad (is it detached, or computed "
+                                     "under torch.no_grad()?), so no parameter can get a gradient")
+                _weighted(out).backward()
+            missing = sorted({name.split(".")[0] for name, p in blocks.named_parameters() if p.grad is None})
+            if missing:
+                expect(not reentrant, f"{what}: the parameters of block(s) {', '.join(missing)} got no gradient: "
+                       "checkpoint with use_reentrant=True passes gradients only through inputs that require grad, "
+                       "and that block's input does not." + advice + " Pass use_reentrant=False")
+                raise CheckError(f"{what}: the parameters of block(s) {', '.join(missing)} got no gradient")
+            for (name, p), want in zip(blocks.named_parameters(), want_grads):
+                expect_tensor(p.grad, want, what=f"{what}: the gradient of {name}")
+            if case.input_requires_grad:
+                expect(x.grad is not None, f"{what}: the input requires grad but got no gradient")
+                expect_tensor(x.grad, want_x_grad, what=f"{what}: the input's gradient")
+            once = [str(i) for i, n in enumerate(runs) if n < 2]
+            if len(once) == len(blocks):
+                raise CheckError(f"{what}: every block ran only once, so nothing was recomputed in backward and all "
+                                 "activations were stored as usual: wrap each block, "
+                                 "x = checkpoint(block, x, use_reentrant=False)")
+            expect(not once, f"{what}: block(s) {', '.join(once)} ran only once (not checkpointed): wrap every block, "
+                   "x = checkpoint(block, x, use_reentrant=False)")
+    passed("checkpointed_forward", len(cases))
+
+
+# ---------------------------------------------------------------- losses on the device, one sync
+
+_SYNC_METHODS = {"item": ".item()", "cpu": ".cpu()", "tolist": ".tolist()", "numpy": ".numpy()",
+                 "__float__": "float()", "__int__": "int()"}
+
+
+@contextlib.contextmanager
+def _counting_syncs() -> Iterator[list[str]]:
+    """While open, every call of Tensor.item/cpu/tolist/numpy/float()/int() is recorded by name."""
+    seen: list[str] = []
+
+    def counting(name: str) -> Callable[..., Any]:
+        original = getattr(torch.Tensor, name)
+
+        def method(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            seen.append(_SYNC_METHODS[name])
+            return original(self, *args, **kwargs)
+        return method
+
+    with contextlib.ExitStack() as stack:
+        for name in _SYNC_METHODS:
+            stack.enter_context(mock.patch.object(torch.Tensor, name, counting(name)))
+        yield seen
+
+
+def _epoch_run(fn: Callable[..., float], case: StepCase, learner: bool = True) -> tuple[Any, list[torch.Tensor],
+                                                                                         list[str], list[str]]:
+    """(result, parameters after, sync calls, state of .grad as each backward arrived)."""
+    with torch.random.fork_rng(devices=[]):
+        model = _model(case.seed)
+        optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+        arrivals: list[str] = []
+
+        def record(p: torch.Tensor) -> Callable[[torch.Tensor], None]:
+            def hook(_: torch.Tensor) -> None:
+                arrivals.append("none" if p.grad is None else "zeros" if not p.grad.any() else "values")
+            return hook
+
+        for p in model.parameters():
+            p.register_hook(record(p))
+        batches = _batches(case)
+        with _counting_syncs() as syncs:
+            result = call(fn, model, optimizer, nn.functional.cross_entropy, batches) if learner else \
+                fn(model, optimizer, nn.functional.cross_entropy, batches)
+        return result, _params(model), syncs, arrivals
+
+
+def check_train_epoch_on_device(fn: Callable[..., float], inputs: Sequence[StepCase] | None = None) -> None:
+    """Trains like the reference, returns the mean loss per batch, syncs once, and frees gradients (set_to_none)."""
+    cases = inputs if inputs is not None else [StepCase(4, 5, 6), StepCase(5, 3, 4)]
+    for case in cases:
+        got, params, syncs, arrivals = _epoch_run(fn, case)
+        want, want_params, _, _ = _epoch_run(ref.train_epoch_on_device, case, learner=False)
+        what = f"train_epoch_on_device over {case.batches} batches"
+        n = case.batches
+        if len(syncs) >= n:
+            shown = ", ".join(sorted(set(syncs)))
+            raise CheckError(f"{what}: {len(syncs)} calls of {shown} for {n} batches: each one makes the CPU wait "
+                             "until the GPU has finished (a sync point) inside the loop. Keep a running total on the "
+                             "device (total = total + loss.detach()) and call .item() once, after the loop")
+        expect(len(syncs) <= 1, f"{what}: {len(syncs)} sync points ({', '.join(syncs)}); one .item() after the "
+               "loop is enough")
+        expect("values" not in arrivals, f"{what}: backward added to gradients left over from the previous step: "
+               "call optimizer.zero_grad(set_to_none=True) at the start of every step")
+        expect("zeros" not in arrivals, f"{what}: the gradients were tensors of zeros when backward wrote the new "
+               "ones: optimizer.zero_grad(set_to_none=True) sets them to None instead, so backward writes fresh "
+               "gradients (no memory spent on zeros, no extra addition)")
+        expect(_same_params(params, want_params), f"{what}: the parameters after your epoch differ from "
+               "training on every batch in order (zero_grad, forward, loss, backward, step)")
+        expect(not isinstance(got, torch.Tensor), f"{what} should return a Python float, but returned "
+               f"{describe(got)}: call .item() on it once, at the end")
+        expect_close(got, want, what=f"{what}, the loss you returned", python_number=True, mistakes=[
+            Mistake(f"that is the sum over the {n} batches; return the mean loss per batch", lambda: want * n),
+        ])
+    passed("train_epoch_on_device", len(cases))
