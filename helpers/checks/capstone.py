@@ -1,0 +1,659 @@
+"""Lesson 10 Capstone: checks for the exercises, and the graded training run.
+
+The small exercises (validation split, stacking a dataset, random shifts,
+accuracy, the model) are checked by behaviour on synthetic data, like the
+other lessons.
+
+The capstone itself, ``build_and_train(train_set, time_budget_s) -> nn.Module``,
+is trained **once** per kernel under the grading conditions and the result is
+cached here (:func:`graded_run`), so the later graded cells only read it:
+
+- the data: the first ``TRAIN_DIGITS`` digits of MNIST's training split,
+  less a validation part of ``VAL_DIGITS`` split off with the reference
+  ``make_validation_split`` and ``SPLIT_SEED`` (the same split the notebook makes);
+- one PyTorch thread (``torch.set_num_threads(1)``), so two submissions graded
+  side by side on a 2-core machine get one core each and the same time;
+- PyTorch, NumPy and ``random`` seeded, so a given machine gives the same model every time;
+- a limit of ``TIME_BUDGET_S * TOLERANCE`` seconds of **CPU time** (``time.process_time``
+  of the kernel plus that of any child processes it waited for). With one thread, CPU
+  time equals wall-clock time on an idle machine, and unlike wall-clock time it does
+  not grow when other programs (another learner's grading) compete for the cores.
+  Where the platform has ``setitimer`` (Linux, macOS) a ``SIGPROF`` timer stops the
+  training when the kernel's CPU time reaches the limit, instead of letting it run on.
+  Wall-clock time is measured too (``time.perf_counter``) and reported;
+- the returned model is moved to the CPU and put in eval mode by the grader.
+
+The held-out digits (``train=False``: MNIST's test split; 2,000 digits in the
+offline fixture) are read only by :func:`held_out_accuracy`, which the hidden
+tests call. Nothing stops a learner's own code from reading them too; the
+instructor guide in the README says what can be checked.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+import resource
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import Dataset, Subset, TensorDataset
+
+from helpers.checks import CheckError, Mistake, call, call_unchanged, describe, expect, expect_close, expect_mode, \
+    expect_tensor, passed
+from helpers.reference import capstone as ref
+
+TIME_BUDGET_S = 60.0   # CPU seconds of training that learners plan for, on the grading machine
+TOLERANCE = 1.5        # the grader stops a training at TIME_BUDGET_S * TOLERANCE CPU seconds (a slower machine)
+THREADS = 1            # PyTorch threads in the graded run
+TRAIN_DIGITS = 8_000   # the training split is capped at this many digits (the offline fixture has 8,000)
+VAL_DIGITS = 1_000     # kept out of training for validation
+SPLIT_SEED = 0
+SEED = 0               # torch, numpy and random are seeded with this before the graded run
+TIERS = (0.97, 0.98, 0.985, 0.99)
+CONTRACT_DIGITS = 512  # the quick contract check trains on this many digits
+
+
+# ---------------------------------------------------------------- data
+
+
+def mnist_transform():
+    """ToTensor then Normalize with MNIST's mean and std: what the notebook and the grader use."""
+    from torchvision import transforms
+
+    from helpers.data import MNIST_MEAN, MNIST_STD
+
+    return transforms.Compose([transforms.ToTensor(), transforms.Normalize((MNIST_MEAN,), (MNIST_STD,))])
+
+
+def training_split(train_digits: int = TRAIN_DIGITS) -> Dataset:
+    """MNIST's training split (``train=True``) with the course's transform, capped at ``train_digits``."""
+    from helpers.data import mnist_dataset
+
+    train_set = mnist_dataset(train=True, transform=mnist_transform())
+    return Subset(train_set, range(train_digits)) if len(train_set) > train_digits else train_set
+
+
+# ---------------------------------------------------------------- random state kept for the learner
+
+
+class _KeptRandomState:
+    """Save the global random states on entry and restore them on exit, so a check draws nothing from the notebook."""
+
+    def __enter__(self):
+        self.torch, self.numpy, self.python = torch.get_rng_state(), np.random.get_state(), random.getstate()
+        return self
+
+    def __exit__(self, *exc):
+        torch.set_rng_state(self.torch)
+        np.random.set_state(self.numpy)
+        random.setstate(self.python)
+        return False
+
+
+def _seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    random.seed(seed)
+
+
+# ---------------------------------------------------------------- exercise 1: make_validation_split
+
+
+class _Numbers(Dataset):
+    """Item i is the int i: a split's items say which indices it holds."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: int) -> int:
+        if not 0 <= index < self.n:
+            raise IndexError(index)
+        return index
+
+
+def _items(part: Any, what: str) -> list[int]:
+    if not hasattr(part, "__len__") or not hasattr(part, "__getitem__"):
+        raise CheckError(f"{what} should be a dataset (random_split returns Subsets), but is {describe(part)}")
+    return [int(part[i]) for i in range(len(part))]
+
+
+def _split(fn: Callable, n: int, val_size: int, seed: int) -> tuple[list[int], list[int]]:
+    result = call(fn, _Numbers(n), val_size, seed)
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise CheckError(f"make_validation_split should return two datasets (train, val), but returned {describe(result)}")
+    return _items(result[0], "the train part"), _items(result[1], "the validation part")
+
+
+def check_make_validation_split(fn: Callable, inputs: Sequence[tuple[int, int, int]] | None = None) -> None:
+    """``fn(dataset, val_size, seed)``: sizes, disjoint and complete, shuffled, reproducible, seed-dependent."""
+    inputs = inputs or [(50, 10, 0), (37, 5, 3)]
+    for n, val_size, seed in inputs:
+        what = f"make_validation_split(dataset of {n}, val_size={val_size}, seed={seed})"
+        with _KeptRandomState():
+            before = torch.get_rng_state()
+            train, val = _split(fn, n, val_size, seed)
+            global_changed = not torch.equal(before, torch.get_rng_state())
+            again = _split(fn, n, val_size, seed)
+        expect((train, val) == again, f"{what}: two calls with the same seed gave different splits: pass "
+               "generator=torch.Generator().manual_seed(seed) to random_split so the seed decides the split")
+        expect(not global_changed, f"{what} changed the global random state (torch.manual_seed?): every later "
+               "random draw of the program changes with it. Give random_split a generator of its own: "
+               "generator=torch.Generator().manual_seed(seed)")
+        if len(train) == val_size and len(val) == n - val_size and val_size != n - val_size:
+            raise CheckError(f"{what}: the train part has {len(train)} items and the validation part {len(val)}: "
+                             "swapped? Return (train, val), with val_size items in val")
+        expect(len(train) == n - val_size and len(val) == val_size,
+               f"{what}: the parts should have {n - val_size} and {val_size} items, but have {len(train)} and {len(val)}")
+        expect(not set(train) & set(val), f"{what}: item(s) {sorted(set(train) & set(val))[:5]} are in both parts")
+        expect(sorted(train + val) == list(range(n)), f"{what}: some items are in neither part")
+        expect(val != list(range(n - val_size, n)) and val != list(range(val_size)),
+               f"{what}: the validation part is the {'last' if val[0] else 'first'} {val_size} items in order, not a "
+               "random choice: datasets are often sorted (by writer, by date), so use random_split")
+        with _KeptRandomState():
+            other = _split(fn, n, val_size, seed + 1)
+        expect(other != (train, val), f"{what}: seed {seed + 1} gave the same split as seed {seed}: use the seed argument")
+    passed("make_validation_split", len(inputs))
+
+
+# ---------------------------------------------------------------- exercise 2: stack_dataset
+
+
+class _FakeDigits(Dataset):
+    """(image [1, 28, 28] float32, label int) pairs, like MNIST with ToTensor."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        g = torch.Generator().manual_seed(seed)
+        self.images = torch.randn(n, 1, 28, 28, generator=g)
+        self.labels = torch.randint(0, 10, (n,), generator=g).tolist()
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        return self.images[index], self.labels[index]
+
+
+def check_stack_dataset(fn: Callable, inputs: Sequence[tuple[int, int]] | None = None) -> None:
+    """``fn(dataset) -> (images [N, 1, 28, 28] float32, labels [N] int64)``, in the dataset's order."""
+    inputs = inputs or [(1030, 0), (7, 1)]
+    for n, seed in inputs:
+        dataset = _FakeDigits(n, seed)
+        images, labels = ref.stack_dataset(dataset)
+        what = f"stack_dataset(dataset of {n})"
+        with _KeptRandomState():
+            result = call(fn, dataset)
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            raise CheckError(f"{what} should return (images, labels), but returned {describe(result)}")
+        got_images, got_labels = result
+        if isinstance(got_labels, list):
+            raise CheckError(f"{what}: the labels should be one int64 tensor, but are a list; torch.tensor(labels) "
+                             "or torch.cat of the batches' label tensors")
+        reordered = Mistake("the right items in another order (a DataLoader with shuffle=True?): keep the dataset's "
+                            "order, so that item i of the dataset is item i of the tensors",
+                            matches=lambda got: isinstance(got, torch.Tensor) and got.shape == images.shape
+                            and not torch.equal(got, images)
+                            and torch.equal(got.flatten(1).sum(1).sort().values, images.flatten(1).sum(1).sort().values))
+        expect_tensor(got_images, images, what=f"{what}'s images", mistakes=[reordered])
+        expect_tensor(got_labels, labels, what=f"{what}'s labels")
+    passed("stack_dataset", len(inputs))
+
+
+# ---------------------------------------------------------------- exercise 3: random_shift
+
+
+def _shifted(images: torch.Tensor, dy: int, dx: int, fill: float) -> torch.Tensor:
+    """Every image moved down by dy and right by dx; uncovered pixels are ``fill``."""
+    out = torch.full_like(images, fill)
+    h, w = images.shape[-2:]
+    out[..., max(dy, 0):h + min(dy, 0), max(dx, 0):w + min(dx, 0)] = \
+        images[..., max(-dy, 0):h + min(-dy, 0), max(-dx, 0):w + min(-dx, 0)]
+    return out
+
+
+def _offsets(got: torch.Tensor, images: torch.Tensor, reach: int, fill: float, roll: bool = False) -> list[Any]:
+    """For each image, the (dy, dx) with |dy|, |dx| <= reach that turns the input into ``got``, or None."""
+    found: list[Any] = [None] * len(images)
+    for dy in range(-reach, reach + 1):
+        for dx in range(-reach, reach + 1):
+            moved = images.roll((dy, dx), dims=(-2, -1)) if roll else _shifted(images, dy, dx, fill)
+            same = (moved == got).flatten(1).all(dim=1)
+            for i in same.nonzero().flatten().tolist():
+                if found[i] is None:
+                    found[i] = (dy, dx)
+    return found
+
+
+class ShiftCase(NamedTuple):
+    """A batch of ``n`` images of ``channels`` x ``size`` x ``size``, moved by up to ``max_shift``."""
+
+    n: int = 300
+    channels: int = 1
+    size: int = 12
+    max_shift: int = 2
+    seed: int = 0
+
+
+def check_random_shift(fn: Callable, inputs: Sequence[ShiftCase] | None = None) -> None:
+    """``fn(images, max_shift, fill, generator)``: each image a copy of the input moved by its own offset."""
+    inputs = inputs or [ShiftCase(300, 1, 12, 2, 0), ShiftCase(200, 2, 9, 1, 1)]
+    fill = -0.5
+    for case in inputs:
+        g = torch.Generator().manual_seed(100 + case.seed)
+        images = torch.rand(case.n, case.channels, case.size, case.size, generator=g) + 1.0  # never equal to fill
+        what = f"random_shift(images of shape {list(images.shape)}, max_shift={case.max_shift}, fill={fill})"
+        with _KeptRandomState():
+            got = call_unchanged(fn, images, case.max_shift, fill, torch.Generator().manual_seed(case.seed))
+            again = call(fn, images.clone(), case.max_shift, fill, torch.Generator().manual_seed(case.seed))
+        expect(isinstance(got, torch.Tensor), f"{what} should return a tensor, but returned {describe(got)}")
+        expect(got.shape == images.shape and got.dtype == images.dtype,
+               f"{what} should return the shape {list(images.shape)} and dtype {images.dtype} of its input, "
+               f"but returned {describe(got)}")
+        offsets = _offsets(got, images, case.max_shift, fill)
+        missing = [i for i, o in enumerate(offsets) if o is None]
+        if missing:
+            i = missing[0]
+            if all(o is not None for o in _offsets(got[missing], images[missing], case.max_shift, fill, roll=True)):
+                raise CheckError(f"{what}: pixels pushed out on one side come back on the other (image {i}): "
+                                 "torch.roll wraps around. Pad with `fill` and crop instead, so a digit moves "
+                                 "onto a blank background")
+            if all(o is not None for o in _offsets(got[missing], images[missing], case.max_shift, 0.0)):
+                raise CheckError(f"{what}: the uncovered border is 0, not `fill` ({fill}); after Normalize a "
+                                 "blank pixel is not 0, so fill with the value you are given")
+            wider = _offsets(got[missing], images[missing], case.max_shift + 3, fill)
+            if all(o is not None for o in wider):
+                raise CheckError(f"{what}: image {i} moved by {wider[0]} pixels (down, right), more than "
+                                 f"max_shift={case.max_shift}")
+            raise CheckError(f"{what}: image {i} is not its input moved by whole pixels (at most {case.max_shift} "
+                             f"each way) with the uncovered border set to `fill`")
+        dys, dxs = [o[0] for o in offsets], [o[1] for o in offsets]
+        expect(len(set(offsets)) > 1, f"{what}: every image moved by the same offset {offsets[0]}: draw an offset "
+               "per image, so each image of a batch is augmented differently")
+        expect(dys != dxs, f"{what}: the vertical and horizontal offsets are always equal: draw them separately")
+        m = case.max_shift
+        for name, values in (("vertical", dys), ("horizontal", dxs)):
+            expect(max(values) == m and min(values) == -m,
+                   f"{what}: the {name} offsets go from {min(values)} to {max(values)} in {case.n} images, never "
+                   f"reaching {'+' if max(values) < m else '-'}{m}; draw from -max_shift to max_shift inclusive "
+                   "(torch.randint's `high` is exclusive: torch.randint(-m, m + 1, ...))")
+        expect(isinstance(again, torch.Tensor) and torch.equal(again, got),
+               f"{what}: two calls with generators seeded alike gave different results: draw the offsets from the "
+               "`generator` argument (torch.randint(..., generator=generator)), so a seeded run repeats exactly")
+    passed("random_shift", len(inputs))
+
+
+# ---------------------------------------------------------------- exercise 4: accuracy_on
+
+
+def _eval_model(seed: int) -> nn.Module:
+    """A small classifier for [N, 1, 8, 8] whose training mode differs from its eval mode (batch norm, dropout)."""
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Dropout(0.5),
+                          nn.Linear(4 * 6 * 6, 10))
+    with torch.no_grad():
+        for _ in range(3):  # running statistics of other data than the batches it will see
+            model(torch.randn(32, 1, 8, 8) * 3 + 1)
+    return model
+
+
+def _labelled(model: nn.Module, n: int, seed: int) -> TensorDataset:
+    g = torch.Generator().manual_seed(200 + seed)
+    images = torch.randn(n, 1, 8, 8, generator=g)
+    with torch.no_grad():
+        predicted = copy.deepcopy(model).eval()(images).argmax(dim=1)
+    random_labels = torch.randint(0, 10, (n,), generator=g)
+    keep = torch.rand(n, generator=g) < 0.6
+    return TensorDataset(images, torch.where(keep, predicted, random_labels))
+
+
+def _per_batch_mean(model: nn.Module, dataset: Dataset, batch_size: int) -> float:
+    from torch.utils.data import DataLoader
+
+    model = copy.deepcopy(model).eval()
+    with torch.no_grad():
+        scores = [(model(x).argmax(1) == y).float().mean().item() for x, y in DataLoader(dataset, batch_size=batch_size)]
+    return sum(scores) / len(scores)
+
+
+def check_accuracy_on(fn: Callable, inputs: Sequence[tuple[int, int, int]] | None = None) -> None:
+    """``fn(model, dataset, batch_size)``: the fraction correct, in eval mode, without gradient tracking."""
+    inputs = inputs or [(1030, 500, 0), (64, 100, 1)]
+    for n, batch_size, seed in inputs:
+        with _KeptRandomState():
+            model = _eval_model(seed)
+            dataset = _labelled(model, n, seed)
+            expected = ref.accuracy_on(copy.deepcopy(model), dataset, batch_size)
+            model.train()
+            tracking: list[bool] = []
+            model.register_forward_hook(lambda *_: tracking.append(torch.is_grad_enabled()))
+            what = f"accuracy_on(model, dataset of {n}, batch_size={batch_size})"
+            got = call_unchanged(fn, model, dataset, batch_size)
+        expect_mode(model, False, what, when="while and after it predicts,")
+        expect(not any(tracking), f"{what}: the model ran with gradient tracking on, which stores every "
+               "intermediate result for a backward pass that never comes: predict inside `with torch.no_grad():`")
+        expect_close(got, expected, what=what, python_number=True, mistakes=[
+            Mistake("that is the mean of the per-batch accuracies; the last, smaller batch then counts as much as "
+                    "a full one. Count correct predictions over all batches and divide by len(dataset)",
+                    lambda: _per_batch_mean(model, dataset, batch_size)),
+            Mistake("that is the number of correct predictions; divide by len(dataset) for the fraction",
+                    lambda: float(round(expected * n))),
+            Mistake("that is a percentage; return the fraction (0 to 1)", lambda: expected * 100),
+        ])
+    passed("accuracy_on", len(inputs))
+
+
+# ---------------------------------------------------------------- exercise 5: build_model
+
+
+def _forward(model: nn.Module, x: torch.Tensor, what: str) -> torch.Tensor:
+    try:
+        with torch.no_grad():
+            return model(x)
+    except Exception as error:
+        raise CheckError(f"{what}: the model fails on a batch of shape {list(x.shape)}: "
+                         f"{type(error).__name__}: {error}") from error
+
+
+def _expect_logits(out: Any, n: int, what: str) -> None:
+    if not isinstance(out, torch.Tensor):
+        raise CheckError(f"{what}: the model should return a tensor of scores, but returned {describe(out)}")
+    if out.shape == (n,):
+        raise CheckError(f"{what}: the model returns shape [{n}] (one number per image?); it must return "
+                         f"[{n}, 10]: a score for each digit")
+    expect(out.shape == (n, 10), f"{what}: for {n} images the model should return scores of shape [{n}, 10], "
+           f"but returned shape {list(out.shape)}")
+    expect(out.is_floating_point(), f"{what}: the model should return float scores, but returned {out.dtype}")
+    expect(bool(torch.isfinite(out).all()), f"{what}: the model's scores contain nan or inf")
+
+
+def check_build_model(fn: Callable, inputs: Sequence[int] | None = None) -> None:
+    """``fn()``: a new nn.Module on every call, mapping ``[N, 1, 28, 28]`` images to ``[N, 10]`` logits."""
+    sizes = inputs or [5, 1]
+    with _KeptRandomState():
+        first, second = call(fn), call(fn)
+        what = "build_model()"
+        if isinstance(first, type):
+            raise CheckError(f"{what} returned the class {first.__name__}; return an instance: `return {first.__name__}()`")
+        expect(isinstance(first, nn.Module), f"{what} should return an nn.Module, but returned {describe(first)}")
+        shared = {id(p) for p in first.parameters()} & {id(p) for p in second.parameters()}
+        expect(first is not second and not shared, f"{what} returns the same model (or the same layers) on every "
+               "call: build the layers inside the function, so every training starts from fresh weights")
+        expect(any(True for _ in first.parameters()), f"{what}: the model has no parameters to train")
+        g = torch.Generator().manual_seed(7)
+        for n in sizes:
+            x = torch.randn(n, 1, 28, 28, generator=g)
+            first.eval()
+            out = _forward(first, x, what)
+            _expect_logits(out, n, what)
+            if n > 1 and bool((out >= 0).all()) and torch.allclose(out.sum(dim=1), torch.ones(n), atol=1e-4):
+                raise CheckError(f"{what}: the scores are probabilities (each row sums to 1): the model ends with "
+                                 "a softmax. Return raw scores (logits); CrossEntropyLoss applies log-softmax itself")
+    passed("build_model", len(sizes))
+
+
+# ---------------------------------------------------------------- the capstone: build_and_train
+
+
+@dataclass(frozen=True)
+class GradedRun:
+    """The conditions of one graded training (the defaults are the course's)."""
+
+    train_digits: int = TRAIN_DIGITS
+    val_digits: int = VAL_DIGITS
+    split_seed: int = SPLIT_SEED
+    budget_s: float = TIME_BUDGET_S
+    tolerance: float = TOLERANCE
+    threads: int = THREADS
+    seed: int = SEED
+
+    @property
+    def limit_s(self) -> float:
+        return self.budget_s * self.tolerance
+
+
+@dataclass
+class TrainingResult:
+    """What one graded training produced: the model (or the reason there is none) and its times."""
+
+    model: nn.Module | None
+    seconds: float
+    cpu_seconds: float
+    train_size: int
+    val_accuracy: float | None = None
+    error: CheckError | None = None
+    held_out: tuple[int, int] | None = None  # (correct, total), filled in by held_out_accuracy
+
+
+class _OutOfTime(BaseException):
+    """Raised in the learner's code by the CPU-time alarm at the limit (a BaseException: `except Exception` lets it pass)."""
+
+
+def _raise_out_of_time(signum, frame):
+    raise _OutOfTime()
+
+
+def _children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _describe_return(result: Any) -> str | None:
+    """Why ``result`` is not a model, in words, or None when it is one."""
+    if isinstance(result, nn.Module):
+        return None
+    if isinstance(result, type):
+        return f"returned the class {result.__name__}, not a trained model: return the model object you trained"
+    if isinstance(result, (tuple, list)):
+        inside = next((type(r).__name__ for r in result if isinstance(r, nn.Module)), None)
+        more = f" (it holds a {inside}: return just that)" if inside else ""
+        return f"returned a {type(result).__name__}{more}; it must return only the trained model, an nn.Module"
+    if result is None:
+        return "returned None: is `return model` missing at the end?"
+    if isinstance(result, dict):
+        return "returned a dict (a state_dict?); return the trained model itself, an nn.Module"
+    return f"should return the trained model (an nn.Module), but returned {describe(result)}"
+
+
+def _train(fn: Callable, train_set: Dataset, budget_s: float, limit_s: float, threads: int, seed: int) -> TrainingResult:
+    """Call ``fn(train_set, budget_s)`` under the grading conditions; never raises for the learner's mistakes."""
+    name = getattr(fn, "__name__", "build_and_train")
+    saved_threads = torch.get_num_threads()
+    alarm = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    model, error, left_threads = None, None, threads
+    with _KeptRandomState():
+        _seed_everything(seed)
+        torch.set_num_threads(threads)
+        if alarm:
+            previous = signal.signal(signal.SIGPROF, _raise_out_of_time)
+            signal.setitimer(signal.ITIMER_PROF, limit_s)
+        cpu_start, children_start, start = time.process_time(), _children_cpu_seconds(), time.perf_counter()
+        try:
+            result = call_unchanged(fn, train_set, budget_s)
+        except _OutOfTime:
+            result = None
+            error = CheckError(f"{name} was stopped after {limit_s:.0f} s of CPU time, the time limit: the "
+                               f"{budget_s:.0f} s budget plus the {limit_s / budget_s - 1:.0%} allowed for a slower "
+                               "grading machine. Train fewer epochs, or a smaller model")
+        except CheckError as crash:
+            result, error = None, crash
+        finally:
+            seconds = time.perf_counter() - start
+            cpu_seconds = time.process_time() - cpu_start + _children_cpu_seconds() - children_start
+            if alarm:
+                signal.setitimer(signal.ITIMER_PROF, 0)
+                signal.signal(signal.SIGPROF, previous)
+            left_threads = torch.get_num_threads()
+            torch.set_num_threads(saved_threads)
+    if error is None and cpu_seconds > limit_s:
+        error = CheckError(f"{name} used {cpu_seconds:.1f} s of CPU time, more than the time limit of {limit_s:.0f} s (the "
+                           f"{budget_s:.0f} s budget plus {limit_s / budget_s - 1:.0%}). Train fewer epochs, or a smaller model")
+    if error is None and left_threads != threads:
+        error = CheckError(f"{name} changed PyTorch's number of threads to {left_threads}; the graded run uses "
+                           f"{threads} for every learner, so that timings are fair: remove torch.set_num_threads")
+    if error is None:
+        problem = _describe_return(result)
+        if problem:
+            error = CheckError(f"{name} {problem}")
+        else:
+            model = result
+    return TrainingResult(model, seconds, cpu_seconds, len(train_set), error=error)
+
+
+def _prepared(model: nn.Module, name: str, images: torch.Tensor) -> None:
+    """The grader's own preparation: CPU, eval mode, then one batch must give [N, 10] scores."""
+    try:
+        model.to("cpu")
+    except Exception as error:
+        raise CheckError(f"{name}'s model cannot be moved to the CPU: {type(error).__name__}: {error}") from error
+    model.eval()
+    _expect_logits(_forward(model, images, f"{name}'s model"), len(images), f"{name}'s model")
+
+
+def check_build_and_train(fn: Callable, inputs: Sequence[int] | None = None) -> None:
+    """The contract on a quick run: ``fn(train_set, time_budget_s)`` returns an nn.Module giving [N, 10] scores.
+
+    Trains on the first ``CONTRACT_DIGITS`` digits of the graded training part,
+    with a budget scaled down to match (at least 5 s). The grader moves the
+    model to the CPU and calls ``eval()`` itself, so the mode it is returned in
+    does not matter.
+    """
+    run = GradedRun()
+    sizes = inputs or [CONTRACT_DIGITS]
+    train, _ = ref.make_validation_split(training_split(run.train_digits), run.val_digits, run.split_seed)
+    name = getattr(fn, "__name__", "build_and_train")
+    for size in sizes:
+        small = Subset(train, range(min(size, len(train))))
+        budget = max(5.0, run.budget_s * len(small) / len(train))
+        result = _train(fn, small, budget, run.limit_s, run.threads, run.seed)
+        if result.error is not None:
+            raise CheckError(f"on {len(small)} digits: {result.error}") from result.error.__cause__
+        images, _ = ref.stack_dataset(Subset(small, range(16)))
+        _prepared(result.model, name, images)
+    passed("build_and_train (the contract, on a small training set)", len(sizes))
+
+
+_results: list[tuple[Callable, GradedRun, TrainingResult]] = []
+
+
+def graded_run(fn: Callable, run: GradedRun | None = None) -> TrainingResult:
+    """Train ``fn`` once under the grading conditions, or return the result cached for this same function.
+
+    Defining the function again (rerunning its cell) makes a new function object, so it trains again.
+    """
+    run = run or GradedRun()
+    for cached_fn, cached_run, result in _results:
+        if cached_fn is fn and cached_run == run:
+            return result
+    train, val = ref.make_validation_split(training_split(run.train_digits), run.val_digits, run.split_seed)
+    result = _train(fn, train, run.budget_s, run.limit_s, run.threads, run.seed)
+    if result.error is None:
+        try:
+            images, _ = ref.stack_dataset(Subset(val, range(16)))
+            _prepared(result.model, getattr(fn, "__name__", "build_and_train"), images)
+            with _KeptRandomState():
+                result.val_accuracy = ref.accuracy_on(result.model, val)
+        except CheckError as error:
+            result.error = error
+    del _results[:-7]  # keep the last few: each holds a model
+    _results.append((fn, run, result))
+    return result
+
+
+def _report(result: TrainingResult, run: GradedRun) -> str:
+    return (f"trained on {result.train_size:,} digits in {result.cpu_seconds:.1f} s of CPU time "
+            f"({result.seconds:.1f} s on the clock, {run.threads} thread{'s' if run.threads > 1 else ''}; "
+            f"budget {run.budget_s:.0f} s, stopped at {run.limit_s:.0f} s); "
+            f"validation accuracy {result.val_accuracy:.2%} on {run.val_digits:,} digits")
+
+
+def check_within_budget(fn: Callable, inputs: Sequence[GradedRun] | None = None) -> None:
+    """The graded training: finishes within the time limit and returns a model that gives [N, 10] scores."""
+    runs = inputs or [GradedRun()]
+    for run in runs:
+        result = graded_run(fn, run)
+        if result.error is not None:
+            raise result.error
+        print(_report(result, run))
+    passed("build_and_train within the time budget", len(runs))
+
+
+def graded_model(fn: Callable, tier: float, run: GradedRun | None = None) -> nn.Module:
+    """The model the graded training produced (raising that training's error if it failed), for a tier cell."""
+    result = graded_run(fn, run)
+    if result.error is not None:
+        raise result.error
+    print(f"the autograder grades this model on the held-out digits here: it must get at least {tier:.1%} right")
+    return result.model
+
+
+_held_out_data: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def held_out_digits() -> tuple[torch.Tensor, torch.Tensor]:
+    """The held-out digits: MNIST's test split (``train=False``), as normalised images and labels."""
+    if "test" not in _held_out_data:
+        from helpers.data import mnist_dataset
+
+        _held_out_data["test"] = ref.stack_dataset(mnist_dataset(train=False, transform=mnist_transform()))
+    return _held_out_data["test"]
+
+
+def held_out_accuracy(fn: Callable, run: GradedRun | None = None) -> tuple[int, int]:
+    """(correct, total) of the graded model on the held-out digits; raises the training's error if it failed."""
+    run = run or GradedRun()
+    result = graded_run(fn, run)
+    if result.error is not None:
+        raise CheckError(f"no model to grade: {result.error}") from result.error.__cause__
+    if result.held_out is None:
+        images, labels = held_out_digits()
+        model = result.model
+        model.eval()
+        correct = 0
+        with torch.no_grad(), _KeptRandomState():
+            for start in range(0, len(labels), 500):
+                scores = _forward(model, images[start:start + 500], "the graded model")
+                correct += int((scores.argmax(dim=1) == labels[start:start + 500]).sum())
+        result.held_out = (correct, len(labels))
+    return result.held_out
+
+
+def _check_tier(fn: Callable, threshold: float, inputs: Sequence[GradedRun] | None) -> None:
+    for run in inputs or [GradedRun()]:
+        correct, total = held_out_accuracy(fn, run)
+        accuracy = correct / total
+        val = graded_run(fn, run).val_accuracy
+        if accuracy < threshold:
+            raise CheckError(f"held-out accuracy {accuracy:.2%} ({correct:,} of {total:,} digits) is below "
+                             f"{threshold:.1%} (your validation accuracy was {val:.2%}); this cell needs "
+                             f"at most {math.floor(total * (1 - threshold) + 1e-9):,} mistakes")
+        print(f"✔ held-out accuracy {accuracy:.2%} ({correct:,} of {total:,} digits) reaches {threshold:.1%}")
+
+
+def check_held_out_97(fn: Callable, inputs: Sequence[GradedRun] | None = None) -> None:
+    """The graded model classifies at least 97% of the held-out digits correctly."""
+    _check_tier(fn, 0.97, inputs)
+
+
+def check_held_out_98(fn: Callable, inputs: Sequence[GradedRun] | None = None) -> None:
+    """At least 98% of the held-out digits."""
+    _check_tier(fn, 0.98, inputs)
+
+
+def check_held_out_98_5(fn: Callable, inputs: Sequence[GradedRun] | None = None) -> None:
+    """At least 98.5% of the held-out digits."""
+    _check_tier(fn, 0.985, inputs)
+
+
+def check_held_out_99(fn: Callable, inputs: Sequence[GradedRun] | None = None) -> None:
+    """At least 99% of the held-out digits."""
+    _check_tier(fn, 0.99, inputs)

@@ -1,0 +1,542 @@
+# %% [markdown]
+# # 10 Capstone: the best MNIST model in a CPU budget
+#
+# Time to use everything: data loading (lesson 03), models (04), training and
+# evaluation (05), and what lessons 07 and 09 said about speed and bugs. Your task
+# is to train the best handwritten-digit classifier you can **in one minute of
+# CPU time**, and to hand it in as a function the autograder can call.
+#
+# The autograder trains your model itself, on its own machine, and grades it on
+# **held-out digits**: MNIST's test split, which this notebook never loads. You
+# see a validation accuracy here; the held-out accuracy is what counts.
+#
+# There are 6 graded exercises worth 20 points: five small ones (2 points each)
+# that build the pieces of a fast, accurate training run, and the capstone itself
+# (10 points): 1 point for the contract, 1 for staying in the time budget, and
+# 2 points for each accuracy tier on the held-out digits: **97%, 98%, 98.5% and 99%**.
+
+# %% locked="setup"
+import time
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, Dataset, Subset, random_split
+from torchvision import datasets, transforms
+
+from helpers.checks import capstone as check
+from helpers.data import MNIST_MEAN, MNIST_STD, data_root
+
+torch.manual_seed(0)
+TIME_BUDGET_S = check.TIME_BUDGET_S      # seconds of training on the grading machine
+TIME_LIMIT_S = TIME_BUDGET_S * check.TOLERANCE  # where the grader stops a training
+TRAIN_DIGITS = check.TRAIN_DIGITS        # the training split is capped at the first 8,000 digits
+VAL_DIGITS = check.VAL_DIGITS            # 1,000 of them are kept out of training, for validation
+SPLIT_SEED = check.SPLIT_SEED
+BACKGROUND = (0.0 - MNIST_MEAN) / MNIST_STD  # a blank pixel after Normalize
+
+# %% [markdown]
+# ## 1. The rules
+#
+# **What you hand in.** A function `build_and_train(train_set, time_budget_s)` that
+# builds a model, trains it on `train_set` and returns the trained model (an
+# `nn.Module`). The grader then moves the model to the CPU, calls `model.eval()`
+# itself (so the mode you return it in does not matter), feeds it batches of
+# normalised images of shape `[N, 1, 28, 28]` and takes the `argmax` of the
+# `[N, 10]` scores it returns.
+#
+# **The data it trains on.** The first 8,000 digits of MNIST's training split,
+# less 1,000 validation digits: the very same 7,000 digits that section 2 gives you
+# as `train_part`. (Online, torchvision downloads all 60,000 training digits; the
+# course caps them at 8,000 so that a training run fits the budget on every
+# laptop.)
+#
+# **The time budget.** 60 s of training on the grading machine, with **one**
+# PyTorch thread (`torch.set_num_threads(1)`), counted as **CPU time**: the
+# processor time your training uses (`time.process_time()`), not the time on the
+# clock. Why? An instructor may grade two submissions side by side on a 2-core
+# machine, or grade while other programs run. Clock time then grows with the
+# other programs' work; CPU time does not, and with one thread on an idle machine
+# the two are the same. Grading machines can also be slower than yours, so the
+# grader allows 50% more: a training that reaches 90 s of CPU time is stopped,
+# and then the budget point and all accuracy points are lost, with a message
+# saying so. Aim for about 40 s as measured in this notebook.
+#
+# **Allowed:** anything you build from PyTorch and torchvision inside your
+# function: any architecture, optimizer, schedule, augmentation, several models
+# averaged, as long as it fits in the time.
+#
+# **Not allowed:** pretrained weights, or weights from any file; downloading
+# anything; reading MNIST's test split (`train=False`) or any digits other than the
+# `train_set` you are given; changing the number of threads; DataLoader worker
+# processes (`num_workers > 0` would use cores the budget does not count). The
+# grader has no GPU: train on the CPU.
+#
+# **How honest is this?** This notebook never loads the held-out digits; the
+# hidden tests load them when grading. But it runs your code in the same Python
+# process, so nothing *technically* stops code from reading `train=False` itself:
+# that is one line. The rules forbid it, your instructor can search submissions for
+# it, and can grade with a set of held-out digits that you never had.
+#
+# **Seeds.** The grader seeds PyTorch, NumPy and `random` with 0 before calling
+# your function, so one machine trains the same model every time.
+#
+# ## 2. The data, and a validation split
+#
+# The grader keeps the held-out digits from you, so to know how good your model
+# is you keep some digits from it: a **validation split**. Train on one part,
+# measure accuracy on the other. Make the split random (MNIST's files are ordered
+# by who wrote the digits, so "the last 1,000" are not a fair sample) and
+# reproducible (the same seed, the same split, on every run).
+
+# %%
+transform = transforms.Compose([transforms.ToTensor(), transforms.Normalize((MNIST_MEAN,), (MNIST_STD,))])
+train_set = datasets.MNIST(root=data_root(), train=True, download=True, transform=transform)
+if len(train_set) > TRAIN_DIGITS:
+    train_set = Subset(train_set, range(TRAIN_DIGITS))
+image, label = train_set[0]
+print(f"{len(train_set):,} training digits; one is a {list(image.shape)} {image.dtype} image of a {label}")
+
+# %% [markdown]
+# ### Exercise 1 (2 points): `make_validation_split`
+#
+# Write `make_validation_split(dataset, val_size, seed)` that returns
+# `(train, val)`: two datasets, `val` with `val_size` randomly chosen items and
+# `train` with all the others. The same seed must give the same split, and the
+# function must not change the global random state (so it does not change what the
+# rest of your program draws).
+#
+# *Hint:* `random_split(dataset, [n_train, n_val], generator=...)` with a
+# `torch.Generator().manual_seed(seed)` of its own.
+
+# %% solution="ex_split"
+def make_validation_split(dataset: Dataset, val_size: int, seed: int) -> tuple[Dataset, Dataset]:
+    """Split ``dataset`` at random into (train, validation); the same seed gives the same split."""
+    ### BEGIN SOLUTION
+    generator = torch.Generator().manual_seed(seed)
+    train, val = random_split(dataset, [len(dataset) - val_size, val_size], generator=generator)
+    return train, val
+    ### END SOLUTION
+
+
+# %% check="ex_split_check"
+check.check_make_validation_split(make_validation_split)
+
+# %% graded="ex_split_tests" points=2
+check.check_make_validation_split(make_validation_split)
+### BEGIN HIDDEN TESTS
+check.check_make_validation_split(make_validation_split, inputs=[(100, 30, 7), (11, 1, 12)])
+### END HIDDEN TESTS
+
+# %%
+train_part, val_part = make_validation_split(train_set, VAL_DIGITS, SPLIT_SEED)
+print(f"train on {len(train_part):,} digits, validate on {len(val_part):,}")
+
+# %% [markdown]
+# ### Exercise 2 (2 points): `accuracy_on`
+#
+# Write `accuracy_on(model, dataset, batch_size=500)`: the fraction of the
+# dataset's images that the model classifies correctly, as a Python float.
+# Predict in evaluation mode and without gradient tracking, and count correct
+# predictions over the whole dataset (the last batch can be smaller than the
+# others).
+
+# %% solution="ex_accuracy"
+def accuracy_on(model: nn.Module, dataset: Dataset, batch_size: int = 500) -> float:
+    """Fraction of ``dataset`` that ``model`` classifies correctly (eval mode, no gradients)."""
+    ### BEGIN SOLUTION
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for images, labels in DataLoader(dataset, batch_size=batch_size):
+            correct += (model(images).argmax(dim=1) == labels).sum().item()
+    return correct / len(dataset)
+    ### END SOLUTION
+
+
+# %% check="ex_accuracy_check"
+check.check_accuracy_on(accuracy_on)
+
+# %% graded="ex_accuracy_tests" points=2
+check.check_accuracy_on(accuracy_on)
+### BEGIN HIDDEN TESTS
+check.check_accuracy_on(accuracy_on, inputs=[(777, 256, 5), (10, 3, 6)])
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 3. The baseline to beat
+#
+# Here is a submission that follows every rule: the kind of network and loop
+# lesson 05 taught, two small convolutions, Adam at a constant learning rate, three
+# epochs through a DataLoader. `timed_training` runs it the way the grader does:
+# seeded, with one thread, and timed in CPU seconds (`time.process_time()`; the
+# clock time from `time.perf_counter()` is shown too).
+
+# %%
+def baseline_build_and_train(train_set: Dataset, time_budget_s: float) -> nn.Module:
+    """A small CNN without batch norm or augmentation, Adam at a constant rate, 3 epochs."""
+    model = nn.Sequential(
+        nn.Conv2d(1, 16, 5), nn.ReLU(), nn.MaxPool2d(2),   # 28x28 -> 24x24 -> 12x12
+        nn.Conv2d(16, 32, 5), nn.ReLU(), nn.MaxPool2d(2),  # 12x12 -> 8x8 -> 4x4
+        nn.Flatten(), nn.Linear(32 * 4 * 4, 10),
+    )
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loader = DataLoader(train_set, batch_size=64, shuffle=True, generator=torch.Generator().manual_seed(0))
+    model.train()
+    for epoch in range(3):
+        for images, labels in loader:
+            optimizer.zero_grad()
+            F.cross_entropy(model(images), labels).backward()
+            optimizer.step()
+    return model
+
+
+def timed_training(build_and_train_fn, train_set: Dataset) -> tuple[nn.Module, float, float]:
+    """Train like the grader: seeded, one PyTorch thread. Return the model, CPU seconds and clock seconds."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    cpu_start, clock_start = time.process_time(), time.perf_counter()
+    try:
+        model = build_and_train_fn(train_set, TIME_BUDGET_S)
+    finally:
+        torch.set_num_threads(threads)
+    return model, time.process_time() - cpu_start, time.perf_counter() - clock_start
+
+
+baseline, cpu_seconds, clock_seconds = timed_training(baseline_build_and_train, train_part)
+baseline_accuracy = accuracy_on(baseline, val_part)
+
+# %% tags=["nbval-ignore-output"]
+print(f"baseline: trained in {cpu_seconds:.1f} s of CPU time ({clock_seconds:.1f} s on the clock), "
+      f"validation accuracy {baseline_accuracy:.2%}")
+
+# %%
+print(f"baseline validation accuracy above 95%: {baseline_accuracy > 0.95}")
+
+# %% [markdown]
+# It trains in a few seconds and gets about 96-97% of the digits right (about
+# 97% of the held-out ones): a pass in the lowest tier, with most of the budget
+# unused. The rest of this notebook builds the pieces that take it to 99%.
+#
+# ## 4. Faster epochs: convert the data once
+#
+# Part of the baseline's time is not learning at all: every epoch, the DataLoader
+# turns each of the 7,000 PIL images into a tensor and normalises it again. The
+# result is the same every time, so do it once, keep two tensors, and take batches
+# by indexing them with a random permutation.
+
+# %% [markdown]
+# ### Exercise 3 (2 points): `stack_dataset`
+#
+# Write `stack_dataset(dataset)` that returns `(images, labels)`: all images of the
+# dataset stacked into one `[N, 1, 28, 28]` float32 tensor and all labels into one
+# `[N]` int64 tensor, **in the dataset's order** (image `i` still goes with label `i`).
+#
+# *Hint:* iterate over a `DataLoader(dataset, batch_size=1000)` (no shuffling) and
+# `torch.cat` the batches.
+
+# %% solution="ex_stack"
+def stack_dataset(dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
+    """All images of ``dataset`` as one tensor and all labels as one int64 tensor, in order."""
+    ### BEGIN SOLUTION
+    images, labels = [], []
+    for batch_images, batch_labels in DataLoader(dataset, batch_size=1000):
+        images.append(batch_images)
+        labels.append(batch_labels)
+    return torch.cat(images), torch.cat(labels).long()
+    ### END SOLUTION
+
+
+# %% check="ex_stack_check"
+check.check_stack_dataset(stack_dataset)
+
+# %% graded="ex_stack_tests" points=2
+check.check_stack_dataset(stack_dataset)
+### BEGIN HIDDEN TESTS
+check.check_stack_dataset(stack_dataset, inputs=[(2001, 3), (1, 4)])
+### END HIDDEN TESTS
+
+# %% [markdown]
+# One pass of the DataLoader over the training part, against one pass of
+# indexing the stacked tensors in a random order (no model involved: this is the
+# cost of the data alone, paid by every epoch):
+
+# %% tags=["nbval-ignore-output"]
+start = time.perf_counter()
+train_images, train_labels = stack_dataset(train_part)
+stack_seconds = time.perf_counter() - start
+
+start = time.perf_counter()
+for images, labels in DataLoader(train_part, batch_size=128, shuffle=True):
+    pass
+loader_seconds = time.perf_counter() - start
+
+start = time.perf_counter()
+order = torch.randperm(len(train_labels))
+for first in range(0, len(order), 128):
+    images, labels = train_images[order[first:first + 128]], train_labels[order[first:first + 128]]
+index_seconds = time.perf_counter() - start
+print(f"stacking once: {stack_seconds:.2f} s; then per epoch: DataLoader {loader_seconds:.2f} s, "
+      f"indexing tensors {index_seconds:.3f} s")
+
+# %% [markdown]
+# ## 5. More data for free: augmentation
+#
+# With 7,000 training digits, a network soon memorises them: training accuracy
+# reaches 100% while validation accuracy stalls. **Augmentation** shows it a
+# slightly different version of each digit every epoch. For digits, moving the
+# image by a pixel or two is safe (a shifted 3 is still a 3); flipping is not (a
+# mirrored 3 is not a digit at all) and big rotations turn 6 into 9.
+# torchvision's `transforms.RandomAffine` does this one PIL image at a time; on
+# tensors we can move a whole batch at once.
+#
+# ### Exercise 4 (2 points): `random_shift`
+#
+# Write `random_shift(images, max_shift, fill, generator)` for a `[N, C, H, W]`
+# batch: move each image by its own random offset, `dy` rows down and `dx`
+# columns right, each a whole number from `-max_shift` to `max_shift` (both
+# included), drawn from `generator`. Pixels that move out are dropped; the
+# uncovered border gets the value `fill` (for normalised MNIST, `BACKGROUND`, the
+# value of a blank pixel). Do not change the input.
+#
+# *Hint:* `F.pad(images, (m, m, m, m), value=fill)` gives every image a border of
+# `m = max_shift` pixels; an image shifted by `(dy, dx)` is the `H x W` window of
+# the padded image that starts at row `m - dy` and column `m - dx`. A loop over the
+# images is fine (a batch of 128 takes about a millisecond); `torch.roll` is not,
+# because it wraps pixels around to the other side.
+
+# %% solution="ex_shift"
+def random_shift(images: torch.Tensor, max_shift: int, fill: float, generator: torch.Generator) -> torch.Tensor:
+    """Each image of the batch moved by its own random offset of at most ``max_shift`` pixels."""
+    ### BEGIN SOLUTION
+    n, _, height, width = images.shape
+    dy = torch.randint(-max_shift, max_shift + 1, (n,), generator=generator)
+    dx = torch.randint(-max_shift, max_shift + 1, (n,), generator=generator)
+    padded = F.pad(images, (max_shift,) * 4, value=fill)
+    shifted = torch.empty_like(images)
+    for i in range(n):
+        top, left = max_shift - dy[i], max_shift - dx[i]
+        shifted[i] = padded[i, :, top:top + height, left:left + width]
+    return shifted
+    ### END SOLUTION
+
+
+# %% check="ex_shift_check"
+check.check_random_shift(random_shift)
+
+# %% graded="ex_shift_tests" points=2
+check.check_random_shift(random_shift)
+### BEGIN HIDDEN TESTS
+check.check_random_shift(random_shift, inputs=[check.ShiftCase(400, 1, 28, 3, 5), check.ShiftCase(150, 3, 7, 1, 6)])
+### END HIDDEN TESTS
+
+# %%
+digits = train_images[:8]
+shifted = random_shift(digits, 2, BACKGROUND, torch.Generator().manual_seed(0))
+fig, axes = plt.subplots(2, 8, figsize=(10, 2.8))
+for column in range(8):
+    for row, batch in enumerate((digits, shifted)):
+        axes[row, column].imshow(batch[column, 0], cmap="gray")
+        axes[row, column].axis("off")
+axes[0, 0].set_title("original", loc="left")
+axes[1, 0].set_title("shifted", loc="left")
+plt.show()
+
+# %% [markdown]
+# ## 6. A model that trains fast: batch normalisation
+#
+# Lesson 04's **batch norm** (`nn.BatchNorm2d`) after each convolution keeps every
+# layer's outputs at a steady scale while the weights change, which lets a network
+# train with large learning rates and reach good accuracy in few epochs. Some
+# design choices for a CPU budget:
+#
+# - 3x3 convolutions with `padding=1` keep the size; `MaxPool2d(2)` halves it. Put
+#   the most channels where the images are small: a convolution's cost is
+#   channels in x channels out x height x width.
+# - A convolution followed by batch norm needs no bias (`bias=False`): batch norm
+#   subtracts the mean anyway, and has its own shift.
+# - End with a global pooling (`nn.AdaptiveMaxPool2d(1)` or `AdaptiveAvgPool2d(1)`)
+#   and one `nn.Linear(channels, 10)`: few parameters, little to overfit.
+# - No softmax at the end: `CrossEntropyLoss` wants raw scores (logits).
+#
+# ### Exercise 5 (2 points): `build_model`
+#
+# Write `build_model()` that returns a **new**, untrained model on every call
+# (your training starts from fresh weights each time it runs), mapping
+# `[N, 1, 28, 28]` images to `[N, 10]` logits. The check tests only this contract;
+# the design is yours. The solution's network has four conv-batchnorm-ReLU blocks
+# of 16, 32, 64 and 64 channels, with max pooling after the second and third.
+
+# %% solution="ex_model"
+def build_model() -> nn.Module:
+    """A fresh CNN that maps ``[N, 1, 28, 28]`` digits to ``[N, 10]`` logits."""
+    ### BEGIN SOLUTION
+    def block(in_channels: int, out_channels: int) -> list[nn.Module]:
+        return [nn.Conv2d(in_channels, out_channels, 3, padding=1, bias=False),
+                nn.BatchNorm2d(out_channels), nn.ReLU()]
+
+    return nn.Sequential(
+        *block(1, 16),
+        *block(16, 32), nn.MaxPool2d(2),   # 28x28 -> 14x14
+        *block(32, 64), nn.MaxPool2d(2),   # 14x14 -> 7x7
+        *block(64, 64),
+        nn.AdaptiveMaxPool2d(1), nn.Flatten(),
+        nn.Linear(64, 10),
+    )
+    ### END SOLUTION
+
+
+# %% check="ex_model_check"
+check.check_build_model(build_model)
+
+# %% graded="ex_model_tests" points=2
+check.check_build_model(build_model)
+### BEGIN HIDDEN TESTS
+check.check_build_model(build_model, inputs=[3, 64])
+### END HIDDEN TESTS
+
+# %%
+print(f"{sum(p.numel() for p in build_model().parameters()):,} parameters")
+
+# %% [markdown]
+# ## 7. The capstone: `build_and_train`
+#
+# Now put it together. What worked for the solution, in about 30 s of CPU time
+# with one thread on the course's machine (yours will differ; measure):
+#
+# 1. `torch.manual_seed` and a `torch.Generator` of your own for the shuffling and
+#    the shifts, so a run repeats exactly.
+# 2. `stack_dataset` once; then every epoch a `torch.randperm` order, batches of 128.
+# 3. Every batch: `random_shift` by up to 2 pixels with `BACKGROUND`, then the
+#    five steps of lesson 05.
+# 4. `AdamW` with `weight_decay=5e-4` and a `OneCycleLR` schedule (peak learning
+#    rate 0.01), **stepped every batch**: a short warm-up, then a long decay to
+#    almost zero, which is what makes few epochs enough.
+# 5. `F.cross_entropy(..., label_smoothing=0.1)`: targets of 0.9 instead of 1
+#    keep the model from becoming overconfident on digits it has memorised.
+# 6. The model in **channels-last** memory layout
+#    (`model.to(memory_format=torch.channels_last)` and the same for each batch):
+#    the layout CPUs run convolutions fastest in.
+# 7. A fixed number of epochs (6), measured to fit the budget. Measure one epoch
+#    of your own design first, then choose the number. A time-aware loop (stop
+#    when `time.process_time()` says the budget is nearly spent) is allowed too,
+#    but then a slower grader trains a different model than yours did.
+#
+# Watch the validation accuracy, not the training loss, and change one thing at
+# a time. Ideas beyond this: a wider network (costs time), small rotations
+# (`torchvision.transforms.v2.functional.affine` works on tensor batches), an
+# average of the weights over the last steps (`torch.optim.swa_utils.AveragedModel`).
+#
+# ### Exercise 6 (10 points): `build_and_train`
+#
+# Write `build_and_train(train_set, time_budget_s)` that builds a model, trains it
+# on `train_set` within the rules of section 1, and returns it.
+#
+# The self-check below runs the grader's two steps. First, the contract on a
+# quick run with 512 digits: your function must return an `nn.Module` whose output
+# for `[N, 1, 28, 28]` images is a `[N, 10]` float tensor. Then the graded
+# training: 7,000 digits, one thread, timed; it prints the CPU time, the clock
+# time and your validation accuracy. It trains once: the graded cells below reuse that model
+# (run the cell defining `build_and_train` again to train again).
+#
+# Graded: the contract (1 point), finishing within the time limit (1 point), and
+# the held-out accuracy: at least 97%, 98%, 98.5% and 99% (2 points each).
+
+# %% solution="ex_build_and_train"
+def build_and_train(train_set: Dataset, time_budget_s: float) -> nn.Module:
+    """Build a model, train it on ``train_set`` within ``time_budget_s`` seconds, and return it."""
+    ### BEGIN SOLUTION
+    epochs, batch_size, max_lr = 6, 128, 0.01
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
+    images, labels = stack_dataset(train_set)
+    model = build_model().to(memory_format=torch.channels_last)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=max_lr, weight_decay=5e-4)
+    steps_per_epoch = (len(labels) + batch_size - 1) // batch_size
+    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=max_lr, epochs=epochs,
+                                                    steps_per_epoch=steps_per_epoch)
+    model.train()
+    for epoch in range(epochs):
+        order = torch.randperm(len(labels), generator=generator)
+        for first in range(0, len(labels), batch_size):
+            batch = order[first:first + batch_size]
+            inputs = random_shift(images[batch], 2, BACKGROUND, generator)
+            inputs = inputs.contiguous(memory_format=torch.channels_last)
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(inputs), labels[batch], label_smoothing=0.1)
+            loss.backward()
+            optimizer.step()
+            scheduler.step()
+    return model
+    ### END SOLUTION
+
+
+# %% check="ex_build_and_train_check" tags=["nbval-ignore-output"]
+check.check_build_and_train(build_and_train)
+check.check_within_budget(build_and_train)
+
+# %% graded="ex_contract_tests" points=1
+check.check_build_and_train(build_and_train)
+### BEGIN HIDDEN TESTS
+check.check_build_and_train(build_and_train, inputs=[300])
+### END HIDDEN TESTS
+
+# %% graded="ex_budget_tests" points=1 tags=["nbval-ignore-output"]
+check.check_within_budget(build_and_train)
+
+# %% graded="ex_held_out_97_tests" points=2 tags=["nbval-ignore-output"]
+model = check.graded_model(build_and_train, 0.97)  # the model trained above
+### BEGIN HIDDEN TESTS
+check.check_held_out_97(build_and_train)
+### END HIDDEN TESTS
+
+# %% graded="ex_held_out_98_tests" points=2 tags=["nbval-ignore-output"]
+model = check.graded_model(build_and_train, 0.98)
+### BEGIN HIDDEN TESTS
+check.check_held_out_98(build_and_train)
+### END HIDDEN TESTS
+
+# %% graded="ex_held_out_98_5_tests" points=2 tags=["nbval-ignore-output"]
+model = check.graded_model(build_and_train, 0.985)
+### BEGIN HIDDEN TESTS
+check.check_held_out_98_5(build_and_train)
+### END HIDDEN TESTS
+
+# %% graded="ex_held_out_99_tests" points=2 tags=["nbval-ignore-output"]
+model = check.graded_model(build_and_train, 0.99)
+### BEGIN HIDDEN TESTS
+check.check_held_out_99(build_and_train)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 8. What the solution measured
+#
+# On the course's machine (2 CPU cores, one PyTorch thread), the solution above
+# trains on the 7,000 digits in 30 to 40 s of CPU time (31.7 s measured on a quiet
+# machine, 40.8 s while other programs shared it, when the clock showed twice
+# that), gets 98.9% of the 1,000 validation digits and 99.25% of the 2,000
+# held-out digits of the offline data set right (1,985 of 2,000), against about
+# 97% for the baseline. Those held-out digits are the last 2,000 of MNIST's
+# official test split, known to be the harder part of it. With seeds 1 and 2, or 7
+# epochs, it got 99.2-99.35%.
+#
+# Numbers differ a little from machine to machine: the same seed gives the same
+# random draws everywhere, but processors sum floating-point numbers in different
+# orders, and training amplifies the tiny differences. So leave yourself a margin
+# above each tier you aim for.
+#
+# ## Summary
+#
+# - Keep a validation split (random, seeded with a generator of its own) and judge
+#   every change by it; the held-out digits are for the final grade only.
+# - In a time budget, speed is accuracy: convert the data once, index tensors,
+#   use the memory layout the hardware likes, and count the time.
+# - Augment with changes that keep the label (small shifts for digits).
+# - Batch norm, AdamW and a one-cycle schedule stepped every batch train a small
+#   CNN to about 99% in a few epochs.
+# - Seed everything, and measure like the grader: one thread, CPU time.
+#
+# Before you submit: **Kernel > Restart Kernel and Run All Cells**, then the
+# **Validate** button, to see exactly what the autograder will see.

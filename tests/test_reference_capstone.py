@@ -1,0 +1,153 @@
+"""Unit tests of lesson 10's answer key and of the grading machinery in helpers.checks.capstone.
+
+The full reference training (about 30 s of CPU) is exercised by the wrong-answer
+tests and the round trip; these tests use small data and short budgets.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+from helpers.checks import CheckError
+from helpers.checks import capstone as checks
+from helpers.reference import capstone as ref
+
+
+def test_random_shift_moves_each_image_by_its_drawn_offset():
+    images = torch.rand(50, 2, 9, 9) + 1
+    g = torch.Generator().manual_seed(3)
+    got = ref.random_shift(images, 2, -1.0, g)
+    g = torch.Generator().manual_seed(3)
+    dy, dx = torch.randint(-2, 3, (50,), generator=g), torch.randint(-2, 3, (50,), generator=g)
+    for i in range(50):
+        assert torch.equal(got[i], checks._shifted(images[i], int(dy[i]), int(dx[i]), -1.0))
+
+
+def test_shifted_helper_moves_down_and_right():
+    image = torch.arange(9.0).view(1, 3, 3)
+    assert checks._shifted(image, 1, 0, -1.0)[0].tolist() == [[-1, -1, -1], [0, 1, 2], [3, 4, 5]]
+    assert checks._shifted(image, 0, -1, -1.0)[0].tolist() == [[1, 2, -1], [4, 5, -1], [7, 8, -1]]
+
+
+def test_validation_split_is_reproducible_and_leaves_global_state():
+    state = torch.get_rng_state()
+    a = ref.make_validation_split(list(range(20)), 5, 1)
+    b = ref.make_validation_split(list(range(20)), 5, 1)
+    assert list(a[1]) == list(b[1]) and len(a[0]) == 15
+    assert torch.equal(state, torch.get_rng_state())
+
+
+def test_accuracy_counts_over_the_whole_dataset():
+    model = nn.Linear(2, 2)
+    with torch.no_grad():
+        model.weight.copy_(torch.eye(2))
+        model.bias.zero_()
+    x = torch.tensor([[1.0, 0.0]] * 3 + [[0.0, 1.0]])
+    y = torch.tensor([0, 0, 1, 1])  # the third is wrong
+    assert ref.accuracy_on(model, TensorDataset(x, y), batch_size=3) == 0.75
+
+
+def test_reference_model_contract():
+    model = ref.build_model()
+    assert model(torch.randn(3, 1, 28, 28)).shape == (3, 10)
+    assert sum(p.numel() for p in model.parameters()) < 100_000
+
+
+def _tiny_set(n: int = 32) -> TensorDataset:
+    g = torch.Generator().manual_seed(0)
+    return TensorDataset(torch.randn(n, 1, 28, 28, generator=g), torch.randint(0, 10, (n,), generator=g))
+
+
+def test_training_past_the_limit_is_stopped_with_a_message():
+    def endless(train_set, time_budget_s):
+        while True:
+            try:
+                sum(range(10_000))  # busy: the limit counts CPU time
+            except Exception:  # the stop is not an Exception, so learner code cannot swallow it by accident
+                pass
+
+    start = time.perf_counter()
+    result = checks._train(endless, _tiny_set(), budget_s=0.4, limit_s=0.6, threads=1, seed=0)
+    assert time.perf_counter() - start < 10
+    assert result.model is None and "was stopped after" in str(result.error)
+
+
+def test_training_over_the_limit_that_swallows_the_stop_is_still_caught():
+    def stubborn(train_set, time_budget_s):
+        deadline = time.process_time() + 0.8
+        while time.process_time() < deadline:
+            try:
+                sum(range(10_000))
+            except BaseException:  # a bare except: swallows even the stop
+                pass
+        return ref.build_model()
+
+    result = checks._train(stubborn, _tiny_set(), budget_s=0.4, limit_s=0.5, threads=1, seed=0)
+    assert "more than the time limit" in str(result.error)
+
+
+def test_waiting_costs_no_budget():
+    def sleeper(train_set, time_budget_s):
+        time.sleep(0.5)  # like waiting for a core that another program holds
+        return ref.build_model()
+
+    result = checks._train(sleeper, _tiny_set(), budget_s=0.2, limit_s=0.3, threads=1, seed=0)
+    assert result.error is None and result.seconds >= 0.5 and result.cpu_seconds < 0.3
+
+
+def test_graded_training_restores_threads_and_random_state():
+    threads = torch.get_num_threads()
+    torch.manual_seed(123)
+    expected_next = torch.rand(3)
+    torch.manual_seed(123)
+
+    seen = {}
+
+    def spy(train_set, time_budget_s):
+        seen["threads"] = torch.get_num_threads()
+        seen["first_draw"] = torch.rand(1)
+        return ref.build_model()
+
+    result = checks._train(spy, _tiny_set(), budget_s=10, limit_s=15, threads=1, seed=0)
+    assert result.error is None and seen["threads"] == 1
+    torch.manual_seed(0)
+    assert torch.equal(seen["first_draw"], torch.rand(1)), "the grader seeds with 0 before the call"
+    assert torch.get_num_threads() == threads
+    torch.manual_seed(123)
+    assert torch.equal(torch.rand(3), expected_next)
+
+
+def test_crash_names_the_error_and_keeps_the_learners_exception():
+    def crash(train_set, time_budget_s):
+        raise ValueError("bad shapes")
+
+    result = checks._train(crash, _tiny_set(), budget_s=10, limit_s=15, threads=1, seed=0)
+    assert "raised ValueError: bad shapes" in str(result.error)
+    assert isinstance(result.error.__cause__, ValueError)
+
+
+def test_held_out_digits_are_the_test_split():
+    from helpers.data import mnist_dataset
+
+    images, labels = checks.held_out_digits()
+    assert len(labels) == len(mnist_dataset(train=False)) and images.shape[1:] == (1, 28, 28)
+
+
+def test_graded_run_is_cached_per_function():
+    calls = []
+
+    def quick(train_set, time_budget_s):
+        calls.append(len(train_set))
+        return ref.build_model()
+
+    run = checks.GradedRun(train_digits=600, val_digits=100)
+    first = checks.graded_run(quick, run)
+    assert checks.graded_run(quick, run) is first and calls == [500]
+    assert first.error is None and 0.0 <= first.val_accuracy <= 1.0
+    with pytest.raises(CheckError, match="is below 99.0%"):
+        checks.check_held_out_99(quick, inputs=[run])

@@ -1,0 +1,297 @@
+"""Lesson 10 Capstone: the reference passes, plausible wrong answers fail by name.
+
+The capstone checks train on the offline MNIST fixture; the reference capstone
+is trained once (about 30 s of CPU) and cached by helpers.checks.capstone for
+all the checks that grade it.
+"""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, Subset, random_split
+
+from helpers.checks import capstone as checks
+from helpers.reference import capstone as ref
+from tests.wrong_answers import Accept, Reject
+
+# ---------------------------------------------------------------- make_validation_split
+
+
+def split_without_generator(dataset, val_size, seed):
+    return random_split(dataset, [len(dataset) - val_size, val_size])
+
+
+def split_with_global_seed(dataset, val_size, seed):
+    torch.manual_seed(seed)
+    return random_split(dataset, [len(dataset) - val_size, val_size])
+
+
+def split_last_items(dataset, val_size, seed):
+    n = len(dataset)
+    return Subset(dataset, range(n - val_size)), Subset(dataset, range(n - val_size, n))
+
+
+def split_swapped(dataset, val_size, seed):
+    train, val = ref.make_validation_split(dataset, val_size, seed)
+    return val, train
+
+
+def split_ignoring_seed(dataset, val_size, seed):
+    return random_split(dataset, [len(dataset) - val_size, val_size], generator=torch.Generator().manual_seed(0))
+
+
+# ---------------------------------------------------------------- stack_dataset
+
+
+def stack_labels_as_list(dataset):
+    images, labels = ref.stack_dataset(dataset)
+    return images, labels.tolist()
+
+
+def stack_shuffled(dataset):
+    batches = list(DataLoader(dataset, batch_size=1000, shuffle=True))
+    return torch.cat([b[0] for b in batches]), torch.cat([b[1] for b in batches])
+
+
+def stack_float_labels(dataset):
+    images, labels = ref.stack_dataset(dataset)
+    return images, labels.float()
+
+
+def stack_without_channel(dataset):
+    images, labels = ref.stack_dataset(dataset)
+    return images.squeeze(1), labels
+
+
+# ---------------------------------------------------------------- random_shift
+
+
+def _offsets(n, m, generator):
+    return (torch.randint(-m, m + 1, (n,), generator=generator), torch.randint(-m, m + 1, (n,), generator=generator))
+
+
+def shift_with_roll(images, max_shift, fill, generator):
+    dy, dx = _offsets(len(images), max_shift, generator)
+    return torch.stack([image.roll((int(y), int(x)), dims=(-2, -1)) for image, y, x in zip(images, dy, dx)])
+
+
+def _crop(images, dy, dx, max_shift, fill):
+    padded = F.pad(images, (max_shift,) * 4, value=fill)
+    h, w = images.shape[-2:]
+    return torch.stack([padded[i, :, max_shift - y:max_shift - y + h, max_shift - x:max_shift - x + w]
+                        for i, (y, x) in enumerate(zip(dy.tolist(), dx.tolist()))])
+
+
+def shift_zero_fill(images, max_shift, fill, generator):
+    dy, dx = _offsets(len(images), max_shift, generator)
+    return _crop(images, dy, dx, max_shift, 0.0)
+
+
+def shift_whole_batch(images, max_shift, fill, generator):
+    dy, dx = _offsets(1, max_shift, generator)
+    return _crop(images, dy.expand(len(images)), dx.expand(len(images)), max_shift, fill)
+
+
+def shift_exclusive_high(images, max_shift, fill, generator):
+    n = len(images)
+    dy = torch.randint(-max_shift, max_shift, (n,), generator=generator)
+    dx = torch.randint(-max_shift, max_shift, (n,), generator=generator)
+    return _crop(images, dy, dx, max_shift, fill)
+
+
+def shift_global_random(images, max_shift, fill, generator):
+    n = len(images)
+    dy, dx = torch.randint(-max_shift, max_shift + 1, (n,)), torch.randint(-max_shift, max_shift + 1, (n,))
+    return _crop(images, dy, dx, max_shift, fill)
+
+
+def shift_diagonal(images, max_shift, fill, generator):
+    dy = torch.randint(-max_shift, max_shift + 1, (len(images),), generator=generator)
+    return _crop(images, dy, dy, max_shift, fill)
+
+
+def shift_in_place(images, max_shift, fill, generator):
+    images.copy_(ref.random_shift(images, max_shift, fill, generator))
+    return images
+
+
+# ---------------------------------------------------------------- accuracy_on
+
+
+def accuracy_without_eval(model, dataset, batch_size=500):
+    correct = 0
+    with torch.no_grad():
+        for images, labels in DataLoader(dataset, batch_size=batch_size):
+            correct += (model(images).argmax(dim=1) == labels).sum().item()
+    return correct / len(dataset)
+
+
+def accuracy_with_gradients(model, dataset, batch_size=500):
+    model.eval()
+    correct = 0
+    for images, labels in DataLoader(dataset, batch_size=batch_size):
+        correct += (model(images).argmax(dim=1) == labels).sum().item()
+    return correct / len(dataset)
+
+
+def accuracy_mean_of_batches(model, dataset, batch_size=500):
+    model.eval()
+    scores = []
+    with torch.no_grad():
+        for images, labels in DataLoader(dataset, batch_size=batch_size):
+            scores.append((model(images).argmax(dim=1) == labels).float().mean().item())
+    return sum(scores) / len(scores)
+
+
+def accuracy_as_tensor(model, dataset, batch_size=500):
+    return torch.tensor(ref.accuracy_on(model, dataset, batch_size))
+
+
+def accuracy_count(model, dataset, batch_size=500):
+    return round(ref.accuracy_on(model, dataset, batch_size) * len(dataset))
+
+
+# ---------------------------------------------------------------- build_model
+
+_SHARED = ref.build_model()
+
+
+def model_class():
+    class Net(nn.Sequential):
+        def __init__(self):
+            super().__init__(*ref.build_model())
+
+    return Net
+
+
+def model_shared():
+    return _SHARED
+
+
+def model_with_softmax():
+    return nn.Sequential(ref.build_model(), nn.Softmax(dim=1))
+
+
+def model_for_flat_images():
+    return nn.Sequential(nn.Linear(28 * 28, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+# ---------------------------------------------------------------- build_and_train
+
+
+def _linear(train_set, epochs=1):
+    """A linear classifier, one epoch: about 88% of the digits."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(28 * 28, 10))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(epochs):
+        for images, labels in DataLoader(train_set, batch_size=64, shuffle=True):
+            optimizer.zero_grad()
+            F.cross_entropy(model(images), labels).backward()
+            optimizer.step()
+    return model
+
+
+def returns_model_and_history(train_set, time_budget_s):
+    return _linear(train_set), [0.5, 0.3]
+
+
+def returns_state_dict(train_set, time_budget_s):
+    return _linear(train_set).state_dict()
+
+
+def forgets_return(train_set, time_budget_s):
+    _linear(train_set)
+
+
+def reads_mnist_attributes(train_set, time_budget_s):
+    images = train_set.data.float()  # a Subset has no .data: only the full MNIST object does
+    return nn.Linear(images.shape[1], 10)
+
+
+def trains_on_flat_images(train_set, time_budget_s):
+    return nn.Sequential(nn.Linear(28 * 28, 10))
+
+
+def changes_threads(train_set, time_budget_s):
+    torch.set_num_threads(2)
+    return ref.build_model()
+
+
+def untrained(train_set, time_budget_s):
+    return ref.build_model()
+
+
+def linear_one_epoch(train_set, time_budget_s):
+    return _linear(train_set)
+
+
+def crashes_on_labels(train_set, time_budget_s):
+    model = ref.build_model()
+    images, labels = ref.stack_dataset(train_set)
+    F.cross_entropy(model(images[:8]), labels[:8].float()).backward()  # float class indices
+    return model
+
+
+CASES = [
+    Accept(checks.check_make_validation_split, ref.make_validation_split),
+    Reject(checks.check_make_validation_split, split_without_generator, "two calls with the same seed gave different"),
+    Reject(checks.check_make_validation_split, split_with_global_seed, "changed the global random state"),
+    Reject(checks.check_make_validation_split, split_last_items, "in order, not a random choice"),
+    Reject(checks.check_make_validation_split, split_swapped, "swapped?"),
+    Reject(checks.check_make_validation_split, split_ignoring_seed, "gave the same split as seed"),
+
+    Accept(checks.check_stack_dataset, ref.stack_dataset),
+    Reject(checks.check_stack_dataset, stack_labels_as_list, "but are a list"),
+    Reject(checks.check_stack_dataset, stack_shuffled, "in another order"),
+    Reject(checks.check_stack_dataset, stack_float_labels, "should have dtype torch.int64"),
+    Reject(checks.check_stack_dataset, stack_without_channel, "a dimension of size 1 is missing"),
+
+    Accept(checks.check_random_shift, ref.random_shift),
+    Reject(checks.check_random_shift, shift_with_roll, "torch.roll wraps around"),
+    Reject(checks.check_random_shift, shift_zero_fill, "the uncovered border is 0"),
+    Reject(checks.check_random_shift, shift_whole_batch, "every image moved by the same offset"),
+    Reject(checks.check_random_shift, shift_exclusive_high, "`high` is exclusive"),
+    Reject(checks.check_random_shift, shift_global_random, "draw the offsets from the `generator`"),
+    Reject(checks.check_random_shift, shift_diagonal, "always equal"),
+    Reject(checks.check_random_shift, shift_in_place, "its values were overwritten"),
+
+    Accept(checks.check_accuracy_on, ref.accuracy_on),
+    Reject(checks.check_accuracy_on, accuracy_without_eval, "call model.eval()"),
+    Reject(checks.check_accuracy_on, accuracy_with_gradients, "torch.no_grad()"),
+    Reject(checks.check_accuracy_on, accuracy_mean_of_batches, "mean of the per-batch accuracies"),
+    Reject(checks.check_accuracy_on, accuracy_as_tensor, "should be a Python number"),
+    Reject(checks.check_accuracy_on, accuracy_count, "number of correct predictions"),
+
+    Accept(checks.check_build_model, ref.build_model),
+    Reject(checks.check_build_model, model_class, "returned the class"),
+    Reject(checks.check_build_model, model_shared, "returns the same model"),
+    Reject(checks.check_build_model, model_with_softmax, "ends with a softmax"),
+    Reject(checks.check_build_model, model_for_flat_images, "the model fails on a batch of shape [5, 1, 28, 28]"),
+
+    Accept(checks.check_build_and_train, ref.build_and_train),
+    Reject(checks.check_build_and_train, returns_model_and_history, "returned a tuple (it holds a Sequential"),
+    Reject(checks.check_build_and_train, returns_state_dict, "returned a dict"),
+    Reject(checks.check_build_and_train, forgets_return, "returned None"),
+    Reject(checks.check_build_and_train, reads_mnist_attributes, "raised AttributeError"),
+    Reject(checks.check_build_and_train, trains_on_flat_images, "fails on a batch of shape [16, 1, 28, 28]"),
+
+    Accept(checks.check_within_budget, ref.build_and_train),
+    Reject(checks.check_within_budget, changes_threads, "changed PyTorch's number of threads to 2"),
+    Reject(checks.check_within_budget, crashes_on_labels, "raised RuntimeError"),
+    Reject(checks.check_within_budget, returns_model_and_history, "returned a tuple"),
+
+    Accept(checks.check_held_out_97, ref.build_and_train),
+    Reject(checks.check_held_out_97, untrained, "is below 97.0%"),
+    Reject(checks.check_held_out_97, linear_one_epoch, "is below 97.0%"),
+    Reject(checks.check_held_out_97, crashes_on_labels, "no model to grade"),
+    Accept(checks.check_held_out_98, ref.build_and_train),
+    Reject(checks.check_held_out_98, untrained, "is below 98.0%"),
+    Reject(checks.check_held_out_98, linear_one_epoch, "is below 98.0%"),
+    Accept(checks.check_held_out_98_5, ref.build_and_train),
+    Reject(checks.check_held_out_98_5, linear_one_epoch, "is below 98.5%"),
+    Reject(checks.check_held_out_98_5, changes_threads, "no model to grade"),
+    Accept(checks.check_held_out_99, ref.build_and_train),
+    Reject(checks.check_held_out_99, linear_one_epoch, "is below 99.0%"),
+    Reject(checks.check_held_out_99, forgets_return, "no model to grade"),
+]
