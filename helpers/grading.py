@@ -51,11 +51,18 @@ class SubmissionResult:
     """What the autograder made of one learner's notebook for one lesson.
 
     status is one of:
-        "graded"           the notebook ran to the end; ``score`` is its mark
-        "timed out"        a cell ran past the time limit and was interrupted
-        "kernel died"      the notebook crashed Python; nbgrader could not grade it
-        "helpers missing"  ``import helpers`` failed: an environment problem, not the learner's
-        "unreadable"       the submitted file is not a valid notebook (truncated, hand-edited JSON)
+        "graded"             the notebook ran to the end; ``score`` is its mark
+        "timed out"          a cell, or the whole notebook, ran past its time limit and was stopped
+        "kernel died"        the notebook crashed Python (or hit the memory limit); nbgrader could not grade it
+        "refused"            nbgrader would not grade the notebook; ``detail`` has its reason
+        "helpers missing"    ``import helpers`` failed: an environment problem, not the learner's
+        "setup failed"       the locked setup cell failed in this notebook only (it imports in a clean Python)
+        "unreadable"         the submitted file is not a valid notebook (truncated, hand-edited JSON)
+        "suspicious"         the learner's code touches the checks, patches modules or IPython: look at it
+        "needs manual grade" nbgrader's gradebook says a person must grade some cell
+        "extra notebook"     graded, but another notebook was submitted beside the expected one
+    Every status but "graded" needs a person; ``score`` is then nbgrader's score for a
+    person to confirm, or None where there is none to trust.
     """
 
     student: str
@@ -64,6 +71,8 @@ class SubmissionResult:
     score: float | None
     max_score: float
     detail: str = ""
+    reasons: tuple[str, ...] = ()  # every finding, one line each (detail is the first)
+    sandboxed: bool | None = None  # whether the kernel ran in bubblewrap's sandbox (None: not run)
 
     @property
     def needs_attention(self) -> bool:
@@ -103,21 +112,42 @@ def release(course_root: Path = REPO_ROOT, names: list[str] | None = None) -> No
             raise GradingError(f"nbgrader could not generate {name}:\n{result.get('error') or result.get('log')}")
 
 
-def _error_outputs(notebook: nbformat.NotebookNode) -> list[dict]:
-    return [o for c in notebook.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
+def _error_outputs(notebook: nbformat.NotebookNode, locked_only: bool = False) -> list[dict]:
+    def wanted(cell) -> bool:
+        meta = cell.metadata.get("nbgrader", {})
+        return not locked_only or (meta.get("locked") and not meta.get("grade"))
+
+    return [o for c in notebook.cells if c.cell_type == "code" and wanted(c)
+            for o in c.get("outputs", []) if o.output_type == "error"]
 
 
 def classify(notebook: nbformat.NotebookNode | None) -> tuple[str, str]:
-    """(status, detail) of an autograded notebook; None means nbgrader produced none."""
+    """(status, detail) of an autograded notebook; None means nbgrader produced none.
+
+    Only an import error in a locked cell (the setup cell every learner has) says
+    ``helpers`` is missing: the same error in a learner's own cell is their mistake.
+    """
     if notebook is None:
         return "kernel died", "nbgrader could not execute the notebook (the kernel died or it would not run)"
-    for error in _error_outputs(notebook):
+    for error in _error_outputs(notebook, locked_only=True):
         if error.ename in ("ModuleNotFoundError", "ImportError") and "helpers" in error.evalue:
             return "helpers missing", f"{error.ename}: {error.evalue}"
     for error in _error_outputs(notebook):
-        if error.ename == "CellTimeoutError" or "Timeout" in error.ename:
+        if error.ename in ("CellTimeoutError", "NotebookTimeoutError") or "Timeout" in error.ename:
             return "timed out", "a cell ran past the time limit and was interrupted"
     return "graded", ""
+
+
+_warned_unsandboxed = False
+
+
+def _warn_if_unsandboxed() -> None:
+    global _warned_unsandboxed
+    from helpers import sandbox
+
+    if not sandbox.sandboxed() and not _warned_unsandboxed:
+        _warned_unsandboxed = True
+        print(sandbox.UNSANDBOXED_WARNING, file=sys.stderr)
 
 
 def autograde(
@@ -129,33 +159,81 @@ def autograde(
     """Autograde every submission of ``lesson`` and say what happened to each.
 
     Steps:
-        1. Run nbgrader's autograde for each student's submitted folder.
-        2. Read the autograded notebooks and classify them (graded, timed out,
-           kernel died, helpers missing).
-        3. Read each score from the gradebook.
+        1. Read each submitted folder: an unreadable notebook, a missing or renamed
+           one, or an extra one beside it is noted; the learner's cells are scanned
+           (:mod:`helpers.scan`).
+        2. Run nbgrader's autograde (in the sandbox: :mod:`helpers.autograder`).
+        3. Classify the autograded notebook, with nbgrader's own log for the reason
+           when it refused, and what the grader's guard found in the kernel.
+        4. Read the score, and whether a cell needs manual grading, from the gradebook.
 
     Raises:
-        GradingError: when ``helpers`` could not be imported in any notebook, because
-            then every score is a meaningless 0.
+        GradingError: when the locked setup cell could not import ``helpers`` and a
+            clean Python cannot either, because then every score is a meaningless 0.
     """
+    from helpers import autograder, scan
+
+    _warn_if_unsandboxed()
     api = _api(course_root, overrides)
-    submitted = course_root / "grading" / "submitted"
+    submitted = Path(api.coursedir.root) / api.coursedir.submitted_directory
+    source_dir = Path(api.coursedir.root) / api.coursedir.source_directory / lesson
     students = students or sorted(p.parent.name for p in submitted.glob(f"*/{lesson}"))
+    expected = _notebook_names(api.coursedir.db_url, lesson)
     results = []
     for student in students:
-        unreadable = _unreadable(submitted / student / lesson)
+        folder = submitted / student / lesson
+        unreadable = _unreadable(folder)
         if unreadable:
             _, max_score = _gradebook_score(api.coursedir.db_url, lesson, student)
-            results.append(SubmissionResult(student, lesson, "unreadable", None, max_score, unreadable))
+            results.append(SubmissionResult(student, lesson, "unreadable", None, max_score, unreadable, (unreadable,)))
             continue
+        present = sorted(p.stem for p in folder.glob("*.ipynb"))
+        extra = [f"{name}.ipynb" for name in present if name not in expected]
+        reasons = []
+        for name in expected:
+            if name in present:
+                source = source_dir / f"{name}.ipynb"
+                reasons += [f"suspicious: {r}" for r in scan.scan_file(folder / f"{name}.ipynb",
+                                                                        source if source.exists() else None)]
         outcome = api.autograde(lesson, student, force=True, create=True)
-        graded_dir = course_root / "grading" / "autograded" / student / lesson
-        notebooks = sorted(graded_dir.glob("*.ipynb")) if outcome["success"] else []
-        status, detail = classify(nbformat.read(notebooks[0], as_version=4) if notebooks else None)
+        graded_dir = Path(api.coursedir.root) / api.coursedir.autograded_directory / student / lesson
+        notebooks = [graded_dir / f"{name}.ipynb" for name in expected if (graded_dir / f"{name}.ipynb").exists()]
+        notes = [autograder.NOTES.pop(str(p.resolve()), {}) for p in notebooks] if outcome["success"] else []
+        status, detail = "graded", ""
+        if not outcome["success"] or not notebooks:
+            status, detail = _refusal(outcome.get("log") or "", expected, present)
+        else:
+            for path, note in zip(notebooks, notes):
+                status, detail = classify(nbformat.read(path, as_version=4))
+                if status == "helpers missing" and _imports_cleanly(nbformat.read(path, as_version=4)):
+                    status, detail = "setup failed", (f"the locked setup cell failed ({detail}) in this notebook "
+                                                       "only: it imports in a clean Python, so an earlier cell broke it")
+                if note.get("timed_out"):
+                    status, detail = "timed out", "the notebook ran past its whole-notebook time limit and was stopped"
+                reasons += [f"suspicious: {p}" for p in note.get("problems", [])]
+                if note.get("output_truncated"):
+                    reasons.append("its output passed the grader's size limit and was cut")
+                if status != "graded":
+                    break
+        reasons += _nbgrader_warnings(outcome.get("log") or "")
         score, max_score = _gradebook_score(api.coursedir.db_url, lesson, student)
-        if status == "kernel died":
+        manual = _needs_manual_grade(api.coursedir.db_url, lesson, student) if outcome["success"] else []
+        if manual:
+            reasons.append(f"nbgrader needs a person to grade cell(s) {', '.join(manual)}")
+        if extra:
+            reasons.append(f"also submitted {', '.join(extra)} (not graded): look at it")
+        if status == "graded" and reasons:
+            first = reasons[0]
+            status = ("suspicious" if first.startswith("suspicious") else "needs manual grade" if manual and
+                      first.startswith("nbgrader needs") else "extra notebook" if first.startswith("also submitted")
+                      else "suspicious")
+            detail = first.removeprefix("suspicious: ")
+        if status in ("kernel died", "refused", "helpers missing"):
             score = None  # nbgrader's 0 here would read as a genuine zero
-        results.append(SubmissionResult(student, lesson, status, score, max_score, detail))
+        if status != "graded" and detail and detail not in reasons:
+            reasons.insert(0, detail)
+        sandboxed = notes[0].get("sandbox") == "bwrap" if notes and notes[0] else None
+        results.append(SubmissionResult(student, lesson, status, score, max_score, detail, tuple(reasons), sandboxed))
     broken = [r for r in results if r.status == "helpers missing"]
     if broken:
         raise GradingError(
@@ -164,6 +242,79 @@ def autograde(
             "in the environment nbgrader runs in, then grade again."
         )
     return results
+
+
+def _notebook_names(db_url: str, lesson: str) -> list[str]:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db_url) as gradebook:
+        return sorted(nb.name for nb in gradebook.find_assignment(lesson).notebooks)
+
+
+def _needs_manual_grade(db_url: str, lesson: str, student: str) -> list[str]:
+    """grade_ids of the cells the gradebook says a person must grade."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(db_url) as gradebook:
+        try:
+            submission = gradebook.find_submission(lesson, student)
+        except MissingEntry:
+            return []
+        return [g.name for nb in submission.notebooks for g in nb.grades if g.needs_manual_grade]
+
+
+def _imports_cleanly(notebook: nbformat.NotebookNode) -> bool:
+    """Whether the modules the locked cells import load in a fresh Python (from an empty folder)."""
+    import subprocess
+    import tempfile
+
+    from helpers.autograder import locked_names
+
+    modules = sorted({m for m, _ in locked_names(notebook).values()})
+    code = "import importlib\nfor m in %r:\n    importlib.import_module(m)" % (modules,)
+    with tempfile.TemporaryDirectory() as empty:
+        return subprocess.run([sys.executable, "-c", code], cwd=empty, capture_output=True).returncode == 0
+
+
+# nbgrader's log lines that mean it changed or ignored part of a submission, in a person's words
+_NBGRADER_WARNINGS = [
+    (r"Cell with id '(.+)' exists multiple times", "suspicious: cell id {0} appears more than once (duplicated cell?)"),
+    (r"Attribute '(points|locked|cell_type)' for cell (.+) has changed",
+     "suspicious: the notebook's nbgrader metadata was edited (cell {1}'s {0}); nbgrader restored it"),
+    (r"Missing grade cell (.+) encountered", "graded cell {0} was deleted or lost its metadata; nbgrader put it back"),
+]
+
+
+def _nbgrader_warnings(log: str) -> list[str]:
+    import re
+
+    found = []
+    for pattern, text in _NBGRADER_WARNINGS:
+        for match in re.finditer(pattern, log):
+            found.append(text.format(*match.groups()))
+    return list(dict.fromkeys(found))
+
+
+def _refusal(log: str, expected: list[str], present: list[str]) -> tuple[str, str]:
+    """(status, one line) for a notebook nbgrader did not grade, from its log."""
+    import re
+
+    if not any(name in present for name in expected):
+        found = ", ".join(f"{p}.ipynb" for p in present)
+        return "refused", f"no {' or '.join(n + '.ipynb' for n in expected)} in the submission (found {found}: renamed?)"
+    if re.search(r"DeadKernelError|Kernel died", log):
+        return "kernel died", "the kernel died (a crash, os._exit, or the memory limit)"
+    if "partial credit cannot be greater" in log:
+        return "refused", "a graded cell's output claimed more points than the cell is worth"
+    if re.search(r"CellTimeoutError|TimeoutError|Timeout waiting", log):
+        return "timed out", "a cell ran past its time limit and could not be interrupted"
+    errors = re.findall(r"^\s*(\w+(?:Error|Exception)): (.+)$", log, flags=re.M)
+    if errors:
+        name, message = errors[-1]
+        return "refused", f"nbgrader: {name}: {message.strip()[:200]}"
+    lines = [line for line in log.splitlines() if line.startswith("[ERROR]") and "There was an error" not in line
+             and "Please see" not in line]
+    return "refused", (lines[-1].removeprefix("[ERROR] ") if lines else "nbgrader could not grade it")[:200]
 
 
 def _unreadable(folder: Path) -> str:
@@ -213,6 +364,8 @@ def format_table(results: list[SubmissionResult]) -> str:
     for r in results:
         score = "-" if r.score is None else f"{r.score:g}"
         note = f"{r.status}: {r.detail}" if r.needs_attention else r.status
+        if r.needs_attention and len(r.reasons) > 1:
+            note += f" (+{len(r.reasons) - 1} more: {'; '.join(r.reasons[1:3])})"
         lines.append(f"{r.student:<16} {r.lesson:<22} {score:>5} / {r.max_score:<3g}  {note}")
     return "\n".join(lines)
 

@@ -1,0 +1,174 @@
+"""A static scan of the code a learner wrote, for what no exercise needs and a cheat does.
+
+The grader runs it on every submission before grading (grader side: nothing in the
+learner's kernel can change it). It reads every code cell except the locked ones
+(which nbgrader puts back from the source) and reports one line per finding:
+
+- touching the course's checks or answers (``helpers.checks``, ``helpers.reference``);
+- changing attributes of modules (``torch.allclose = ...``, ``setattr(np, ...)``,
+  ``del check.check_x``) or of builtins;
+- IPython's hooks (input and AST transformers, events, custom exception handlers);
+- what the grader's guard in the kernel could otherwise be dug out with or worked
+  around: ``sys.modules``, frames and tracing, the garbage collector, ``ctypes``,
+  closures and code objects, ``exec``/``eval``/``compile``/``__import__``/``importlib``;
+- signalling processes.
+
+A finding does not change the score: the submission is reported as "suspicious: look
+at it" with the reasons. No solution notebook of the course is flagged (tested).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import nbformat
+
+# Modules whose attributes a learner never needs to set (besides any module the notebook imports).
+MODULE_NAMES = {"builtins", "__builtins__", "sys", "os", "torch", "np", "numpy", "IPython", "helpers"}
+# Attributes and names that give access to the kernel's machinery.
+MACHINERY = {
+    "input_transformers_cleanup": "IPython's input transformers",
+    "input_transformers_post": "IPython's input transformers",
+    "input_transformer_manager": "IPython's input transformers",
+    "ast_transformers": "IPython's AST transformers",
+    "events": "IPython's events",
+    "set_custom_exc": "IPython's exception handlers",
+    "custom_exceptions": "IPython's exception handlers",
+    "register_magic_function": "IPython's magics",
+    "modules": "sys.modules",
+    "meta_path": "Python's import machinery",
+    "path_hooks": "Python's import machinery",
+    "settrace": "tracing", "setprofile": "tracing", "_getframe": "frames", "f_back": "frames",
+    "f_globals": "frames", "f_locals": "frames", "tb_frame": "frames", "gi_frame": "frames",
+    "__closure__": "closures", "__code__": "code objects", "__globals__": "function globals",
+    "__builtins__": "builtins", "__subclasses__": "class internals", "excepthook": "sys.excepthook",
+    "displayhook": "sys.displayhook",
+}
+FORBIDDEN_CALLS = {"exec", "eval", "compile", "__import__", "setattr", "delattr", "globals", "breakpoint"}
+FORBIDDEN_IMPORTS = {"builtins", "importlib", "ctypes", "gc", "inspect", "signal", "sys", "cffi", "imp"}
+COURSE_PRIVATE = ("helpers.checks", "helpers.reference")
+KILLS = {"kill", "killpg", "pidfd_send_signal"}
+IPYTHON_OK = {"run_line_magic", "run_cell_magic", "system", "getoutput"}  # what IPython's own %magics become
+
+
+def learner_cells(submitted: nbformat.NotebookNode, source: nbformat.NotebookNode | None = None) -> list[tuple[int, str]]:
+    """(cell number, source) of every code cell the learner could write: all but the locked cells of ``source``."""
+    locked = set()
+    for cell in (source or submitted).cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and (meta.get("locked") or meta.get("grade")) and not meta.get("solution"):
+            locked.add(cell.source.strip())
+    return [(i + 1, c.source) for i, c in enumerate(submitted.cells)
+            if c.cell_type == "code" and c.source.strip() not in locked]
+
+
+def _python(source: str) -> str:
+    """The cell as Python, with IPython's %magics and !commands turned into the calls IPython makes."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        return TransformerManager().transform_cell(source)
+    except Exception:  # not IPython syntax either: parse what we have
+        return source
+
+
+def _dotted(node: ast.AST) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    elif isinstance(node, ast.Call):
+        parts.append(_dotted(node.func) + "()")
+    return ".".join(reversed(parts))
+
+
+def scan_source(source: str, modules: set[str], locked: frozenset[str] = frozenset()) -> list[str]:
+    """Findings in one cell; ``modules`` are the names the notebook binds to modules (import ... as ...),
+    ``locked`` the names the locked cells import (``check``, which the graded cells call)."""
+    try:
+        tree = ast.parse(_python(source))
+    except SyntaxError:
+        return []  # it will fail when run, and lose its own points
+    found = []
+    module_names = MODULE_NAMES | modules
+
+    def root(node: ast.AST) -> str:
+        return _dotted(node).split(".")[0]
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names]
+            targets = [node.module or ""] if isinstance(node, ast.ImportFrom) else names
+            if isinstance(node, ast.ImportFrom) and node.module == "helpers":
+                targets = [f"helpers.{n}" for n in names]
+            for target in targets:
+                if target.startswith(COURSE_PRIVATE):
+                    found.append(f"imports {target} (the course's checks or answers)")
+                elif target.split(".")[0] in FORBIDDEN_IMPORTS:
+                    found.append(f"imports {target}")
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            for target in targets:
+                for item in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
+                    if isinstance(item, ast.Name) and item.id in locked:
+                        found.append(f"rebinds {item.id} (imported by a locked cell; the graded cells use it)")
+                    if isinstance(item, ast.Attribute) and root(item) in module_names:
+                        verb = "deletes" if isinstance(node, ast.Delete) else "sets"
+                        found.append(f"{verb} {_dotted(item)} (an attribute of a module)")
+        elif isinstance(node, ast.Call):
+            name = _dotted(node.func)
+            last = name.split(".")[-1]
+            if isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS:
+                found.append(f"calls {node.func.id}()")
+            elif last in KILLS and name.startswith(("os.", "signal.")):
+                found.append(f"calls {name}() (signals a process)")
+            elif last in ("register", "unregister") and "events" in name:
+                found.append(f"calls {name}() (IPython's events)")
+        if isinstance(node, ast.Attribute):
+            if node.attr in MACHINERY and not (node.attr == "modules" and root(node) not in ("sys",)) \
+                    and not (node.attr == "events" and "get_ipython" not in _dotted(node) and root(node) != "ip"):
+                found.append(f"uses {_dotted(node)} ({MACHINERY[node.attr]})")
+            elif root(node) == "get_ipython()" and node.attr not in IPYTHON_OK and _dotted(node).count(".") == 1:
+                found.append(f"uses {_dotted(node)} (the IPython shell)")
+        elif isinstance(node, ast.Name) and node.id in ("__builtins__", "get_ipython") and not (
+                isinstance(node.ctx, ast.Load) and node.id == "get_ipython"):
+            found.append(f"uses {node.id}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                any(p in node.value for p in COURSE_PRIVATE):
+            found.append(f"names {node.value[:40]!r} in a string")
+    return list(dict.fromkeys(found))
+
+
+def bound_modules(cells: list[str]) -> set[str]:
+    """Names the notebook binds to modules (``import torch.nn as nn``, ``from helpers.checks import tensors as check``)."""
+    names = set()
+    for source in cells:
+        try:
+            tree = ast.parse(_python(source))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names |= {a.asname or a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(("helpers", "torch")):
+                # the course imports modules this way: `from helpers.checks import tensors as check`
+                names |= {a.asname or a.name for a in node.names if a.name[:1].islower()}
+    return names
+
+
+def scan_notebook(submitted: nbformat.NotebookNode, source: nbformat.NotebookNode | None = None) -> list[str]:
+    """One line per finding, "cell N: ...", in the learner's cells of ``submitted``."""
+    modules = bound_modules([c.source for c in submitted.cells if c.cell_type == "code"])
+    mine = learner_cells(submitted, source)
+    learner = {text for _, text in mine}
+    locked = frozenset(bound_modules([c.source for c in (source or submitted).cells
+                                      if c.cell_type == "code" and c.source not in learner
+                                      and c.metadata.get("nbgrader", {}).get("locked")]))
+    return [f"cell {number}: {finding}" for number, text in mine for finding in scan_source(text, modules, locked)]
+
+
+def scan_file(path: Path, source: Path | None = None) -> list[str]:
+    return scan_notebook(nbformat.read(path, as_version=4), nbformat.read(source, as_version=4) if source else None)
