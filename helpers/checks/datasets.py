@@ -410,6 +410,19 @@ def _stats_mistakes(dataset: TensorDataset, batch_size: int, which: str) -> list
     ]
 
 
+class _BatchSpy(TensorDataset):
+    """A TensorDataset that records the size of every batch a DataLoader fetches from it
+    (the loader asks ``__getitems__`` for a whole batch at once when a dataset has it)."""
+
+    def __init__(self, *tensors: torch.Tensor) -> None:
+        super().__init__(*tensors)
+        self.batches: list[int] = []
+
+    def __getitems__(self, indices: list[int]) -> list:
+        self.batches.append(len(indices))
+        return [self[i] for i in indices]
+
+
 def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
                    inputs: Sequence[tuple[TensorDataset, int]] | None = None, part: str = "both") -> None:
     """``part``: "mean" or "std" tests only that number. Either form of the std is accepted:
@@ -419,8 +432,14 @@ def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
     for dataset, batch_size in inputs:
         images = dataset.tensors[0].double()
         shown = f"mean_std({len(dataset)} images of shape {list(images.shape[1:])}, batch_size={batch_size})"
-        got = call(fn, dataset, batch_size)
+        spy = _BatchSpy(*dataset.tensors) if isinstance(dataset, TensorDataset) else dataset
+        got = call(fn, spy, batch_size)
         expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{shown} should return (mean, std), not {describe(got)}")
+        if part in ("both", "mean") and getattr(spy, "batches", None) and len(dataset) >= batch_size:
+            expect(max(spy.batches) == batch_size,
+                   f"{shown}: your DataLoader fetched batches of up to {max(spy.batches)} images, not batch_size="
+                   f"{batch_size}: pass the batch_size argument on, DataLoader(dataset, batch_size=batch_size), "
+                   "so the caller decides how much memory one batch takes")
         mean, std = got
         if part in ("both", "mean"):
             expect_close(mean, images.mean().item(), what=f"the mean from {shown}", python_number=True,
