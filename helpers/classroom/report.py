@@ -149,7 +149,8 @@ def collect(course_root: Path, lessons: list[str] | None = None, db_url: str | N
             continue
         students.add(student)
         sub = found.setdefault((student, lesson), Submission(student, lesson, "graded", None, result["max_score"]))
-        sub.status, sub.detail = result["status"], result.get("detail", "")
+        # Every reason the grader gave where it gives several, else its one detail.
+        sub.status, sub.detail = result["status"], "; ".join(result.get("reasons") or []) or result.get("detail", "")
         if sub.needs_a_person:
             sub.score = None  # nbgrader may hold a 0 here; it is not a genuine zero
     for student in students:
