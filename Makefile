@@ -20,6 +20,7 @@ help:
 	@echo "make grade      autograde every submission in grading/submitted, in parallel [ASSIGNMENT=... JOBS=N]"
 	@echo "make report     class report after grading: grading/report/report.html, PNG figures, scores.csv"
 	@echo "make bench      time and measure every solution notebook and one autograde"
+	@echo "make soak       run lesson 08's distributed cells 20 times in a row: failures, hangs, time per launch [RUNS=N]"
 	@echo "make bench-class  learners per minute grading a synthetic class, serial vs parallel [JOBS=N]"
 
 $(BIN)/.installed: pyproject.toml
@@ -70,6 +71,11 @@ report: $(BIN)/.installed
 
 bench: $(BIN)/.installed fixture
 	COURSE_DATA=$(abspath $(FIXTURE)) $(BIN)/python -m helpers.bench
+
+# Lesson 08's process launches, RUNS times in a row in one kernel: failures, hangs, seconds per launch, peak memory.
+.PHONY: soak
+soak: $(BIN)/.installed fixture
+	COURSE_DATA=$(abspath $(FIXTURE)) $(BIN)/python -m tests.soak_distributed --runs $(or $(RUNS),20)
 
 bench-class: $(BIN)/.installed fixture
 	COURSE_DATA=$(abspath $(FIXTURE)) $(BIN)/python -m helpers.bench --class $(if $(JOBS),--jobs $(JOBS)) $(ARGS)

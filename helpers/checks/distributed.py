@@ -1,0 +1,693 @@
+"""Lesson 08 Multiple GPUs and distributed training: checks that run the learner's code in a real process group.
+
+Every check starts a real group of 2 (or 3) processes on this machine with the
+Gloo backend (:func:`run_group`), runs the learner's function on every rank,
+and reads back what each rank wrote. The processes are forked from the
+notebook's kernel, because a function defined in a notebook cannot be sent to
+a freshly started (spawned) process; fork copies it along with the rest of the
+kernel. Forking a kernel that already ran multi-threaded PyTorch is only safe
+when the children do not use the inherited thread pool, so each child uses
+one thread.
+
+Nothing can hang a notebook or the grader: every collective has a timeout
+(:data:`COLLECTIVE_TIMEOUT_S`, given to ``init_process_group``), the whole
+launch has a deadline (:data:`LAUNCH_TIMEOUT_S`) after which the children are
+killed, and either is reported as "timed out after N s: a collective that one
+rank never reached?". Everything talks over 127.0.0.1, on a port the system
+picks.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.connection
+import os
+import socket
+import sys
+import tempfile
+import time
+import traceback
+from contextlib import ExitStack, contextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from helpers.checks import CheckError, Mistake, call, describe, expect, expect_tensor, passed
+from helpers.checks import substitute  # noqa: F401 - graded cells grade with the reference earlier exercises
+from helpers.reference import distributed as ref
+
+LAUNCH_TIMEOUT_S = 60.0      # the whole group: start, the learner's code, results written
+COLLECTIVE_TIMEOUT_S = 20.0  # one collective (all_reduce, barrier, ...) waiting for the other ranks
+HOST = "127.0.0.1"
+_HANG_HINT = ("a collective that one rank never reached? Every rank must call the same collectives "
+              "(all_reduce, barrier, ...) in the same order; one inside `if rank == 0:` waits forever")
+
+
+# ---------------------------------------------------------------- a real process group, forked from the kernel
+
+class _Report(NamedTuple):
+    """What one rank sent back: its result, or the exception it raised and where."""
+
+    result: Any = None
+    error: str | None = None      # exception type name
+    message: str = ""
+    stage: str = "run"            # "init": the group could not start; "run": the code raised
+
+
+def _member(rank: int, world_size: int, port: int, target: Callable[..., Any], args: tuple, out: str,
+            collective_timeout_s: float) -> None:
+    """One rank (a forked child): join the group, run ``target(rank, world_size, *args)``, save a report."""
+    code = 1
+    try:
+        log = open(os.path.join(out, f"rank{rank}.log"), "w", buffering=1)
+        os.dup2(log.fileno(), 1)  # the kernel's output channels are not this process's to use
+        os.dup2(log.fileno(), 2)
+        sys.stdout = sys.stderr = log
+        torch.set_num_threads(1)  # the kernel's thread pool did not survive the fork
+        os.environ.update(MASTER_ADDR=HOST, MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
+                          WORLD_SIZE=str(world_size))
+        try:
+            dist.init_process_group("gloo", init_method=f"tcp://{HOST}:{port}", rank=rank, world_size=world_size,
+                                    timeout=timedelta(seconds=collective_timeout_s))
+        except Exception as error:
+            report = _Report(error=type(error).__name__, message=str(error), stage="init")
+        else:
+            try:
+                report = _Report(result=target(rank, world_size, *args))
+            except BaseException as error:  # the learner's code: report it, never let it escape the child
+                traceback.print_exc()
+                report = _Report(error=type(error).__name__, message=str(error))
+            finally:
+                dist.destroy_process_group()
+        try:
+            torch.save(tuple(report), os.path.join(out, f"rank{rank}.pt"))
+        except Exception as error:
+            torch.save(tuple(_Report(error="UnsendableResult", message=f"{describe(report.result)} ({error})")),
+                       os.path.join(out, f"rank{rank}.pt"))
+        code = 0
+    finally:
+        os._exit(code)  # never return into the kernel's code (or run its exit handlers) in a child
+
+
+def _launch(target: Callable[..., Any], args: tuple, world_size: int, port: int, timeout_s: float,
+            collective_timeout_s: float) -> tuple[list[_Report | None], bool]:
+    """Fork ``world_size`` ranks; wait for all of them or the deadline. Returns (reports, timed_out)."""
+    context = multiprocessing.get_context("fork")
+    with tempfile.TemporaryDirectory(prefix="course-group-") as out:
+        processes = [context.Process(target=_member, daemon=True,
+                                     args=(rank, world_size, port, target, args, out, collective_timeout_s))
+                     for rank in range(world_size)]
+        for process in processes:
+            process.start()
+        deadline = time.monotonic() + timeout_s
+        waiting = {p.sentinel: p for p in processes}
+        while waiting and time.monotonic() < deadline:
+            for sentinel in multiprocessing.connection.wait(list(waiting), timeout=deadline - time.monotonic()):
+                waiting.pop(sentinel).join()
+        timed_out = bool(waiting)
+        for process in waiting.values():
+            process.kill()
+            process.join()
+        reports = []
+        for rank in range(world_size):
+            path = Path(out) / f"rank{rank}.pt"
+            reports.append(_Report(*torch.load(path, weights_only=False)) if path.exists() else None)
+        return reports, timed_out
+
+
+def _port_clash(report: _Report | None) -> bool:
+    return report is not None and report.stage == "init" and "EADDRINUSE" in report.message
+
+
+def run_group(target: Callable[..., Any], *args: Any, world_size: int = 2, what: str = "your function",
+              port: int | None = None, timeout_s: float | None = None, collective_timeout_s: float | None = None,
+              explain: Callable[[int, _Report], str | None] | None = None) -> list[Any]:
+    """Run ``target(rank, world_size, *args)`` on every rank of a real Gloo group; return each rank's result.
+
+    Steps:
+        1. Pick a free port on 127.0.0.1 (or use ``port``) and fork ``world_size``
+           processes; each joins the group with a timeout on its collectives.
+        2. Wait for all of them, at most ``timeout_s``; kill what is left after that.
+        3. Turn what went wrong into one message: a deadline or a collective timeout
+           ("timed out after N s: a collective that one rank never reached?"), a rank
+           that finished while another waited in a collective, the learner's own
+           exception (``explain(rank, report)`` may name it first).
+    """
+    timeout_s = LAUNCH_TIMEOUT_S if timeout_s is None else timeout_s
+    collective_timeout_s = COLLECTIVE_TIMEOUT_S if collective_timeout_s is None else collective_timeout_s
+    for _attempt in range(3):
+        chosen = port if port is not None else ref.free_port()
+        reports, timed_out = _launch(target, args, world_size, chosen, timeout_s, collective_timeout_s)
+        # Another program may take the free port before rank 0 listens on it (or connect to it while it
+        # is free): the group then fails to start. That is the machine's doing, not the learner's: again.
+        if port is not None or not any(r is not None and r.stage == "init" for r in reports):
+            break
+    if timed_out:
+        raise CheckError(f"{what} timed out after {timeout_s:g} s: {_HANG_HINT}")
+    for rank, report in enumerate(reports):
+        if report is not None and report.stage == "init":
+            if _port_clash(report):
+                raise CheckError(f"{what}: rank 0 could not listen on port {chosen}: it is already in use "
+                                 "('Address already in use'), by another job on this machine")
+            raise RuntimeError(f"the process group could not start (rank {rank}): {report.error}: {report.message}")
+    for rank, report in enumerate(reports):
+        if report is not None and report.error == "NotImplementedError":
+            raise CheckError(f"{what} is not written yet: replace `raise NotImplementedError()` with your code")
+    gloo = ("Timed out waiting", "Connection closed by peer", "Connection reset by peer", "Broken pipe")
+    for rank, report in enumerate(reports):
+        if report is not None and report.error:
+            named = explain(rank, report) if explain else None
+            if named:
+                raise CheckError(named)
+            if report.error == "CheckError":
+                raise CheckError(report.message)
+            if not any(sign in report.message for sign in gloo):
+                first = report.message.strip().splitlines()[0] if report.message.strip() else ""
+                raise CheckError(f"{what} raised {report.error} on rank {rank}: {first}")
+    for rank, report in enumerate(reports):
+        if report is not None and "Timed out waiting" in report.message:
+            raise CheckError(f"{what} timed out after {collective_timeout_s:g} s on rank {rank}: {_HANG_HINT}")
+    for rank, report in enumerate(reports):
+        if report is not None and report.error:
+            raise CheckError(f"{what}: rank {rank} waited in a collective that another rank never called (that rank "
+                             "finished and closed the connection: 'Connection closed by peer'). Every rank must call "
+                             "the same collectives in the same order; is one inside `if rank == 0:`?")
+    for rank, report in enumerate(reports):
+        if report is None:
+            raise CheckError(f"{what}: rank {rank} ended without finishing (did your code exit the process?)")
+    return [report.result for report in reports]
+
+
+@contextmanager
+def occupied(port: int) -> Iterator[dist.TCPStore]:
+    """A job's rendezvous store listening on ``port`` (as if another training job were running)."""
+    store = dist.TCPStore(HOST, port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=5))
+    try:
+        yield store
+    finally:
+        del store
+
+
+# ---------------------------------------------------------------- free_port
+
+def _all_reduce_ranks(rank: int, world_size: int) -> float:
+    value = torch.tensor([rank + 1.0])
+    dist.all_reduce(value)
+    return value.item()
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((HOST, port))
+        except OSError:
+            return True
+    return False
+
+
+def _expect_port(port: Any, what: str) -> int:
+    if isinstance(port, tuple):
+        raise CheckError(f"{what} returned the tuple {port!r}: getsockname() gives (host, port); return its [1]")
+    if isinstance(port, bool) or not isinstance(port, int):
+        raise CheckError(f"{what} should return the port as an int, but returned {describe(port)}")
+    if port == 0:
+        raise CheckError(f"{what} returned 0: binding port 0 asks the system to choose a port; return the one it "
+                         "chose, probe.getsockname()[1]")
+    expect(0 < port < 65536, f"{what} returned {port}, which is not a TCP port (1-65535)")
+    return port
+
+
+def check_free_port(fn: Callable[[], int], inputs: Sequence[int] | None = None) -> None:
+    """``fn()`` returns a port nothing uses, even while other jobs hold the ports it gave before.
+
+    ``inputs``: how many earlier jobs keep their ports while the next one asks (default 1).
+    """
+    inputs = inputs or [1]
+    checks = 0
+    for jobs in inputs:
+        with ExitStack() as running_jobs:
+            held: list[int] = []
+            for job in range(jobs + 1):
+                port = _expect_port(call(fn), "free_port()")
+                if port in held:
+                    raise CheckError(f"free_port() returned {port} again while another job was using it: a fixed "
+                                     "port clashes ('Address already in use') as soon as two jobs share a "
+                                     "machine. Bind port 0 and return the port the system chose")
+                if _port_in_use(port):
+                    raise CheckError(f"port {port} is still in use after free_port() returned it: close the socket "
+                                     "before returning (a `with socket.socket() as probe:` block does)")
+                if job < jobs:
+                    running_jobs.enter_context(occupied(port))
+                    held.append(port)
+                else:
+                    totals = run_group(_all_reduce_ranks, what=f"a process group on port {port} from free_port()",
+                                       port=port)
+                    expect(totals == [3.0, 3.0], f"a group on port {port} did not work: all_reduce gave {totals}")
+                checks += 1
+    passed("free_port", checks)
+
+
+# ---------------------------------------------------------------- average_gradients
+
+class GradCase(NamedTuple):
+    """A gradient case: seed, input features, whole-batch size (a multiple of the world size), world size."""
+
+    seed: int = 0
+    n_features: int = 5
+    batch: int = 8
+    world_size: int = 2
+
+
+def _small_model(n_features: int) -> nn.Module:
+    return nn.Sequential(nn.Linear(n_features, 4), nn.Tanh(), nn.Linear(4, 2))
+
+
+def _grad_data(case: GradCase) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(100 + case.seed)
+    x, y = torch.randn(case.batch, case.n_features, generator=g), torch.randn(case.batch, 2, generator=g)
+    torch.manual_seed(case.seed)
+    return _small_model(case.n_features), x, y
+
+
+def _grads(model: nn.Module) -> dict[str, torch.Tensor | None]:
+    return {name: None if p.grad is None else p.grad.detach().clone() for name, p in model.named_parameters()}
+
+
+def _grad_target(rank: int, world_size: int, fn: Callable[[nn.Module], None], cases: list[GradCase]) -> list[tuple]:
+    out = []
+    for case in cases:
+        model, x, y = _grad_data(case)
+        nn.functional.mse_loss(model(x[rank::world_size]), y[rank::world_size]).backward()
+        own = _grads(model)
+        fn(model)
+        out.append((own, _grads(model)))
+    return out
+
+
+def _whole_batch_grads(case: GradCase) -> dict[str, torch.Tensor]:
+    model, x, y = _grad_data(case)
+    nn.functional.mse_loss(model(x), y).backward()
+    return _grads(model)
+
+
+def _by_world_size(cases: Sequence[Any]) -> dict[int, list[Any]]:
+    groups: dict[int, list[Any]] = {}
+    for case in cases:
+        groups.setdefault(case.world_size, []).append(case)
+    return groups
+
+
+def check_average_gradients(fn: Callable[[nn.Module], None], inputs: Sequence[GradCase] | None = None) -> None:
+    """After ``fn(model)`` on every rank, every rank holds the whole-batch gradient."""
+    inputs = inputs or [GradCase(), GradCase(1, 3, 9, 3)]
+    checks = 0
+    with torch.random.fork_rng(devices=[]):
+        for world_size, cases in _by_world_size(inputs).items():
+            per_rank = run_group(_grad_target, fn, cases, world_size=world_size, what="average_gradients(model)")
+            for index, case in enumerate(cases):
+                expected = _whole_batch_grads(case)
+                rank0_ok = all(per_rank[0][index][1][k] is not None
+                               and torch.allclose(per_rank[0][index][1][k], v, atol=1e-6) for k, v in expected.items())
+                for rank in range(world_size):
+                    own, got = per_rank[rank][index]
+                    for name, want in expected.items():
+                        what = f"with {world_size} processes, rank {rank}'s {name}.grad"
+                        expect(got[name] is not None, f"{what} is None afterwards: average the gradients, keep them")
+                        shard = own[name]
+                        mistakes = []
+                        if rank > 0 and rank0_ok:
+                            mistakes.append(Mistake(
+                                "rank 0 ended with the average but this rank did not: only rank 0 got the result. "
+                                "dist.reduce gives it to one rank (and leaves the others' tensors undefined); "
+                                "dist.all_reduce gives it to every rank", matches=lambda got: True))
+                        mistakes += [
+                            Mistake(f"it is the sum over the {world_size} ranks, not the average: divide by the world "
+                                    "size (dist.get_world_size()) after all_reduce. (With a sum, a learning rate "
+                                    "tuned for one process is world_size times too large)",
+                                    lambda want=want: want * world_size),
+                            Mistake(f"it is the sum divided by 2, but the world size is {world_size}: divide by "
+                                    "dist.get_world_size(), not by a fixed number", lambda want=want: want * world_size / 2),
+                        ]
+                        mistakes.append(Mistake("it is still this rank's own shard gradient: the ranks never exchanged "
+                                                "their gradients. all_reduce every parameter's .grad",
+                                                lambda shard=shard: shard))
+                        expect_tensor(got[name], want, what=what, mistakes=mistakes, atol=1e-6)
+                checks += 1
+    passed("average_gradients", checks)
+
+
+# ---------------------------------------------------------------- shard_indices
+
+class ShardCase(NamedTuple):
+    """A sampler case: dataset size, world size, epoch, seed."""
+
+    n: int = 12
+    world_size: int = 2
+    epoch: int = 0
+    seed: int = 0
+
+
+def _shard_target(rank: int, world_size: int, fn: Callable[..., Any], cases: list[ShardCase]) -> list[Any]:
+    return [fn(case.n, rank, world_size, case.epoch, case.seed) for case in cases]
+
+
+def _as_index_list(value: Any) -> list[int] | None:
+    if isinstance(value, torch.Tensor) and value.dim() == 1 and not value.is_floating_point():
+        return value.tolist()
+    if isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return list(value)
+    return None
+
+
+def _shuffled(n: int, seed: int) -> list[int]:
+    return torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def check_shard_indices(fn: Callable[..., list[int]], inputs: Sequence[ShardCase] | None = None) -> None:
+    """Every rank's ``fn(n, rank, world_size, epoch, seed)`` equals DistributedSampler's indices for it."""
+    inputs = inputs or [ShardCase(12, 2, 0, 0), ShardCase(12, 2, 1, 0), ShardCase(7, 2, 0, 0)]
+    checks = 0
+    for world_size, cases in _by_world_size(inputs).items():
+        per_rank = run_group(_shard_target, fn, cases, world_size=world_size, what="shard_indices")
+        for index, case in enumerate(cases):
+            n, epoch, seed = case.n, case.epoch, case.seed
+            what = f"shard_indices(n={n}, rank=r, world_size={world_size}, epoch={epoch}, seed={seed})"
+            got = [_as_index_list(per_rank[rank][index]) for rank in range(world_size)]
+            for rank, value in enumerate(got):
+                expect(value is not None, f"{what.replace('rank=r', f'rank={rank}')} should return a list of ints, "
+                       f"but returned {describe(per_rank[rank][index])}")
+            lengths = [len(value) for value in got]
+            if len(set(lengths)) > 1:
+                raise CheckError(f"{what}: the ranks got different numbers of indices ({lengths}). Then one rank runs "
+                                 "one more step than the other and waits forever in its all_reduce. Pad: repeat "
+                                 "indices from the start of the shuffled list until the length is a multiple of "
+                                 "world_size, as DistributedSampler does")
+            per = -(-n // world_size)
+            order = _shuffled(n, seed + epoch)
+            if lengths[0] == n // world_size and n % world_size:
+                raise CheckError(f"{what}: each rank got {lengths[0]} indices and {n % world_size} of the {n} samples "
+                                 "are never seen: that is drop_last=True. DistributedSampler's default pads instead, "
+                                 "repeating indices from the start so that no sample is lost")
+            for rank in range(world_size):
+                want = ref.shard_indices(n, rank, world_size, epoch, seed)
+                if got[rank] == want:
+                    continue
+                padded = order + order[: per * world_size - n]
+                if got[rank] == padded[rank * per:(rank + 1) * per]:
+                    raise CheckError(f"{what}: rank {rank} got a contiguous block of the shuffled indices; "
+                                     "DistributedSampler deals them out like cards: indices[rank::world_size]")
+                if epoch and got[rank] == ref.shard_indices(n, rank, world_size, 0, seed):
+                    raise CheckError(f"{what}: epoch {epoch} gives the same order as epoch 0: seed the shuffle with "
+                                     "seed + epoch (this is what sampler.set_epoch(epoch) changes)")
+                unshuffled = list(range(n)) + list(range(per * world_size - n))
+                if got[rank] == unshuffled[rank::world_size]:
+                    raise CheckError(f"{what}: rank {rank}'s indices are not shuffled: shuffle range(n) with "
+                                     "torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch)) first")
+                raise CheckError(f"{what}: rank {rank} should get {want}, but got {got[rank]}")
+            checks += 1
+    passed("shard_indices", checks)
+
+
+# ---------------------------------------------------------------- epoch_batches
+
+class EpochCase(NamedTuple):
+    """A loader case: dataset size, global batch size, epochs, world size."""
+
+    n: int = 16
+    global_batch_size: int = 4
+    epochs: int = 2
+    world_size: int = 2
+
+
+def _as_batches(value: Any) -> list[list[list[int]]] | None:
+    if not isinstance(value, (list, tuple)):
+        return None
+    epochs = []
+    for epoch in value:
+        if not isinstance(epoch, (list, tuple)):
+            return None
+        batches = [_as_index_list(batch) for batch in epoch]
+        if any(batch is None for batch in batches):
+            return None
+        epochs.append(batches)
+    return epochs
+
+
+def _epoch_target(rank: int, world_size: int, fn: Callable[..., Any], cases: list[EpochCase]) -> list[tuple]:
+    out = []
+    for case in cases:
+        dataset = list(range(case.n))
+        out.append((fn(dataset, case.global_batch_size, case.epochs), ref.epoch_batches(dataset, case.global_batch_size,
+                                                                                          case.epochs)))
+    return out
+
+
+def check_epoch_batches(fn: Callable[..., Any], inputs: Sequence[EpochCase] | None = None) -> None:
+    """Each rank sees its own share of the data, in a new order every epoch, in per-process batches."""
+    inputs = inputs or [EpochCase()]
+    checks = 0
+    for world_size, cases in _by_world_size(inputs).items():
+        per_rank = run_group(_epoch_target, fn, cases, world_size=world_size, what="epoch_batches")
+        for index, case in enumerate(cases):
+            what = (f"epoch_batches(list(range({case.n})), global_batch_size={case.global_batch_size}, "
+                    f"epochs={case.epochs}) with {world_size} processes")
+            for rank in range(world_size):
+                raw, want = per_rank[rank][index]
+                got = _as_batches(raw)
+                expect(got is not None, f"{what}: rank {rank} should return a list (one per epoch) of lists of "
+                       f"batches (lists of ints, batch.tolist()), but returned {describe(raw)}")
+                if got == want:
+                    continue
+                expect(len(got) == case.epochs, f"{what}: rank {rank} returned {len(got)} epochs, expected {case.epochs}")
+                seen = [sum(epoch, []) for epoch in got]
+                share = len(sum(want[0], []))
+                if len(seen[0]) == case.n and share < case.n:
+                    raise CheckError(f"{what}: rank {rank} saw all {case.n} samples in one epoch; with {world_size} "
+                                     f"processes each should see its share ({share}): pass "
+                                     "sampler=DistributedSampler(dataset) to the DataLoader")
+                sizes = {len(batch) for epoch in got for batch in epoch}
+                if max(sizes) > case.global_batch_size // world_size:
+                    raise CheckError(f"{what}: rank {rank}'s batches hold {max(sizes)} samples; each process should "
+                                     f"load global_batch_size // world_size = {case.global_batch_size // world_size}, "
+                                     "so that one step of all ranks together uses the global batch")
+                if case.epochs > 1 and all(epoch == seen[0] for epoch in seen[1:]):
+                    raise CheckError(f"{what}: rank {rank} saw the same order in every epoch: call "
+                                     "sampler.set_epoch(epoch) at the start of each epoch (the sampler shuffles with "
+                                     "seed + epoch, and the epoch never changed)")
+                raise CheckError(f"{what}: rank {rank} should see the batches {want}, but saw {got}")
+            checks += 1
+    passed("epoch_batches", checks)
+
+
+# ---------------------------------------------------------------- train_by_hand and train_ddp
+
+class TrainCase(NamedTuple):
+    """A training case: seed, steps, learning rate, world size, whole-batch size (a multiple of the world size)."""
+
+    seed: int = 1
+    steps: int = 3
+    lr: float = 0.1
+    world_size: int = 2
+    batch: int = 12
+
+
+def make_regressor() -> nn.Module:
+    """The model every rank builds in the training checks: 3 inputs, 2 outputs."""
+    return nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 2))
+
+
+def _train_data(case: TrainCase) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(200 + case.seed)
+    return torch.randn(case.batch, 3, generator=g), torch.randn(case.batch, 2, generator=g)
+
+
+def _train_target(rank: int, world_size: int, fn: Callable[..., Any], cases: list[TrainCase]) -> list[Any]:
+    out = []
+    for case in cases:
+        x, y = _train_data(case)
+        torch.manual_seed(1234 + rank)  # whatever state each process happens to have: only `seed` may matter
+        result = fn(make_regressor, x, y, case.steps, case.seed, case.lr)
+        if isinstance(result, dict):
+            result = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in result.items()}
+        out.append(result)
+    return out
+
+
+def _simulated(case: TrainCase, **kwargs: Any) -> list[dict[str, torch.Tensor]]:
+    x, y = _train_data(case)
+    seeds = kwargs.pop("seeds", [case.seed] * case.world_size)
+    with torch.random.fork_rng(devices=[]):
+        return ref.simulate_data_parallel(make_regressor, x, y, case.steps, seeds, case.lr, **kwargs)
+
+
+def _whole_batch(case: TrainCase) -> dict[str, torch.Tensor]:
+    """One process, the whole batch: the run data parallelism must reproduce."""
+    return _simulated(case._replace(world_size=1))[0]
+
+
+def _check_training(fn: Callable[..., Any], inputs: Sequence[TrainCase], name: str, extra: Callable[[TrainCase], list]) -> int:
+    checks = 0
+    for world_size, cases in _by_world_size(inputs).items():
+        per_rank = run_group(_train_target, fn, cases, world_size=world_size, what=name)
+        for index, case in enumerate(cases):
+            expected = _whole_batch(case)
+            what = f"{name}(..., steps={case.steps}, seed={case.seed}, lr={case.lr}) with {world_size} processes"
+            for rank in range(world_size):
+                got = per_rank[rank][index]
+                expect(isinstance(got, dict), f"{what}: rank {rank} should return the model's state_dict(), "
+                       f"but returned {describe(got)}")
+                if got and all(isinstance(k, str) and k.startswith("module.") for k in got):
+                    raise CheckError(f"{what}: the keys start with 'module.' ({next(iter(got))!r}): that is the DDP "
+                                     "wrapper's state_dict; return ddp_model.module.state_dict(), the plain model's")
+                expect(set(got) == set(expected), f"{what}: rank {rank} returned the keys {sorted(got)}, expected the "
+                       f"model's {sorted(expected)}")
+                twins = extra(case)
+                for key, want in expected.items():
+                    mistakes = [Mistake(message, lambda twin=twin, rank=rank, key=key: twin[min(rank, len(twin) - 1)][key])
+                                for message, twin in twins]
+                    expect_tensor(got[key], want, what=f"{what}: rank {rank}'s {key} after training", mistakes=mistakes,
+                                  atol=1e-5)
+            checks += 1
+    return checks
+
+
+_NOT_AVERAGED = ("the ranks ended with different weights, each trained on its own shard only: the gradients were "
+                 "never averaged across the ranks")
+_SUMMED_LOSS = ("the loss is summed over the shard: use the mean (the default reduction), so that the average over "
+                "the ranks is the whole batch's mean")
+
+
+def check_train_by_hand(fn: Callable[..., Any], inputs: Sequence[TrainCase] | None = None) -> None:
+    """Every rank's weights after ``steps`` steps equal one process trained on the whole batch."""
+    inputs = inputs or [TrainCase()]
+
+    def twins(case: TrainCase) -> list:
+        ranks = range(case.world_size)
+        return [("the ranks started from different weights (a different seed per rank, e.g. seed + rank): call "
+                 "torch.manual_seed(seed) with the same seed on every rank before building the model",
+                 _simulated(case, seeds=[case.seed + r for r in ranks])),
+                (_NOT_AVERAGED + ": call average_gradients(model) after backward() and before optimizer.step()",
+                 _simulated(case, average=False)),
+                (_SUMMED_LOSS, _simulated(case, reduction="sum"))]
+
+    with torch.random.fork_rng(devices=[]):
+        checks = _check_training(fn, inputs, "train_by_hand", twins)
+    passed("train_by_hand", checks)
+
+
+def check_train_ddp(fn: Callable[..., Any], inputs: Sequence[TrainCase] | None = None) -> None:
+    """With DistributedDataParallel: every rank's weights after ``steps`` steps equal the whole-batch run."""
+    inputs = inputs or [TrainCase()]
+
+    def twins(case: TrainCase) -> list:
+        out = [(_NOT_AVERAGED + ": wrap the model in DistributedDataParallel before training, and train the wrapper",
+                _simulated(case, average=False)),
+               (_SUMMED_LOSS, _simulated(case, reduction="sum"))]
+        if case.seed:
+            out.append(("the weights are those of a run seeded with 0, not with `seed`: call torch.manual_seed(seed) "
+                        "before building the model", _simulated(case, seeds=[0] * case.world_size)))
+        return out
+
+    with torch.random.fork_rng(devices=[]):
+        checks = _check_training(fn, inputs, "train_ddp", twins)
+    passed("train_ddp", checks)
+
+
+# ---------------------------------------------------------------- save_and_load
+
+class SaveCase(NamedTuple):
+    """A save-and-load case: seed, world size, and whether an older checkpoint already sits at the path."""
+
+    seed: int = 0
+    world_size: int = 2
+    older_file: bool = True
+
+
+def _weights(seed: int) -> dict[str, torch.Tensor]:
+    torch.manual_seed(seed)
+    return nn.Linear(4, 3).state_dict()
+
+
+def _events(folder: str, rank: int) -> list[str]:
+    path = Path(folder) / f"events{rank}.txt"
+    return path.read_text().split() if path.exists() else []
+
+
+def _record(folder: str, rank: int, event: str) -> None:
+    with open(Path(folder) / f"events{rank}.txt", "a") as log:
+        log.write(event + "\n")
+
+
+def _save_target(rank: int, world_size: int, fn: Callable[..., Any], case: SaveCase, folder: str) -> tuple:
+    """Rank 0 holds the trained weights, the others older ones. torch.save, torch.load and barrier are watched
+    (this child's copies only), and rank 0 writes only once another rank has moved on (saved, loaded, or reached
+    the barrier), so a missing barrier shows every time, not by chance."""
+    real_save, real_load, real_barrier = torch.save, torch.load, dist.barrier
+
+    def save(*args: Any, **kwargs: Any) -> Any:
+        _record(folder, rank, "save")
+        if rank == 0:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not any(_events(folder, r) for r in range(1, world_size)):
+                time.sleep(0.01)
+        return real_save(*args, **kwargs)
+
+    def load(*args: Any, **kwargs: Any) -> Any:
+        _record(folder, rank, "load")
+        return real_load(*args, **kwargs)
+
+    def barrier(*args: Any, **kwargs: Any) -> Any:
+        _record(folder, rank, "barrier")
+        return real_barrier(*args, **kwargs)
+
+    torch.save, torch.load, dist.barrier = save, load, barrier
+    model = nn.Linear(4, 3)
+    model.load_state_dict(_weights(case.seed if rank == 0 else case.seed + 100 + rank))
+    try:
+        fn(model, Path(folder) / "model.pt")
+    finally:
+        torch.save, torch.load, dist.barrier = real_save, real_load, real_barrier
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}, _events(folder, rank)
+
+
+def check_save_and_load(fn: Callable[..., Any], inputs: Sequence[SaveCase] | None = None) -> None:
+    """Only rank 0 writes the file; every rank ends with rank 0's weights, read after the file was complete."""
+    inputs = inputs or [SaveCase(0, 2, older_file=False), SaveCase(1, 2, older_file=True)]
+    checks = 0
+    for case in inputs:
+        with tempfile.TemporaryDirectory(prefix="course-save-") as folder, torch.random.fork_rng(devices=[]):
+            older = _weights(case.seed + 50)
+            if case.older_file:
+                torch.save(older, Path(folder) / "model.pt")  # yesterday's checkpoint, still at the path
+
+            def explain(rank: int, report: _Report) -> str | None:
+                if rank > 0 and report.error == "FileNotFoundError":
+                    return (f"save_and_load: rank {rank} tried to load the file before rank 0 had written it "
+                            "(FileNotFoundError): call dist.barrier() between saving and loading")
+                return None
+
+            results = run_group(_save_target, fn, case, folder, world_size=case.world_size,
+                                what="save_and_load(model, path)", explain=explain)
+            trained = _weights(case.seed)
+            what = f"save_and_load with {case.world_size} processes"
+            writers = [rank for rank, (_, events) in enumerate(results) if "save" in events]
+            if any(rank > 0 for rank in writers):
+                raise CheckError(f"{what}: rank {max(writers)} wrote the checkpoint too: only rank 0 should save "
+                                 "(`if dist.get_rank() == 0:`); several processes writing one file can corrupt it")
+            expect(writers == [0], f"{what}: rank 0 never saved the model: torch.save(model.state_dict(), path) on rank 0")
+            for rank, (weights, events) in enumerate(results):
+                if case.older_file and all(torch.equal(weights[k], older[k]) for k in older):
+                    raise CheckError(f"{what}: rank {rank} loaded the file before rank 0 had written it (it read the "
+                                     "older checkpoint that was still there): call dist.barrier() between saving "
+                                     "and loading")
+                if rank > 0 and "load" not in events:
+                    raise CheckError(f"{what}: rank {rank} never loaded the checkpoint: every rank must load it "
+                                     "(after the barrier) to get rank 0's weights")
+                for key, want in trained.items():
+                    expect_tensor(weights[key], want, what=f"{what}: rank {rank}'s {key} afterwards")
+            checks += 1
+    passed("save_and_load", checks)

@@ -1,0 +1,115 @@
+"""Lesson 08: the answer key agrees with PyTorch, and the check launcher stops every kind of hang."""
+
+from __future__ import annotations
+
+import time
+
+import psutil
+import pytest
+import torch
+import torch.distributed as dist
+from torch.utils.data.distributed import DistributedSampler
+
+from helpers.checks import CheckError
+from helpers.checks import distributed as check
+from helpers.reference import distributed as ref
+
+
+@pytest.mark.parametrize("n,world_size", [(12, 2), (7, 2), (11, 3), (2, 3), (1, 4), (10, 4)])
+@pytest.mark.parametrize("epoch,seed", [(0, 0), (1, 0), (3, 5)])
+def test_shard_indices_is_distributed_samplers_contract(n, world_size, epoch, seed):
+    for rank in range(world_size):
+        sampler = DistributedSampler(list(range(n)), num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
+        sampler.set_epoch(epoch)
+        assert ref.shard_indices(n, rank, world_size, epoch, seed) == list(sampler)
+
+
+def test_equal_shards_averaged_reproduce_the_whole_batch():
+    torch.manual_seed(0)
+    x, y = torch.randn(12, 3), torch.randn(12, 2)
+    whole = ref.simulate_data_parallel(check.make_regressor, x, y, steps=4, seeds=[3], lr=0.1)[0]
+    for world_size in (2, 3, 4):
+        for replica in ref.simulate_data_parallel(check.make_regressor, x, y, 4, [3] * world_size, 0.1):
+            assert all(torch.allclose(replica[k], whole[k], atol=1e-6) for k in whole)
+    apart = ref.simulate_data_parallel(check.make_regressor, x, y, 4, [3, 4], 0.1)
+    assert not torch.allclose(apart[0]["0.weight"], apart[1]["0.weight"])
+
+
+def test_free_port_is_free():
+    port = ref.free_port()
+    assert 0 < port < 65536 and not check._port_in_use(port)
+
+
+# ---------------------------------------------------------------- the launcher: real groups, every way of hanging
+
+def _children_alive() -> list[psutil.Process]:
+    return [p for p in psutil.Process().children(recursive=True) if p.is_running() and p.status() != "zombie"]
+
+
+def _mismatched(rank: int, world_size: int) -> None:
+    if rank == 0:
+        dist.all_reduce(torch.ones(1))
+    else:
+        dist.barrier()
+
+
+def _spins(rank: int, world_size: int) -> None:
+    if rank == 1:
+        while True:
+            pass
+
+
+def _leaves_early(rank: int, world_size: int) -> None:
+    if rank == 0:
+        dist.all_reduce(torch.ones(1))
+
+
+def _raises(rank: int, world_size: int) -> None:
+    if rank == 1:
+        raise ValueError("shapes do not match")
+
+
+def test_a_mismatched_collective_is_stopped_by_the_collective_timeout():
+    started = time.monotonic()
+    with pytest.raises(CheckError, match=r"timed out after 3 s on rank \d: a collective that one rank never reached\?"):
+        check.run_group(_mismatched, collective_timeout_s=3, what="mismatched")
+    assert time.monotonic() - started < 30
+    assert not _children_alive()
+
+
+def test_a_rank_that_never_returns_is_killed_at_the_deadline():
+    started = time.monotonic()
+    with pytest.raises(CheckError, match=r"spins timed out after 4 s: a collective that one rank never reached\?"):
+        check.run_group(_spins, timeout_s=4, what="spins")
+    assert time.monotonic() - started < 30
+    assert not _children_alive(), "the launcher must kill what is left after its deadline"
+
+
+def test_a_rank_that_leaves_early_is_named():
+    with pytest.raises(CheckError, match="waited in a collective that another rank never called"):
+        check.run_group(_leaves_early, what="leaves_early")
+
+
+def test_the_learners_exception_is_named_with_its_rank():
+    with pytest.raises(CheckError, match="raises raised ValueError on rank 1: shapes do not match"):
+        check.run_group(_raises, what="raises")
+
+
+def test_average_gradients_that_hangs_is_reported_as_a_hang(monkeypatch):
+    """The learner's own function, in the real check: stopped by the timeout, and said so."""
+    def average_then_wait(model):
+        if dist.get_rank() == 0:
+            ref.average_gradients(model)
+        else:
+            dist.barrier()
+
+    monkeypatch.setattr(check, "COLLECTIVE_TIMEOUT_S", 3.0)
+    with pytest.raises(CheckError, match="timed out after 3 s on rank .: a collective that one rank never reached"):
+        check.check_average_gradients(average_then_wait)
+    assert not _children_alive()
+
+
+def test_a_taken_port_is_named():
+    port = ref.free_port()
+    with check.occupied(port), pytest.raises(CheckError, match="already in use"):
+        check.run_group(check._all_reduce_ranks, port=port)
