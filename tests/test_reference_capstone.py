@@ -151,3 +151,11 @@ def test_graded_run_is_cached_per_function():
     assert first.error is None and 0.0 <= first.val_accuracy <= 1.0
     with pytest.raises(CheckError, match="is below 99.0%"):
         checks.check_held_out_99(quick, inputs=[run])
+
+
+def test_an_interrupted_training_is_reported_not_raised():
+    def interrupted(train_set, time_budget_s):
+        raise KeyboardInterrupt  # what the kernel raises when the cell is stopped
+
+    result = checks._train(interrupted, _tiny_set(), budget_s=10, limit_s=15, threads=1, seed=0)
+    assert result.model is None and "was interrupted after" in str(result.error)

@@ -486,6 +486,14 @@ def _train(fn: Callable, train_set: Dataset, budget_s: float, limit_s: float, th
                                "grading machine. Train fewer epochs, or a smaller model")
         except CheckError as crash:
             result, error = None, crash
+        except KeyboardInterrupt:
+            # Kept as the result, so the later graded cells report it instead of each training again
+            # (under nbgrader that would run into the cell time limit once per cell).
+            result = None
+            error = CheckError(f"{name} was interrupted after {time.perf_counter() - start:.0f} s on the clock "
+                               f"({time.process_time() - cpu_start:.0f} s of CPU time): the cell was stopped, by you "
+                               "or by the autograder's limit on a cell's clock time, before the training finished. "
+                               "Run the cell that defines build_and_train again to train again")
         finally:
             seconds = time.perf_counter() - start
             cpu_seconds = time.process_time() - cpu_start + _children_cpu_seconds() - children_start

@@ -69,9 +69,9 @@ BACKGROUND = (0.0 - MNIST_MEAN) / MNIST_STD  # a blank pixel after Normalize
 #
 # **Not allowed:** pretrained weights, or weights from any file; downloading
 # anything; reading MNIST's test split (`train=False`) or any digits other than the
-# `train_set` you are given; changing the number of threads; DataLoader worker
-# processes (`num_workers > 0` would use cores the budget does not count). The
-# grader has no GPU: train on the CPU.
+# `train_set` you are given; changing the number of threads. The grader has no
+# GPU: train on the CPU. (DataLoader worker processes are allowed, but their CPU
+# time counts too, and starting them costs a second or two.)
 #
 # **How honest is this?** This notebook never loads the held-out digits; the
 # hidden tests load them when grading. But it runs your code in the same Python
@@ -304,7 +304,7 @@ print(f"stacking once: {stack_seconds:.2f} s; then per epoch: DataLoader {loader
 # *Hint:* `F.pad(images, (m, m, m, m), value=fill)` gives every image a border of
 # `m = max_shift` pixels; an image shifted by `(dy, dx)` is the `H x W` window of
 # the padded image that starts at row `m - dy` and column `m - dx`. A loop over the
-# images is fine (a batch of 128 takes about a millisecond); `torch.roll` is not,
+# images is fine (a batch of 128 takes a couple of milliseconds); `torch.roll` is not,
 # because it wraps pixels around to the other side.
 
 # %% solution="ex_shift"
@@ -425,9 +425,10 @@ print(f"{sum(p.numel() for p in build_model().parameters()):,} parameters")
 #    but then a slower grader trains a different model than yours did.
 #
 # Watch the validation accuracy, not the training loss, and change one thing at
-# a time. Ideas beyond this: a wider network (costs time), small rotations
-# (`torchvision.transforms.v2.functional.affine` works on tensor batches), an
-# average of the weights over the last steps (`torch.optim.swa_utils.AveragedModel`).
+# a time. Ideas beyond this: a wider network (costs time), small random
+# rotations (`F.affine_grid` and `F.grid_sample` turn every image of a batch by its
+# own angle), an average of the weights over the last steps
+# (`torch.optim.swa_utils.AveragedModel`).
 #
 # ### Exercise 6 (10 points): `build_and_train`
 #
