@@ -34,7 +34,7 @@ from typing import Any
 
 from nbclient.util import run_sync
 from nbformat.notebooknode import NotebookNode
-from nbgrader.preprocessors import Execute
+from nbgrader.preprocessors import ClearHiddenTests, Execute, OverwriteCells
 from traitlets import Integer
 
 from helpers import sandbox
@@ -60,8 +60,19 @@ def configure(c) -> None:
                 CheckCellMetadata]
     assert defaults == expected, "nbgrader's autograde steps changed: review helpers/autograder.py"
     c.Autograde.autograde_preprocessors = [GraderExecute, *defaults[1:]]
+    sanitize = Autograde.class_traits()["sanitize_preprocessors"].default()
+    assert OverwriteCells in sanitize, "nbgrader's autograde steps changed: review helpers/autograder.py"
+    c.Autograde.sanitize_preprocessors = [RestoringOverwriteCells if p is OverwriteCells else p for p in sanitize]
     # a graded cell the learner deleted, or whose nbgrader metadata was lost, is put back from the source
     c.OverwriteCells.add_missing_cells = True
+    # feedback shows each graded cell's outcome and the check's message, not the hidden tests
+    from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+    from nbgrader.converters import GenerateFeedback
+    from nbgrader.preprocessors import GetGrades
+
+    feedback = GenerateFeedback.class_traits()["preprocessors"].default()
+    assert feedback == [GetGrades, CSSHTMLHeaderPreprocessor], "nbgrader's feedback steps changed: review helpers/autograder.py"
+    c.GenerateFeedback.preprocessors = [GetGrades, FeedbackWithoutHiddenTests, CSSHTMLHeaderPreprocessor]
 
 
 class GraderExecute(Execute):
@@ -171,15 +182,75 @@ class GraderExecute(Execute):
         self._notes["problems"] += [f"{grade_id}: {problem}" for problem in found["problems"]]
 
     def output(self, outs, msg, display_id, cell_index):
-        size = len(json.dumps(msg.get("content", {})))
+        content = msg.get("content", {})
+        size = len(json.dumps(content))
+        left = self.output_limit - self._output_bytes
         self._output_bytes += size
-        if self._output_bytes > self.output_limit:
-            if not self._notes["output_truncated"]:
-                self._notes["output_truncated"] = True
-                outs.append(NotebookNode(output_type="stream", name="stdout",
-                                         text=f"\n... output beyond {self.output_limit} bytes dropped by the grader ...\n"))
+        if size <= left:
+            return super().output(outs, msg, display_id, cell_index)
+        if self._notes["output_truncated"]:
             return None
-        return super().output(outs, msg, display_id, cell_index)
+        self._notes["output_truncated"] = True
+        if msg["msg_type"] == "stream" and left > 0:  # keep what fits of the text (earlier prints share a message)
+            msg = {**msg, "content": {**content, "text": content.get("text", "")[:left]}}
+            super().output(outs, msg, display_id, cell_index)
+        outs.append(NotebookNode(output_type="stream", name="stdout",
+                                 text=f"\n... output beyond {self.output_limit} bytes dropped by the grader ...\n"))
+        return None
+
+
+class RestoringOverwriteCells(OverwriteCells):
+    """nbgrader's OverwriteCells, whose restoring of missing graded cells does not crash.
+
+    nbgrader 0.9.6 puts a missing graded cell after the source cell before it, but
+    looks that cell up among the submission's graded and solution cells only (a
+    KeyError when it is a locked cell, as the self-check cells are), and reads
+    ``grade_id`` from cells whose metadata DeduplicateIds emptied (another KeyError).
+    Here: after the nearest earlier source cell the submission still has, any kind.
+    """
+
+    def _present(self, nb: NotebookNode) -> dict[str, int]:
+        return {c.metadata.get("nbgrader", {}).get("grade_id"): i for i, c in enumerate(nb.cells)
+                if c.metadata.get("nbgrader", {}).get("grade_id")}
+
+    def add_missing_grade_cells(self, nb: NotebookNode, resources: dict):
+        source_nb = self.gradebook.find_notebook(self.notebook_id, self.assignment_id)
+        source_cells = source_nb.source_cells
+        grade_cells = {cell.name: cell for cell in source_nb.grade_cells}
+        solutions = {cell.name for cell in source_nb.solution_cells}
+        for position, source_cell in enumerate(source_cells):
+            if source_cell.name not in grade_cells or source_cell.name in self._present(nb):
+                continue
+            self.log.warning(f"Missing grade cell {source_cell.name} encountered, adding to notebook")
+            cell = self.missing_cell_transform(source_cell, grade_cells[source_cell.name].max_score,
+                                               is_solution=source_cell.name in solutions)
+            where = self._present(nb)
+            before = [where[c.name] for c in source_cells[:position] if c.name in where]
+            nb.cells.insert(max(before) + 1 if before else 0, cell)
+        return nb, resources
+
+    def add_missing_task_cells(self, nb: NotebookNode, resources: dict):
+        source_nb = self.gradebook.find_notebook(self.notebook_id, self.assignment_id)
+        by_name = {cell.name: cell for cell in source_nb.source_cells}
+        for task_cell in source_nb.task_cells:
+            if task_cell.name not in self._present(nb):
+                nb.cells.append(self.missing_cell_transform(by_name[task_cell.name], task_cell.max_score, is_task=True))
+        return nb, resources
+
+
+class FeedbackWithoutHiddenTests(ClearHiddenTests):
+    """Feedback: graded cells without their hidden tests, and their errors as one line (the check's message).
+
+    A traceback would quote the hidden test's line; ``ename: evalue`` is what failed and why.
+    """
+
+    def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int):
+        cell, resources = super().preprocess_cell(cell, resources, index)
+        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade"):
+            for output in cell.get("outputs", []):
+                if output.get("output_type") == "error":
+                    output.traceback = [f"\x1b[31m{output.ename}: {output.evalue}\x1b[0m"]
+        return cell, resources
 
 
 def _kept_stderr(output: NotebookNode) -> NotebookNode:

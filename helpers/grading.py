@@ -222,15 +222,21 @@ def autograde(
             reasons.append(f"nbgrader needs a person to grade cell(s) {', '.join(manual)}")
         if extra:
             reasons.append(f"also submitted {', '.join(extra)} (not graded): look at it")
-        if status == "graded" and reasons:
-            first = reasons[0]
-            status = ("suspicious" if first.startswith("suspicious") else "needs manual grade" if manual and
-                      first.startswith("nbgrader needs") else "extra notebook" if first.startswith("also submitted")
-                      else "suspicious")
+        reasons = list(dict.fromkeys(reasons))
+        # what needs a person, in order; a restored cell or cut output is only noted
+        attention = [r for r in reasons if r.startswith(("suspicious", "nbgrader needs", "also submitted"))]
+        if status == "graded" and attention:
+            first = attention[0]
+            status = ("suspicious" if first.startswith("suspicious") else
+                      "needs manual grade" if first.startswith("nbgrader needs") else "extra notebook")
             detail = first.removeprefix("suspicious: ")
+            reasons.remove(first)
+            reasons.insert(0, first)
+        elif status == "refused" and attention and attention[0].startswith("suspicious"):
+            detail = f"{attention[0].removeprefix('suspicious: ')} ({detail})"  # the cause, then nbgrader's words
         if status in ("kernel died", "refused", "helpers missing"):
             score = None  # nbgrader's 0 here would read as a genuine zero
-        if status != "graded" and detail and detail not in reasons:
+        if status != "graded" and detail and not any(detail in r for r in reasons):
             reasons.insert(0, detail)
         sandboxed = notes[0].get("sandbox") == "bwrap" if notes and notes[0] else None
         results.append(SubmissionResult(student, lesson, status, score, max_score, detail, tuple(reasons), sandboxed))

@@ -10,8 +10,10 @@ learner's kernel can change it). It reads every code cell except the locked ones
 - IPython's hooks (input and AST transformers, events, custom exception handlers);
 - what the grader's guard in the kernel could otherwise be dug out with or worked
   around: ``sys.modules``, frames and tracing, the garbage collector, ``ctypes``,
-  closures and code objects, ``exec``/``eval``/``compile``/``__import__``/``importlib``;
-- signalling processes.
+  closures and code objects, ``exec``/``eval``/``compile``/``__import__``/``importlib``.
+
+Signalling or starting processes is not flagged: lessons do it (lesson 08 stops its
+torchrun workers), and the sandbox keeps it from reaching the grader.
 
 A finding does not change the score: the submission is reported as "suspicious: look
 at it" with the reasons. No solution notebook of the course is flagged (tested).
@@ -46,9 +48,10 @@ MACHINERY = {
     "displayhook": "sys.displayhook",
 }
 FORBIDDEN_CALLS = {"exec", "eval", "compile", "__import__", "setattr", "delattr", "globals", "breakpoint"}
-FORBIDDEN_IMPORTS = {"builtins", "importlib", "ctypes", "gc", "inspect", "signal", "sys", "cffi", "imp"}
+FORBIDDEN_IMPORTS = {"builtins", "importlib", "ctypes", "gc", "inspect", "cffi", "imp"}
 COURSE_PRIVATE = ("helpers.checks", "helpers.reference")
-KILLS = {"kill", "killpg", "pidfd_send_signal"}
+# PyTorch's documented switches, which lessons set (torch.backends.cudnn.benchmark = True)
+SETTINGS = ("torch.backends.", "torch._dynamo.config.", "torch._inductor.config.", "torch.set_float32_matmul_precision")
 IPYTHON_OK = {"run_line_magic", "run_cell_magic", "system", "getoutput"}  # what IPython's own %magics become
 
 
@@ -115,7 +118,8 @@ def scan_source(source: str, modules: set[str], locked: frozenset[str] = frozens
                 for item in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
                     if isinstance(item, ast.Name) and item.id in locked:
                         found.append(f"rebinds {item.id} (imported by a locked cell; the graded cells use it)")
-                    if isinstance(item, ast.Attribute) and root(item) in module_names:
+                    if isinstance(item, ast.Attribute) and root(item) in module_names \
+                            and not _dotted(item).startswith(SETTINGS):
                         verb = "deletes" if isinstance(node, ast.Delete) else "sets"
                         found.append(f"{verb} {_dotted(item)} (an attribute of a module)")
         elif isinstance(node, ast.Call):
@@ -123,8 +127,6 @@ def scan_source(source: str, modules: set[str], locked: frozenset[str] = frozens
             last = name.split(".")[-1]
             if isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS:
                 found.append(f"calls {node.func.id}()")
-            elif last in KILLS and name.startswith(("os.", "signal.")):
-                found.append(f"calls {name}() (signals a process)")
             elif last in ("register", "unregister") and "events" in name:
                 found.append(f"calls {name}() (IPython's events)")
         if isinstance(node, ast.Attribute):

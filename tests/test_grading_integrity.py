@@ -1,0 +1,334 @@
+"""Grading that a learner cannot cheat, break or be wronged by (issue 10).
+
+Every case builds its bad submission of lesson 00 (the fast one), grades the whole
+catalogue in one nbgrader run on a temporary copy of the course, and asserts the
+outcome: correct work scores full marks, cheats are flagged for a person, refused
+notebooks say nbgrader's real reason, and, in the sandbox, a notebook can neither
+reach the gradebook, other learners' files, the course or the network, nor leave a
+process behind. The static scan flags none of the course's solutions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import socket
+import subprocess
+import threading
+from pathlib import Path
+
+import nbformat
+import pytest
+from traitlets.config import Config
+
+from helpers import grading, sandbox, scan
+from helpers.data import REPO_ROOT
+from tests.test_roundtrip import solution_cells, submit
+
+LESSON = "00_start_here"
+pytestmark = pytest.mark.slow
+SLEEP = "987.654"  # a process the vandal leaves behind: `sleep 987.654`
+
+
+def notebook_path(course: Path, student: str, name: str = LESSON) -> Path:
+    return course / "grading" / "submitted" / student / LESSON / f"{name}.ipynb"
+
+
+def edit(course: Path, student: str, change) -> None:
+    """Apply ``change(notebook)`` to a submitted notebook."""
+    path = notebook_path(course, student)
+    nb = nbformat.read(path, as_version=4)
+    change(nb)
+    nbformat.write(nb, path)
+
+
+def cell_index(nb: nbformat.NotebookNode, grade_id: str) -> int:
+    return next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def insert_after(grade_id: str, source: str):
+    def change(nb):
+        nb.cells.insert(cell_index(nb, grade_id) + 1, nbformat.v4.new_code_cell(source))
+    return change
+
+
+WRONG = "def to_fahrenheit(celsius):\n    return celsius * 9 / 5\n"  # forgets + 32
+NOISY = ("import logging, sys, warnings\n\n"
+         "def to_fahrenheit(celsius):\n"
+         "    warnings.warn('a learner warning', UserWarning)\n"
+         "    print('debugging to stderr', file=sys.stderr)\n"
+         "    logging.warning('a log line')\n"
+         "    return celsius * 9 / 5 + 32\n")
+TRANSFORMER = ("def wrap(lines):\n"
+               "    return ['try:\\n'] + ['    ' + line for line in lines] + ['\\nexcept BaseException:\\n    pass\\n']\n"
+               "get_ipython().input_transformers_post.append(wrap)\n")
+VANDAL = '''import os, signal, socket, subprocess
+def attempt(what, action):
+    try:
+        action()
+        print(f"{{what}}: DONE")
+    except BaseException as error:
+        print(f"{{what}}: blocked ({{type(error).__name__}})")
+attempt("signal the grader", lambda: os.kill({grader}, signal.SIGTERM))
+attempt("remove the gradebook", lambda: os.remove({gradebook!r}))
+attempt("overwrite another learner", lambda: open({other!r}, "w").write("{{}}"))
+attempt("write the course", lambda: open({course_file!r}, "w").write("x"))
+attempt("read the solutions", lambda: open({solution!r}).read())
+attempt("read the repository", lambda: os.listdir({git!r}))
+attempt("connect", lambda: socket.create_connection(("127.0.0.1", {port}), timeout=3))
+attempt("allocate 3 GB", lambda: bytearray(3 * 2**30))
+subprocess.Popen(["sleep", "{sleep}"])
+print("x" * 3_000_000)
+'''
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory) -> Path:
+    root = grading.copy_course(tmp_path_factory.mktemp("integrity"), lessons=[LESSON])
+    grading.release(root, [LESSON])
+    return root
+
+
+def quick() -> Config:
+    config = Config()
+    config.Execute.timeout = 30  # importing torch on a busy machine
+    config.GraderExecute.notebook_timeout = 45
+    return config
+
+
+@pytest.fixture(scope="module")
+def listener():
+    """A TCP server on the grading machine's loopback that a sandboxed kernel must not reach."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    accepted = []
+    server.settimeout(0.5)
+
+    def serve():
+        while True:
+            try:
+                accepted.append(server.accept())
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield server.getsockname()[1], accepted
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def graded(course: Path, listener) -> dict[str, grading.SubmissionResult]:
+    """Build every submission of the catalogue, grade them in one run, return the results by learner."""
+    port, _ = listener
+    full = lambda name: submit(course, name, LESSON)  # noqa: E731
+    for name in ("full", "extra", "restored", "points", "dupids"):
+        full(name)
+    submit(course, "noisy", LESSON, {"ex_to_fahrenheit": NOISY})
+    submit(course, "wrong", LESSON, {"ex_to_fahrenheit": WRONG})
+    # correct work with a stray helpers.py and a fake helpers/ package next to the notebook, and a typo
+    # in one of the learner's own imports
+    folder = notebook_path(course, "full").parent
+    (folder / "helpers.py").write_text("raise ImportError('the stray helpers.py was imported')\n")
+    (folder / "helpers").mkdir()
+    (folder / "helpers" / "__init__.py").write_text("raise ImportError('the fake helpers/ was imported')\n")
+    edit(course, "full", insert_after("ex_to_fahrenheit", "from helpers.chekcs import start\n"))
+    nbformat.write(nbformat.read(notebook_path(course, "full"), as_version=4), notebook_path(course, "extra", f"{LESSON} (1)"))
+
+    def drop_metadata(nb):
+        del nb.cells[cell_index(nb, "ex_to_fahrenheit_tests")].metadata["nbgrader"]
+    edit(course, "restored", drop_metadata)  # one graded cell lost its metadata, the other is deleted
+    edit(course, "restored", lambda nb: nb.cells.pop(cell_index(nb, "ex_to_fahrenheit_more_tests")))
+
+    def more_points(nb):
+        nb.cells[cell_index(nb, "ex_to_fahrenheit_tests")].metadata["nbgrader"]["points"] = 50
+    edit(course, "points", more_points)
+    edit(course, "dupids", lambda nb: nb.cells.insert(2, nbformat.from_dict(
+        dict(nb.cells[cell_index(nb, "ex_to_fahrenheit")], id="duplicate"))))
+    submit(course, "renamed", LESSON)
+    notebook_path(course, "renamed").rename(notebook_path(course, "renamed", "my_work"))
+    submit(course, "overclaim", LESSON, {"ex_to_fahrenheit": WRONG + "check.check_to_fahrenheit = lambda *a, **k: 5\n"})
+    submit(course, "stubborn", LESSON, {"ex_to_fahrenheit": "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                                                          "while True:\n    time.sleep(0.1)\n"})
+    submit(course, "breaker", LESSON, blank=True)
+    edit(course, "breaker", lambda nb: nb.cells.insert(0, nbformat.v4.new_code_cell(
+        "import sys\nsys.modules['helpers'] = None\n")))
+
+    # cheats: wrong or blank answers made to pass
+    submit(course, "patch_check", LESSON, {"ex_to_fahrenheit": WRONG + "check.check_to_fahrenheit = lambda *a, **k: None\n"})
+    submit(course, "patch_torch", LESSON, {"ex_to_fahrenheit": WRONG + "torch.allclose = lambda *a, **k: True\n"
+                                                               "torch.equal = lambda *a, **k: True\n"})
+    submit(course, "transformer", LESSON, {"ex_to_fahrenheit": WRONG + TRANSFORMER})
+    submit(course, "rebind", LESSON, {"ex_to_fahrenheit": "from helpers.reference.start import to_fahrenheit\n"
+                                                          "import types\n"
+                                                          "check = types.SimpleNamespace(check_to_fahrenheit=print)\n"})
+    if sandbox.sandboxed():
+        submit(course, "vandal", LESSON, {"ex_to_fahrenheit": VANDAL.format(
+            grader=__import__("os").getpid(), gradebook=str(course / "grading" / "gradebook.db"),
+            other=str(notebook_path(course, "full")), course_file=str(REPO_ROOT / "helpers" / "checks" / "_vandal.txt"),
+            solution=str(course / "solutions" / LESSON / f"{LESSON}.ipynb"), git=str(REPO_ROOT / ".git"),
+            port=port, sleep=SLEEP) + WRONG})
+    before = {p: digest(p) for p in (notebook_path(course, "full"), REPO_ROOT / "helpers" / "checks" / "__init__.py")}
+    try:
+        results = {r.student: r for r in grading.autograde(LESSON, course, overrides=quick())}
+    finally:
+        vandalised = REPO_ROOT / "helpers" / "checks" / "_vandal.txt"
+        written = vandalised.exists()
+        vandalised.unlink(missing_ok=True)
+    assert not written, "a graded notebook wrote into the course's helpers/"
+    assert {p: digest(p) for p in before} == before, "grading changed a learner's submission or the course"
+    print(grading.format_table(list(results.values())))
+    return results
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def autograded(course: Path, student: str) -> nbformat.NotebookNode:
+    return nbformat.read(course / "grading" / "autograded" / student / LESSON / f"{LESSON}.ipynb", as_version=4)
+
+
+def table(results) -> str:
+    return grading.format_table(list(results.values()))
+
+
+# ---------------------------------------------------------------- correct work keeps its points
+
+@pytest.mark.parametrize("student", ["full", "noisy", "restored"])
+def test_correct_work_scores_full_marks(graded, student):
+    result = graded[student]
+    assert result.status == "graded" and result.score == result.max_score == 2, table(graded)
+
+
+def test_stderr_still_shows_in_the_autograded_notebook(graded, course):
+    nb = autograded(course, "noisy")
+    cell = nb.cells[cell_index(nb, "ex_to_fahrenheit_tests")]
+    shown = "".join(o.get("data", {}).get("text/plain", "") for o in cell.outputs)
+    assert "a learner warning" in shown and "debugging to stderr" in shown and "a log line" in shown
+
+
+def test_restored_graded_cells_are_noted(graded):
+    notes = graded["restored"].reasons
+    assert any("ex_to_fahrenheit_tests" in r and "put it back" in r for r in notes), notes
+    assert any("ex_to_fahrenheit_more_tests" in r and "put it back" in r for r in notes), notes
+
+
+def test_wrong_work_scores_what_it_earns(graded):
+    assert graded["wrong"].status == "graded" and graded["wrong"].score == 0, table(graded)
+
+
+def test_extra_notebook_is_reported(graded):
+    result = graded["extra"]
+    assert result.status == "extra notebook" and result.score == 2 and f"{LESSON} (1).ipynb" in result.detail
+
+
+def test_one_learner_breaking_the_setup_cell_does_not_stop_the_class(graded):
+    result = graded["breaker"]
+    assert result.status == "setup failed" and "earlier cell broke it" in result.detail, table(graded)
+
+
+# ---------------------------------------------------------------- refused notebooks: the real reason
+
+def test_renamed_notebook(graded):
+    result = graded["renamed"]
+    assert result.status == "refused" and "renamed?" in result.detail and "my_work.ipynb" in result.detail
+    assert result.score is None
+
+
+def test_edited_points_are_restored_and_flagged(graded):
+    result = graded["points"]
+    assert result.status == "suspicious" and "metadata was edited" in result.detail and result.max_score == 2
+    assert result.score == 2
+
+
+def test_duplicated_cell_ids(graded):
+    result = graded["dupids"]
+    assert result.status in ("suspicious", "refused") and "more than once" in result.detail, table(graded)
+
+
+def test_check_claiming_more_points_than_the_cell(graded):
+    result = graded["overclaim"]
+    assert result.status == "refused" and "more points than the cell" in result.detail
+    assert any("check.check_to_fahrenheit" in r for r in result.reasons)
+
+
+def test_loop_ignoring_interrupts(graded):
+    result = graded["stubborn"]
+    assert result.status == "timed out", table(graded)
+    assert result.detail
+
+
+# ---------------------------------------------------------------- cheats are flagged for a person
+
+@pytest.mark.parametrize("student, scanned, guarded", [
+    ("patch_check", "sets check.check_to_fahrenheit", "check_to_fahrenheit replaced"),
+    ("patch_torch", "sets torch.allclose", "torch.allclose"),
+    ("transformer", "input_transformers_post", "input_transformers_post"),
+    ("rebind", "imports helpers.reference.start", None),
+    ("rebind", "rebinds check", "the name check"),
+])
+def test_cheats_are_flagged(graded, student, scanned, guarded):
+    result = graded[student]
+    assert result.status == "suspicious", table(graded)
+    assert any(scanned in r for r in result.reasons), result.reasons
+    if guarded:  # the kernel's guard saw it too (the scan alone cannot see what runs)
+        assert any(guarded in r and "_tests: " in r for r in result.reasons), result.reasons
+
+
+def test_scan_flags_no_solution():
+    for path in sorted(REPO_ROOT.glob("solutions/*/*.ipynb")):
+        assert scan.scan_file(path, path) == [], path
+
+
+def test_submitted_python_files_are_not_copied(course, graded):
+    folder = course / "grading" / "autograded" / "full" / LESSON
+    assert not (folder / "helpers.py").exists() and not (folder / "helpers" / "__init__.py").exists()
+
+
+# ---------------------------------------------------------------- feedback
+
+def test_feedback_shows_the_message_not_the_hidden_tests(course, graded):
+    api = grading._api(course)
+    assert api.generate_feedback(LESSON, "wrong", force=True)["success"]
+    page = (course / "grading" / "feedback" / "wrong" / LESSON / f"{LESSON}.html").read_text()
+    assert "BEGIN HIDDEN TESTS" not in page and "-273.15" not in page
+    nb = autograded(course, "wrong")
+    error = next(o for o in nb.cells[cell_index(nb, "ex_to_fahrenheit_tests")].outputs if o.output_type == "error")
+    assert html.escape(error.evalue.split("\n")[0])[:40] in page
+
+
+# ---------------------------------------------------------------- the sandbox
+
+@pytest.mark.skipif(not sandbox.sandboxed(), reason="bubblewrap is not installed (apt-get install bubblewrap)")
+def test_sandbox_blocks_the_vandal(graded, course, listener):
+    result = graded["vandal"]
+    assert result.sandboxed is True
+    nb = autograded(course, "vandal")
+    text = "".join(o.get("text", "") for o in nb.cells[cell_index(nb, "ex_to_fahrenheit")].outputs)
+    attempts = [line for line in text.splitlines() if ": " in line and line.split(": ")[1][:7] in ("DONE", "blocked")]
+    assert len(attempts) == 8, text[:2000]
+    assert all("blocked" in line for line in attempts), attempts
+    assert "dropped by the grader" in text and len(text) < 2_500_000
+    assert not listener[1], "the sandboxed kernel reached the grading machine's network"
+    assert (course / "grading" / "gradebook.db").exists() and graded["full"].score == 2
+    leftovers = subprocess.run(["pgrep", "-f", f"sleep {SLEEP}"], capture_output=True, text=True).stdout
+    assert not leftovers.strip(), "a process started by a graded notebook outlived grading"
+
+
+def test_grading_works_unsandboxed_with_one_warning(course, graded, monkeypatch, capsys):
+    monkeypatch.setenv(sandbox.ENV_SANDBOX, "none")
+    monkeypatch.setattr(grading, "_warned_unsandboxed", False)
+    first = grading.autograde(LESSON, course, ["full"], overrides=quick())
+    grading.autograde(LESSON, course, ["renamed"], overrides=quick())  # refused before any kernel starts
+    err = capsys.readouterr().err
+    assert err.count("UNSANDBOXED") == 1
+    assert first[0].status == "graded" and first[0].score == 2 and first[0].sandboxed is False
+
+
+def test_answers_to_the_solution_cells_are_what_the_scan_reads():
+    nb = nbformat.read(REPO_ROOT / "solutions" / LESSON / f"{LESSON}.ipynb", as_version=4)
+    cells = {text for _, text in scan.learner_cells(nb, nb)}
+    assert {c.source for c in solution_cells(nb).values()} <= cells
