@@ -25,6 +25,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from datetime import timedelta
@@ -43,7 +44,6 @@ from helpers.checks import distributed as check
 from helpers.data import MNIST_MEAN, MNIST_STD, data_root
 
 RUN_DIR = Path("runs")                 # scripts and files this lesson writes, next to the notebook
-RESULT_FILE = RUN_DIR / "rank0_result.pt"
 COLLECTIVE_TIMEOUT = timedelta(seconds=30)  # how long one collective may wait for the other ranks
 LAUNCH_TIMEOUT_S = 90                  # how long a whole launch may take before it is killed
 shutil.rmtree(RUN_DIR, ignore_errors=True)  # every run of the notebook starts clean
@@ -193,7 +193,8 @@ check.check_free_port(free_port, inputs=[2, 3])
 # the container may use.)
 
 # %%
-def _join_group(rank: int, worker, world_size: int, port: int, args: tuple, timeout: timedelta) -> None:
+def _join_group(rank: int, worker, world_size: int, port: int, args: tuple, timeout: timedelta,
+                result_file: str) -> None:
     """What every rank runs: join the group, call the worker, rank 0 saves its result, leave the group."""
     torch.set_num_threads(1)  # a forked thread pool can deadlock: one thread per process
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size,
@@ -201,7 +202,7 @@ def _join_group(rank: int, worker, world_size: int, port: int, args: tuple, time
     try:
         result = worker(rank, world_size, *args)
         if rank == 0:
-            torch.save(result, RESULT_FILE)
+            torch.save(result, result_file)
     finally:
         dist.destroy_process_group()
 
@@ -209,8 +210,10 @@ def _join_group(rank: int, worker, world_size: int, port: int, args: tuple, time
 def run_on_ranks(worker, *args, world_size: int = 2, timeout_s: float = LAUNCH_TIMEOUT_S,
                  collective_timeout: timedelta = COLLECTIVE_TIMEOUT):
     """Run ``worker(rank, world_size, *args)`` in ``world_size`` forked processes; return what rank 0 returned."""
-    RESULT_FILE.unlink(missing_ok=True)
-    group = mp.start_processes(_join_group, args=(worker, world_size, free_port(), args, collective_timeout),
+    handle, result_file = tempfile.mkstemp(suffix=".pt", dir=RUN_DIR)  # where rank 0 leaves its result
+    os.close(handle)
+    group = mp.start_processes(_join_group, args=(worker, world_size, free_port(), args, collective_timeout,
+                                                  result_file),
                                nprocs=world_size,
                                start_method="fork", join=False)
     deadline = time.monotonic() + timeout_s
@@ -219,7 +222,7 @@ def run_on_ranks(worker, *args, world_size: int = 2, timeout_s: float = LAUNCH_T
             for process in group.processes:
                 process.kill()
             raise TimeoutError(f"the group did not finish within {timeout_s} s")
-    return torch.load(RESULT_FILE, weights_only=False)
+    return torch.load(result_file, weights_only=False)
 
 
 # %% [markdown]
