@@ -632,7 +632,8 @@ check.check_amp_scaler(mixed_precision_step, inputs=[check.AmpCase(9, 11, torch.
 
 # %% tags=["nbval-ignore-output"]
 AMP_DTYPE = torch.float16 if DEVICE.type == "cuda" else torch.bfloat16
-name = f"autocast {str(AMP_DTYPE).removeprefix('torch.')}"
+AMP_NAME = str(AMP_DTYPE).removeprefix("torch.")
+name = f"autocast {AMP_NAME}"
 
 
 def train_epoch_amp(model: nn.Module, optimizer: torch.optim.Optimizer, loader: DataLoader,
@@ -657,7 +658,7 @@ PEAK[name] = peak_memory(lambda: mixed_precision_step(amp_model, amp_optimizer, 
 a, b = torch.randn(512, 512, device=DEVICE), torch.randn(512, 512, device=DEVICE)
 matmul_32 = time_call(lambda: a @ b, warmup=2, repeat=10, device=DEVICE).median
 matmul_16 = time_call(lambda: a.to(AMP_DTYPE) @ b.to(AMP_DTYPE), warmup=2, repeat=10, device=DEVICE).median
-FACTS[name] = f"a 512x512 matrix product ran {matmul_32 / matmul_16:.1f}x as fast in {AMP_DTYPE} as in float32"
+FACTS[name] = f"a 512x512 matrix product ran {matmul_32 / matmul_16:.1f}x as fast in {AMP_NAME} as in float32"
 if DEVICE.type == "cpu":
     bf16_checks = [getattr(torch.cpu, n, None) for n in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
     if all(callable(f) for f in bf16_checks):
