@@ -81,6 +81,19 @@ def training_split(train_digits: int = TRAIN_DIGITS) -> Dataset:
     return Subset(train_set, range(train_digits)) if len(train_set) > train_digits else train_set
 
 
+class TrainingDigits(Subset):
+    """The digits a graded run trains on: a Subset that names itself briefly in messages."""
+
+    def __repr__(self) -> str:
+        return f"<{len(self):,} MNIST training digits>"
+
+
+def _graded_parts(run: "GradedRun") -> tuple[TrainingDigits, Subset]:
+    """The training and validation parts of a graded run (the reference split of the capped training split)."""
+    train, val = ref.make_validation_split(training_split(run.train_digits), run.val_digits, run.split_seed)
+    return TrainingDigits(train.dataset, train.indices), val
+
+
 # ---------------------------------------------------------------- random state kept for the learner
 
 
@@ -159,7 +172,7 @@ def check_make_validation_split(fn: Callable, inputs: Sequence[tuple[int, int, i
         expect(sorted(train + val) == list(range(n)), f"{what}: some items are in neither part")
         expect(val != list(range(n - val_size, n)) and val != list(range(val_size)),
                f"{what}: the validation part is the {'last' if val[0] else 'first'} {val_size} items in order, not a "
-               "random choice: datasets are often sorted (by writer, by date), so use random_split")
+               "random choice: data sets are often stored in some order (by source, by writer), so use random_split")
         with _KeptRandomState():
             other = _split(fn, n, val_size, seed + 1)
         expect(other != (train, val), f"{what}: seed {seed + 1} gave the same split as seed {seed}: use the seed argument")
@@ -537,10 +550,10 @@ def check_build_and_train(fn: Callable, inputs: Sequence[int] | None = None) -> 
     """
     run = GradedRun()
     sizes = inputs or [CONTRACT_DIGITS]
-    train, _ = ref.make_validation_split(training_split(run.train_digits), run.val_digits, run.split_seed)
+    train, _ = _graded_parts(run)
     name = getattr(fn, "__name__", "build_and_train")
     for size in sizes:
-        small = Subset(train, range(min(size, len(train))))
+        small = TrainingDigits(train.dataset, train.indices[:size])
         budget = max(5.0, run.budget_s * len(small) / len(train))
         result = _train(fn, small, budget, run.limit_s, run.threads, run.seed)
         if result.error is not None:
@@ -562,7 +575,7 @@ def graded_run(fn: Callable, run: GradedRun | None = None) -> TrainingResult:
     for cached_fn, cached_run, result in _results:
         if cached_fn is fn and cached_run == run:
             return result
-    train, val = ref.make_validation_split(training_split(run.train_digits), run.val_digits, run.split_seed)
+    train, val = _graded_parts(run)
     result = _train(fn, train, run.budget_s, run.limit_s, run.threads, run.seed)
     if result.error is None:
         try:

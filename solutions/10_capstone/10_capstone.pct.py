@@ -47,10 +47,11 @@ BACKGROUND = (0.0 - MNIST_MEAN) / MNIST_STD  # a blank pixel after Normalize
 # `[N, 10]` scores it returns.
 #
 # **The data it trains on.** The first 8,000 digits of MNIST's training split,
-# less 1,000 validation digits: the very same 7,000 digits that section 2 gives you
-# as `train_part`. (Online, torchvision downloads all 60,000 training digits; the
-# course caps them at 8,000 so that a training run fits the budget on every
-# laptop.)
+# less 1,000 validation digits split off by `random_split` with a generator seeded
+# with 0: the same 7,000 digits as section 2's `train_part` when your
+# `make_validation_split` follows its hint. (Online, torchvision downloads all
+# 60,000 training digits; the course caps them at 8,000 so that a training run
+# fits the budget on every laptop.)
 #
 # **The time budget.** 60 s of training on the grading machine, with **one**
 # PyTorch thread (`torch.set_num_threads(1)`), counted as **CPU time**: the
@@ -86,8 +87,9 @@ BACKGROUND = (0.0 - MNIST_MEAN) / MNIST_STD  # a blank pixel after Normalize
 #
 # The grader keeps the held-out digits from you, so to know how good your model
 # is you keep some digits from it: a **validation split**. Train on one part,
-# measure accuracy on the other. Make the split random (MNIST's files are ordered
-# by who wrote the digits, so "the last 1,000" are not a fair sample) and
+# measure accuracy on the other. Make the split random (data sets are often stored
+# in some order, by source or by writer: MNIST's test split, for one, has its
+# cleaner half first, so "the last 1,000" need not be a fair sample) and
 # reproducible (the same seed, the same split, on every run).
 
 # %%

@@ -213,6 +213,13 @@ def trains_on_flat_images(train_set, time_budget_s):
     return nn.Sequential(nn.Linear(28 * 28, 10))
 
 
+def diverges(train_set, time_budget_s):
+    model = ref.build_model()
+    with torch.no_grad():
+        model[-1].weight.fill_(float("nan"))  # what a far too large learning rate leaves behind
+    return model
+
+
 def changes_threads(train_set, time_budget_s):
     torch.set_num_threads(2)
     return ref.build_model()
@@ -275,6 +282,7 @@ CASES = [
     Reject(checks.check_build_and_train, forgets_return, "returned None"),
     Reject(checks.check_build_and_train, reads_mnist_attributes, "raised AttributeError"),
     Reject(checks.check_build_and_train, trains_on_flat_images, "fails on a batch of shape [16, 1, 28, 28]"),
+    Reject(checks.check_build_and_train, diverges, "scores contain nan or inf"),
 
     Accept(checks.check_within_budget, ref.build_and_train),
     Reject(checks.check_within_budget, changes_threads, "changed PyTorch's number of threads to 2"),
