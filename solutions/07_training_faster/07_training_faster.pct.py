@@ -287,6 +287,7 @@ def train_epoch(model: nn.Module, optimizer: torch.optim.Optimizer, loader: Data
 SECONDS: dict[str, float] = {}  # technique -> median seconds per epoch
 BASELINE_SECONDS: dict[str, float] = {}  # technique -> median seconds of the baseline epochs timed with it
 SPEEDUP: dict[str, float] = {}  # technique -> median of (baseline time / technique time) over the rounds
+RATIOS: dict[str, list[float]] = {}  # technique -> that ratio in every round
 PEAK: dict[str, int | None] = {}  # technique -> peak bytes of one training step
 FACTS: dict[str, str] = {}  # technique -> what this run found out about it
 SKIPPED: dict[str, str] = {}  # technique -> why it did not run here
@@ -312,7 +313,8 @@ def measure(name: str, epoch: Callable[[], object], baseline: Callable[[], objec
     pairs = [(seconds_of(baseline), seconds_of(epoch)) for _ in range(REPEAT)]
     SECONDS[name] = statistics.median(t for _, t in pairs)
     BASELINE_SECONDS[name] = statistics.median(b for b, _ in pairs)
-    SPEEDUP[name] = statistics.median(b / t for b, t in pairs)
+    RATIOS[name] = [b / t for b, t in pairs]
+    SPEEDUP[name] = statistics.median(RATIOS[name])
     return SECONDS[name]
 
 
@@ -1173,23 +1175,22 @@ print(f"torch.tensor: {time_call(lambda: torch.tensor(array), repeat=20).median 
 #
 # Every row's speed-up is the median, over its rounds, of the baseline epoch's
 # time divided by the technique's (above 1: faster), measured in this run on the
-# same digits. The verdicts are
-# written from these numbers and from what this run found out about the machine;
-# differences below 10% are treated as noise. Run the notebook again, or on
-# another machine, and they change.
+# same digits. The verdicts are written from these numbers and from what this
+# run found out about the machine. A technique counts as faster (or slower) only
+# when it was faster (or slower) in **every** round; when the rounds disagree, the
+# difference is smaller than the machine's noise. Run the notebook again, or on
+# another machine, and the table changes.
 
 # %% tags=["nbval-ignore-output"]
-NOISE = 0.10
-
-
-def verdict(ratio: float, fact: str) -> str:
-    """One sentence from a measured speed-up ratio and a fact about this run."""
-    if ratio >= 1 + NOISE:
-        words = f"faster here ({ratio:.2f}x)"
-    elif ratio <= 1 - NOISE:
-        words = f"slower here ({ratio:.2f}x)"
+def verdict(ratios: list[float], fact: str) -> str:
+    """One sentence from the speed-up ratios of all rounds and a fact about this run."""
+    low, high, middle = min(ratios), max(ratios), statistics.median(ratios)
+    if low > 1:
+        words = f"faster here, in every round ({middle:.2f}x)"
+    elif high < 1:
+        words = f"slower here, in every round ({middle:.2f}x)"
     else:
-        words = f"no clear difference here ({ratio:.2f}x, within {NOISE:.0%})"
+        words = f"no clear difference here: the rounds disagree ({low:.2f}x to {high:.2f}x)"
     return words + (f": {fact}" if fact else "")
 
 
@@ -1204,7 +1205,7 @@ for name, seconds in SECONDS.items():
     if peak is not None and base_peak:
         memory = f"{peak / 2**20:.1f} vs {base_peak / 2**20:.1f}"
         fact = (fact + "; " if fact else "") + f"peak memory {peak / base_peak - 1:+.0%}"
-    rows.append((name, seconds, BASELINE_SECONDS[name], SPEEDUP[name], memory, verdict(SPEEDUP[name], fact)))
+    rows.append((name, seconds, BASELINE_SECONDS[name], SPEEDUP[name], memory, verdict(RATIOS[name], fact)))
 
 print(f"{'technique':30} {'ms/epoch':>8} {'baseline':>8} {'speed-up':>8} {'peak MiB':>12}  verdict")
 for name, seconds, base, ratio, memory, words in rows:
@@ -1220,11 +1221,11 @@ ratios = [row[3] for row in rows]
 with_memory = [(name, PEAK[name] / PEAK_OF_BASELINE[name]) for name in names
                if PEAK.get(name) and PEAK_OF_BASELINE[name]]
 figure, (left, right) = plt.subplots(1, 2, figsize=(12, 5), gridspec_kw={"width_ratios": [3, 2]})
-colors = ["tab:green" if r >= 1 + NOISE else "tab:red" if r <= 1 - NOISE else "tab:gray" for r in ratios]
+colors = ["tab:green" if min(RATIOS[n]) > 1 else "tab:red" if max(RATIOS[n]) < 1 else "tab:gray" for n in names]
 left.barh(names, ratios, color=colors)
 left.axvline(1.0, color="black", linewidth=1)
 left.invert_yaxis()
-left.set_xlabel("speed-up vs the baseline (above 1 = faster)")
+left.set_xlabel("speed-up vs the baseline (above 1 = faster; gray: the rounds disagree)")
 left.set_title(f"Speed on {DEVICE.type.upper()}, median of {REPEAT} paired rounds")
 right.barh([n for n, _ in with_memory], [share for _, share in with_memory], color="tab:blue")
 right.axvline(1.0, color="black", linewidth=1)
