@@ -165,6 +165,7 @@ WATCHED_ATTRIBUTES = {
     "torch": ["allclose", "equal", "isclose", "eq", "ne", "all", "any", "is_tensor", "isfinite", "isnan", "abs",
               "max", "min", "sum", "tensor", "as_tensor", "from_numpy", "is_grad_enabled", "get_default_dtype",
               "testing", "Tensor", "nn"],
+    "torch.nn.functional": ["cross_entropy", "nll_loss", "mse_loss", "softmax", "log_softmax", "one_hot", "relu"],
     "numpy": ["allclose", "array_equal", "isclose", "asarray", "array", "testing"],
 }
 
@@ -214,8 +215,12 @@ def _guard_kernel() -> None:
     import torch
 
     watched["torch.Tensor"] = torch.Tensor
-    recorded = {name: (obj, _attributes(obj, WATCHED_ATTRIBUTES.get(name, builtins_kept if obj is builtins else None)))
-                for name, obj in watched.items()}
+    # every attribute of the course's modules and of builtins; the named ones of torch and numpy; none of
+    # other modules (matplotlib rewires its own functions once a backend loads), whose identity is still kept
+    chosen = {name: WATCHED_ATTRIBUTES.get(name, builtins_kept if obj is builtins else
+                                           None if name.startswith("helpers") or name == "torch.Tensor" else [])
+              for name, obj in watched.items()}
+    recorded = {name: (obj, _attributes(obj, chosen[name])) for name, obj in watched.items()}
     shell = __import__("IPython").get_ipython()
     hooks = _hooks(shell)
     # names the locked cells bind: {name: (module, attribute or None)}
