@@ -212,17 +212,24 @@ def run_on_ranks(worker, *args, world_size: int = 2, timeout_s: float = LAUNCH_T
     """Run ``worker(rank, world_size, *args)`` in ``world_size`` forked processes; return what rank 0 returned."""
     handle, result_file = tempfile.mkstemp(suffix=".pt", dir=RUN_DIR)  # where rank 0 leaves its result
     os.close(handle)
-    group = mp.start_processes(_join_group, args=(worker, world_size, free_port(), args, collective_timeout,
-                                                  result_file),
-                               nprocs=world_size,
-                               start_method="fork", join=False)
-    deadline = time.monotonic() + timeout_s
-    while not group.join(timeout=max(deadline - time.monotonic(), 0)):  # raises if a rank failed
-        if time.monotonic() >= deadline:
-            for process in group.processes:
-                process.kill()
-            raise TimeoutError(f"the group did not finish within {timeout_s} s")
-    return torch.load(result_file, weights_only=False)
+    for attempt in range(3):
+        group = mp.start_processes(_join_group, args=(worker, world_size, free_port(), args, collective_timeout,
+                                                      result_file),
+                                   nprocs=world_size,
+                                   start_method="fork", join=False)
+        deadline = time.monotonic() + timeout_s
+        try:
+            while not group.join(timeout=max(deadline - time.monotonic(), 0)):  # raises if a rank failed
+                if time.monotonic() >= deadline:
+                    for process in group.processes:
+                        process.kill()
+                    raise TimeoutError(f"the group did not finish within {timeout_s} s")
+            return torch.load(result_file, weights_only=False)
+        except mp.ProcessRaisedException as error:
+            # On a busy machine a rank can give up connecting before its partner is up; that failure
+            # happens before the worker ran, so starting again on a new port is safe.
+            if "connectFullMesh" not in str(error) or attempt == 2:
+                raise
 
 
 # %% [markdown]
@@ -259,7 +266,8 @@ def exits_early(rank: int, world_size: int) -> None:
 
 def gloo_error(error: mp.ProcessRaisedException) -> str:
     """The failed rank and Gloo's own words, from the error torch.multiprocessing passes back."""
-    message = next(line for line in str(error).splitlines() if line.startswith("RuntimeError"))
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    message = next((line for line in lines if line.startswith("RuntimeError")), lines[-1])
     return f"rank {error.error_index}: " + message.split("] ", 1)[-1].split(". ")[0]
 
 
