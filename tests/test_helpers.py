@@ -172,15 +172,20 @@ def test_authoring_rejects_ambiguous_sources(tmp_path: Path):
 
 # --- grading ------------------------------------------------------------------------------------
 
-def notebook_with_error(ename: str, evalue: str) -> nbformat.NotebookNode:
+def notebook_with_error(ename: str, evalue: str, locked: bool = False) -> nbformat.NotebookNode:
     cell = nbformat.v4.new_code_cell("x")
+    if locked:
+        cell.metadata["nbgrader"] = {"locked": True, "grade_id": "setup", "solution": False, "grade": False}
     cell.outputs = [nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[])]
     return nbformat.v4.new_notebook(cells=[cell])
 
 
 def test_classify_autograded_notebooks():
     assert grading.classify(None)[0] == "kernel died"
-    assert grading.classify(notebook_with_error("ModuleNotFoundError", "No module named 'helpers'"))[0] == "helpers missing"
+    missing = ("ModuleNotFoundError", "No module named 'helpers'")
+    assert grading.classify(notebook_with_error(*missing, locked=True))[0] == "helpers missing"
+    # the same error in the learner's own cell (a typo in their import) is their mistake, not the environment's
+    assert grading.classify(notebook_with_error(*missing))[0] == "graded"
     assert grading.classify(notebook_with_error("CellTimeoutError", ""))[0] == "timed out"
     assert grading.classify(notebook_with_error("CheckError", "wrong values"))[0] == "graded"
     assert grading.classify(notebook_with_error("ModuleNotFoundError", "No module named 'pandas'"))[0] == "graded"
