@@ -42,8 +42,22 @@ def test_free_port_is_free():
 
 # ---------------------------------------------------------------- the launcher: real groups, every way of hanging
 
+@pytest.fixture(autouse=True)
+def _children_before():
+    """Children that were alive before a test (multiprocessing's resource tracker, from an earlier
+    test's process pool, lives as long as pytest) are not that test's leftovers."""
+    global _EARLIER
+    _EARLIER = {p.pid for p in psutil.Process().children(recursive=True)}
+    yield
+
+
+_EARLIER: set[int] = set()
+
+
 def _children_alive() -> list[psutil.Process]:
-    return [p for p in psutil.Process().children(recursive=True) if p.is_running() and p.status() != "zombie"]
+    """Processes started during this test that are still running."""
+    return [p for p in psutil.Process().children(recursive=True)
+            if p.pid not in _EARLIER and p.is_running() and p.status() != "zombie"]
 
 
 def _mismatched(rank: int, world_size: int) -> None:
