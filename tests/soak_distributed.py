@@ -22,17 +22,16 @@ import os
 import re
 import statistics
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-import psutil
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
 from helpers.authoring import source_to_notebook
+from helpers.bench import MemoryWatch
 from helpers.data import REPO_ROOT
 
 SOURCE = REPO_ROOT / "solutions" / "08_distributed" / "08_distributed.pct.py"
@@ -54,38 +53,6 @@ def _label(cell: nbformat.NotebookNode, index: int) -> str:
         return grade_id
     line = next((s for s in cell.source.splitlines() if LAUNCHES.search(s)), cell.source.splitlines()[0])
     return f"cell {index}: {line.strip()[:48]}"
-
-
-class MemoryWatch:
-    """Samples the summed PSS of a process and all its descendants in a thread; keeps the peak."""
-
-    def __init__(self, pid: int, every_s: float = 0.2) -> None:
-        self.root, self.every_s, self.peak, self.recent_peak = psutil.Process(pid), every_s, 0, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            total = 0
-            try:
-                processes = [self.root, *self.root.children(recursive=True)]
-            except psutil.Error:
-                return
-            for process in processes:
-                try:
-                    total += process.memory_full_info().pss
-                except psutil.Error:
-                    pass
-            self.peak, self.recent_peak = max(self.peak, total), max(self.recent_peak, total)
-            self._stop.wait(self.every_s)
-
-    def __enter__(self) -> "MemoryWatch":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def soak(runs: int, source: Path = SOURCE, cell_timeout: float = 120.0, verbose: bool = True) -> dict:

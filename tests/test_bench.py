@@ -1,0 +1,48 @@
+"""The benchmark counts the memory of every process a notebook starts, not only the kernel's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from helpers import bench
+
+MB = 2**20
+# A child process that holds 400 MB of its own pages for two seconds (longer than the 0.2 s sampling period).
+CHILD = """
+import subprocess, sys
+subprocess.run([sys.executable, "-c", "import time; block = bytearray(400 * 2**20); time.sleep(2)"], check=True)
+"""
+
+
+def notebook(tmp_path: Path, source: str) -> Path:
+    path = tmp_path / "probe.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)]), path)
+    return path
+
+
+@pytest.mark.slow
+def test_peak_memory_counts_processes_the_kernel_starts(tmp_path: Path) -> None:
+    alone = bench.run_one(notebook(tmp_path, "x = 1"))
+    with_child = bench.run_one(notebook(tmp_path, CHILD))
+    assert alone["peak_bytes"] < 300 * MB, alone  # a bare kernel
+    assert with_child["peak_bytes"] - alone["peak_bytes"] > 350 * MB, (alone, with_child)
+
+
+def test_autograde_table_names_the_sandbox_cost(monkeypatch: pytest.MonkeyPatch) -> None:
+    timings = {False: {"00_welcome": 2.0, "01_tensors": 4.0}, True: {"00_welcome": 3.0, "01_tensors": 5.0}}
+    monkeypatch.setattr(bench, "autograde_seconds", lambda sandbox: timings[sandbox])
+    monkeypatch.setattr("helpers.sandbox.bwrap", lambda: "/usr/bin/bwrap")
+    rows, slowest = bench.autograde_table()
+    assert slowest == 8.0
+    assert any("whole course" in row and "6.0" in row and "8.0" in row and "1.33x" in row for row in rows), rows
+
+
+def test_autograde_table_without_bubblewrap_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench, "autograde_seconds", lambda sandbox: {"00_welcome": 2.0})
+    monkeypatch.setattr("helpers.sandbox.bwrap", lambda: None)
+    rows, slowest = bench.autograde_table()
+    assert slowest == 2.0
+    assert "bwrap missing" in rows[-2], rows
