@@ -147,7 +147,7 @@ def _warn_if_unsandboxed() -> None:
 
     if not sandbox.sandboxed() and not _warned_unsandboxed:
         _warned_unsandboxed = True
-        print(sandbox.UNSANDBOXED_WARNING, file=sys.stderr)
+        print(sandbox.unsandboxed_warning(), file=sys.stderr)
 
 
 def autograde(

@@ -93,11 +93,16 @@ def sandboxed() -> bool:
     return os.environ.get(ENV_SANDBOX, "bwrap") != "none" and bwrap() is not None
 
 
-UNSANDBOXED_WARNING = (
-    "warning: grading UNSANDBOXED: bubblewrap (bwrap) is not installed or cannot run here, so every learner's "
-    "notebook runs with the grader's rights (it can read the solutions and change the gradebook). Install it "
-    "(Debian/Ubuntu: apt-get install bubblewrap) and grade again."
-)
+def unsandboxed_warning() -> str:
+    """One line for the instructor: grading runs unsandboxed, and the true reason why."""
+    if os.environ.get(ENV_SANDBOX, "bwrap") == "none":
+        why = f"{ENV_SANDBOX}=none is set"
+        fix = f"Unset {ENV_SANDBOX} to grade in the sandbox."
+    else:
+        why = "bubblewrap (bwrap) is not installed or cannot run here"
+        fix = "Install it (Debian/Ubuntu: apt-get install bubblewrap) and grade again."
+    return (f"warning: grading UNSANDBOXED: {why}, so every learner's notebook runs with the grader's rights "
+            f"(it can read the solutions and change the gradebook). {fix}")
 
 
 def _readable_paths() -> list[Path]:

@@ -32,17 +32,21 @@ def test_peak_memory_counts_processes_the_kernel_starts(tmp_path: Path) -> None:
 
 
 def test_autograde_table_names_the_sandbox_cost(monkeypatch: pytest.MonkeyPatch) -> None:
-    timings = {False: {"00_welcome": 2.0, "01_tensors": 4.0}, True: {"00_welcome": 3.0, "01_tensors": 5.0}}
-    monkeypatch.setattr(bench, "autograde_seconds", lambda sandbox: timings[sandbox])
+    timings = {(False, 1): {"00_start_here": 2.0, "01_tensors": 4.0}, (True, 1): {"00_start_here": 3.0, "01_tensors": 5.0},
+               (True, 2): {"whole course": 5.5}}
+    monkeypatch.setattr(bench, "autograde_seconds", lambda sandbox, jobs=1: timings[sandbox, jobs])
     monkeypatch.setattr("helpers.sandbox.bwrap", lambda: "/usr/bin/bwrap")
-    rows, slowest = bench.autograde_table()
-    assert slowest == 8.0
-    assert any("whole course" in row and "6.0" in row and "8.0" in row and "1.33x" in row for row in rows), rows
+    monkeypatch.setattr("helpers.classroom.grade.default_jobs", lambda: 2)
+    rows, judged = bench.autograde_table()
+    assert judged == 5.5
+    assert any("one lesson at a time" in row and "6.0" in row and "8.0" in row and "1.33x" in row for row in rows), rows
+    assert any("make grade, 2 jobs" in row and "5.5" in row for row in rows), rows
 
 
 def test_autograde_table_without_bubblewrap_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bench, "autograde_seconds", lambda sandbox: {"00_welcome": 2.0})
+    monkeypatch.setattr(bench, "autograde_seconds", lambda sandbox, jobs=1: {"00_start_here": 2.0})
     monkeypatch.setattr("helpers.sandbox.bwrap", lambda: None)
-    rows, slowest = bench.autograde_table()
-    assert slowest == 2.0
+    monkeypatch.setattr("helpers.classroom.grade.default_jobs", lambda: 1)
+    rows, judged = bench.autograde_table()
+    assert judged == 2.0
     assert "bwrap missing" in rows[-2], rows
