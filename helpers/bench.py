@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from unittest import mock
 
 import nbformat
 import psutil
@@ -99,9 +100,7 @@ def autograde_seconds(sandbox: bool, jobs: int = 1) -> dict[str, float]:
     from helpers import sandbox as sandboxing
     from helpers.classroom import grade
 
-    saved = os.environ.get(sandboxing.ENV_SANDBOX)
-    os.environ[sandboxing.ENV_SANDBOX] = "bwrap" if sandbox else "none"
-    try:
+    with mock.patch.dict(os.environ, {sandboxing.ENV_SANDBOX: "bwrap" if sandbox else "none"}):
         with tempfile.TemporaryDirectory() as tmp:
             root = grading.copy_course(Path(tmp))
             grading.release(root)
@@ -110,21 +109,16 @@ def autograde_seconds(sandbox: bool, jobs: int = 1) -> dict[str, float]:
                 folder = root / "grading" / "submitted" / "learner" / lesson
                 folder.mkdir(parents=True)
                 shutil.copy(root / "solutions" / lesson / f"{lesson}.ipynb", folder)
-            seconds = {}
             if jobs > 1:
                 start = time.perf_counter()
                 grade.grade_class(root, lessons, jobs=jobs, students=["learner"], progress=False)
                 return {"whole course": time.perf_counter() - start}
+            seconds = {}
             for lesson in lessons:
                 start = time.perf_counter()
                 grading.autograde(lesson, root, ["learner"])
                 seconds[lesson] = time.perf_counter() - start
             return seconds
-    finally:
-        if saved is None:
-            os.environ.pop(sandboxing.ENV_SANDBOX)
-        else:
-            os.environ[sandboxing.ENV_SANDBOX] = saved
 
 
 def autograde_table() -> tuple[list[str], float]:
