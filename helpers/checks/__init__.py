@@ -317,25 +317,44 @@ def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), **kwargs: A
     state = _global_state()
     try:
         result = _invoke(fn, args, kwargs)
-    finally:
-        after = _global_state()
-        _restore_global_state(state, after, allow)
-        for _, value, before in watched:
-            if not allow.modes:
-                _restore_modes(value, before)
-    for label, value, before in watched:
-        change = _change(before, _snapshot(value), allow)
+    except BaseException:
+        _give_back(state, _global_state(), watched, allow)
+        raise
+    after, observed = _global_state(), [_snapshot(value) for _, value, _ in watched]
+    _give_back(state, after, watched, allow)  # before reporting: one failure must not spoil the next check
+    for (label, value, before), now in zip(watched, observed):
+        change = _change(before, now, allow)
         if change:
             what, fix = change
             kind = _kind_word(value)
             raise CheckError(f"{name} changed the {kind} it was given as {label}: {what}",
-                             where="look for operations that write into an argument (in-place methods ending in _, "
-                                   "x[...] = ..., +=, list/dict methods, model.train()/eval(), optimizer.step())",
+                             where=f"look at every line that uses {label}: {_WRITES.get(kind, 'anything that changes it')}",
                              mistake=f"the {kind} belongs to the caller, who still uses it; {fix}")
     problem = _state_problem(name, state, after, allow)
     if problem is not None:
         raise problem
     return result
+
+
+# What changes an argument of each kind in place: where to look when one changed.
+_WRITES = {
+    "tensor": "in-place operations (x -= ..., x[...] = ..., methods ending in _) and backward() through it",
+    "NumPy array": "in-place operations (a -= ..., a[...] = ...)",
+    "list": "methods that change a list in place (pop, append, remove, sort, del, lst[i] = ...)",
+    "dict": "d[key] = ..., del, pop() and update()",
+    "tuple": "in-place changes of the items inside it",
+    "model": "model.train()/eval(), optimizer steps, assignments to its layers, in-place changes of its weights",
+    "optimizer": "optimizer.step() and assignments into param_groups",
+    "dataset": "assignments to its attributes and in-place changes of its tensors or lists",
+}
+
+
+def _give_back(state: dict, after: dict, watched: list, allow: Allow) -> None:
+    """Restore the caller's global state and the modes of its modules, except what ``allow`` lets change."""
+    _restore_global_state(state, after, allow)
+    if not allow.modes:
+        for _, value, before in watched:
+            _restore_modes(value, before)
 
 
 def call_unchanged(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), **kwargs: Any) -> Any:
@@ -801,22 +820,28 @@ _DEPTH = 3               # containers nested deeper are not compared
 
 
 def _tensor_data(t: torch.Tensor) -> Any:
+    """The tensor's values as bytes, or a digest of a large one (see the section comment); None on the meta device."""
     if t.device.type == "meta":
         return None
     data = t.detach()
     if data.numel() <= _CLONE_LIMIT:
-        return data.clone()
+        return _bytes(data)
     flat = data.reshape(-1)
     step = flat.numel() // _SAMPLE + 1
-    return ("digest", flat[::step].clone(), float(flat.double().sum()) if not flat.is_complex() else None)
+    return ("digest", _bytes(flat[::step]), float(flat.double().sum()) if not flat.is_complex() else None)
+
+
+def _bytes(t: torch.Tensor) -> bytes:
+    """The values' bytes: compared exactly (a NaN left in place is unchanged, any write is seen) and single-threaded,
+    which stays fast on a loaded machine where torch's parallel comparisons do not."""
+    plain = t.resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8)
+    return plain.cpu().numpy().tobytes()
 
 
 def _same_data(a: Any, b: Any) -> bool:
-    if a is None or b is None:
-        return a is b
-    if isinstance(a, tuple):
-        return isinstance(b, tuple) and _close(a[1], b[1], 0.0, 0.0) and (a[2] == b[2] or a[2] != a[2] and b[2] != b[2])
-    return not isinstance(b, tuple) and _close(a, b, 0.0, 0.0)
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return a[1] == b[1] and (a[2] == b[2] or a[2] != a[2] and b[2] != b[2])
+    return a == b
 
 
 def _snapshot(value: Any, depth: int = 0) -> Any:
@@ -1039,10 +1064,10 @@ def _rng_changed(before: dict, after: dict) -> list[str]:
     import numpy as np
 
     changed = []
-    if not torch.equal(before["torch_rng"], after["torch_rng"]):
+    if _bytes(before["torch_rng"]) != _bytes(after["torch_rng"]):
         changed.append("torch")
-    if before["cuda_rng"] is not None and after["cuda_rng"] is not None and not all(
-            torch.equal(a, b) for a, b in zip(before["cuda_rng"], after["cuda_rng"])):
+    if before["cuda_rng"] is not None and after["cuda_rng"] is not None and any(
+            _bytes(a) != _bytes(b) for a, b in zip(before["cuda_rng"], after["cuda_rng"])):
         changed.append("CUDA")
     if before["random"] != after["random"]:
         changed.append("Python's random")
@@ -1053,20 +1078,24 @@ def _rng_changed(before: dict, after: dict) -> list[str]:
 
 
 def _restore_global_state(state: dict, after: dict, allow: Allow) -> None:
-    """Give the caller its state back, except what ``allow`` lets the function change."""
+    """Give the caller back what changed of its state, except what ``allow`` lets the function change."""
     import numpy as np
 
     if not allow.global_rng:
-        torch.set_rng_state(state["torch_rng"])
-        if state["cuda_rng"] is not None:
+        changed = _rng_changed(state, after)
+        if "torch" in changed:
+            torch.set_rng_state(state["torch_rng"])
+        if "CUDA" in changed:
             torch.cuda.set_rng_state_all(state["cuda_rng"])
-        random.setstate(state["random"])
-        np.random.set_state(state["numpy"])
-    if not allow.grad_mode:
+        if "Python's random" in changed:
+            random.setstate(state["random"])
+        if "NumPy" in changed:
+            np.random.set_state(state["numpy"])
+    if not allow.grad_mode and after["grad"] != state["grad"]:
         torch.set_grad_enabled(state["grad"])
-    if not allow.dtype:
+    if not allow.dtype and after["dtype"] != state["dtype"]:
         torch.set_default_dtype(state["dtype"])
-    if not allow.anomaly:
+    if not allow.anomaly and after["anomaly"] != state["anomaly"]:
         torch.autograd.set_detect_anomaly(*state["anomaly"])
     if not allow.threads and after["threads"] != state["threads"]:
         torch.set_num_threads(state["threads"])
