@@ -62,6 +62,9 @@ only when the evidence shows it. In a notebook the first failure shows the
 symptom and "Run this check again for a hint."; running the same check with
 the same failure again adds ``where``, the third time ``mistake``. ``str(error)``
 (what tests match on, and what the autograder's feedback shows) holds every level.
+Under nbgrader (``NBGRADER_EXECUTION``): the autograder's kernel renders every
+level at once; Validate's fresh kernel shows the symptom and says to run the
+check in the notebook for hints.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ from __future__ import annotations
 import inspect
 import linecache
 import math
+import os
 import random
 import traceback
 from dataclasses import dataclass
@@ -99,6 +103,7 @@ __all__ = [
     "same_tensor",
     "same_value",
     "substitute",
+    "symptom_of",
 ]
 
 
@@ -109,6 +114,9 @@ _RED, _BOLD, _RESET = "\x1b[31m", "\x1b[1m", "\x1b[0m"
 WHERE_LABEL = "Where to look:"
 MISTAKE_LABEL = "The mistake:"
 MORE_HELP = "Run this check again for a hint."
+MORE_HELP_AGAIN = "Run it once more to see the likely mistake."
+# Validate (and make progress) start a fresh kernel each time: the ladder is climbed in the notebook.
+MORE_HELP_VALIDATE = "Run this check in the notebook for hints: each run with the same failure shows one more."
 # Times each (exercise, symptom) failure was shown in this kernel: the ladder's rung.
 _SHOWN: dict[tuple[str | None, str], int] = {}
 
@@ -167,17 +175,26 @@ class CheckError(AssertionError):
         return min(_SHOWN[key] - 1, len(self.hints()))
 
     def _render_traceback_(self) -> list[str]:
-        rungs = self.rung()
+        execution = os.environ.get("NBGRADER_EXECUTION")  # nbgrader sets it for the kernels it runs
+        # the autograder's feedback is read once, after the deadline: every rung at once
+        rungs = len(self.hints()) if execution == "autograde" else self.rung()
         lines = [f"{_RED}{_BOLD}{self.headline(rungs)}{_RESET}"]
         if rungs < len(self.hints()):
-            lines.append(f"{_RED}   ({MORE_HELP}){_RESET}" if rungs == 0 else
-                         f"{_RED}   (Run it once more to see the likely mistake.){_RESET}")
+            more = MORE_HELP_VALIDATE if execution == "validate" else MORE_HELP if rungs == 0 else MORE_HELP_AGAIN
+            lines.append(f"{_RED}   ({more}){_RESET}")
         cause = self.__cause__
         frames = _cell_frames(cause.__traceback__) if cause is not None else []
         if frames:
             lines.append(f"{_RED}your code raised {type(cause).__name__} here:{_RESET}")
             lines += frames
         return lines
+
+
+def symptom_of(text: str) -> str:
+    """The symptom of a CheckError's ``str()`` (an output's ``evalue``): the text before its first hint."""
+    for label in (WHERE_LABEL, MISTAKE_LABEL):
+        text = text.split(f"\n   {label} ", 1)[0]
+    return text
 
 
 def _rebuild_check_error(symptom: str, where: str | None, mistake: str | None) -> CheckError:
