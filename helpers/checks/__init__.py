@@ -863,6 +863,13 @@ def _same_data(a: Any, b: Any) -> bool:
 
 def _snapshot(value: Any, depth: int = 0) -> Any:
     """What the caller can observe of an argument (see the section comment), or None if nothing is compared."""
+    try:
+        return _observe(value, depth)
+    except Exception:  # noqa: BLE001 - an object we cannot look into (sparse, custom) is not compared
+        return None
+
+
+def _observe(value: Any, depth: int) -> Any:
     from torch.utils.data import DataLoader, Dataset
 
     if isinstance(value, torch.Tensor):
@@ -884,7 +891,7 @@ def _snapshot(value: Any, depth: int = 0) -> Any:
     if isinstance(value, Dataset) and depth < _DEPTH:
         try:
             length = len(value)  # type: ignore[arg-type]
-        except TypeError:
+        except Exception:  # noqa: BLE001 - a dataset without a length (an IterableDataset)
             length = None
         attrs = {k: (id(v), _snapshot(v, depth + 1)) for k, v in vars(value).items()
                  if isinstance(v, (torch.Tensor, list, tuple, dict, Dataset)) or _is_array(v)}
