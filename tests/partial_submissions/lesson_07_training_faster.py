@@ -37,4 +37,4 @@ WRONG_CELLS = {
         "    return total\n"
     ),
 }
-EXPECTED_SCORE = 12.0
+EXPECTED_SCORE = 13.0
