@@ -420,3 +420,215 @@ CASES = [
     Reject(checks.check_gradients_are_correct, gradcheck_no_requires_grad, "must require grad"),
     Reject(checks.check_gradients_are_correct, gradcheck_always_true, "this function's gradients are wrong"),
 ] + NEW_CASES
+
+
+# ---------------------------------------------------------------- correct answers written differently (issue 18)
+
+
+def mean_square_grad_autograd_grad(x):
+    copy = x.detach().clone().requires_grad_()
+    (grad,) = torch.autograd.grad((3 * (copy + 2) ** 2).mean(), copy)
+    return grad
+
+
+def mean_square_grad_sum_over_n(x):
+    copy = x.clone().requires_grad_(True)
+    out = torch.sum(3 * torch.pow(copy + 2, 2)) / copy.numel()
+    out.backward()
+    print("out =", out.item())
+    return copy.grad
+
+
+def mean_square_grad_detached_leaf(x):
+    leaf = x.detach().requires_grad_()  # shares memory, but the caller's tensor keeps requires_grad=False
+    torch.mean(3 * (leaf + 2) ** 2).backward()
+    return leaf.grad
+
+
+def vjp_autograd_grad(f, x, v):
+    copy = x.detach().clone().requires_grad_(True)
+    return torch.autograd.grad(f(copy), copy, grad_outputs=v)[0]
+
+
+def vjp_functional(f, x, v):
+    return torch.autograd.functional.vjp(f, x, v)[1]
+
+
+def vjp_full_jacobian(f, x, v):
+    return v @ torch.autograd.functional.jacobian(f, x)
+
+
+def per_batch_autograd_grad(w, batches):
+    return [torch.autograd.grad(((x @ w - y) ** 2).mean(), w)[0] for x, y in batches]
+
+
+def per_batch_zero_before(w, batches):
+    grads = []
+    for x, y in batches:
+        if w.grad is not None:
+            w.grad.zero_()
+        torch.nn.functional.mse_loss(x @ w, y).backward()
+        grads.append(w.grad.detach().clone())
+    return grads
+
+
+def _by_hand(x, y, lr, steps, update, clear):
+    w = torch.zeros((), requires_grad=True)
+    b = torch.zeros((), requires_grad=True)
+    for _ in range(steps):
+        torch.nn.functional.mse_loss(w * x + b, y).backward()
+        with torch.no_grad():
+            for p in (w, b):
+                update(p, lr)
+        for p in (w, b):
+            clear(p)
+    return float(w), float(b)
+
+
+def by_hand_sub_(x, y, lr, steps):
+    return _by_hand(x, y, lr, steps, lambda p, lr: p.sub_(lr * p.grad), lambda p: setattr(p, "grad", None))
+
+
+def by_hand_copy_(x, y, lr, steps):
+    return _by_hand(x, y, lr, steps, lambda p, lr: p.copy_(p - lr * p.grad), lambda p: p.grad.zero_())
+
+
+def by_hand_params_list(x, y, lr, steps):
+    params = [torch.zeros((), requires_grad=True) for _ in range(2)]
+    for _ in range(steps):
+        for p in params:
+            p.grad = None
+        loss = ((params[0] * x + params[1] - y) ** 2).mean()
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= lr * p.grad
+    return params[0].item(), params[1].item()
+
+
+def sgd_set_to_none_false(x, y, lr, steps):
+    w = torch.zeros((), requires_grad=True)
+    b = torch.zeros((), requires_grad=True)
+    optimizer = torch.optim.SGD(params=[w, b], lr=lr)
+    losses = []
+    for _ in range(steps):
+        optimizer.zero_grad(set_to_none=False)
+        loss = torch.nn.functional.mse_loss(w * x + b, y)
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss))
+    return w.item(), b.item(), losses
+
+
+def sgd_zero_after_step(x, y, lr, steps):
+    params = torch.zeros(2, requires_grad=True)
+    optimizer = torch.optim.SGD([params], lr)
+    losses = []
+    for _ in range(steps):
+        loss = ((params[0] * x + params[1] - y) ** 2).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.detach().item())
+    w, b = params.tolist()
+    return w, b, losses
+
+
+def sgd_logs_through_detach(x, y, lr, steps):
+    w, b = torch.zeros(()).requires_grad_(), torch.zeros(()).requires_grad_()
+    optimizer = torch.optim.SGD([w, b], lr=lr)
+    losses = []
+    for step in range(steps):
+        optimizer.zero_grad()
+        loss = ((w * x + b - y) ** 2).mean()
+        losses.append(loss.detach().item())
+        loss.backward()
+        optimizer.step()
+    return w.item(), b.item(), losses
+
+
+def accuracy_count_divided(model, images, labels):
+    with torch.no_grad():
+        predictions = model(images).argmax(1)
+    return (predictions == labels).sum().item() / len(labels)
+
+
+@torch.no_grad()
+def accuracy_decorated(model, images, labels):
+    return float(model(images).argmax(dim=1).eq(labels).float().mean())
+
+
+def accuracy_set_grad_enabled(model, images, labels):
+    with torch.set_grad_enabled(False):
+        scores = model(images)
+    return torch.mean((scores.argmax(dim=1) == labels).to(torch.float32)).item()
+
+
+def softplus_exp_of_softplus(x, grad_output):
+    return grad_output * torch.exp(-torch.nn.functional.softplus(-x))
+
+
+def softplus_one_over(x, grad_output):
+    return grad_output / (1 + torch.exp(-x))
+
+
+def softplus_tanh(x, grad_output):
+    return grad_output * 0.5 * (1 + torch.tanh(x / 2))
+
+
+def softplus_expit(x, grad_output):
+    return torch.special.expit(x).mul(grad_output)
+
+
+def gradcheck_double(fn, x):
+    return torch.autograd.gradcheck(fn, x.double().detach().requires_grad_(), raise_exception=False)
+
+
+def gradcheck_try_except(fn, x):
+    try:
+        return torch.autograd.gradcheck(fn, (x.detach().clone().to(torch.float64).requires_grad_(True),))
+    except RuntimeError:  # GradcheckError is a RuntimeError
+        return False
+
+
+def gradcheck_keyword(fn, x):
+    copy = x.detach().double()
+    copy.requires_grad = True
+    return bool(torch.autograd.gradcheck(func=fn, inputs=(copy,), raise_exception=False))
+
+
+CASES += [
+    Accept(checks.check_mean_square_grad, mean_square_grad_autograd_grad),
+    Accept(checks.check_mean_square_grad, mean_square_grad_sum_over_n),
+    Accept(checks.check_mean_square_grad, mean_square_grad_detached_leaf),
+    Accept(checks.check_vector_jacobian_product, vjp_autograd_grad),
+    Accept(checks.check_vector_jacobian_product, vjp_functional),
+    Accept(checks.check_vector_jacobian_product, vjp_full_jacobian),
+    Accept(checks.check_per_batch_grads, per_batch_autograd_grad),
+    Accept(checks.check_per_batch_grads, per_batch_zero_before),
+    Accept(checks.check_per_batch_grads_leftover, per_batch_autograd_grad),
+    Accept(checks.check_per_batch_grads_leftover, per_batch_zero_before),
+    Accept(checks.check_per_batch_grads_leftover, per_batch_set_to_none),
+    Accept(checks.check_fit_line_by_hand, by_hand_sub_),
+    Accept(checks.check_fit_line_by_hand, by_hand_copy_),
+    Accept(checks.check_fit_line_by_hand, by_hand_params_list),
+    Accept(checks.check_fit_line_with_sgd, sgd_set_to_none_false),
+    Accept(checks.check_fit_line_with_sgd, sgd_zero_after_step),
+    Accept(checks.check_fit_line_with_sgd, sgd_logs_through_detach),
+    Accept(checks.check_loss_log, sgd_set_to_none_false),
+    Accept(checks.check_loss_log, sgd_zero_after_step),
+    Accept(checks.check_loss_log, sgd_logs_through_detach),
+    Accept(checks.check_accuracy, accuracy_count_divided),
+    Accept(checks.check_accuracy, accuracy_decorated),
+    Accept(checks.check_accuracy, accuracy_set_grad_enabled),
+    Accept(checks.check_accuracy_no_graph, accuracy_count_divided),
+    Accept(checks.check_accuracy_no_graph, accuracy_decorated),
+    Accept(checks.check_accuracy_no_graph, accuracy_set_grad_enabled),
+    Accept(checks.check_softplus_backward, softplus_exp_of_softplus),
+    Accept(checks.check_softplus_backward, softplus_one_over),
+    Accept(checks.check_softplus_backward, softplus_tanh),
+    Accept(checks.check_softplus_backward, softplus_expit),
+    Accept(checks.check_gradients_are_correct, gradcheck_double),
+    Accept(checks.check_gradients_are_correct, gradcheck_try_except),
+    Accept(checks.check_gradients_are_correct, gradcheck_keyword),
+]
