@@ -7,12 +7,13 @@ CheckError naming the mistake.
 
 from __future__ import annotations
 
+import warnings
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
-from helpers.checks import CheckError, Mistake, call, call_unchanged, describe, expect, expect_tensor, passed
+from helpers.checks import CheckError, Mistake, call, describe, expect, expect_tensor, passed
 from helpers.reference import tensors as ref
 
 
@@ -21,7 +22,7 @@ def _randn(*shape: int, seed: int = 0) -> torch.Tensor:
 
 
 def check_make_starter_tensors(fn: Callable[[], dict]) -> None:
-    got = call_unchanged(fn)  # also catches torch.set_default_dtype(...) left changed for the whole notebook
+    got = call(fn)  # also catches torch.set_default_dtype(...) left changed for the whole notebook
     expected = ref.make_starter_tensors()
     expect(isinstance(got, dict), f"make_starter_tensors() should return a dict, not {describe(got)}")
     missing = sorted(set(expected) - set(got))
@@ -66,7 +67,7 @@ def check_to_channels_first(fn: Callable[[torch.Tensor], torch.Tensor], inputs: 
     inputs = inputs if inputs is not None else [_randn(2, 4, 5, 3), _randn(1, 2, 2, 1, seed=1)]
     for images in inputs:
         n, h, w, c = images.shape
-        got = call_unchanged(fn, images)
+        got = call(fn, images)
         expect_tensor(got, ref.to_channels_first(images), what=f"to_channels_first(images of shape {[n, h, w, c]})",
                       mistakes=[Mistake("you reshaped (or used view) instead of permuting: the shape is right but "
                                         "the pixels are scrambled. Use permute(0, 3, 1, 2)",
@@ -82,7 +83,7 @@ def check_flatten_batch(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequ
     for x in inputs:
         label = f"flatten_batch(x of shape {list(x.shape)}{'' if x.is_contiguous() else ', not contiguous'})"
         try:
-            got = call_unchanged(fn, x)
+            got = call(fn, x)
         except CheckError as error:
             if isinstance(error.__cause__, RuntimeError) and "view" in str(error.__cause__):
                 raise CheckError(f"{label}: view() needs a contiguous tensor and this one is not "
@@ -99,7 +100,7 @@ def check_flatten_batch(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequ
 def check_center_columns(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
     inputs = inputs if inputs is not None else [_randn(4, 3) + 5, torch.arange(6.0).reshape(3, 2)]
     for x in inputs:
-        got = call_unchanged(fn, x)
+        got = call(fn, x)
         expect_tensor(got, ref.center_columns(x), what=f"center_columns(x of shape {list(x.shape)})", given=x,
                       mistakes=[Mistake("you subtracted each row's mean (dim=1); columns run along dim=0",
                                         lambda: x - x.mean(dim=1, keepdim=True)),
@@ -115,7 +116,7 @@ def check_pairwise_dot(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
         (_randn(2, 5, seed=3), _randn(2, 5, seed=4)),
     ]
     for a, b in inputs:
-        got = call_unchanged(fn, a, b)
+        got = call(fn, a, b)
         expect_tensor(got, ref.pairwise_dot(a, b), what=f"pairwise_dot(a {list(a.shape)}, b {list(b.shape)})", given=a,
                       mistakes=[Mistake("your result is transposed: row i should hold a[i]'s dot products, so compute a @ b.T",
                                         lambda: b @ a.T),
@@ -127,7 +128,7 @@ def check_pairwise_dot(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
 def check_positive_values(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
     inputs = inputs if inputs is not None else [torch.tensor([[1.0, -2.0, 0.0], [3.0, 0.0, -1.0]]), _randn(3, 4, seed=5)]
     for x in inputs:
-        got = call_unchanged(fn, x)
+        got = call(fn, x)
         expect_tensor(got, ref.positive_values(x), what=f"positive_values(x of shape {list(x.shape)})", given=x,
                       mistakes=[Mistake("you kept the zeros too; the task asks for strictly positive values (x > 0)",
                                         lambda: x[x >= 0]),
@@ -142,7 +143,7 @@ def check_relu(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torc
     inputs = inputs if inputs is not None else [torch.tensor([[1.0, -2.0], [0.5, -0.1]]), _randn(2, 3, 4, seed=6),
                                                 torch.tensor([-2, 0, 3])]
     for x in inputs:
-        got = call_unchanged(fn, x)
+        got = call(fn, x)
         expect_tensor(got, ref.relu(x), what=f"relu(x of shape {list(x.shape)}, {x.dtype})", given=x,
                       mistakes=[Mistake("that is 1/0 (the mask), not the values: torch.where(x > 0, x, 0)",
                                         lambda: (x > 0).to(x.dtype)),
@@ -159,7 +160,7 @@ def check_pick_scores(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
         (_randn(1, 3, seed=9), torch.tensor([2])),  # a batch of one: squeeze() without a dim drops N too
     ]
     for scores, labels in inputs:
-        got = call_unchanged(fn, scores, labels)
+        got = call(fn, scores, labels)
         expect_tensor(got, ref.pick_scores(scores, labels),
                       what=f"pick_scores(scores {list(scores.shape)}, labels {list(labels.shape)})",
                       mistakes=[Mistake("scores[:, labels] picks every label for every row (shape [N, N]); "
@@ -179,7 +180,7 @@ def check_one_hot(fn: Callable[[torch.Tensor, int], torch.Tensor],
                   inputs: Sequence[tuple[torch.Tensor, int]] | None = None) -> None:
     inputs = inputs if inputs is not None else [(torch.tensor([0, 2, 1, 2]), 3), (torch.tensor([4]), 6)]
     for labels, num_classes in inputs:
-        got = call_unchanged(fn, labels, num_classes)
+        got = call(fn, labels, num_classes)
         expect_tensor(got, ref.one_hot(labels, num_classes), what=f"one_hot(labels {labels.tolist()}, {num_classes})",
                       mistakes=[Mistake("the values are right but the dtype is int64; losses want float32, "
                                         "so convert with .float()",
@@ -192,7 +193,7 @@ def check_one_hot(fn: Callable[[torch.Tensor, int], torch.Tensor],
 def check_normalize_rows(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
     inputs = inputs if inputs is not None else [torch.tensor([[3.0, 4.0], [1.0, 0.0]]), _randn(4, 3, seed=8)]
     for x in inputs:
-        got = call_unchanged(fn, x)
+        got = call(fn, x)
         expect_tensor(got, ref.normalize_rows(x), what=f"normalize_rows(x of shape {list(x.shape)})", given=x,
                       mistakes=[Mistake("you divided by each row's sum; length means the Euclidean norm, "
                                         "torch.linalg.vector_norm(x, dim=1, keepdim=True)",
@@ -218,7 +219,7 @@ def check_batch_to(fn: Callable[[dict, torch.device], dict], inputs: Sequence[di
     device = torch.device("meta")
     for batch in inputs:
         try:
-            got = call_unchanged(fn, batch, device)
+            got = call(fn, batch, device)
         except CheckError as error:
             if any(word in str(error.__cause__) for word in ("CUDA", "cuda", "NVIDIA")):
                 raise CheckError("batch_to tried to use CUDA although the device asked for was 'meta': "
@@ -242,3 +243,66 @@ def check_batch_to(fn: Callable[[dict, torch.device], dict], inputs: Sequence[di
                 expect(got[key] is value or got[key] == value,
                        f"batch['{key}'] ({describe(value)}) is not a tensor and should be left as it is")
     passed("batch_to", len(inputs))
+
+
+# ---------------------------------------------------------------- put it together: class means
+
+def _class_means_examples() -> list[tuple[torch.Tensor, torch.Tensor, int]]:
+    return [
+        (torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 9.0]]), torch.tensor([0, 2, 0, 2]), 3),  # class 1 empty
+        (_randn(6, 4, seed=11), torch.tensor([1, 0, 1, 1, 2, 0]), 3),
+    ]
+
+
+def _meta_device_problem(fn: Callable, features: torch.Tensor, labels: torch.Tensor, num_classes: int) -> str | None:
+    """What goes wrong when the inputs live on another device ("meta", present on every machine), or None.
+
+    An answer whose operations the meta device cannot run (data-dependent ones: bincount, boolean masks,
+    .item()) proves nothing either way, so it is not blamed.
+    """
+    meta_features, meta_labels = features.to("meta"), labels.to("meta")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = fn(meta_features, meta_labels, num_classes)
+    except Exception as error:  # noqa: BLE001 - the learner's code, on a device it may not support
+        text = str(error)
+        if "device" in text and ("cpu" in text or "meta" in text):
+            return f"it raised {type(error).__name__}: {text.splitlines()[0][:160]}"
+        return None
+    if isinstance(got, torch.Tensor) and got.device.type != "meta":
+        return f"it returned a tensor on '{got.device.type}'"
+    return None
+
+
+def check_class_means(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor],
+                      inputs: Sequence[tuple[torch.Tensor, torch.Tensor, int]] | None = None) -> None:
+    inputs = inputs if inputs is not None else _class_means_examples()
+    for features, labels, num_classes in inputs:
+        what = (f"class_means(features {list(features.shape)} {features.dtype}, labels {labels.tolist()[:8]}"
+                f"{' ...' if len(labels) > 8 else ''}, num_classes={num_classes})")
+        got = call(fn, features, labels, num_classes)
+        members = torch.nn.functional.one_hot(labels, num_classes).to(features.dtype)
+        sums, counts = members.T @ features, members.sum(dim=0)
+        empty = [c for c in range(num_classes) if counts[c] == 0]
+        expect_tensor(got, ref.class_means(features, labels, num_classes), what=what, mistakes=[
+            Mistake(f"class(es) {empty} have no examples and your rows for them are NaN (0 / 0); the task asks for "
+                    "zeros there", matches=lambda g: isinstance(g, torch.Tensor) and bool(empty)
+                    and g.shape == sums.shape and bool(g[empty].isnan().any())),
+            Mistake(f"you divided every class's sum by the number of examples ({len(labels)}); "
+                    "a mean divides by that class's own count", lambda: sums / len(labels)),
+            Mistake("those are the sums of each class's features, not their means", lambda: sums),
+            Mistake("your result is transposed: one row per class, one column per feature",
+                    lambda: (sums / counts.clamp(min=1)[:, None]).T),
+            Mistake(f"you took the number of classes from the largest label ({int(labels.max()) + 1}); use num_classes "
+                    f"({num_classes}): a class may have no examples", matches=lambda g: isinstance(g, torch.Tensor)
+                    and g.dim() == 2 and g.shape[0] == int(labels.max()) + 1 != num_classes),
+            Mistake("the counts were divided along the wrong dimension: they have one value per class, so they must "
+                    "line up with the rows (shape [C, 1]), not with the columns",
+                    lambda: sums / counts.clamp(min=1)),
+        ], given=features)
+        problem = _meta_device_problem(fn, features, labels, num_classes)
+        expect(problem is None, f"{what} computes on the CPU, but with inputs on another device ('meta' here) "
+                                f"{problem}: the result must be on the features' device. A tensor made without "
+                                "device= (torch.arange, torch.zeros, torch.eye ...) lives on the CPU")
+    passed("class_means", len(inputs))

@@ -403,12 +403,12 @@ CASES = [
     Accept(checks.check_accuracy, ref.accuracy),
     Reject(checks.check_accuracy, accuracy_count, "number of correct predictions"),
     Reject(checks.check_accuracy, accuracy_percent, "you returned a percentage"),
-    Reject(checks.check_accuracy, accuracy_tensor, "should return a Python float"),
+    Reject(checks.check_accuracy, accuracy_tensor, "a one-element tensor is not a Python number"),
     Accept(checks.check_accuracy_no_graph, ref.accuracy),
     Accept(checks.check_accuracy_no_graph, accuracy_inference_mode),
-    Reject(checks.check_accuracy_no_graph, accuracy_with_graph, "forward pass ran with gradient tracking on"),
-    Reject(checks.check_accuracy_no_graph, accuracy_grad_off_globally, "switched gradients off for the whole program"),
-    Reject(checks.check_accuracy_no_graph, accuracy_freezes_model, "switched off requires_grad"),
+    Reject(checks.check_accuracy_no_graph, accuracy_with_graph, "ran with gradient recording on"),
+    Reject(checks.check_accuracy_no_graph, accuracy_grad_off_globally, "left gradient tracking switched off"),
+    Reject(checks.check_accuracy_no_graph, accuracy_freezes_model, "requires_grad was switched off"),
     Accept(checks.check_softplus_backward, ref.softplus_backward),
     Reject(checks.check_softplus_backward, softplus_no_chain_rule, "forgot the chain rule"),
     Reject(checks.check_softplus_backward, softplus_sigmoid_of_minus_x, "that is sigmoid(-x)"),
@@ -631,4 +631,220 @@ CASES += [
     Accept(checks.check_gradients_are_correct, gradcheck_double),
     Accept(checks.check_gradients_are_correct, gradcheck_try_except),
     Accept(checks.check_gradients_are_correct, gradcheck_keyword),
+]
+
+
+# ---------------------------------------------------------------- put it together: fit_to_target
+
+
+def _mse(predict, params, x, y):
+    return ((predict(params, x) - y) ** 2).mean()
+
+
+def fit_update_then_check(predict, params, x, y, lr, target, max_steps):
+    loss = _mse(predict, params, x, y)
+    steps = 0
+    while loss.item() > target:
+        if steps == max_steps:
+            raise RuntimeError(f"not below {target} after {max_steps} steps")
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= lr * p.grad
+                p.grad = None
+        steps += 1
+        loss = _mse(predict, params, x, y)
+    return loss.item()
+
+
+def fit_with_sgd(predict, params, x, y, lr, target, max_steps):
+    optimizer = torch.optim.SGD(params, lr=lr)
+    for _ in range(max_steps):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(predict(params, x), y)
+        if loss.item() <= target:
+            return loss.item()
+        loss.backward()
+        optimizer.step()
+    with torch.no_grad():
+        final = torch.nn.functional.mse_loss(predict(params, x), y).item()
+    if final > target:
+        raise RuntimeError("target not reached")
+    return final
+
+
+def fit_autograd_grad(predict, params, x, y, lr, target, max_steps):
+    for step in range(max_steps + 1):
+        loss = _mse(predict, params, x, y)
+        print(f"step {step}: error {loss.item():.4f}")  # a chatty loop is still right
+        if loss.item() <= target:
+            return float(loss)
+        if step == max_steps:
+            raise RuntimeError("max_steps reached")
+        grads = torch.autograd.grad(loss, params)
+        with torch.no_grad():
+            for p, g in zip(params, grads):
+                p.sub_(lr * g)
+
+
+def fit_never_zeroed(predict, params, x, y, lr, target, max_steps):
+    for step in range(max_steps + 1):
+        loss = _mse(predict, params, x, y)
+        if loss.item() <= target:
+            return loss.item()
+        if step == max_steps:
+            raise RuntimeError("max_steps reached")
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= lr * p.grad
+
+
+def fit_sum_of_squares(predict, params, x, y, lr, target, max_steps):
+    for step in range(max_steps + 1):
+        loss = _mse(predict, params, x, y)
+        if loss.item() <= target:
+            return loss.item()
+        if step == max_steps:
+            raise RuntimeError("max_steps reached")
+        for p in params:
+            p.grad = None
+        ((predict(params, x) - y) ** 2).sum().backward()
+        with torch.no_grad():
+            for p in params:
+                p -= lr * p.grad
+
+
+def fit_rebinds(predict, params, x, y, lr, target, max_steps):
+    current = list(params)
+    for step in range(max_steps + 1):
+        loss = _mse(predict, current, x, y)
+        if loss.item() <= target:
+            return loss.item()
+        if step == max_steps:
+            raise RuntimeError("max_steps reached")
+        grads = torch.autograd.grad(loss, current)
+        current = [(p - lr * g).detach().requires_grad_() for p, g in zip(current, grads)]  # new tensors
+
+
+def fit_stale_loss(predict, params, x, y, lr, target, max_steps):
+    for _ in range(max_steps):
+        loss = _mse(predict, params, x, y)
+        for p in params:
+            p.grad = None
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= lr * p.grad
+        if _mse(predict, params, x, y).item() <= target:
+            return loss.item()  # the error before this last update
+    raise RuntimeError("max_steps reached")
+
+
+def fit_returns_tensor(predict, params, x, y, lr, target, max_steps):
+    fit_update_then_check(predict, params, x, y, lr, target, max_steps)
+    return _mse(predict, params, x, y)
+
+
+def fit_keeps_going(predict, params, x, y, lr, target, max_steps):
+    for _ in range(max_steps):
+        loss = _mse(predict, params, x, y)
+        for p in params:
+            p.grad = None
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= lr * p.grad
+    final = _mse(predict, params, x, y).item()
+    if final > target:
+        raise RuntimeError("target not reached")
+    return final
+
+
+def fit_always_one_step(predict, params, x, y, lr, target, max_steps):
+    for step in range(max_steps):
+        loss = _mse(predict, params, x, y)
+        for p in params:
+            p.grad = None
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= lr * p.grad
+        if _mse(predict, params, x, y).item() <= target:
+            return _mse(predict, params, x, y).item()
+    raise RuntimeError("max_steps reached")
+
+
+def fit_returns_when_stuck(predict, params, x, y, lr, target, max_steps):
+    try:
+        return fit_update_then_check(predict, params, x, y, lr, target, max_steps)
+    except RuntimeError:
+        return _mse(predict, params, x, y).item()  # gives up quietly
+
+
+def fit_forever(predict, params, x, y, lr, target, max_steps):
+    loss = _mse(predict, params, x, y)
+    while loss.item() > target:  # no step limit
+        for p in params:
+            p.grad = None
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= lr * p.grad
+        loss = _mse(predict, params, x, y)
+    return loss.item()
+
+
+def fit_grad_off(predict, params, x, y, lr, target, max_steps):
+    result = fit_update_then_check(predict, params, x, y, lr, target, max_steps)
+    torch.set_grad_enabled(False)  # "done training"
+    return result
+
+
+def fit_scales_inputs(predict, params, x, y, lr, target, max_steps):
+    x /= x.abs().max()  # "normalising" the caller's inputs in place
+    return fit_update_then_check(predict, params, x, y, lr, target, max_steps)
+
+
+FIT_HIDDEN = [
+    (checks._tanh_net, checks._leaves(0.5 * torch.randn(1, 8, generator=torch.Generator().manual_seed(1)),
+                                     torch.zeros(8), 0.5 * torch.randn(8, generator=torch.Generator().manual_seed(2)),
+                                     torch.tensor(0.0)),
+     torch.linspace(-2, 2, 50), torch.sin(2 * torch.linspace(-2, 2, 50)), 0.1, 0.05, 2000),
+]
+
+
+def hidden_fit_to_target(fn):
+    checks.check_fit_to_target(fn, inputs=FIT_HIDDEN)
+
+
+CASES += [
+    Accept(checks.check_fit_to_target, ref.fit_to_target),
+    Accept(checks.check_fit_to_target, fit_update_then_check),
+    Accept(checks.check_fit_to_target, fit_with_sgd),
+    Accept(checks.check_fit_to_target, fit_autograd_grad),
+    Accept(hidden_fit_to_target, ref.fit_to_target),
+    Accept(hidden_fit_to_target, fit_with_sgd),
+    Accept(hidden_fit_to_target, fit_update_then_check),
+    Accept(checks.check_fit_to_target_edges, ref.fit_to_target),
+    Accept(checks.check_fit_to_target_edges, fit_update_then_check),
+    Accept(checks.check_fit_to_target_edges, fit_with_sgd),
+    Accept(checks.check_fit_to_target_edges, fit_autograd_grad),
+    Reject(checks.check_fit_to_target, fit_never_zeroed, "you never cleared the gradients"),
+    Reject(checks.check_fit_to_target, fit_sum_of_squares, "sum of the squared errors"),
+    Reject(checks.check_fit_to_target, fit_rebinds, "exactly where they started"),
+    Reject(checks.check_fit_to_target, fit_stale_loss, "computed before the last update"),
+    Reject(checks.check_fit_to_target, fit_returns_tensor, "return the error as a Python float"),
+    Reject(checks.check_fit_to_target, fit_keeps_going, "stop as soon as the target is reached"),
+    Reject(checks.check_fit_to_target, fit_grad_off, "left gradient tracking switched off"),
+    Reject(checks.check_fit_to_target, fit_scales_inputs, "its values were overwritten"),
+    Reject(checks.check_fit_to_target_edges, fit_always_one_step, "already met the target"),
+    Reject(checks.check_fit_to_target_edges, fit_returns_when_stuck, "raise a RuntimeError"),
+    Reject(checks.check_fit_to_target_edges, fit_forever, "still calling predict after"),
+    Reject(checks.check_fit_to_target_edges, fit_keeps_going, "already met the target"),
+]
+
+CASES += [
+    Reject(hidden_fit_to_target, fit_never_zeroed, "you never cleared the gradients"),
+    Reject(hidden_fit_to_target, fit_keeps_going, "stop as soon as the target is reached"),
 ]

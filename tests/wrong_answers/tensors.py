@@ -163,7 +163,7 @@ def dot_mean(a, b):
 
 NEW_CASES = [
     Reject(checks.check_make_starter_tensors, starter_default_float64, "changed the default dtype"),
-    Reject(checks.check_center_columns, center_in_place, "changed its argument 1"),
+    Reject(checks.check_center_columns, center_in_place, "its values were overwritten"),
     Reject(checks.check_batch_to, batch_to_mutating, "build and return a new dict"),
     Reject(checks.check_batch_to, batch_to_cuda, ".cuda() always moves to the GPU"),
     Reject(checks.check_relu, relu_float_literal, "turned it into floats"),
@@ -452,4 +452,105 @@ CASES += [
     Accept(checks.check_batch_to, batch_to_loop),
     Accept(checks.check_batch_to, batch_to_copy_then_replace),
     Accept(checks.check_batch_to, batch_to_positional),
+]
+
+
+# ---------------------------------------------------------------- put it together: class_means
+
+
+def means_index_add(features, labels, num_classes):
+    sums = torch.zeros(num_classes, features.shape[1], dtype=features.dtype, device=features.device)
+    sums.index_add_(0, labels, features)
+    counts = torch.zeros(num_classes, dtype=features.dtype, device=features.device)
+    counts.index_add_(0, labels, torch.ones_like(labels, dtype=features.dtype))
+    return sums / counts.clamp(min=1).unsqueeze(1)
+
+
+def means_loop(features, labels, num_classes):
+    rows = []
+    for c in range(num_classes):
+        chosen = features[labels == c]
+        rows.append(chosen.mean(dim=0) if len(chosen) else torch.zeros_like(features[0]))
+    return torch.stack(rows)
+
+
+def means_one_hot_nan_to_num(features, labels, num_classes):
+    one_hot = torch.nn.functional.one_hot(labels, num_classes).to(features.dtype)
+    return torch.nan_to_num((one_hot.T @ features) / one_hot.sum(0, keepdim=True).T)
+
+
+def means_scatter_reduce(features, labels, num_classes):
+    index = labels[:, None].expand_as(features)
+    out = torch.zeros(num_classes, features.shape[1], dtype=features.dtype, device=features.device)
+    return out.scatter_reduce(0, index, features, reduce="mean", include_self=False)
+
+
+def means_nan_for_empty(features, labels, num_classes):
+    return torch.stack([features[labels == c].mean(dim=0) for c in range(num_classes)])
+
+
+def means_divide_by_n(features, labels, num_classes):
+    one_hot = torch.nn.functional.one_hot(labels, num_classes).to(features.dtype)
+    return one_hot.T @ features / len(labels)
+
+
+def means_from_max_label(features, labels, num_classes):
+    return means_loop(features, labels, int(labels.max()) + 1)
+
+
+def means_float32(features, labels, num_classes):
+    one_hot = torch.nn.functional.one_hot(labels, num_classes).float()
+    return one_hot.T @ features.float() / one_hot.sum(0).clamp(min=1)[:, None]
+
+
+def means_counts_on_columns(features, labels, num_classes):
+    one_hot = torch.nn.functional.one_hot(labels, num_classes).to(features.dtype)
+    return one_hot.T @ features / one_hot.sum(0).clamp(min=1)  # broadcasts along the columns
+
+
+def means_on_cpu(features, labels, num_classes):
+    members = (labels[:, None] == torch.arange(num_classes)).to(features.dtype)  # arange on the CPU
+    return members.T @ features / members.sum(0).clamp(min=1)[:, None]
+
+
+def means_sums(features, labels, num_classes):
+    one_hot = torch.nn.functional.one_hot(labels, num_classes).to(features.dtype)
+    return one_hot.T @ features
+
+
+def means_sorts_labels(features, labels, num_classes):
+    labels.copy_(labels.sort().values)  # "tidying" the caller's labels
+    return means_loop(features, labels, num_classes)
+
+
+CLASS_MEANS_HIDDEN = [
+    (torch.randn(5, 4, generator=torch.Generator().manual_seed(6)), torch.tensor([0, 3, 3, 1, 0]), 4),  # D == C
+    (torch.randn(7, 3, generator=torch.Generator().manual_seed(5), dtype=torch.float64),
+     torch.tensor([1, 1, 2, 3, 1, 2, 3]), 5),  # float64; classes 0 and 4 (smallest, largest) empty
+    (torch.tensor([[2.0, -1.0, 4.0]]), torch.tensor([2]), 3),  # one example
+]
+
+
+def hidden_class_means(fn):
+    checks.check_class_means(fn, inputs=CLASS_MEANS_HIDDEN)
+
+
+CASES += [
+    Accept(checks.check_class_means, ref.class_means),
+    Accept(checks.check_class_means, means_index_add),
+    Accept(checks.check_class_means, means_loop),
+    Accept(checks.check_class_means, means_one_hot_nan_to_num),
+    Accept(checks.check_class_means, means_scatter_reduce),
+    Accept(hidden_class_means, ref.class_means),
+    Accept(hidden_class_means, means_index_add),
+    Accept(hidden_class_means, means_loop),
+    Accept(hidden_class_means, means_one_hot_nan_to_num),
+    Reject(checks.check_class_means, means_nan_for_empty, "your rows for them are NaN"),
+    Reject(checks.check_class_means, means_divide_by_n, "divided every class's sum by the number of examples"),
+    Reject(hidden_class_means, means_from_max_label, "from the largest label"),
+    Reject(hidden_class_means, means_float32, "dtype"),
+    Reject(hidden_class_means, means_counts_on_columns, "line up with the rows"),
+    Reject(checks.check_class_means, means_on_cpu, "lives on the CPU"),
+    Reject(checks.check_class_means, means_sums, "not their means"),
+    Reject(checks.check_class_means, means_sorts_labels, "its values were overwritten"),
 ]
