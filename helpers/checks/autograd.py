@@ -602,8 +602,9 @@ def _diagnose_gave_up(params: Sequence[torch.Tensor], predict: Callable, start: 
         never_zeroed = _descend(predict, start, x, y, lr, max_steps, zero=False)
         named = "you never cleared the gradients, so every step used the sum of all gradients so far" \
             if _same_params(params, never_zeroed[-1][0]) else None
-        raise CheckError(symptom, mistake=named, where="look at the update: its direction (against the gradient), its size (lr times "
-                                        "the gradient) and whether it changes the given tensors in place") from None
+        raise CheckError(symptom, mistake=named,
+                         where="look at the update: its direction (against the gradient), its size (lr times the "
+                               "gradient) and whether it changes the given tensors in place") from None
     candidates = [message for message, variant in (
         ("you descended the sum of the squared errors; the task says their mean (the gradient of the sum is "
          f"{y.numel()} times larger)", _descend(predict, start, x, y, lr, max_steps, reduce="sum")),
