@@ -267,10 +267,16 @@ def _expect_float_pair(got: Any, expected: Sequence[float], what: str, mistakes:
     if not _same_floats(got, expected):
         for mistake in mistakes:
             if mistake.explains(got):
-                raise CheckError(f"{what}: {mistake.message}")
+                shown = ", ".join(f"{v:.6g}" if isinstance(v, float) else describe(v) for v in got[:2])
+                raise CheckError(f"{what} returned (w, b) = ({shown}), expected ({expected[0]:.6g}, {expected[1]:.6g})",
+                                 where=mistake.where or "look at each step of the loop: the loss, backward(), the "
+                                                        "update and what happens to the gradients after it",
+                                 mistake=mistake.message)
     for name, value, want in zip(("w", "b"), got, expected):
         expect(isinstance(value, (int, float)) and not isinstance(value, bool),
-               f"{what}: {name} should be a Python float, but it is {describe(value)}; convert with .item()")
+               f"{what}: {name} should be a Python float, but it is {describe(value)}",
+               where="look at how you turn w and b into the values you return",
+               mistake="a one-element tensor is not a Python number: convert it with .item()")
         expect_close(value, want, what=f"{what}: {name}")
 
 
@@ -343,21 +349,28 @@ def check_loss_log(fn: Callable, inputs: Sequence[tuple[torch.Tensor, torch.Tens
         expect(len(losses) == steps, f"{what}: there are {len(losses)} values; log one loss per step ({steps})")
         tensors = [v for v in losses if isinstance(v, torch.Tensor)]
         expect(not any(t.grad_fn is not None for t in tensors),
-               f"{what}: your list holds loss tensors that still carry their autograd graph (grad_fn), so every "
-               "step's graph stays alive as long as the list does. Append loss.item(), a plain Python float")
-        expect(not tensors, f"{what}: your list holds tensors; append loss.item(), a plain Python float")
+               f"{what}: your list holds loss tensors that still carry their autograd graph (grad_fn)",
+               where="look at what you append to the list at each step",
+               mistake="every step's graph stays alive as long as the list does (section 7). Append loss.item(), "
+                       "a plain Python float")
+        expect(not tensors, f"{what}: your list holds tensors, expected Python floats",
+               where="look at what you append to the list at each step",
+               mistake="append loss.item(), a plain Python float")
         odd = [v for v in losses if not isinstance(v, float)]
         expect(not odd, f"{what} should all be Python floats, but one is {describe(odd[:1] and odd[0])}")
         expected = ref.fit_line_with_sgd(x, y, lr, steps)[2]
         if not _same_floats(losses, expected):
-            expect(not _same_floats(losses, _sgd_variant(x, y, lr, steps, zero="never")[2]),
-                   f"{what}: the losses are those of a run that never calls optimizer.zero_grad(), "
-                   "so gradients accumulated across steps")
-            expect(not _same_floats(losses, _sgd_variant(x, y, lr, steps, zero="before_step")[2]),
-                   f"{what}: the loss never changes because optimizer.zero_grad() ran between backward() and step()")
             worst = max(range(steps), key=lambda i: abs(losses[i] - expected[i]) if not math.isnan(losses[i]) else math.inf)
-            raise CheckError(f"{what}: at step {worst} you logged {losses[worst]:.6g}, expected {expected[worst]:.6g} "
-                             "(the loss computed at that step, before optimizer.step())")
+            symptom = (f"{what}: at step {worst} you logged {losses[worst]:.6g}, expected {expected[worst]:.6g} "
+                       "(the loss computed at that step, before optimizer.step())")
+            where = "look at the order of zero_grad, forward, backward and step in each iteration"
+            expect(not _same_floats(losses, _sgd_variant(x, y, lr, steps, zero="never")[2]), symptom, where=where,
+                   mistake="the losses are those of a run that never calls optimizer.zero_grad(), "
+                           "so gradients accumulated across steps")
+            expect(not _same_floats(losses, _sgd_variant(x, y, lr, steps, zero="before_step")[2]), symptom,
+                   where=where, mistake="the loss never changes because optimizer.zero_grad() ran between backward() "
+                                        "and step()")
+            raise CheckError(symptom, where=where)
     passed("loss log of fit_line_with_sgd", len(inputs))
 
 
@@ -490,12 +503,13 @@ def check_gradients_are_correct(fn: Callable, inputs: Sequence[tuple[Callable, t
                 warnings.simplefilter("ignore")
                 float32_says = torch.autograd.gradcheck(f, (x.detach().clone().requires_grad_(True),),
                                                         raise_exception=False)
-            expect(float32_says, f"{what} returned False for a function whose gradients are right: gradcheck "
-                                 "needs float64. In float32 the finite differences are too coarse, so correct "
-                                 "gradients look wrong; check a copy made with x.detach().double().requires_grad_()")
-        raise CheckError(f"{what} returned {got}, but this function's gradients are "
-                         f"{'right' if correct else 'wrong'}: return the result of "
-                         "torch.autograd.gradcheck(f, (x64,), raise_exception=False)")
+            expect(float32_says, f"{what} returned False for a function whose gradients are right",
+                   where="look at the dtype of the tensor you pass to gradcheck",
+                   mistake="gradcheck needs float64. In float32 the finite differences are too coarse, so correct "
+                           "gradients look wrong; check a copy made with x.detach().double().requires_grad_()")
+        raise CheckError(f"{what} returned {got}, but this function's gradients are {'right' if correct else 'wrong'}",
+                         where="look at what decides the value you return",
+                         mistake="return the result of torch.autograd.gradcheck(f, (x64,), raise_exception=False)")
     passed("gradients_are_correct", len(inputs))
 
 

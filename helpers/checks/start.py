@@ -15,7 +15,10 @@ def check_to_fahrenheit(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequ
     for celsius in inputs:
         got = call(fn, celsius)
         expect_tensor(got, ref.to_fahrenheit(celsius), what=f"to_fahrenheit({celsius.tolist()})",
-                      mistakes=[Mistake("the ratio is upside down: multiply by 9/5, not 5/9", lambda: celsius * 5 / 9 + 32),
-                                Mistake("add 32 after multiplying, not before", lambda: (celsius + 32) * 9 / 5),
-                                Mistake("you forgot to add 32", lambda: celsius * 9 / 5)])
+                      mistakes=[Mistake("the ratio is upside down: multiply by 9/5, not 5/9", lambda: celsius * 5 / 9 + 32,
+                                        where="look at the factor you multiply by"),
+                                Mistake("add 32 after multiplying, not before", lambda: (celsius + 32) * 9 / 5,
+                                        where="look at the order of the operations (what the brackets group)"),
+                                Mistake("you forgot to add 32", lambda: celsius * 9 / 5,
+                                        where="look at every term of F = C × 9/5 + 32: is each one in your code?")])
     passed("to_fahrenheit", len(inputs))

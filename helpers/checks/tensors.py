@@ -24,9 +24,11 @@ def _randn(*shape: int, seed: int = 0) -> torch.Tensor:
 def check_make_starter_tensors(fn: Callable[[], dict]) -> None:
     got = call(fn)  # also catches torch.set_default_dtype(...) left changed for the whole notebook
     expected = ref.make_starter_tensors()
-    expect(isinstance(got, dict), f"make_starter_tensors() should return a dict, not {describe(got)}")
+    expect(isinstance(got, dict), f"make_starter_tensors() should return a dict, not {describe(got)}",
+           where="look at your return statement")
     missing = sorted(set(expected) - set(got))
-    expect(not missing, f"your dict is missing the key(s) {missing}")
+    expect(not missing, f"make_starter_tensors() returned a dict with the keys {sorted(map(str, got))}; it is missing "
+                        f"the key(s) {missing}", where="compare your keys, letter by letter, with the task's list")
     hints = {
         "zeros": [Mistake("torch.zeros gives float32 by default; ask for dtype=torch.float64",
                           lambda: torch.zeros(2, 3))],
@@ -58,8 +60,10 @@ def check_share_numpy(fn: Callable[[np.ndarray], torch.Tensor], inputs: Sequence
                                         and t.dtype != torch.from_numpy(array).dtype)])
         array.flat[0] += 100
         expect(got.flatten()[0].item() == array.flat[0],
-               "your tensor is a copy: changing the NumPy array did not change it. "
-               "torch.tensor(...) always copies; torch.from_numpy (or torch.as_tensor) shares memory")
+               f"share_numpy(array of shape {array.shape}): after the call, adding 100 to the array's first element "
+               f"left your tensor's first element at {got.flatten()[0].item():g}: your tensor is a copy",
+               where="look at which function turns the array into a tensor, and whether it copies (section 3)",
+               mistake="torch.tensor(...) always copies; torch.from_numpy (or torch.as_tensor) shares memory")
     passed("share_numpy", len(inputs))
 
 
@@ -86,8 +90,11 @@ def check_flatten_batch(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequ
             got = call(fn, x)
         except CheckError as error:
             if isinstance(error.__cause__, RuntimeError) and "view" in str(error.__cause__):
-                raise CheckError(f"{label}: view() needs a contiguous tensor and this one is not "
-                                 "(it was transposed). Use reshape or flatten(start_dim=1)") from None
+                raise CheckError(f"{label} raised RuntimeError: {str(error.__cause__).splitlines()[0][:120]}",
+                                 where="look at the operation that changes the shape, and at what it needs from "
+                                       "the memory layout (section 4)",
+                                 mistake="view() needs a contiguous tensor and this one is not (it was transposed). "
+                                         "Use reshape or flatten(start_dim=1)") from None
             raise
         expect_tensor(got, ref.flatten_batch(x), what=label, given=x,
                       mistakes=[Mistake("you flattened the batch dimension too; keep dimension 0 and flatten the rest",
@@ -222,26 +229,35 @@ def check_batch_to(fn: Callable[[dict, torch.device], dict], inputs: Sequence[di
             got = call(fn, batch, device)
         except CheckError as error:
             if any(word in str(error.__cause__) for word in ("CUDA", "cuda", "NVIDIA")):
-                raise CheckError("batch_to tried to use CUDA although the device asked for was 'meta': "
-                                 ".cuda() always moves to the GPU; .to(device) moves to the device you are given"
-                                 ) from None
+                raise CheckError("batch_to(batch, device='meta') tried to use CUDA, a device it was not asked for",
+                                 where="look at how each tensor is moved: to which device?",
+                                 mistake=".cuda() always moves to the GPU; .to(device) moves to the device you are "
+                                         "given") from None
             raise
-        expect(isinstance(got, dict), f"batch_to should return a dict, not {describe(got)}")
-        expect(got.keys() == batch.keys(), f"batch_to returned keys {sorted(got)}; expected {sorted(batch)}")
+        expect(isinstance(got, dict), f"batch_to should return a dict, not {describe(got)}",
+               where="look at your return statement")
+        expect(got.keys() == batch.keys(), f"batch_to returned keys {sorted(got)}; expected {sorted(batch)}",
+               where="look at which values your new dict keeps: every key of the batch belongs in it")
         for key, value in batch.items():
             if isinstance(value, torch.Tensor):
                 moved = got[key]
                 expect(not isinstance(moved, torch.Tensor) or moved.device.type in ("meta", value.device.type),
-                       f"batch['{key}'] went to {moved.device if isinstance(moved, torch.Tensor) else ''}, not to the "
-                       "device asked for ('meta'): .cuda() always moves to the GPU; .to(device) moves to the "
-                       "device you are given")
+                       f"batch_to(batch, device='meta'): batch['{key}'] went to "
+                       f"{moved.device if isinstance(moved, torch.Tensor) else ''}, not to 'meta'",
+                       where="look at how each tensor is moved: to which device?",
+                       mistake=".cuda() always moves to the GPU; .to(device) moves to the device you are given")
                 expect(isinstance(moved, torch.Tensor) and moved.device.type == "meta",
-                       f"batch['{key}'] is still on {describe(moved)}: tensors must be moved with .to(device), "
-                       "which returns a new tensor (it does not move the old one in place)")
+                       f"batch_to(batch, device='meta'): batch['{key}'] of your result is {describe(moved)}, "
+                       "expected a tensor on 'meta'",
+                       where="look at what happens to the result of .to(device): where does it go?",
+                       mistake="tensor.to(device) returns a new tensor (it does not move the old one in place): "
+                               "put that new tensor in the dict you return" if moved is value else None)
                 expect_tensor(moved, value.to(device), what=f"batch['{key}']")
             else:
                 expect(got[key] is value or got[key] == value,
-                       f"batch['{key}'] ({describe(value)}) is not a tensor and should be left as it is")
+                       f"batch_to: batch['{key}'] ({describe(value)}) is not a tensor, so it should come back as it "
+                       f"is, but your result holds {describe(got[key])}",
+                       where="look at what your code does with values that are not tensors")
     passed("batch_to", len(inputs))
 
 
@@ -302,7 +318,10 @@ def check_class_means(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tens
                     lambda: sums / counts.clamp(min=1)),
         ], given=features)
         problem = _meta_device_problem(fn, features, labels, num_classes)
-        expect(problem is None, f"{what} computes on the CPU, but with inputs on another device ('meta' here) "
-                                f"{problem}: the result must be on the features' device. A tensor made without "
-                                "device= (torch.arange, torch.zeros, torch.eye ...) lives on the CPU")
+        expect(problem is None, f"{what}, with the same inputs on another device ('meta'): {problem}; the result "
+                                "must be on the features' device",
+               where="look at every tensor your function creates (torch.arange, torch.zeros, torch.eye ...): on "
+                     "which device is it made?",
+               mistake="a tensor made without device= lives on the CPU; pass device=features.device (and the "
+                       "dtype you need) when you create one")
     passed("class_means", len(inputs))

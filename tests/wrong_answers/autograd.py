@@ -394,7 +394,7 @@ CASES = [
     Reject(checks.check_fit_line_with_sgd, sgd_no_zero_grad, "you never zeroed the gradients"),
     Reject(checks.check_fit_line_with_sgd, sgd_zero_grad_before_step, "between loss.backward() and optimizer.step()"),
     Reject(checks.check_fit_line_with_sgd, sgd_returns_pair, "should return a triple (w, b, losses)"),
-    Reject(checks.check_fit_line_with_sgd, sgd_params_as_tensors, "convert with .item()"),
+    Reject(checks.check_fit_line_with_sgd, sgd_params_as_tensors, "with .item()"),
     Accept(checks.check_loss_log, ref.fit_line_with_sgd),
     Reject(checks.check_loss_log, sgd_logs_tensors, "still carry their autograd graph"),
     Reject(checks.check_loss_log, sgd_logs_detached, "append loss.item()"),
