@@ -848,3 +848,54 @@ CASES += [
     Reject(hidden_fit_to_target, fit_never_zeroed, "you never cleared the gradients"),
     Reject(hidden_fit_to_target, fit_keeps_going, "stop as soon as the target is reached"),
 ]
+
+
+# ---------------------------------------------------------------- rules of issue 18
+
+
+def mean_square_grad_create_graph(x):
+    copy = x.detach().clone().requires_grad_()
+    return torch.autograd.grad((3 * (copy + 2) ** 2).mean(), copy, create_graph=True)[0]  # keeps a graph
+
+
+def per_batch_steps_w(w, batches):
+    grads = []
+    for x, y in batches:
+        w.grad = None
+        ref.batch_loss(w, x, y).backward()
+        grads.append(w.grad.clone())
+        with torch.no_grad():
+            w -= 0.1 * w.grad  # a training step nobody asked for
+    return grads
+
+
+def by_hand_random_start(x, y, lr, steps):
+    w = torch.randn((), requires_grad=True)  # draws from the global random generator
+    b = torch.zeros((), requires_grad=True)
+    for _ in range(steps):
+        ref.line_loss(w, b, x, y).backward()
+        with torch.no_grad():
+            w -= lr * w.grad
+            b -= lr * b.grad
+        w.grad = None
+        b.grad = None
+    return w.item(), b.item()
+
+
+def sgd_grad_left_off(x, y, lr, steps):
+    result = ref.fit_line_with_sgd(x, y, lr, steps)
+    torch.set_grad_enabled(False)  # "training is over"
+    return result
+
+
+def accuracy_keeps_graph(model, images, labels):
+    return (model(images).argmax(dim=1) == labels).float().mean().item()
+
+
+CASES += [
+    Reject(checks.check_mean_square_grad, mean_square_grad_create_graph, "still attached to the autograd graph"),
+    Reject(checks.check_per_batch_grads, per_batch_steps_w, "changed w itself"),
+    Reject(checks.check_fit_line_by_hand, by_hand_random_start, "global random generator"),
+    Reject(checks.check_fit_line_with_sgd, sgd_grad_left_off, "left gradient tracking switched off"),
+    Reject(checks.check_accuracy_no_graph, accuracy_keeps_graph, "ran with gradient recording on"),
+]

@@ -54,3 +54,28 @@ CASES += [
     Accept(checks.check_to_fahrenheit, fahrenheit_loop),
     Accept(checks.check_to_fahrenheit, fahrenheit_offset_first),
 ]
+
+
+# ---------------------------------------------------------------- rules of issue 18
+
+
+def fahrenheit_in_place(celsius):
+    return celsius.mul_(9 / 5).add_(32)  # writes into the caller's tensor
+
+
+def fahrenheit_float32(celsius):
+    return celsius.float() * 9 / 5 + 32
+
+
+def hidden_fahrenheit(fn):
+    checks.check_to_fahrenheit(fn, inputs=[torch.tensor([-273.15, 1000.0], dtype=torch.float64), torch.zeros(2, 2, 2)])
+
+
+CASES += [
+    Reject(checks.check_to_fahrenheit, fahrenheit_in_place, "its values were overwritten"),
+    Accept(hidden_fahrenheit, ref.to_fahrenheit),
+    Accept(hidden_fahrenheit, fahrenheit_decimal),
+    Accept(hidden_fahrenheit, fahrenheit_loop),
+    Reject(hidden_fahrenheit, fahrenheit_float32, "dtype"),
+    Reject(hidden_fahrenheit, fahrenheit_in_place, "its values were overwritten"),
+]

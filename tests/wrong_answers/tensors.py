@@ -554,3 +554,43 @@ CASES += [
     Reject(checks.check_class_means, means_sums, "not their means"),
     Reject(checks.check_class_means, means_sorts_labels, "its values were overwritten"),
 ]
+
+
+# ---------------------------------------------------------------- rules of issue 18: edge cases by rule
+
+
+def channels_squeezed(images):
+    return images.permute(0, 3, 1, 2).squeeze()  # drops a batch of one (and a single channel)
+
+
+def flatten_3d_only(x):
+    return x.reshape(x.shape[0], x.shape[1] * x.shape[2])  # right for [N, a, b] only
+
+
+def hidden_flatten_batch(fn):
+    g = torch.Generator().manual_seed(102)
+    checks.check_flatten_batch(fn, inputs=[torch.randn(5, 2, 3, 4, generator=g).permute(0, 3, 1, 2),
+                                           torch.randn(2, 9, generator=g)])
+
+
+def positive_empty_breaks(x):
+    values = x[x > 0]
+    return values if len(values) else None  # "nothing to return"
+
+
+def hidden_positive_values(fn):
+    checks.check_positive_values(fn, inputs=[torch.tensor([-1.0, 0.0, 2.5, 0.0, 3.0]), torch.zeros(2, 2)])
+
+
+CASES += [
+    Reject(checks.check_to_channels_first, channels_squeezed, "shape"),
+    Reject(hidden_flatten_batch, flatten_3d_only, "raised RuntimeError"),
+    Accept(hidden_flatten_batch, ref.flatten_batch),
+    Accept(hidden_flatten_batch, flatten_reshape),
+    Accept(hidden_flatten_batch, flatten_rows),
+    Reject(hidden_flatten_batch, flatten_with_view, "view() needs a contiguous tensor"),
+    Reject(hidden_positive_values, positive_empty_breaks, "should return a tensor"),
+    Accept(hidden_positive_values, ref.positive_values),
+    Accept(hidden_positive_values, positive_masked_select),
+    Accept(hidden_positive_values, positive_nonzero),
+]
