@@ -110,11 +110,13 @@ def check_mean_square_grad(fn: Callable[[torch.Tensor], torch.Tensor],
         got = _run(fn, x)
         expect_tensor(got, ref.mean_square_grad(x), what=f"mean_square_grad(x of shape {list(x.shape)})", given=x,
                       mistakes=[Mistake("you returned out itself (one number); return the gradient, x.grad",
-                                        matches=lambda g: isinstance(g, torch.Tensor) and g.dim() == 0 and n > 1),
+                                        matches=lambda g: isinstance(g, torch.Tensor) and g.dim() == 0 and n > 1,
+                                            where='look at what you return: the output, or a gradient?'),
                                 Mistake("that is the gradient of the sum, not the mean: out = mean(...) divides "
-                                        f"by the number of elements ({n})", lambda: 6 * (x + 2)),
+                                        f"by the number of elements ({n})", lambda: 6 * (x + 2),
+                                            where='look at how out reduces its elements'),
                                 Mistake("the factor 3 is missing: out = mean(3 * (x + 2) ** 2)",
-                                        lambda: 2 * (x + 2) / n)])
+                                        lambda: 2 * (x + 2) / n, where='look at every factor of out')])
     passed("mean_square_grad", len(inputs))
 
 
@@ -148,9 +150,11 @@ def check_vector_jacobian_product(
                       what=f"vector_jacobian_product({name}, x of shape {list(x.shape)}, v of shape {list(v.shape)})",
                       mistakes=[Mistake("you backpropagated as if v were all ones (f(x).sum().backward()); "
                                         "pass the given vector: f(x).backward(gradient=v)",
-                                        lambda: ref.vector_jacobian_product(f, x, torch.ones_like(v))),
+                                        lambda: ref.vector_jacobian_product(f, x, torch.ones_like(v)),
+                                            where='look at where v enters the backward pass'),
                                 Mistake("you computed J @ v; backward(gradient=v) gives v @ J, "
-                                        "the vector-Jacobian product", lambda: _jacobian(f, x) @ v)])
+                                        "the vector-Jacobian product", lambda: _jacobian(f, x) @ v,
+                                            where='look at which side v multiplies the Jacobian from')])
     passed("vector_jacobian_product", len(inputs))
 
 
@@ -200,14 +204,17 @@ def check_per_batch_grads(fn: Callable, inputs: Sequence[tuple[torch.Tensor, lis
         for index, (g, want) in enumerate(zip(got, expected)):
             expect_tensor(g, want, what=f"{what}, gradient of batch {index}", mistakes=[
                 Mistake("you stored w.grad itself, not a copy, so zeroing or refilling it later changed the "
-                        "gradients already in your list. Append w.grad.clone()", matches=lambda _: shared),
+                        "gradients already in your list. Append w.grad.clone()", matches=lambda _: shared,
+                            where='look at what you append: a tensor that later changes?'),
                 Mistake("you never cleared w.grad, so each gradient also holds the batches before it: backward() "
                         "adds into .grad. Zero it (w.grad = None or w.grad.zero_()) before each backward",
-                        matches=lambda _: all(torch.allclose(a, b, atol=1e-5, rtol=1e-4) for a, b in zip(got, never_zeroed))),
+                        matches=lambda _: all(torch.allclose(a, b, atol=1e-5, rtol=1e-4) for a, b in zip(got, never_zeroed)),
+                            where='look at what happens to w.grad between batches'),
                 Mistake("the first gradient includes the gradient w already held when your function was called: "
                         "zero w.grad *before* each backward, not after it",
                         matches=lambda _: w.grad is not None and all(
-                            torch.allclose(a, b, atol=1e-5, rtol=1e-4) for a, b in zip(got, zeroed_after))),
+                            torch.allclose(a, b, atol=1e-5, rtol=1e-4) for a, b in zip(got, zeroed_after)),
+                                where='look at when w.grad is cleared, relative to backward()'),
             ])
     passed("per_batch_grads", len(inputs))
 
@@ -251,11 +258,14 @@ def _fit_line_mistakes(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, 
     mistakes = [
         Mistake("you never zeroed the gradients: every step used the sum of all gradients so far "
                 f"(backward() adds into .grad). {how_to_zero}",
-                matches=lambda got: _same_floats(got[:2], variant(x, y, lr, steps, zero=False))),
+                matches=lambda got: _same_floats(got[:2], variant(x, y, lr, steps, zero=False)),
+                    where='look at what happens to the gradients between steps'),
         Mistake("the parameters moved uphill: subtract the gradient (w -= lr * w.grad), it points the way "
-                "the loss increases", matches=lambda got: _same_floats(got[:2], variant(x, y, lr, steps, sign=-1.0))),
+                "the loss increases", matches=lambda got: _same_floats(got[:2], variant(x, y, lr, steps, sign=-1.0)),
+                    where='look at the sign of the update'),
         Mistake("you stepped by the whole gradient: multiply it by the learning rate lr",
-                matches=lambda got: lr != 1.0 and _same_floats(got[:2], variant(x, y, 1.0, steps))),
+                matches=lambda got: lr != 1.0 and _same_floats(got[:2], variant(x, y, 1.0, steps)),
+                    where='look at the size of the update'),
     ]
     if lr != NOTEBOOK_LR:
         mistakes.append(Mistake(f"you used the notebook's learning rate {NOTEBOOK_LR} instead of the lr argument ({lr})",
@@ -451,15 +461,17 @@ def check_softplus_backward(fn: Callable, inputs: Sequence[tuple[torch.Tensor, t
         expect_tensor(got, ref.softplus_backward(x, grad_output), given=x,
                       what=f"softplus_backward(x of shape {list(x.shape)}, grad_output)", mistakes=[
                           Mistake("you forgot the chain rule: multiply the local derivative by grad_output",
-                                  lambda: torch.sigmoid(x)),
+                                  lambda: torch.sigmoid(x), where='look at where grad_output enters'),
                           Mistake("the sign is wrong: d/dx log(1 + exp(x)) = exp(x) / (1 + exp(x)) = sigmoid(x) > 0",
-                                  lambda: -grad_output * torch.sigmoid(x)),
+                                  lambda: -grad_output * torch.sigmoid(x), where='look at the sign of the derivative'),
                           Mistake("that is sigmoid(-x) = 1 - sigmoid(x); the derivative is exp(x) / (1 + exp(x)) "
-                                  "= sigmoid(x)", lambda: grad_output * torch.sigmoid(-x)),
+                                  "= sigmoid(x)", lambda: grad_output * torch.sigmoid(-x),
+                                      where='look at the derivative on paper: exp(x) over what?'),
                           Mistake("you differentiated only the exp(x) inside; the log adds a factor 1 / (1 + exp(x))",
-                                  lambda: grad_output * torch.exp(x)),
+                                  lambda: grad_output * torch.exp(x), where='look at the derivative of the outer log'),
                           Mistake("that is softplus itself (the forward value), not its derivative",
-                                  lambda: grad_output * torch.nn.functional.softplus(x)),
+                                  lambda: grad_output * torch.nn.functional.softplus(x),
+                                      where='look at whether you return the function or its derivative'),
                       ])
     passed("softplus_backward", len(inputs))
 

@@ -31,17 +31,23 @@ def check_make_starter_tensors(fn: Callable[[], dict]) -> None:
                         f"the key(s) {missing}", where="compare your keys, letter by letter, with the task's list")
     hints = {
         "zeros": [Mistake("torch.zeros gives float32 by default; ask for dtype=torch.float64",
-                          lambda: torch.zeros(2, 3))],
+                          lambda: torch.zeros(2, 3),
+                                where="look at the dtype of 'zeros'")],
         "identity": [Mistake("that is all ones; an identity matrix has ones only on the diagonal (torch.eye)",
-                             lambda: torch.ones(3, 3))],
+                             lambda: torch.ones(3, 3),
+                                where="look at how 'identity' is made")],
         "evens": [Mistake("arange's end is excluded, and the step is its third argument: arange(0, 10, 2)",
-                          lambda: torch.arange(0, 12, 2)),
+                          lambda: torch.arange(0, 12, 2),
+                                where="look at the arguments of the call that makes 'evens'"),
                   Mistake("those are floats; torch.arange with integer arguments gives int64",
-                          lambda: torch.arange(0.0, 10.0, 2.0))],
+                          lambda: torch.arange(0.0, 10.0, 2.0),
+                                where="look at the types of the numbers you pass for 'evens'")],
         "grid": [Mistake("linspace's third argument is the number of points (5), not the step",
-                         lambda: torch.arange(0, 1.25, 0.25)[:4])],
+                         lambda: torch.arange(0, 1.25, 0.25)[:4],
+                                where="look at what the last argument of your call for 'grid' means")],
         "sevens": [Mistake("torch.full infers int64 from 7; ask for dtype=torch.int32",
-                           lambda: torch.full((2, 2), 7))],
+                           lambda: torch.full((2, 2), 7),
+                                where="look at the dtype of 'sevens'")],
     }
     for key, want in expected.items():
         expect_tensor(got[key], want, what=f"starter tensor '{key}'", mistakes=hints[key])
@@ -57,7 +63,8 @@ def check_share_numpy(fn: Callable[[np.ndarray], torch.Tensor], inputs: Sequence
                       mistakes=[Mistake("you changed the dtype; from_numpy keeps the array's dtype "
                                         f"({array.dtype}), which is what sharing memory needs",
                                         matches=lambda t: isinstance(t, torch.Tensor)
-                                        and t.dtype != torch.from_numpy(array).dtype)])
+                                        and t.dtype != torch.from_numpy(array).dtype,
+                                where='look at every conversion between the array and the tensor you return')])
         array.flat[0] += 100
         expect(got.flatten()[0].item() == array.flat[0],
                f"share_numpy(array of shape {array.shape}): after the call, adding 100 to the array's first element "
@@ -75,10 +82,12 @@ def check_to_channels_first(fn: Callable[[torch.Tensor], torch.Tensor], inputs: 
         expect_tensor(got, ref.to_channels_first(images), what=f"to_channels_first(images of shape {[n, h, w, c]})",
                       mistakes=[Mistake("you reshaped (or used view) instead of permuting: the shape is right but "
                                         "the pixels are scrambled. Use permute(0, 3, 1, 2)",
-                                        lambda: images.reshape(n, c, h, w)),
+                                        lambda: images.reshape(n, c, h, w),
+                                where='look at which operation moves the channels: does it move data, or regroup it?'),
                                 Mistake("height and width are swapped (transpose(1, 3) does that as it moves the channels); "
                                         "use permute(0, 3, 1, 2)",
-                                        lambda: images.transpose(1, 3))])
+                                        lambda: images.transpose(1, 3),
+                                where='look at where each of the four dimensions ends up')])
     passed("to_channels_first", len(inputs))
 
 
@@ -98,9 +107,11 @@ def check_flatten_batch(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequ
             raise
         expect_tensor(got, ref.flatten_batch(x), what=label, given=x,
                       mistakes=[Mistake("you flattened the batch dimension too; keep dimension 0 and flatten the rest",
-                                        lambda: x.flatten()),
+                                        lambda: x.flatten(),
+                                where='look at which dimensions you merge'),
                                 Mistake("you flattened the dimensions in the wrong order (transposed first?); "
-                                        "flatten(start_dim=1) keeps the element order", lambda: x.transpose(1, 2).flatten(1))])
+                                        "flatten(start_dim=1) keeps the element order", lambda: x.transpose(1, 2).flatten(1),
+                                where='look at the order in which the dimensions are merged')])
     passed("flatten_batch", len(inputs))
 
 
@@ -110,9 +121,11 @@ def check_center_columns(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Seq
         got = call(fn, x)
         expect_tensor(got, ref.center_columns(x), what=f"center_columns(x of shape {list(x.shape)})", given=x,
                       mistakes=[Mistake("you subtracted each row's mean (dim=1); columns run along dim=0",
-                                        lambda: x - x.mean(dim=1, keepdim=True)),
+                                        lambda: x - x.mean(dim=1, keepdim=True),
+                                where='look at the dim you reduce over'),
                                 Mistake("you subtracted the mean of the whole tensor; take the mean over dim=0 only",
-                                        lambda: x - x.mean())])
+                                        lambda: x - x.mean(),
+                                where='look at the dim you reduce over')])
     passed("center_columns", len(inputs))
 
 
@@ -126,9 +139,11 @@ def check_pairwise_dot(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
         got = call(fn, a, b)
         expect_tensor(got, ref.pairwise_dot(a, b), what=f"pairwise_dot(a {list(a.shape)}, b {list(b.shape)})", given=a,
                       mistakes=[Mistake("your result is transposed: row i should hold a[i]'s dot products, so compute a @ b.T",
-                                        lambda: b @ a.T),
+                                        lambda: b @ a.T,
+                                where='look at which operand comes first in the product'),
                                 Mistake("that is the elementwise product; a dot product sums it over D: use a @ b.T",
-                                        lambda: a * b)])
+                                        lambda: a * b,
+                                where='look at the operator: elementwise or matrix product?')])
     passed("pairwise_dot", len(inputs))
 
 
@@ -138,10 +153,12 @@ def check_positive_values(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Se
         got = call(fn, x)
         expect_tensor(got, ref.positive_values(x), what=f"positive_values(x of shape {list(x.shape)})", given=x,
                       mistakes=[Mistake("you kept the zeros too; the task asks for strictly positive values (x > 0)",
-                                        lambda: x[x >= 0]),
+                                        lambda: x[x >= 0],
+                                where='look at the comparison in your mask'),
                                 Mistake("you zeroed the negatives but kept the shape; a boolean mask x[x > 0] "
                                         "(or masked_select) returns only the selected values, as 1-D",
-                                        lambda: x * (x > 0))])
+                                        lambda: x * (x > 0),
+                                where='look at the shape the task asks for (1-D, only the selected values)')])
     passed("positive_values", len(inputs))
 
 
@@ -153,9 +170,11 @@ def check_relu(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torc
         got = call(fn, x)
         expect_tensor(got, ref.relu(x), what=f"relu(x of shape {list(x.shape)}, {x.dtype})", given=x,
                       mistakes=[Mistake("that is 1/0 (the mask), not the values: torch.where(x > 0, x, 0)",
-                                        lambda: (x > 0).to(x.dtype)),
+                                        lambda: (x > 0).to(x.dtype),
+                                where='look at what you put where the mask is True'),
                                 Mistake("you returned only the positive values; relu keeps x's shape, with 0 "
-                                        "where x <= 0", lambda: x[x > 0])])
+                                        "where x <= 0", lambda: x[x > 0],
+                                where="look at the shape the task asks for (x's shape)")])
     passed("relu", len(inputs))
 
 
@@ -172,14 +191,18 @@ def check_pick_scores(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
                       what=f"pick_scores(scores {list(scores.shape)}, labels {list(labels.shape)})",
                       mistakes=[Mistake("scores[:, labels] picks every label for every row (shape [N, N]); "
                                         "pair row i with labels[i]: scores[torch.arange(N), labels] or gather",
-                                        lambda: scores[:, labels]),
+                                        lambda: scores[:, labels],
+                                where='look at how the row index and the label are paired'),
                                 Mistake("you kept the extra dimension from gather; squeeze(1) to get shape [N]",
-                                        lambda: scores.gather(1, labels.unsqueeze(1))),
+                                        lambda: scores.gather(1, labels.unsqueeze(1)),
+                                where='look at the shape after gather'),
                                 Mistake("you picked the largest score of each row; use the given labels",
-                                        lambda: scores.max(dim=1).values),
+                                        lambda: scores.max(dim=1).values,
+                                where='look at where the labels come in'),
                                 Mistake("for a batch of one, squeeze() without a dimension also drops the batch "
                                         "dimension; squeeze(1) removes only the one gather added",
-                                        lambda: scores.gather(1, labels.unsqueeze(1)).squeeze())])
+                                        lambda: scores.gather(1, labels.unsqueeze(1)).squeeze(),
+                                where='look at which dimension you remove after gather')])
     passed("pick_scores", len(inputs))
 
 
@@ -191,9 +214,11 @@ def check_one_hot(fn: Callable[[torch.Tensor, int], torch.Tensor],
         expect_tensor(got, ref.one_hot(labels, num_classes), what=f"one_hot(labels {labels.tolist()}, {num_classes})",
                       mistakes=[Mistake("the values are right but the dtype is int64; losses want float32, "
                                         "so convert with .float()",
-                                        lambda: torch.nn.functional.one_hot(labels, num_classes)),
+                                        lambda: torch.nn.functional.one_hot(labels, num_classes),
+                                where='look at the dtype of your result'),
                                 Mistake("you used the largest label + 1 as the number of classes; use num_classes",
-                                        lambda: torch.eye(int(labels.max()) + 1)[labels])])
+                                        lambda: torch.eye(int(labels.max()) + 1)[labels],
+                                where='look at where the number of classes comes from')])
     passed("one_hot", len(inputs))
 
 
@@ -204,15 +229,19 @@ def check_normalize_rows(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Seq
         expect_tensor(got, ref.normalize_rows(x), what=f"normalize_rows(x of shape {list(x.shape)})", given=x,
                       mistakes=[Mistake("you divided by each row's sum; length means the Euclidean norm, "
                                         "torch.linalg.vector_norm(x, dim=1, keepdim=True)",
-                                        lambda: x / x.sum(dim=1, keepdim=True)),
+                                        lambda: x / x.sum(dim=1, keepdim=True),
+                                where='look at what you divide by: which length?'),
                                 Mistake("you divided by the norm of the whole tensor; take one norm per row "
-                                        "(dim=1, keepdim=True)", lambda: x / torch.linalg.vector_norm(x)),
+                                        "(dim=1, keepdim=True)", lambda: x / torch.linalg.vector_norm(x),
+                                where='look at the dim of the norm'),
                                 Mistake("you divided by the column norms (dim=0); rows run along dim=1",
-                                        lambda: x / torch.linalg.vector_norm(x, dim=0, keepdim=True)),
+                                        lambda: x / torch.linalg.vector_norm(x, dim=0, keepdim=True),
+                                where='look at the dim of the norm'),
                                 Mistake("the row norms have shape [N] without keepdim=True, so they broadcast along "
                                         "the columns (row i was divided by the norm of row j); keep the dimension: "
                                         "vector_norm(x, dim=1, keepdim=True)",
-                                        lambda: x / torch.linalg.vector_norm(x, dim=1))])
+                                        lambda: x / torch.linalg.vector_norm(x, dim=1),
+                                where='look at the shape of the norms you divide by')])
     passed("normalize_rows", len(inputs))
 
 

@@ -594,3 +594,5 @@ CASES += [
     Accept(hidden_positive_values, positive_masked_select),
     Accept(hidden_positive_values, positive_nonzero),
 ]
+
+CASES += [Reject(hidden_positive_values, positive_with_zeros, "kept the zeros")]
