@@ -635,8 +635,10 @@ check.check_batch_to(batch_to, inputs=[{"a": torch.ones(1), "b": torch.zeros(2, 
 # - It returns the `[num_classes, D]` tensor whose row `c` is the mean of the rows
 #   of `features` labelled `c`, and a row of zeros for a class without examples.
 # - The result has `features`' dtype and lives on `features`' device; the inputs
-#   are left as they are. No Python loop over the N examples (a loop over the
-#   classes is fine).
+#   are left as they are.
+#
+# Try to do it without a Python loop over the N examples: with a million
+# examples, such a loop takes seconds where tensor operations take milliseconds.
 #
 # The graded tests use inputs you never see: other sizes, float64 features,
 # classes without examples (the first and the last among them), a single example,

@@ -899,3 +899,5 @@ CASES += [
     Reject(checks.check_fit_line_with_sgd, sgd_grad_left_off, "left gradient tracking switched off"),
     Reject(checks.check_accuracy_no_graph, accuracy_keeps_graph, "ran with gradient recording on"),
 ]
+
+CASES += [Accept(hidden_fit_to_target, fit_autograd_grad)]

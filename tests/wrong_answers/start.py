@@ -79,3 +79,5 @@ CASES += [
     Reject(hidden_fahrenheit, fahrenheit_float32, "dtype"),
     Reject(hidden_fahrenheit, fahrenheit_in_place, "its values were overwritten"),
 ]
+
+CASES += [Accept(hidden_fahrenheit, fahrenheit_methods)]

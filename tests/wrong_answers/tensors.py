@@ -596,3 +596,5 @@ CASES += [
 ]
 
 CASES += [Reject(hidden_positive_values, positive_with_zeros, "kept the zeros")]
+
+CASES += [Accept(hidden_flatten_batch, flatten_function), Accept(hidden_positive_values, positive_flattened)]
