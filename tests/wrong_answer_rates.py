@@ -5,7 +5,8 @@ For every :class:`Reject` in ``tests/wrong_answers``: is it rejected at all
 contains the case's expected text)? Crashes of the check itself count as
 neither. For every :class:`Accept` whose answer is not the reference (an
 *alternative*: a correct answer written another way): is it accepted? One that
-is not is a correct answer losing points. Run from the repository root::
+is not is a correct answer losing points; ``losing`` counts every Accept that
+fails, the reference's included. Run from the repository root::
 
     COURSE_DATA=$PWD/.cache/course-data .venv/bin/python -m tests.wrong_answer_rates [-v] [lesson ...]
 """
@@ -56,18 +57,19 @@ def main(argv: list[str]) -> int:
             continue
         cases = [case for case in module.CASES if isinstance(case, Reject)]
         results = [outcome(case) for case in cases]
-        alternatives = [case for case in module.CASES if isinstance(case, Accept) and not is_reference(case.answer)]
-        accepted = [outcome(case) == "accepted" for case in alternatives]
+        accepts = [case for case in module.CASES if isinstance(case, Accept)]
+        passes = [outcome(case) == "accepted" for case in accepts]
+        alternatives = [ok for case, ok in zip(accepts, passes) if not is_reference(case.answer)]
         if verbose:
             for case, result in zip(cases, results):
                 if result != "named":
                     print(f"  {result:<9} {case.label}")
-            for case, ok in zip(alternatives, accepted):
+            for case, ok in zip(accepts, passes):
                 if not ok:
                     print(f"  losing    {case.label} (a correct answer fails)")
         row = {"n": len(results), "rejected": sum(r in ("named", "rejected") for r in results),
                "named": results.count("named"), "crashed": results.count("crashed"),
-               "alternatives": len(alternatives), "accepted": sum(accepted), "losing": len(accepted) - sum(accepted)}
+               "alternatives": len(alternatives), "accepted": sum(alternatives), "losing": passes.count(False)}
         for key in keys:
             total[key] += row[key]
         print(_row(name, row))
@@ -76,9 +78,10 @@ def main(argv: list[str]) -> int:
 
 
 def _row(name: str, row: dict) -> str:
-    n, alternatives = max(row["n"], 1), max(row["alternatives"], 1)
+    n = max(row["n"], 1)
+    accepted = f"{row['accepted'] / row['alternatives']:.0%}" if row["alternatives"] else "-"
     return (f"{name:<16} {row['n']:>13} {row['rejected'] / n:>9.0%} {row['named'] / n:>7.0%} {row['crashed']:>8}"
-            f" {row['alternatives']:>13} {row['accepted'] / alternatives:>9.0%} {row['losing']:>7}")
+            f" {row['alternatives']:>13} {accepted:>9} {row['losing']:>7}")
 
 
 if __name__ == "__main__":

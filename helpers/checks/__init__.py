@@ -1193,11 +1193,14 @@ def expect_mode(model: torch.nn.Module, training: bool, what: str, when: str = "
     top_ok = model.training == training
     shown = ", ".join(f"{name} ({kind})" for name, kind in wrong[:3]) + (" ..." if len(wrong) > 3 else "")
     mode, method = ("training", "train") if training else ("eval", "eval")
+    where = "look at where your code sets the model's mode (model.train(), model.eval(), model.training)"
     if top_ok:
-        raise CheckError(f"{what}: {when} the model itself is in {mode} mode but its submodule(s) {shown} are not: "
-                         f"setting model.training by hand changes only the top-level flag; model.{method}() "
-                         "sets it on every submodule")
-    raise CheckError(f"{what}: {when} the model is not in {mode} mode ({shown}); call model.{method}()")
+        raise CheckError(f"{what}: {when} the model itself is in {mode} mode but its submodule(s) {shown} are not",
+                         where=where,
+                         mistake=f"setting model.training by hand changes only the top-level flag; model.{method}() "
+                                 "sets it on every submodule")
+    raise CheckError(f"{what}: {when} the model is not in {mode} mode ({shown})", where=where,
+                     mistake=f"call model.{method}()")
 
 
 def substitute(fn: Any, **replacements: Any) -> Any:
