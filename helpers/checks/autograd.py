@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
-from helpers.checks import (CheckError, Mistake, call, call_unchanged, describe, expect, expect_close, expect_tensor, passed,
+from helpers.checks import (Allow, CheckError, Mistake, call, describe, expect, expect_close, expect_tensor, passed,
                            same_tensor)
 from helpers.reference import autograd as ref
 
@@ -55,8 +55,8 @@ KNOWN_ERRORS = [
 ]
 
 
-def _run(fn: Callable[..., Any], *args: Any, unchanged: bool = True) -> Any:
-    """``call_unchanged(fn, *args)`` (or ``call`` when not ``unchanged``), adding advice for known crashes.
+def _run(fn: Callable[..., Any], *args: Any, allow: Allow = Allow()) -> Any:
+    """``call(fn, *args, allow=allow)``, naming the mistake behind the autograd errors this lesson teaches.
 
     Pass the caller's own tensors: a function that calls requires_grad_() on its
     input, or updates it in place, is told so.
@@ -65,14 +65,15 @@ def _run(fn: Callable[..., Any], *args: Any, unchanged: bool = True) -> Any:
         with warnings.catch_warnings():
             # learners' mistakes (.grad of a non-leaf, float32 gradcheck) warn; the check explains instead
             warnings.simplefilter("ignore")
-            return (call_unchanged if unchanged else call)(fn, *args)
+            return call(fn, *args, allow=allow)
     except CheckError as error:
         cause = str(error.__cause__ or "")
         advice = next((tip for pattern, tip in KNOWN_ERRORS if pattern in cause), None)
         if advice is None:
             raise
-        first_line = str(error).splitlines()[0]  # gradcheck's error goes on to print whole Jacobians
-        raise CheckError(f"{first_line}\n-> {advice}") from error.__cause__
+        first_line = error.symptom.splitlines()[0]  # gradcheck's error goes on to print whole Jacobians
+        raise CheckError(first_line, where="look at the line of your code the error points to, and at what autograd "
+                                           "needs there", mistake=advice) from error.__cause__
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -109,11 +110,13 @@ def check_mean_square_grad(fn: Callable[[torch.Tensor], torch.Tensor],
         got = _run(fn, x)
         expect_tensor(got, ref.mean_square_grad(x), what=f"mean_square_grad(x of shape {list(x.shape)})", given=x,
                       mistakes=[Mistake("you returned out itself (one number); return the gradient, x.grad",
-                                        matches=lambda g: isinstance(g, torch.Tensor) and g.dim() == 0 and n > 1),
+                                        matches=lambda g: isinstance(g, torch.Tensor) and g.dim() == 0 and n > 1,
+                                            where='look at what you return: the output, or a gradient?'),
                                 Mistake("that is the gradient of the sum, not the mean: out = mean(...) divides "
-                                        f"by the number of elements ({n})", lambda: 6 * (x + 2)),
+                                        f"by the number of elements ({n})", lambda: 6 * (x + 2),
+                                            where='look at how out reduces its elements'),
                                 Mistake("the factor 3 is missing: out = mean(3 * (x + 2) ** 2)",
-                                        lambda: 2 * (x + 2) / n)])
+                                        lambda: 2 * (x + 2) / n, where='look at every factor of out')])
     passed("mean_square_grad", len(inputs))
 
 
@@ -147,9 +150,11 @@ def check_vector_jacobian_product(
                       what=f"vector_jacobian_product({name}, x of shape {list(x.shape)}, v of shape {list(v.shape)})",
                       mistakes=[Mistake("you backpropagated as if v were all ones (f(x).sum().backward()); "
                                         "pass the given vector: f(x).backward(gradient=v)",
-                                        lambda: ref.vector_jacobian_product(f, x, torch.ones_like(v))),
+                                        lambda: ref.vector_jacobian_product(f, x, torch.ones_like(v)),
+                                            where='look at where v enters the backward pass'),
                                 Mistake("you computed J @ v; backward(gradient=v) gives v @ J, "
-                                        "the vector-Jacobian product", lambda: _jacobian(f, x) @ v)])
+                                        "the vector-Jacobian product", lambda: _jacobian(f, x) @ v,
+                                            where='look at which side v multiplies the Jacobian from')])
     passed("vector_jacobian_product", len(inputs))
 
 
@@ -182,7 +187,11 @@ def check_per_batch_grads(fn: Callable, inputs: Sequence[tuple[torch.Tensor, lis
                 f"{', w arriving with a leftover gradient' if w.grad is not None else ''})")
         expected = ref.per_batch_grads(_copy_w(w), batches)
         learner_w = _copy_w(w)
-        got = _run(fn, learner_w, batches)
+        # task: "For each batch compute the loss ..., backpropagate it": w.grad changes, w's values must not
+        got = _run(fn, learner_w, batches, allow=Allow(changed=(learner_w,)))
+        expect(learner_w.is_leaf and learner_w.requires_grad and torch.equal(learner_w.detach(), w.detach()),
+               f"{what} changed w itself (its values, or its requires_grad); only its .grad may change",
+               where="look for assignments to w or in-place operations on it")
         expect(isinstance(got, (list, tuple)), f"{what} should return a list of tensors, not {describe(got)}")
         expect(len(got) == len(batches), f"{what} returned {len(got)} gradients; return one per batch ({len(batches)})")
         odd = [g for g in got if not isinstance(g, torch.Tensor)]
@@ -195,14 +204,17 @@ def check_per_batch_grads(fn: Callable, inputs: Sequence[tuple[torch.Tensor, lis
         for index, (g, want) in enumerate(zip(got, expected)):
             expect_tensor(g, want, what=f"{what}, gradient of batch {index}", mistakes=[
                 Mistake("you stored w.grad itself, not a copy, so zeroing or refilling it later changed the "
-                        "gradients already in your list. Append w.grad.clone()", matches=lambda _: shared),
+                        "gradients already in your list. Append w.grad.clone()", matches=lambda _: shared,
+                            where='look at what you append: a tensor that later changes?'),
                 Mistake("you never cleared w.grad, so each gradient also holds the batches before it: backward() "
                         "adds into .grad. Zero it (w.grad = None or w.grad.zero_()) before each backward",
-                        matches=lambda _: all(torch.allclose(a, b, atol=1e-5, rtol=1e-4) for a, b in zip(got, never_zeroed))),
+                        matches=lambda _: all(torch.allclose(a, b, atol=1e-5, rtol=1e-4) for a, b in zip(got, never_zeroed)),
+                            where='look at what happens to w.grad between batches'),
                 Mistake("the first gradient includes the gradient w already held when your function was called: "
                         "zero w.grad *before* each backward, not after it",
                         matches=lambda _: w.grad is not None and all(
-                            torch.allclose(a, b, atol=1e-5, rtol=1e-4) for a, b in zip(got, zeroed_after))),
+                            torch.allclose(a, b, atol=1e-5, rtol=1e-4) for a, b in zip(got, zeroed_after)),
+                                where='look at when w.grad is cleared, relative to backward()'),
             ])
     passed("per_batch_grads", len(inputs))
 
@@ -246,11 +258,14 @@ def _fit_line_mistakes(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, 
     mistakes = [
         Mistake("you never zeroed the gradients: every step used the sum of all gradients so far "
                 f"(backward() adds into .grad). {how_to_zero}",
-                matches=lambda got: _same_floats(got[:2], variant(x, y, lr, steps, zero=False))),
+                matches=lambda got: _same_floats(got[:2], variant(x, y, lr, steps, zero=False)),
+                    where='look at what happens to the gradients between steps'),
         Mistake("the parameters moved uphill: subtract the gradient (w -= lr * w.grad), it points the way "
-                "the loss increases", matches=lambda got: _same_floats(got[:2], variant(x, y, lr, steps, sign=-1.0))),
+                "the loss increases", matches=lambda got: _same_floats(got[:2], variant(x, y, lr, steps, sign=-1.0)),
+                    where='look at the sign of the update'),
         Mistake("you stepped by the whole gradient: multiply it by the learning rate lr",
-                matches=lambda got: lr != 1.0 and _same_floats(got[:2], variant(x, y, 1.0, steps))),
+                matches=lambda got: lr != 1.0 and _same_floats(got[:2], variant(x, y, 1.0, steps)),
+                    where='look at the size of the update'),
     ]
     if lr != NOTEBOOK_LR:
         mistakes.append(Mistake(f"you used the notebook's learning rate {NOTEBOOK_LR} instead of the lr argument ({lr})",
@@ -262,10 +277,16 @@ def _expect_float_pair(got: Any, expected: Sequence[float], what: str, mistakes:
     if not _same_floats(got, expected):
         for mistake in mistakes:
             if mistake.explains(got):
-                raise CheckError(f"{what}: {mistake.message}")
+                shown = ", ".join(f"{v:.6g}" if isinstance(v, float) else describe(v) for v in got[:2])
+                raise CheckError(f"{what} returned (w, b) = ({shown}), expected ({expected[0]:.6g}, {expected[1]:.6g})",
+                                 where=mistake.where or "look at each step of the loop: the loss, backward(), the "
+                                                        "update and what happens to the gradients after it",
+                                 mistake=mistake.message)
     for name, value, want in zip(("w", "b"), got, expected):
         expect(isinstance(value, (int, float)) and not isinstance(value, bool),
-               f"{what}: {name} should be a Python float, but it is {describe(value)}; convert with .item()")
+               f"{what}: {name} should be a Python float, but it is {describe(value)}",
+               where="look at how you turn w and b into the values you return",
+               mistake="a one-element tensor is not a Python number: convert it with .item()")
         expect_close(value, want, what=f"{what}: {name}")
 
 
@@ -338,21 +359,28 @@ def check_loss_log(fn: Callable, inputs: Sequence[tuple[torch.Tensor, torch.Tens
         expect(len(losses) == steps, f"{what}: there are {len(losses)} values; log one loss per step ({steps})")
         tensors = [v for v in losses if isinstance(v, torch.Tensor)]
         expect(not any(t.grad_fn is not None for t in tensors),
-               f"{what}: your list holds loss tensors that still carry their autograd graph (grad_fn), so every "
-               "step's graph stays alive as long as the list does. Append loss.item(), a plain Python float")
-        expect(not tensors, f"{what}: your list holds tensors; append loss.item(), a plain Python float")
+               f"{what}: your list holds loss tensors that still carry their autograd graph (grad_fn)",
+               where="look at what you append to the list at each step",
+               mistake="every step's graph stays alive as long as the list does (section 7). Append loss.item(), "
+                       "a plain Python float")
+        expect(not tensors, f"{what}: your list holds tensors, expected Python floats",
+               where="look at what you append to the list at each step",
+               mistake="append loss.item(), a plain Python float")
         odd = [v for v in losses if not isinstance(v, float)]
         expect(not odd, f"{what} should all be Python floats, but one is {describe(odd[:1] and odd[0])}")
         expected = ref.fit_line_with_sgd(x, y, lr, steps)[2]
         if not _same_floats(losses, expected):
-            expect(not _same_floats(losses, _sgd_variant(x, y, lr, steps, zero="never")[2]),
-                   f"{what}: the losses are those of a run that never calls optimizer.zero_grad(), "
-                   "so gradients accumulated across steps")
-            expect(not _same_floats(losses, _sgd_variant(x, y, lr, steps, zero="before_step")[2]),
-                   f"{what}: the loss never changes because optimizer.zero_grad() ran between backward() and step()")
             worst = max(range(steps), key=lambda i: abs(losses[i] - expected[i]) if not math.isnan(losses[i]) else math.inf)
-            raise CheckError(f"{what}: at step {worst} you logged {losses[worst]:.6g}, expected {expected[worst]:.6g} "
-                             "(the loss computed at that step, before optimizer.step())")
+            symptom = (f"{what}: at step {worst} you logged {losses[worst]:.6g}, expected {expected[worst]:.6g} "
+                       "(the loss computed at that step, before optimizer.step())")
+            where = "look at the order of zero_grad, forward, backward and step in each iteration"
+            expect(not _same_floats(losses, _sgd_variant(x, y, lr, steps, zero="never")[2]), symptom, where=where,
+                   mistake="the losses are those of a run that never calls optimizer.zero_grad(), "
+                           "so gradients accumulated across steps")
+            expect(not _same_floats(losses, _sgd_variant(x, y, lr, steps, zero="before_step")[2]), symptom,
+                   where=where, mistake="the loss never changes because optimizer.zero_grad() ran between backward() "
+                                        "and step()")
+            raise CheckError(symptom, where=where)
     passed("loss log of fit_line_with_sgd", len(inputs))
 
 
@@ -380,8 +408,8 @@ def check_accuracy(fn: Callable, inputs: Sequence[tuple[nn.Module, torch.Tensor,
         what = f"accuracy(model, images of shape {list(images.shape)}, labels)"
         with torch.no_grad():
             correct = (model(images).argmax(dim=1) == labels).sum().item()
-        got = _run(fn, model, images.clone(), labels.clone(), unchanged=False)
-        torch.set_grad_enabled(True)  # in case the learner switched it off globally (check_accuracy_no_graph says so)
+        # task: "The model here has no dropout, so its train/eval mode does not matter yet"
+        got = _run(fn, model, images, labels, allow=Allow(modes=True))
         expect_close(got, ref.accuracy(model, images, labels), what=what, mistakes=[
             Mistake(f"you returned the number of correct predictions ({correct}); divide by the number of images "
                     f"({len(labels)}) to get a fraction", lambda: correct),
@@ -393,35 +421,27 @@ def check_accuracy(fn: Callable, inputs: Sequence[tuple[nn.Module, torch.Tensor,
 
 
 def check_accuracy_no_graph(fn: Callable, inputs: Sequence[tuple[nn.Module, torch.Tensor, torch.Tensor]] | None = None) -> None:
-    """Checks how: the forward pass records no graph, and nothing about autograd is changed afterwards."""
+    """Checks how: the forward pass records no graph (the framework checks that nothing is left changed)."""
     inputs = inputs if inputs is not None else _accuracy_examples()
     for model, images, labels in inputs:
         what = f"accuracy(model, images of shape {list(images.shape)}, labels)"
         recording: list[bool] = []
         hooks = [m.register_forward_hook(lambda *_: recording.append(torch.is_grad_enabled()))
                  for m in model.modules() if not list(m.children())]
-        flags = [p.requires_grad for p in model.parameters()]
         try:
-            torch.set_grad_enabled(True)
-            _run(fn, model, images.clone(), labels.clone(), unchanged=False)
-            still_on = torch.is_grad_enabled()
+            # task: "The model here has no dropout, so its train/eval mode does not matter yet"
+            _run(fn, model, images, labels, allow=Allow(modes=True))
         finally:
-            torch.set_grad_enabled(True)
             for hook in hooks:
                 hook.remove()
-        frozen = [p.requires_grad for p in model.parameters()] != flags
-        for p, flag in zip(model.parameters(), flags):
-            p.requires_grad_(flag)
-        expect(recording, f"{what} never ran the model; call model(images)")
-        expect(not frozen, f"{what} switched off requires_grad on the model's parameters, so training would stop "
-                           "updating them. Leave them alone and wrap the forward pass in `with torch.no_grad():`")
-        expect(still_on, f"{what} switched gradients off for the whole program (torch.set_grad_enabled(False)) and "
-                         "left them off, so later training would silently not learn. Use the `with torch.no_grad():` "
-                         "block, which switches them back on when it ends")
+        expect(recording, f"{what} returned without running the model's layers",
+               where="look for the call model(images)")
         expect(not any(recording),
-               f"{what}: the forward pass ran with gradient tracking on, so PyTorch built a graph (and kept every "
-               "activation for it) that nobody uses. Calling .detach() or .item() afterwards is too late; run the "
-               "model inside `with torch.no_grad():` (or torch.inference_mode())")
+               f"{what}: the model's layers ran with gradient recording on, so PyTorch built a graph (and kept every "
+               "activation for it) that nobody uses",
+               where="look at what surrounds the forward pass model(images)",
+               mistake="calling .detach() or .item() afterwards is too late: the graph was built during the forward "
+                       "pass. Run the model inside `with torch.no_grad():` (or torch.inference_mode())")
     passed("accuracy builds no graph", len(inputs))
 
 
@@ -441,15 +461,17 @@ def check_softplus_backward(fn: Callable, inputs: Sequence[tuple[torch.Tensor, t
         expect_tensor(got, ref.softplus_backward(x, grad_output), given=x,
                       what=f"softplus_backward(x of shape {list(x.shape)}, grad_output)", mistakes=[
                           Mistake("you forgot the chain rule: multiply the local derivative by grad_output",
-                                  lambda: torch.sigmoid(x)),
+                                  lambda: torch.sigmoid(x), where='look at where grad_output enters'),
                           Mistake("the sign is wrong: d/dx log(1 + exp(x)) = exp(x) / (1 + exp(x)) = sigmoid(x) > 0",
-                                  lambda: -grad_output * torch.sigmoid(x)),
+                                  lambda: -grad_output * torch.sigmoid(x), where='look at the sign of the derivative'),
                           Mistake("that is sigmoid(-x) = 1 - sigmoid(x); the derivative is exp(x) / (1 + exp(x)) "
-                                  "= sigmoid(x)", lambda: grad_output * torch.sigmoid(-x)),
+                                  "= sigmoid(x)", lambda: grad_output * torch.sigmoid(-x),
+                                      where='look at the derivative on paper: exp(x) over what?'),
                           Mistake("you differentiated only the exp(x) inside; the log adds a factor 1 / (1 + exp(x))",
-                                  lambda: grad_output * torch.exp(x)),
+                                  lambda: grad_output * torch.exp(x), where='look at the derivative of the outer log'),
                           Mistake("that is softplus itself (the forward value), not its derivative",
-                                  lambda: grad_output * torch.nn.functional.softplus(x)),
+                                  lambda: grad_output * torch.nn.functional.softplus(x),
+                                      where='look at whether you return the function or its derivative'),
                       ])
     passed("softplus_backward", len(inputs))
 
@@ -493,10 +515,224 @@ def check_gradients_are_correct(fn: Callable, inputs: Sequence[tuple[Callable, t
                 warnings.simplefilter("ignore")
                 float32_says = torch.autograd.gradcheck(f, (x.detach().clone().requires_grad_(True),),
                                                         raise_exception=False)
-            expect(float32_says, f"{what} returned False for a function whose gradients are right: gradcheck "
-                                 "needs float64. In float32 the finite differences are too coarse, so correct "
-                                 "gradients look wrong; check a copy made with x.detach().double().requires_grad_()")
-        raise CheckError(f"{what} returned {got}, but this function's gradients are "
-                         f"{'right' if correct else 'wrong'}: return the result of "
-                         "torch.autograd.gradcheck(f, (x64,), raise_exception=False)")
+            expect(float32_says, f"{what} returned False for a function whose gradients are right",
+                   where="look at the dtype of the tensor you pass to gradcheck",
+                   mistake="gradcheck needs float64. In float32 the finite differences are too coarse, so correct "
+                           "gradients look wrong; check a copy made with x.detach().double().requires_grad_()")
+        raise CheckError(f"{what} returned {got}, but this function's gradients are {'right' if correct else 'wrong'}",
+                         where="look at what decides the value you return",
+                         mistake="return the result of torch.autograd.gradcheck(f, (x64,), raise_exception=False)")
     passed("gradients_are_correct", len(inputs))
+
+
+# ---------------------------------------------------------------- put it together: fit to a target
+
+class _Runaway(Exception):
+    """Raised by the predict spy when the learner's loop runs far past max_steps."""
+
+
+def _poly3(params: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """A cubic: params = [c] with c of shape [4]."""
+    (c,) = params
+    return c[0] + c[1] * x + c[2] * x ** 2 + c[3] * x ** 3
+
+
+def _tanh_net(params: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """One hidden tanh layer: params = [w1 [1, H], b1 [H], w2 [H], b2 []]."""
+    w1, b1, w2, b2 = params
+    return torch.tanh(x[:, None] @ w1 + b1) @ w2 + b2
+
+
+def _line(params: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """A line: params = [w, b], two scalars."""
+    w, b = params
+    return w * x + b
+
+
+def _leaves(*tensors: torch.Tensor) -> list[torch.Tensor]:
+    return [t.detach().clone().requires_grad_(True) for t in tensors]
+
+
+def _fit_examples() -> list[tuple[Callable, list[torch.Tensor], torch.Tensor, torch.Tensor, float, float, int]]:
+    """(predict, initial params, x, y, lr, target, max_steps); gradient descent reaches each target well in time."""
+    x1 = torch.linspace(-1, 1, 40)
+    y1 = 0.5 - x1 + 2 * x1 ** 3 + 0.1 * _randn(40, seed=120)
+    x2 = torch.linspace(-2, 2, 30)
+    y2 = 1.5 * x2 - 0.5 + 0.2 * _randn(30, seed=121)
+    return [(_poly3, _leaves(torch.zeros(4)), x1, y1, 0.3, 0.02, 1000),
+            (_line, _leaves(torch.tensor(0.5), torch.tensor(-1.0)), x2, y2, 0.1, 0.1, 500)]
+
+
+def _descend(predict: Callable, params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor, lr: float,
+             steps: int, *, zero: bool = True, reduce: str = "mean") -> list[tuple[list[torch.Tensor], float]]:
+    """The gradient-descent path: (params, error) before each of ``steps`` updates and after the last.
+
+    ``zero=False`` never clears the gradients, ``reduce="sum"`` differentiates the summed squares:
+    the paths of two usual mistakes.
+    """
+    current = _leaves(*params)
+    path = []
+    for step in range(steps + 1):
+        squares = (predict(current, x) - y) ** 2
+        path.append(([p.detach().clone() for p in current], squares.mean().item()))
+        if step == steps or not math.isfinite(path[-1][1]):
+            break
+        if zero:
+            for p in current:
+                p.grad = None
+        (squares.sum() if reduce == "sum" else squares.mean()).backward()
+        with torch.no_grad():
+            for p in current:
+                p -= lr * p.grad
+    return path
+
+
+def _same_params(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> bool:
+    return all(p.shape == q.shape and torch.allclose(p.detach(), q, atol=1e-4, rtol=1e-3) for p, q in zip(a, b))
+
+
+def _spy(predict: Callable, limit: int) -> tuple[Callable, list[int]]:
+    """``predict`` that counts its calls and stops a loop that runs far past ``limit`` calls."""
+    calls = [0]
+
+    def spied(params, x):
+        calls[0] += 1
+        if calls[0] > limit:
+            raise _Runaway()
+        return predict(params, x)
+
+    spied.__name__ = getattr(predict, "__name__", "predict").lstrip("_")
+    return spied, calls
+
+
+def _call_fit(fn: Callable, predict: Callable, params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor,
+              lr: float, target: float, max_steps: int, what: str) -> Any:
+    spied, _ = _spy(predict, 4 * (max_steps + 1) + 20)
+    try:
+        # task: "Change the tensors in `params` in place"
+        return _run(fn, spied, params, x, y, lr, target, max_steps, allow=Allow(changed=(params, *params)))
+    except CheckError as error:
+        if isinstance(error.__cause__, _Runaway):
+            raise CheckError(f"{what} was still calling predict after {max_steps} steps: the loop must end after at "
+                             "most max_steps updates (raise RuntimeError then)") from None
+        raise
+
+
+def _diagnose_gave_up(params: Sequence[torch.Tensor], predict: Callable, start: Sequence[torch.Tensor], x: torch.Tensor,
+                      y: torch.Tensor, lr: float, target: float, max_steps: int, first: int, what: str,
+                      error: CheckError) -> None:
+    """The learner's function raised RuntimeError on a target gradient descent reaches: say what its params show."""
+    symptom = (f"{what} raised RuntimeError ({str(error.__cause__)[:80]}), but plain gradient descent with lr={lr} "
+               f"reaches the target after {first} steps")
+    if all(torch.isfinite(p.detach()).all() for p in params):
+        never_zeroed = _descend(predict, start, x, y, lr, max_steps, zero=False)
+        named = "you never cleared the gradients, so every step used the sum of all gradients so far" \
+            if _same_params(params, never_zeroed[-1][0]) else None
+        raise CheckError(symptom, mistake=named,
+                         where="look at the update: its direction (against the gradient), its size (lr times the "
+                               "gradient) and whether it changes the given tensors in place") from None
+    candidates = [message for message, variant in (
+        ("you descended the sum of the squared errors; the task says their mean (the gradient of the sum is "
+         f"{y.numel()} times larger)", _descend(predict, start, x, y, lr, max_steps, reduce="sum")),
+        ("you never cleared the gradients, so every step used the sum of all gradients so far",
+         _descend(predict, start, x, y, lr, max_steps, zero=False))) if not math.isfinite(variant[-1][1])]
+    raise CheckError(symptom + "; your params ended as NaN or infinity (the steps grew instead of shrinking)",
+                     where="look at what makes each step larger than lr times the gradient of the mean squared error",
+                     mistake=" or ".join(candidates) or None) from None
+
+
+def check_fit_to_target(fn: Callable, inputs: Sequence[tuple] | None = None) -> None:
+    """Behaviour: the params end where gradient descent with lr first reaches the target; the true error is returned."""
+    inputs = inputs if inputs is not None else _fit_examples()
+    for predict, start, x, y, lr, target, max_steps in inputs:
+        what = (f"fit_to_target({getattr(predict, '__name__', 'predict').lstrip('_')}, params, x {list(x.shape)}, "
+                f"y, lr={lr}, target={target}, max_steps={max_steps})")
+        path = _descend(predict, start, x, y, lr, max_steps)
+        first = next(k for k, (_, error) in enumerate(path) if error <= target)  # the examples reach their target
+        params = _leaves(*start)
+        x_before, y_before = x.clone(), y.clone()
+        objects = list(params)
+        try:
+            got = _call_fit(fn, predict, params, x, y, lr, target, max_steps, what)
+        except CheckError as error:
+            if not isinstance(error.__cause__, RuntimeError) or any(p in str(error.__cause__) for p, _ in KNOWN_ERRORS):
+                raise
+            _diagnose_gave_up(params, predict, start, x, y, lr, target, max_steps, first, what, error)
+        expect(torch.equal(x, x_before) and torch.equal(y, y_before), f"{what} changed x or y, which belong to the caller")
+        expect(torch.is_grad_enabled(), f"{what} left gradient recording switched off")
+        expect(len(params) == len(objects) and all(p is q for p, q in zip(params, objects)),
+               f"{what}: the list params no longer holds the tensors it was given: change those tensors in place "
+               "(p -= ... under torch.no_grad()), do not replace them")
+        expect(all(p.is_leaf and p.requires_grad for p in params),
+               f"{what}: after your call the params are no longer leaves that require grad; update them in place "
+               "under torch.no_grad()")
+        with torch.no_grad():
+            final = ((predict(params, x) - y) ** 2).mean().item()
+        expect(not isinstance(got, torch.Tensor),
+               f"{what} returned {describe(got)}; return the error as a Python float (.item())")
+        expect(isinstance(got, float), f"{what} should return the final error as a Python float, not {describe(got)}")
+        if not _same_params(params, path[first][0]) and not any(
+                _same_params(params, path[k][0]) and path[k][1] <= target * (1 + 1e-5)
+                for k in (first - 1, first + 1) if 0 <= k < len(path)):
+            if _same_params(params, start) and first > 0:
+                raise CheckError(f"{what}: the params are exactly where they started, but gradient descent needs "
+                                 f"{first} steps to reach the target. Update the given tensors in place "
+                                 "(p -= lr * p.grad inside torch.no_grad()); `p = p - ...` only rebinds a name")
+            variants = [("you never cleared the gradients, so every step used the sum of all gradients so far",
+                         _descend(predict, start, x, y, lr, max_steps, zero=False)),
+                        ("you descended the sum of the squared errors; the task says their mean (the gradient of "
+                         f"the sum is {y.numel()} times larger)", _descend(predict, start, x, y, lr, max_steps, reduce="sum"))]
+            for message, variant in variants:
+                if any(_same_params(params, p) for p, _ in variant):
+                    raise CheckError(f"{what}: {message}")
+            later = [k for k in range(first + 2, len(path)) if _same_params(params, path[k][0])]
+            if later:
+                raise CheckError(f"{what}: your params are those of step {later[0]}, but the error was already at "
+                                 f"most {target} after step {first}: stop as soon as the target is reached")
+            raise CheckError(f"{what}: your final params are not on the path of plain gradient descent with "
+                             f"lr={lr} from the given params (it reaches the target after {first} steps, error "
+                             f"{path[first][1]:.6g}); your params give error {final:.6g}")
+        if not math.isclose(got, final, rel_tol=1e-4, abs_tol=1e-7):
+            stale = any(math.isclose(got, error, rel_tol=1e-4, abs_tol=1e-7) for _, error in path)
+            raise CheckError(f"{what} returned {got:.6g}, but the error of the params it leaves is {final:.6g}"
+                             + (": that is the error computed before the last update; return the error of the "
+                                "final params" if stale else ""))
+    passed("fit_to_target", len(inputs))
+
+
+def _edge_examples() -> list[tuple[str, tuple]]:
+    x = torch.linspace(-1, 1, 20)
+    y = 2 * x + 0.3 * _randn(20, seed=122)
+    start = _leaves(torch.tensor(2.0), torch.tensor(0.0))
+    start_error = ((2 * x - y) ** 2).mean().item()
+    return [("already", (_line, start, x, y, 0.1, start_error * 1.01, 50)),  # zero steps: leave the params alone
+            ("unreachable", (_line, _leaves(torch.tensor(0.0), torch.tensor(0.0)), x, y, 0.1, 1e-6, 30)),  # noise
+            ("no steps", (_line, _leaves(torch.tensor(0.0), torch.tensor(0.0)), x, y, 0.1, 0.5, 0))]
+
+
+def check_fit_to_target_edges(fn: Callable, inputs: Sequence[tuple[str, tuple]] | None = None) -> None:
+    """Edge cases: params that already meet the target stay as they are; a target out of reach raises RuntimeError."""
+    inputs = inputs if inputs is not None else _edge_examples()
+    for kind, (predict, start, x, y, lr, target, max_steps) in inputs:
+        what = f"fit_to_target(..., lr={lr}, target={target:.4g}, max_steps={max_steps})"
+        params = _leaves(*start)
+        with torch.no_grad():
+            error = ((predict(params, x) - y) ** 2).mean().item()
+        if error <= target:
+            got = _call_fit(fn, predict, params, x, y, lr, target, max_steps, what)
+            expect(_same_params(params, start) and all(torch.equal(p.detach(), q) for p, q in zip(params, start)),
+                   f"{what}: the params already met the target (error {error:.6g} <= {target:.4g}) but your call "
+                   "changed them; check the error before updating")
+            expect(isinstance(got, float) and math.isclose(got, error, rel_tol=1e-4, abs_tol=1e-7),
+                   f"{what}: the params already met the target; return their error {error:.6g} as a float, "
+                   f"not {describe(got)}")
+            continue
+        try:
+            got = _call_fit(fn, predict, params, x, y, lr, target, max_steps, what)
+        except CheckError as raised:
+            if isinstance(raised.__cause__, RuntimeError):
+                continue
+            raise
+        raise CheckError(f"{what} returned {describe(got)}, but {max_steps} steps of gradient descent do not bring "
+                         f"the error to {target:.4g} (it starts at {error:.6g}): raise a RuntimeError saying so")
+    passed("fit_to_target edge cases", len(inputs))

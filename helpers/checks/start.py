@@ -13,9 +13,12 @@ from helpers.reference import start as ref
 def check_to_fahrenheit(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
     inputs = inputs if inputs is not None else [torch.tensor([0.0, 100.0]), torch.tensor([[-40.0, 37.0], [20.0, 25.5]])]
     for celsius in inputs:
-        got = call(fn, celsius.clone())
+        got = call(fn, celsius)
         expect_tensor(got, ref.to_fahrenheit(celsius), what=f"to_fahrenheit({celsius.tolist()})",
-                      mistakes=[Mistake("the ratio is upside down: multiply by 9/5, not 5/9", lambda: celsius * 5 / 9 + 32),
-                                Mistake("add 32 after multiplying, not before", lambda: (celsius + 32) * 9 / 5),
-                                Mistake("you forgot to add 32", lambda: celsius * 9 / 5)])
+                      mistakes=[Mistake("the ratio is upside down: multiply by 9/5, not 5/9", lambda: celsius * 5 / 9 + 32,
+                                        where="look at the factor you multiply by"),
+                                Mistake("add 32 after multiplying, not before", lambda: (celsius + 32) * 9 / 5,
+                                        where="look at the order of the operations (what the brackets group)"),
+                                Mistake("you forgot to add 32", lambda: celsius * 9 / 5,
+                                        where="look at every term of F = C × 9/5 + 32: is each one in your code?")])
     passed("to_fahrenheit", len(inputs))

@@ -7,12 +7,13 @@ CheckError naming the mistake.
 
 from __future__ import annotations
 
+import warnings
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
-from helpers.checks import CheckError, Mistake, call, call_unchanged, describe, expect, expect_tensor, passed
+from helpers.checks import CheckError, Mistake, call, describe, expect, expect_tensor, passed
 from helpers.reference import tensors as ref
 
 
@@ -21,24 +22,32 @@ def _randn(*shape: int, seed: int = 0) -> torch.Tensor:
 
 
 def check_make_starter_tensors(fn: Callable[[], dict]) -> None:
-    got = call_unchanged(fn)  # also catches torch.set_default_dtype(...) left changed for the whole notebook
+    got = call(fn)  # also catches torch.set_default_dtype(...) left changed for the whole notebook
     expected = ref.make_starter_tensors()
-    expect(isinstance(got, dict), f"make_starter_tensors() should return a dict, not {describe(got)}")
+    expect(isinstance(got, dict), f"make_starter_tensors() should return a dict, not {describe(got)}",
+           where="look at your return statement")
     missing = sorted(set(expected) - set(got))
-    expect(not missing, f"your dict is missing the key(s) {missing}")
+    expect(not missing, f"make_starter_tensors() returned a dict with the keys {sorted(map(str, got))}; it is missing "
+                        f"the key(s) {missing}", where="compare your keys, letter by letter, with the task's list")
     hints = {
         "zeros": [Mistake("torch.zeros gives float32 by default; ask for dtype=torch.float64",
-                          lambda: torch.zeros(2, 3))],
+                          lambda: torch.zeros(2, 3),
+                                where="look at the dtype of 'zeros'")],
         "identity": [Mistake("that is all ones; an identity matrix has ones only on the diagonal (torch.eye)",
-                             lambda: torch.ones(3, 3))],
+                             lambda: torch.ones(3, 3),
+                                where="look at how 'identity' is made")],
         "evens": [Mistake("arange's end is excluded, and the step is its third argument: arange(0, 10, 2)",
-                          lambda: torch.arange(0, 12, 2)),
+                          lambda: torch.arange(0, 12, 2),
+                                where="look at the arguments of the call that makes 'evens'"),
                   Mistake("those are floats; torch.arange with integer arguments gives int64",
-                          lambda: torch.arange(0.0, 10.0, 2.0))],
+                          lambda: torch.arange(0.0, 10.0, 2.0),
+                                where="look at the types of the numbers you pass for 'evens'")],
         "grid": [Mistake("linspace's third argument is the number of points (5), not the step",
-                         lambda: torch.arange(0, 1.25, 0.25)[:4])],
+                         lambda: torch.arange(0, 1.25, 0.25)[:4],
+                                where="look at what the last argument of your call for 'grid' means")],
         "sevens": [Mistake("torch.full infers int64 from 7; ask for dtype=torch.int32",
-                           lambda: torch.full((2, 2), 7))],
+                           lambda: torch.full((2, 2), 7),
+                                where="look at the dtype of 'sevens'")],
     }
     for key, want in expected.items():
         expect_tensor(got[key], want, what=f"starter tensor '{key}'", mistakes=hints[key])
@@ -54,11 +63,14 @@ def check_share_numpy(fn: Callable[[np.ndarray], torch.Tensor], inputs: Sequence
                       mistakes=[Mistake("you changed the dtype; from_numpy keeps the array's dtype "
                                         f"({array.dtype}), which is what sharing memory needs",
                                         matches=lambda t: isinstance(t, torch.Tensor)
-                                        and t.dtype != torch.from_numpy(array).dtype)])
+                                        and t.dtype != torch.from_numpy(array).dtype,
+                                where='look at every conversion between the array and the tensor you return')])
         array.flat[0] += 100
         expect(got.flatten()[0].item() == array.flat[0],
-               "your tensor is a copy: changing the NumPy array did not change it. "
-               "torch.tensor(...) always copies; torch.from_numpy (or torch.as_tensor) shares memory")
+               f"share_numpy(array of shape {array.shape}): after the call, adding 100 to the array's first element "
+               f"left your tensor's first element at {got.flatten()[0].item():g}: your tensor is a copy",
+               where="look at which function turns the array into a tensor, and whether it copies (section 3)",
+               mistake="torch.tensor(...) always copies; torch.from_numpy (or torch.as_tensor) shares memory")
     passed("share_numpy", len(inputs))
 
 
@@ -66,14 +78,16 @@ def check_to_channels_first(fn: Callable[[torch.Tensor], torch.Tensor], inputs: 
     inputs = inputs if inputs is not None else [_randn(2, 4, 5, 3), _randn(1, 2, 2, 1, seed=1)]
     for images in inputs:
         n, h, w, c = images.shape
-        got = call_unchanged(fn, images)
+        got = call(fn, images)
         expect_tensor(got, ref.to_channels_first(images), what=f"to_channels_first(images of shape {[n, h, w, c]})",
                       mistakes=[Mistake("you reshaped (or used view) instead of permuting: the shape is right but "
                                         "the pixels are scrambled. Use permute(0, 3, 1, 2)",
-                                        lambda: images.reshape(n, c, h, w)),
+                                        lambda: images.reshape(n, c, h, w),
+                                where='look at which operation moves the channels: does it move data, or regroup it?'),
                                 Mistake("height and width are swapped (transpose(1, 3) does that as it moves the channels); "
                                         "use permute(0, 3, 1, 2)",
-                                        lambda: images.transpose(1, 3))])
+                                        lambda: images.transpose(1, 3),
+                                where='look at where each of the four dimensions ends up')])
     passed("to_channels_first", len(inputs))
 
 
@@ -82,29 +96,36 @@ def check_flatten_batch(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequ
     for x in inputs:
         label = f"flatten_batch(x of shape {list(x.shape)}{'' if x.is_contiguous() else ', not contiguous'})"
         try:
-            got = call_unchanged(fn, x)
+            got = call(fn, x)
         except CheckError as error:
             if isinstance(error.__cause__, RuntimeError) and "view" in str(error.__cause__):
-                raise CheckError(f"{label}: view() needs a contiguous tensor and this one is not "
-                                 "(it was transposed). Use reshape or flatten(start_dim=1)") from None
+                raise CheckError(f"{label} raised RuntimeError: {str(error.__cause__).splitlines()[0][:120]}",
+                                 where="look at the operation that changes the shape, and at what it needs from "
+                                       "the memory layout (section 4)",
+                                 mistake="view() needs a contiguous tensor and this one is not (it was transposed). "
+                                         "Use reshape or flatten(start_dim=1)") from None
             raise
         expect_tensor(got, ref.flatten_batch(x), what=label, given=x,
                       mistakes=[Mistake("you flattened the batch dimension too; keep dimension 0 and flatten the rest",
-                                        lambda: x.flatten()),
+                                        lambda: x.flatten(),
+                                where='look at which dimensions you merge'),
                                 Mistake("you flattened the dimensions in the wrong order (transposed first?); "
-                                        "flatten(start_dim=1) keeps the element order", lambda: x.transpose(1, 2).flatten(1))])
+                                        "flatten(start_dim=1) keeps the element order", lambda: x.transpose(1, 2).flatten(1),
+                                where='look at the order in which the dimensions are merged')])
     passed("flatten_batch", len(inputs))
 
 
 def check_center_columns(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
     inputs = inputs if inputs is not None else [_randn(4, 3) + 5, torch.arange(6.0).reshape(3, 2)]
     for x in inputs:
-        got = call_unchanged(fn, x)
+        got = call(fn, x)
         expect_tensor(got, ref.center_columns(x), what=f"center_columns(x of shape {list(x.shape)})", given=x,
                       mistakes=[Mistake("you subtracted each row's mean (dim=1); columns run along dim=0",
-                                        lambda: x - x.mean(dim=1, keepdim=True)),
+                                        lambda: x - x.mean(dim=1, keepdim=True),
+                                where='look at the dim you reduce over'),
                                 Mistake("you subtracted the mean of the whole tensor; take the mean over dim=0 only",
-                                        lambda: x - x.mean())])
+                                        lambda: x - x.mean(),
+                                where='look at the dim you reduce over')])
     passed("center_columns", len(inputs))
 
 
@@ -115,25 +136,29 @@ def check_pairwise_dot(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
         (_randn(2, 5, seed=3), _randn(2, 5, seed=4)),
     ]
     for a, b in inputs:
-        got = call_unchanged(fn, a, b)
+        got = call(fn, a, b)
         expect_tensor(got, ref.pairwise_dot(a, b), what=f"pairwise_dot(a {list(a.shape)}, b {list(b.shape)})", given=a,
                       mistakes=[Mistake("your result is transposed: row i should hold a[i]'s dot products, so compute a @ b.T",
-                                        lambda: b @ a.T),
+                                        lambda: b @ a.T,
+                                where='look at which operand comes first in the product'),
                                 Mistake("that is the elementwise product; a dot product sums it over D: use a @ b.T",
-                                        lambda: a * b)])
+                                        lambda: a * b,
+                                where='look at the operator: elementwise or matrix product?')])
     passed("pairwise_dot", len(inputs))
 
 
 def check_positive_values(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
     inputs = inputs if inputs is not None else [torch.tensor([[1.0, -2.0, 0.0], [3.0, 0.0, -1.0]]), _randn(3, 4, seed=5)]
     for x in inputs:
-        got = call_unchanged(fn, x)
+        got = call(fn, x)
         expect_tensor(got, ref.positive_values(x), what=f"positive_values(x of shape {list(x.shape)})", given=x,
                       mistakes=[Mistake("you kept the zeros too; the task asks for strictly positive values (x > 0)",
-                                        lambda: x[x >= 0]),
+                                        lambda: x[x >= 0],
+                                where='look at the comparison in your mask'),
                                 Mistake("you zeroed the negatives but kept the shape; a boolean mask x[x > 0] "
                                         "(or masked_select) returns only the selected values, as 1-D",
-                                        lambda: x * (x > 0))])
+                                        lambda: x * (x > 0),
+                                where='look at the shape the task asks for (1-D, only the selected values)')])
     passed("positive_values", len(inputs))
 
 
@@ -142,12 +167,14 @@ def check_relu(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torc
     inputs = inputs if inputs is not None else [torch.tensor([[1.0, -2.0], [0.5, -0.1]]), _randn(2, 3, 4, seed=6),
                                                 torch.tensor([-2, 0, 3])]
     for x in inputs:
-        got = call_unchanged(fn, x)
+        got = call(fn, x)
         expect_tensor(got, ref.relu(x), what=f"relu(x of shape {list(x.shape)}, {x.dtype})", given=x,
                       mistakes=[Mistake("that is 1/0 (the mask), not the values: torch.where(x > 0, x, 0)",
-                                        lambda: (x > 0).to(x.dtype)),
+                                        lambda: (x > 0).to(x.dtype),
+                                where='look at what you put where the mask is True'),
                                 Mistake("you returned only the positive values; relu keeps x's shape, with 0 "
-                                        "where x <= 0", lambda: x[x > 0])])
+                                        "where x <= 0", lambda: x[x > 0],
+                                where="look at the shape the task asks for (x's shape)")])
     passed("relu", len(inputs))
 
 
@@ -159,19 +186,23 @@ def check_pick_scores(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
         (_randn(1, 3, seed=9), torch.tensor([2])),  # a batch of one: squeeze() without a dim drops N too
     ]
     for scores, labels in inputs:
-        got = call_unchanged(fn, scores, labels)
+        got = call(fn, scores, labels)
         expect_tensor(got, ref.pick_scores(scores, labels),
                       what=f"pick_scores(scores {list(scores.shape)}, labels {list(labels.shape)})",
                       mistakes=[Mistake("scores[:, labels] picks every label for every row (shape [N, N]); "
                                         "pair row i with labels[i]: scores[torch.arange(N), labels] or gather",
-                                        lambda: scores[:, labels]),
+                                        lambda: scores[:, labels],
+                                where='look at how the row index and the label are paired'),
                                 Mistake("you kept the extra dimension from gather; squeeze(1) to get shape [N]",
-                                        lambda: scores.gather(1, labels.unsqueeze(1))),
+                                        lambda: scores.gather(1, labels.unsqueeze(1)),
+                                where='look at the shape after gather'),
                                 Mistake("you picked the largest score of each row; use the given labels",
-                                        lambda: scores.max(dim=1).values),
+                                        lambda: scores.max(dim=1).values,
+                                where='look at where the labels come in'),
                                 Mistake("for a batch of one, squeeze() without a dimension also drops the batch "
                                         "dimension; squeeze(1) removes only the one gather added",
-                                        lambda: scores.gather(1, labels.unsqueeze(1)).squeeze())])
+                                        lambda: scores.gather(1, labels.unsqueeze(1)).squeeze(),
+                                where='look at which dimension you remove after gather')])
     passed("pick_scores", len(inputs))
 
 
@@ -179,32 +210,38 @@ def check_one_hot(fn: Callable[[torch.Tensor, int], torch.Tensor],
                   inputs: Sequence[tuple[torch.Tensor, int]] | None = None) -> None:
     inputs = inputs if inputs is not None else [(torch.tensor([0, 2, 1, 2]), 3), (torch.tensor([4]), 6)]
     for labels, num_classes in inputs:
-        got = call_unchanged(fn, labels, num_classes)
+        got = call(fn, labels, num_classes)
         expect_tensor(got, ref.one_hot(labels, num_classes), what=f"one_hot(labels {labels.tolist()}, {num_classes})",
                       mistakes=[Mistake("the values are right but the dtype is int64; losses want float32, "
                                         "so convert with .float()",
-                                        lambda: torch.nn.functional.one_hot(labels, num_classes)),
+                                        lambda: torch.nn.functional.one_hot(labels, num_classes),
+                                where='look at the dtype of your result'),
                                 Mistake("you used the largest label + 1 as the number of classes; use num_classes",
-                                        lambda: torch.eye(int(labels.max()) + 1)[labels])])
+                                        lambda: torch.eye(int(labels.max()) + 1)[labels],
+                                where='look at where the number of classes comes from')])
     passed("one_hot", len(inputs))
 
 
 def check_normalize_rows(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
     inputs = inputs if inputs is not None else [torch.tensor([[3.0, 4.0], [1.0, 0.0]]), _randn(4, 3, seed=8)]
     for x in inputs:
-        got = call_unchanged(fn, x)
+        got = call(fn, x)
         expect_tensor(got, ref.normalize_rows(x), what=f"normalize_rows(x of shape {list(x.shape)})", given=x,
                       mistakes=[Mistake("you divided by each row's sum; length means the Euclidean norm, "
                                         "torch.linalg.vector_norm(x, dim=1, keepdim=True)",
-                                        lambda: x / x.sum(dim=1, keepdim=True)),
+                                        lambda: x / x.sum(dim=1, keepdim=True),
+                                where='look at what you divide by: which length?'),
                                 Mistake("you divided by the norm of the whole tensor; take one norm per row "
-                                        "(dim=1, keepdim=True)", lambda: x / torch.linalg.vector_norm(x)),
+                                        "(dim=1, keepdim=True)", lambda: x / torch.linalg.vector_norm(x),
+                                where='look at the dim of the norm'),
                                 Mistake("you divided by the column norms (dim=0); rows run along dim=1",
-                                        lambda: x / torch.linalg.vector_norm(x, dim=0, keepdim=True)),
+                                        lambda: x / torch.linalg.vector_norm(x, dim=0, keepdim=True),
+                                where='look at the dim of the norm'),
                                 Mistake("the row norms have shape [N] without keepdim=True, so they broadcast along "
                                         "the columns (row i was divided by the norm of row j); keep the dimension: "
                                         "vector_norm(x, dim=1, keepdim=True)",
-                                        lambda: x / torch.linalg.vector_norm(x, dim=1))])
+                                        lambda: x / torch.linalg.vector_norm(x, dim=1),
+                                where='look at the shape of the norms you divide by')])
     passed("normalize_rows", len(inputs))
 
 
@@ -218,27 +255,102 @@ def check_batch_to(fn: Callable[[dict, torch.device], dict], inputs: Sequence[di
     device = torch.device("meta")
     for batch in inputs:
         try:
-            got = call_unchanged(fn, batch, device)
+            got = call(fn, batch, device)
         except CheckError as error:
             if any(word in str(error.__cause__) for word in ("CUDA", "cuda", "NVIDIA")):
-                raise CheckError("batch_to tried to use CUDA although the device asked for was 'meta': "
-                                 ".cuda() always moves to the GPU; .to(device) moves to the device you are given"
-                                 ) from None
+                raise CheckError("batch_to(batch, device='meta') tried to use CUDA, a device it was not asked for",
+                                 where="look at how each tensor is moved: to which device?",
+                                 mistake=".cuda() always moves to the GPU; .to(device) moves to the device you are "
+                                         "given") from None
             raise
-        expect(isinstance(got, dict), f"batch_to should return a dict, not {describe(got)}")
-        expect(got.keys() == batch.keys(), f"batch_to returned keys {sorted(got)}; expected {sorted(batch)}")
+        expect(isinstance(got, dict), f"batch_to should return a dict, not {describe(got)}",
+               where="look at your return statement")
+        expect(got.keys() == batch.keys(), f"batch_to returned keys {sorted(got)}; expected {sorted(batch)}",
+               where="look at which values your new dict keeps: every key of the batch belongs in it")
         for key, value in batch.items():
             if isinstance(value, torch.Tensor):
                 moved = got[key]
                 expect(not isinstance(moved, torch.Tensor) or moved.device.type in ("meta", value.device.type),
-                       f"batch['{key}'] went to {moved.device if isinstance(moved, torch.Tensor) else ''}, not to the "
-                       "device asked for ('meta'): .cuda() always moves to the GPU; .to(device) moves to the "
-                       "device you are given")
+                       f"batch_to(batch, device='meta'): batch['{key}'] went to "
+                       f"{moved.device if isinstance(moved, torch.Tensor) else ''}, not to 'meta'",
+                       where="look at how each tensor is moved: to which device?",
+                       mistake=".cuda() always moves to the GPU; .to(device) moves to the device you are given")
                 expect(isinstance(moved, torch.Tensor) and moved.device.type == "meta",
-                       f"batch['{key}'] is still on {describe(moved)}: tensors must be moved with .to(device), "
-                       "which returns a new tensor (it does not move the old one in place)")
+                       f"batch_to(batch, device='meta'): batch['{key}'] of your result is {describe(moved)}, "
+                       "expected a tensor on 'meta'",
+                       where="look at what happens to the result of .to(device): where does it go?",
+                       mistake="tensor.to(device) returns a new tensor (it does not move the old one in place): "
+                               "put that new tensor in the dict you return" if moved is value else None)
                 expect_tensor(moved, value.to(device), what=f"batch['{key}']")
             else:
                 expect(got[key] is value or got[key] == value,
-                       f"batch['{key}'] ({describe(value)}) is not a tensor and should be left as it is")
+                       f"batch_to: batch['{key}'] ({describe(value)}) is not a tensor, so it should come back as it "
+                       f"is, but your result holds {describe(got[key])}",
+                       where="look at what your code does with values that are not tensors")
     passed("batch_to", len(inputs))
+
+
+# ---------------------------------------------------------------- put it together: class means
+
+def _class_means_examples() -> list[tuple[torch.Tensor, torch.Tensor, int]]:
+    return [
+        (torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 9.0]]), torch.tensor([0, 2, 0, 2]), 3),  # class 1 empty
+        (_randn(6, 4, seed=11), torch.tensor([1, 0, 1, 1, 2, 0]), 3),
+    ]
+
+
+def _meta_device_problem(fn: Callable, features: torch.Tensor, labels: torch.Tensor, num_classes: int) -> str | None:
+    """What goes wrong when the inputs live on another device ("meta", present on every machine), or None.
+
+    An answer whose operations the meta device cannot run (data-dependent ones: bincount, boolean masks,
+    .item()) proves nothing either way, so it is not blamed.
+    """
+    meta_features, meta_labels = features.to("meta"), labels.to("meta")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = fn(meta_features, meta_labels, num_classes)
+    except Exception as error:  # noqa: BLE001 - the learner's code, on a device it may not support
+        text = str(error)
+        if "device" in text and ("cpu" in text or "meta" in text):
+            return f"it raised {type(error).__name__}: {text.splitlines()[0][:160]}"
+        return None
+    if isinstance(got, torch.Tensor) and got.device.type != "meta":
+        return f"it returned a tensor on '{got.device.type}'"
+    return None
+
+
+def check_class_means(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor],
+                      inputs: Sequence[tuple[torch.Tensor, torch.Tensor, int]] | None = None) -> None:
+    inputs = inputs if inputs is not None else _class_means_examples()
+    for features, labels, num_classes in inputs:
+        what = (f"class_means(features {list(features.shape)} {features.dtype}, labels {labels.tolist()[:8]}"
+                f"{' ...' if len(labels) > 8 else ''}, num_classes={num_classes})")
+        got = call(fn, features, labels, num_classes)
+        members = torch.nn.functional.one_hot(labels, num_classes).to(features.dtype)
+        sums, counts = members.T @ features, members.sum(dim=0)
+        empty = [c for c in range(num_classes) if counts[c] == 0]
+        expect_tensor(got, ref.class_means(features, labels, num_classes), what=what, mistakes=[
+            Mistake(f"class(es) {empty} have no examples and your rows for them are NaN (0 / 0); the task asks for "
+                    "zeros there", matches=lambda g: isinstance(g, torch.Tensor) and bool(empty)
+                    and g.shape == sums.shape and bool(g[empty].isnan().any())),
+            Mistake(f"you divided every class's sum by the number of examples ({len(labels)}); "
+                    "a mean divides by that class's own count", lambda: sums / len(labels)),
+            Mistake("those are the sums of each class's features, not their means", lambda: sums),
+            Mistake("your result is transposed: one row per class, one column per feature",
+                    lambda: (sums / counts.clamp(min=1)[:, None]).T),
+            Mistake(f"you took the number of classes from the largest label ({int(labels.max()) + 1}); use num_classes "
+                    f"({num_classes}): a class may have no examples", matches=lambda g: isinstance(g, torch.Tensor)
+                    and g.dim() == 2 and g.shape[0] == int(labels.max()) + 1 != num_classes),
+            Mistake("the counts were divided along the wrong dimension: they have one value per class, so they must "
+                    "line up with the rows (shape [C, 1]), not with the columns",
+                    lambda: sums / counts.clamp(min=1)),
+        ], given=features)
+        problem = _meta_device_problem(fn, features, labels, num_classes)
+        expect(problem is None, f"{what}, with the same inputs on another device ('meta'): {problem}; the result "
+                                "must be on the features' device",
+               where="look at every tensor your function creates (torch.arange, torch.zeros, torch.eye ...): on "
+                     "which device is it made?",
+               mistake="a tensor made without device= lives on the CPU; pass device=features.device (and the "
+                       "dtype you need) when you create one")
+    passed("class_means", len(inputs))

@@ -111,3 +111,30 @@ def gradients_are_correct(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.T
     """True when ``fn``'s autograd gradient at ``x`` matches finite differences (gradcheck, float64)."""
     x64 = x.detach().to(torch.float64).requires_grad_(True)
     return torch.autograd.gradcheck(fn, (x64,), raise_exception=False)
+
+
+def mse(predict: Callable, params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The mean squared error of ``predict(params, x)`` against ``y``."""
+    return ((predict(params, x) - y) ** 2).mean()
+
+
+def fit_to_target(predict: Callable, params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor,
+                  lr: float, target: float, max_steps: int) -> float:
+    """Plain full-batch gradient descent on ``params``, in place, until the error is at most ``target``.
+
+    Returns the error of the final params as a float; raises RuntimeError when
+    ``max_steps`` updates do not reach ``target``.
+    """
+    for step in range(max_steps + 1):
+        loss = mse(predict, params, x, y)
+        if loss.item() <= target:
+            return loss.item()
+        if step == max_steps:
+            break
+        for p in params:
+            p.grad = None
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= lr * p.grad
+    raise RuntimeError(f"{max_steps} steps did not bring the error to {target}")

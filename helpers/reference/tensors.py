@@ -70,3 +70,11 @@ def normalize_rows(x: torch.Tensor) -> torch.Tensor:
 def batch_to(batch: dict, device: torch.device | str) -> dict:
     """Move every tensor value of ``batch`` to ``device``; keep other values as they are."""
     return {key: value.to(device) if isinstance(value, torch.Tensor) else value for key, value in batch.items()}
+
+
+def class_means(features: torch.Tensor, labels: torch.Tensor, num_classes: int) -> torch.Tensor:
+    """Row c: the mean of the rows of ``[N, D]`` features labelled c (zeros if none); features' dtype and device."""
+    classes = torch.arange(num_classes, device=labels.device)
+    members = (labels[:, None] == classes).to(features.dtype)  # [N, C]: 1 where example n has class c
+    counts = members.sum(dim=0)  # [C]
+    return (members.T @ features) / counts.clamp(min=1)[:, None]

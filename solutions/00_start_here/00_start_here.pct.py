@@ -41,18 +41,30 @@
 #
 # Every exercise has the same four parts:
 #
-# 1. A text cell that says what to write, what to return, and gives a hint.
+# 1. A text cell that states the task (what your function receives, what it
+#    returns, the rules it must keep) and a hint that names the idea to use.
 # 2. A code cell with a function to finish. It contains
 #    `raise NotImplementedError()`: replace that line with your code.
 # 3. A **self-check** cell right below. Run it. It either prints one line
-#    starting with ✔, or stops with one short red line starting with ✘ that
-#    names the exercise and what is wrong, for example
-#    *"to_fahrenheit([0.0, 100.0]): the ratio is upside down: multiply by 9/5, not 5/9"*.
-#    When your own code raised an error, the line names the error and the lines
-#    below it point at the line of your cell where it happened.
+#    starting with ✔, or stops with a short red message starting with ✘. That
+#    message first shows only the **symptom**: what your function was given,
+#    what it returned and what was expected, for example
+#    *"to_fahrenheit([0.0, 100.0]) has the right shape and dtype but wrong
+#    values ... expected: [32.0, 212.0], yours: [32.0, 87.5556]"*.
+#    Try to find the bug from that first.
 # 4. A **graded** cell. It runs the same checks as the self-check and, when your
-#    instructor grades the notebook, some extra hidden ones, so write code that
-#    is correct in general, not just for the visible examples.
+#    instructor grades the notebook, some extra hidden ones (other inputs you
+#    never see), so write code that is correct in general, not just for the
+#    visible examples.
+#
+# **The hint ladder.** Stuck after reading the symptom? Run the self-check again
+# without changing anything: the same failure now adds **where to look** (say,
+# "look at the factor you multiply by"). Run it a third time and it names the
+# **likely mistake** and its fix. Each rung gives away a little more, so climb
+# only as far as you need. The **Validate** button shows the symptom; the
+# feedback from grading can show all three. When your own code raised an error, the message names
+# the error and the lines below it point at the line of your cell where it
+# happened.
 #
 # Your instructor grades with **nbgrader**: it runs your whole notebook from top
 # to bottom in a fresh kernel, and each graded cell that runs without an error
@@ -154,8 +166,8 @@ else:
 # F = C × 9/5 + 32. Arithmetic on a tensor applies to every element, so the
 # formula is all you need.
 #
-# Try a wrong version first (say, forget the `+ 32`) and run the self-check to
-# see what a failure looks like; then fix it.
+# Try a wrong version first (say, forget the `+ 32`) and run the self-check
+# three times to climb the hint ladder once; then fix it.
 
 # %% solution="ex_to_fahrenheit"
 def to_fahrenheit(celsius: torch.Tensor) -> torch.Tensor:

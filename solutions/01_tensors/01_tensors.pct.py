@@ -8,7 +8,8 @@
 #
 # You will learn to create tensors, move them to and from NumPy, reshape them,
 # index them, do arithmetic and reductions on them, and move them between devices.
-# There are 12 graded exercises worth 20 points. Each has a self-check cell right
+# There are 12 graded exercises worth 20 points; the last one puts the lesson's
+# ideas together. Each has a self-check cell right
 # below it: run it, read its message, fix, repeat.
 
 # %% locked="setup"
@@ -116,7 +117,7 @@ torch.set_default_dtype(torch.float32)  # back to the usual default for the rest
 print("and back:", torch.tensor([1.5]).dtype)
 
 # %% [markdown]
-# ### Exercise 1 (2 points): starter tensors
+# ### Exercise 1 (1 point): starter tensors
 #
 # Write `make_starter_tensors()` returning a dict with exactly these keys:
 #
@@ -145,7 +146,7 @@ def make_starter_tensors() -> dict[str, torch.Tensor]:
 # %% check="ex_starter_tensors_check"
 check.check_make_starter_tensors(make_starter_tensors)
 
-# %% graded="ex_starter_tensors_tests" points=2
+# %% graded="ex_starter_tensors_tests" points=1
 check.check_make_starter_tensors(make_starter_tensors)
 
 # %% [markdown]
@@ -170,7 +171,7 @@ print("and .numpy() shares too:   ", array)
 print("as_tensor shares when it can:", np.shares_memory(torch.as_tensor(array).numpy(), array))
 
 # %% [markdown]
-# ### Exercise 2 (2 points): share memory with NumPy
+# ### Exercise 2 (1 point): share memory with NumPy
 #
 # Write `share_numpy(array)` that returns a tensor **sharing memory** with the
 # NumPy array (no copy), with the array's own dtype.
@@ -186,7 +187,7 @@ def share_numpy(array: np.ndarray) -> torch.Tensor:
 # %% check="ex_share_numpy_check"
 check.check_share_numpy(share_numpy)
 
-# %% graded="ex_share_numpy_tests" points=2
+# %% graded="ex_share_numpy_tests" points=1
 check.check_share_numpy(share_numpy)
 ### BEGIN HIDDEN TESTS
 check.check_share_numpy(share_numpy, inputs=[np.arange(10, dtype=np.int64), np.eye(3, dtype=np.float64)])
@@ -263,7 +264,7 @@ check.check_to_channels_first(to_channels_first, inputs=[torch.randn(3, 7, 5, 3,
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### Exercise 4 (2 points): flatten all but the batch
+# ### Exercise 4 (1 point): flatten all but the batch
 #
 # Write `flatten_batch(x)` that turns `[N, d1, d2, ...]` into `[N, d1*d2*...]`.
 # It must work when `x` is not contiguous (for example after a transpose).
@@ -279,7 +280,7 @@ def flatten_batch(x: torch.Tensor) -> torch.Tensor:
 # %% check="ex_flatten_batch_check"
 check.check_flatten_batch(flatten_batch)
 
-# %% graded="ex_flatten_batch_tests" points=2
+# %% graded="ex_flatten_batch_tests" points=1
 check.check_flatten_batch(flatten_batch)
 ### BEGIN HIDDEN TESTS
 g = torch.Generator().manual_seed(102)
@@ -330,10 +331,11 @@ print(scores.gather(1, picks))
 #    in their original order.
 #
 # b. `relu(x)`: a tensor with `x`'s shape and dtype that keeps `x` where it is
-#    positive and is 0 elsewhere. Use `torch.where`. Integer inputs must stay
-#    integers: `torch.where(mask, x, 0.0)` turns an int64 `x` into floats, because
-#    the float literal `0.0` wins type promotion; `torch.zeros_like(x)` (or `0`)
-#    keeps the dtype.
+#    positive and is 0 elsewhere. Integer inputs must stay integers.
+#
+# *Hint:* `torch.where` (or a clamp) does it elementwise. When two values of
+# different types meet, PyTorch promotes to the wider type (an int64 tensor and a
+# Python float give floats), so mind the type of the zero you bring in.
 
 # %% solution="ex_masks"
 def positive_values(x: torch.Tensor) -> torch.Tensor:
@@ -374,8 +376,9 @@ check.check_relu(relu, inputs=[torch.tensor([-3.0, 0.0, 3.0]), torch.arange(-4, 
 # `0..C-1`. Write `pick_scores(scores, labels)` returning the `[N]` tensor whose
 # element `i` is `scores[i, labels[i]]`.
 #
-# *Hint:* `gather` along dimension 1, or index with two tensors:
-# `scores[torch.arange(N), labels]`.
+# *Hint:* `gather` (section 5) picks one element per row. Alternatively, index
+# with one integer tensor per dimension: such index tensors pair up element by
+# element. Either way, the result must have shape `[N]`, also when N is 1.
 
 # %% solution="ex_pick_scores"
 def pick_scores(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -472,7 +475,8 @@ check.check_center_columns(center_columns, inputs=[torch.randn(7, 5, generator=g
 # ### Exercise 8 (1 point): unit-length rows
 #
 # Write `normalize_rows(x)` that scales each row of a `[N, D]` tensor to Euclidean
-# length 1: divide each row by its L2 norm, `torch.linalg.vector_norm(x, dim=...)`.
+# length 1 (its L2 norm). Look up `torch.linalg.vector_norm` and its `dim` and
+# `keepdim` arguments.
 # (Older code writes `x.norm(...)`; `torch.norm` is deprecated in favour of the
 # `torch.linalg` functions.)
 
@@ -544,9 +548,9 @@ check.check_pairwise_dot(pairwise_dot, inputs=[(torch.randn(4, 3, generator=g), 
 # float32 `[N, num_classes]` tensor with a 1 in column `labels[i]` of row `i` and
 # 0 elsewhere.
 #
-# *Hint:* row `k` of the identity matrix is the one-hot vector of class `k`, and
-# indexing with a tensor of labels picks many rows at once.
-# (`torch.nn.functional.one_hot` exists too; mind its dtype.)
+# *Hint:* integer-tensor indexing (section 5) or a comparison that broadcasts
+# (section 6) each do it without a loop. `torch.nn.functional.one_hot` exists
+# too; mind its dtype.
 
 # %% solution="ex_one_hot"
 def one_hot(labels: torch.Tensor, num_classes: int) -> torch.Tensor:
@@ -617,6 +621,79 @@ check.check_batch_to(batch_to, inputs=[{"a": torch.ones(1), "b": torch.zeros(2, 
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ## 9. Put it together
+#
+# ### Exercise 12 (3 points): the mean of each class
+#
+# A classifier's features are easier to understand (and a simple classifier is
+# easy to build) once you know the average feature vector of each class. Write
+# `class_means(features, labels, num_classes)`:
+#
+# - `features` is an `[N, D]` floating-point tensor, of any float dtype, on any
+#   device; `labels` is an `[N]` int64 tensor of classes `0 .. num_classes - 1`,
+#   on the same device.
+# - It returns the `[num_classes, D]` tensor whose row `c` is the mean of the rows
+#   of `features` labelled `c`, and a row of zeros for a class without examples.
+# - The result has `features`' dtype and lives on `features`' device; the inputs
+#   are left as they are.
+#
+# Try to do it without a Python loop over the N examples: with a million
+# examples, such a loop takes seconds where tensor operations take milliseconds.
+#
+# The graded tests use inputs you never see: other sizes, float64 features,
+# classes without examples (the first and the last among them), a single example,
+# and inputs on PyTorch's `meta` device (section 8) to see where your result lands.
+#
+# *Hint:* a mean is a sum divided by a count, per class here; the comparisons,
+# matrix products, reductions and broadcasting of this lesson compute both for
+# all classes at once. Then decide what a class with a count of 0 needs.
+
+# %% solution="ex_class_means"
+def class_means(features: torch.Tensor, labels: torch.Tensor, num_classes: int) -> torch.Tensor:
+    """Row c: the mean feature vector of class c (zeros if c has no examples); features' dtype and device."""
+    ### BEGIN SOLUTION
+    members = (labels[:, None] == torch.arange(num_classes, device=labels.device)).to(features.dtype)
+    counts = members.sum(dim=0)
+    return (members.T @ features) / counts.clamp(min=1)[:, None]
+    ### END SOLUTION
+
+
+# %% check="ex_class_means_check"
+check.check_class_means(class_means)
+
+# %% graded="ex_class_means_tests" points=2
+check.check_class_means(class_means)
+### BEGIN HIDDEN TESTS
+g = torch.Generator().manual_seed(107)
+check.check_class_means(class_means, inputs=[
+    (torch.randn(5, 4, generator=g), torch.tensor([0, 3, 3, 1, 0]), 4),  # as many classes as features
+    (torch.randn(9, 2, generator=g) + 3, torch.tensor([2, 0, 1, 1, 2, 0, 0, 2, 1]), 3),
+])
+### END HIDDEN TESTS
+
+# %% graded="ex_class_means_edge_tests" points=1
+check.check_class_means(class_means)
+### BEGIN HIDDEN TESTS
+g = torch.Generator().manual_seed(108)
+check.check_class_means(class_means, inputs=[
+    (torch.randn(7, 3, generator=g, dtype=torch.float64), torch.tensor([1, 1, 2, 3, 1, 2, 3]), 5),  # 0 and 4 empty
+    (torch.tensor([[2.0, -1.0, 4.0]]), torch.tensor([2]), 3),  # one example
+])
+### END HIDDEN TESTS
+
+# %% [markdown]
+# The class means of a few points on a plane, and the class each point is
+# closest to (a "nearest centroid" classifier in two lines):
+
+# %%
+points = torch.tensor([[0.0, 0.0], [0.2, 0.1], [3.0, 3.0], [2.8, 3.2], [0.0, 3.0], [0.1, 2.7]])
+point_labels = torch.tensor([0, 0, 1, 1, 2, 2])
+centroids = class_means(points, point_labels, 3)
+print("class means:\n", centroids)
+distances = torch.linalg.vector_norm(points[:, None, :] - centroids[None, :, :], dim=2)  # [N, C] by broadcasting
+print("nearest class of each point:", distances.argmin(dim=1).tolist(), "| labels:", point_labels.tolist())
+
+# %% [markdown]
 # ## Summary
 #
 # - A tensor has a shape, a dtype and a device; check all three when something fails.
@@ -626,6 +703,8 @@ check.check_batch_to(batch_to, inputs=[{"a": torch.ones(1), "b": torch.zeros(2, 
 # - Masks, `torch.where` and `gather` select without Python loops.
 # - Broadcasting lines shapes up from the right; `keepdim=True` keeps reductions broadcastable.
 # - `@` for matrix products; `.to(device)` returns a copy.
+# - Together: a comparison that broadcasts, a matrix product and a division that
+#   broadcasts compute per-class statistics without a loop.
 #
 # Before you submit: **Kernel > Restart Kernel and Run All Cells**, then the
 # **Validate** button, to see exactly what the autograder will see.

@@ -17,7 +17,8 @@
 # debugging tools (`gradcheck`, anomaly detection, the profiler) and what they
 # cost, which is why they stay off until something is wrong.
 #
-# There are 8 graded exercises worth 20 points. Each has a self-check cell right
+# There are 9 graded exercises worth 20 points; the last one puts the lesson's
+# ideas together. Each has a self-check cell right
 # below it: run it, read its message, fix, repeat.
 
 # %% locked="setup"
@@ -104,15 +105,17 @@ show_graph(out.grad_fn)
 # tensor records gradients itself and `Variable(...)` just returns a tensor, so
 # write `torch.tensor(..., requires_grad=True)` or `t.requires_grad_()`.
 #
-# ### Exercise 1 (2 points): the worked example, for any x
+# ### Exercise 1 (1 point): the worked example, for any x
 #
 # Write `mean_square_grad(x)` that returns the gradient of
 # `out = mean(3 * (x + 2) ** 2)` with respect to `x`, computed by autograd, as a
 # tensor with `x`'s shape. For `x = torch.ones(2, 2)` it must give 4.5 everywhere.
 #
-# *Hint:* the `x` you receive does not require grad, and it belongs to the
-# caller: work on a copy that does, `x.detach().clone().requires_grad_()`.
-# Build `out`, call `out.backward()`, return the copy's `.grad`.
+# The `x` you receive does not require grad, and it belongs to the caller: leave
+# it exactly as it was (its values and its `requires_grad`).
+#
+# *Hint:* autograd can only differentiate with respect to a tensor that requires
+# grad; section 4's table and `clone` give you one that is not the caller's.
 
 # %% solution="ex_mean_square_grad"
 def mean_square_grad(x: torch.Tensor) -> torch.Tensor:
@@ -128,7 +131,7 @@ def mean_square_grad(x: torch.Tensor) -> torch.Tensor:
 # %% check="ex_mean_square_grad_check"
 check.check_mean_square_grad(mean_square_grad)
 
-# %% graded="ex_mean_square_grad_tests" points=2
+# %% graded="ex_mean_square_grad_tests" points=1
 check.check_mean_square_grad(mean_square_grad)
 ### BEGIN HIDDEN TESTS
 hidden_g = torch.Generator().manual_seed(201)
@@ -185,7 +188,10 @@ print("the Jacobian:\n", torch.autograd.functional.jacobian(lambda t: W @ t, x))
 # the Jacobian of the function `f` at `x` and `v` has the shape of `f(x)`. The
 # result has the shape of `x`.
 #
-# *Hint:* a copy of `x` that requires grad, then `f(copy).backward(gradient=v)`.
+# Leave the caller's `x` as it was.
+#
+# *Hint:* the worked example above computes exactly this for one `f`; look up
+# `backward`'s `gradient` argument (or `grad_outputs` of `torch.autograd.grad`).
 
 # %% solution="ex_vjp"
 def vector_jacobian_product(f, x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -262,11 +268,12 @@ except RuntimeError as error:
 # tensor per batch.
 #
 # Careful: `w` may arrive already holding a gradient from earlier work; it must
-# not leak into your first result.
+# not leak into your first result. Leave `w`'s values as they are (its `.grad`
+# may change).
 #
-# *Hint:* clear `w.grad` *before* each `backward()`, and store a copy
-# (`w.grad.clone()`): if you store `w.grad` itself and later zero it in place,
-# the tensor in your list is zeroed too.
+# *Hint:* section 3: where does `backward()` put a gradient, and when do
+# gradients add up? And what happens to a tensor already in your list when the
+# tensor it *is* gets zeroed in place later?
 
 # %% solution="ex_per_batch_grads"
 def per_batch_grads(w: torch.Tensor, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> list[torch.Tensor]:
@@ -417,14 +424,14 @@ print("w after one step:", w)
 # %% [markdown]
 # ### Exercise 4 (3 points): gradient descent by hand
 #
-# Write `fit_line_by_hand(x, y, lr, steps)`. Start from `w = b = 0`, as scalar
-# tensors that require grad (`torch.zeros((), requires_grad=True)`). Then, `steps`
-# times: compute the mean squared error of `w * x + b` against `y`, call
-# `backward()`, update `w` and `b` by `lr` times their gradients inside
-# `torch.no_grad()`, and zero both gradients. Return `(w, b)` as Python floats
-# (`.item()`).
+# Write `fit_line_by_hand(x, y, lr, steps)`: exactly `steps` updates of plain
+# gradient descent (the rule above, with learning rate `lr`) on the mean squared
+# error of the line `w * x + b` against `y`, starting from `w = b = 0`, written
+# by hand (no `torch.optim`). Return `(w, b)` as Python floats. Leave `x` and `y`
+# as they are.
 #
-# *Hint:* use the `lr` you are given; the check tries several.
+# *Hint:* the three details above, and section 3. The check tries several
+# learning rates.
 
 # %% solution="ex_fit_line_by_hand"
 def fit_line_by_hand(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int) -> tuple[float, float]:
@@ -492,12 +499,13 @@ plt.show()
 # To watch training, log the loss at every step. Log `loss.item()`, a plain
 # Python float: section 7 measures what goes wrong when you keep the tensor.
 #
-# ### Exercise 5 (4 points: 2 for the fit, 2 for the log): fit with `torch.optim.SGD`
+# ### Exercise 5 (3 points: 1 for the fit, 2 for the log): fit with `torch.optim.SGD`
 #
-# Write `fit_line_with_sgd(x, y, lr, steps)`. Start from `w = b = 0` as in
-# exercise 4, create `torch.optim.SGD([w, b], lr=lr)`, and run `steps` steps of
-# zero_grad, loss, backward, step. Append each step's loss to a list **as a
-# Python float**. Return `(w, b, losses)` with `w` and `b` as floats.
+# Write `fit_line_with_sgd(x, y, lr, steps)`: the fit of exercise 4 (same start,
+# same number of updates), with `torch.optim.SGD` making the updates. Return
+# `(w, b, losses)`: `w` and `b` as Python floats, and `losses` a list with the
+# loss of every step (the loss computed at that step, before its update), each
+# **a Python float**.
 
 # %% solution="ex_fit_line_with_sgd"
 def fit_line_with_sgd(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int) -> tuple[float, float, list[float]]:
@@ -521,7 +529,7 @@ def fit_line_with_sgd(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int) -
 check.check_fit_line_with_sgd(fit_line_with_sgd)
 check.check_loss_log(fit_line_with_sgd)
 
-# %% graded="ex_fit_line_with_sgd_tests" points=2
+# %% graded="ex_fit_line_with_sgd_tests" points=1
 check.check_fit_line_with_sgd(fit_line_with_sgd)
 ### BEGIN HIDDEN TESTS
 hidden_g = torch.Generator().manual_seed(206)
@@ -832,7 +840,10 @@ print("Cube passes gradcheck:", torch.autograd.gradcheck(Cube.apply, (x64,)))
 # return. Work out $\frac{d}{dx}\log(1 + e^x)$ on paper, then apply the chain rule.
 # Keep the dtype of `x` (the check uses float64).
 #
-# *Hint:* $\frac{e^x}{1 + e^x}$ has a name in PyTorch: `torch.sigmoid(x)`.
+# The result must stay finite for large |x| too (the check tries x = ±800).
+#
+# *Hint:* the derivative you find has a name in PyTorch (an activation function),
+# and a numerically stable implementation comes with it.
 
 # %% solution="ex_softplus_backward"
 def softplus_backward(x: torch.Tensor, grad_output: torch.Tensor) -> torch.Tensor:
@@ -873,15 +884,15 @@ class Softplus(torch.autograd.Function):
 print("Softplus passes gradcheck:", torch.autograd.gradcheck(Softplus.apply, (x64,)))
 
 # %% [markdown]
-# ### Exercise 8 (2 points): a gradient test you can call
+# ### Exercise 8 (1 point): a gradient test you can call
 #
 # Write `gradients_are_correct(fn, x)` that returns `True` when `fn`'s autograd
-# gradient at `x` agrees with finite differences and `False` when it does not.
-# `x` may be float32 and may not require grad, so check a float64 copy that does.
-# Return `False` rather than raising an error.
+# gradient at `x` agrees with finite differences and `False` when it does not,
+# without raising an error either way. `x` may be float32 and may not require
+# grad; leave the caller's `x` as it is.
 #
-# *Hint:* `torch.autograd.gradcheck(fn, (x64,), raise_exception=False)`; note
-# that the inputs go in a tuple.
+# *Hint:* the gradcheck section above says what the test needs from its input.
+# Read `torch.autograd.gradcheck`'s documentation for how it reports a mismatch.
 
 # %% solution="ex_gradients_are_correct"
 def gradients_are_correct(fn, x: torch.Tensor) -> bool:
@@ -895,7 +906,7 @@ def gradients_are_correct(fn, x: torch.Tensor) -> bool:
 # %% check="ex_gradients_are_correct_check"
 check.check_gradients_are_correct(gradients_are_correct)
 
-# %% graded="ex_gradients_are_correct_tests" points=2
+# %% graded="ex_gradients_are_correct_tests" points=1
 check.check_gradients_are_correct(gradients_are_correct)
 ### BEGIN HIDDEN TESTS
 hidden_g = torch.Generator().manual_seed(211)
@@ -1041,6 +1052,115 @@ torch.autograd.set_detect_anomaly(False)  # ... and off again before real traini
 print("anomaly detection is on:", torch.is_anomaly_enabled())
 
 # %% [markdown]
+# ## 10. Put it together
+#
+# ### Exercise 9 (3 points): train until good enough
+#
+# Real training rarely runs a fixed number of steps: it stops when the model is
+# good enough, and gives up, loudly, when it does not get there. Write
+# `fit_to_target(predict, params, x, y, lr, target, max_steps)`:
+#
+# - `params` is a list of tensors that require grad (leaves), and
+#   `predict(params, x)` returns predictions with `y`'s shape, computed from them.
+# - Change the tensors in `params` in place by plain gradient descent with
+#   learning rate `lr` on the mean squared error of `predict(params, x)` against
+#   `y` (every step uses all of `x`), until that error is at most `target`.
+# - Return the mean squared error of the final `params`, as a Python float.
+# - Params that already meet the target are left exactly as they are. When
+#   `max_steps` updates do not reach the target, raise a `RuntimeError` that says
+#   so.
+# - Leave `x`, `y` and autograd's global state as they were.
+#
+# The graded tests call it with models and data you never see (a small neural
+# network among them), with a target out of reach, and with params that already
+# meet it. The updates must be exactly those of gradient descent with `lr` (the
+# check follows the path it takes), so either write them by hand or use
+# `torch.optim.SGD` with that learning rate and nothing else.
+#
+# *Hint:* everything in sections 3 to 6. Ask yourself when the error you compare
+# with `target` was computed, relative to the last update.
+
+# %% [markdown]
+# For example, a line `w * x + b` as a `predict` function, and its two params:
+
+# %%
+def predict_line(params: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """The line w * x + b, with params = [w, b]."""
+    w, b = params
+    return w * x + b
+
+
+line_params = [torch.zeros((), requires_grad=True), torch.zeros((), requires_grad=True)]
+print("error at the start:", ((predict_line(line_params, x_line) - y_line) ** 2).mean().item())
+
+# %% solution="ex_fit_to_target"
+def fit_to_target(predict, params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor,
+                  lr: float, target: float, max_steps: int) -> float:
+    """Gradient descent on params, in place, until the mean squared error is at most target; returns that error."""
+    ### BEGIN SOLUTION
+    for step in range(max_steps + 1):
+        loss = ((predict(params, x) - y) ** 2).mean()
+        if loss.item() <= target:
+            return loss.item()
+        if step == max_steps:
+            raise RuntimeError(f"{max_steps} steps did not bring the error to {target}")
+        for p in params:
+            p.grad = None
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= lr * p.grad
+    ### END SOLUTION
+
+
+# %% check="ex_fit_to_target_check"
+check.check_fit_to_target(fit_to_target)
+check.check_fit_to_target_edges(fit_to_target)
+
+# %% graded="ex_fit_to_target_tests" points=2
+check.check_fit_to_target(fit_to_target)
+### BEGIN HIDDEN TESTS
+hidden_g = torch.Generator().manual_seed(212)
+hidden_x = torch.linspace(-2, 2, 50)
+check.check_fit_to_target(fit_to_target, inputs=[
+    (check._tanh_net, check._leaves(0.5 * torch.randn(1, 8, generator=hidden_g), torch.zeros(8),
+                                    0.5 * torch.randn(8, generator=hidden_g), torch.tensor(0.0)),
+     hidden_x, torch.sin(2 * hidden_x) + 0.05 * torch.randn(50, generator=hidden_g), 0.1, 0.05, 2000),
+    (check._poly3, check._leaves(torch.tensor([1.0, 0.0, 0.0, 0.0])), hidden_x / 2,
+     1 - hidden_x / 2 + 0.1 * torch.randn(50, generator=hidden_g), 0.2, 0.015, 1000),
+])
+### END HIDDEN TESTS
+
+# %% graded="ex_fit_to_target_edge_tests" points=1
+check.check_fit_to_target_edges(fit_to_target)
+### BEGIN HIDDEN TESTS
+hidden_x = torch.linspace(0, 1, 12)
+hidden_y = 3 * hidden_x - 1
+check.check_fit_to_target_edges(fit_to_target, inputs=[
+    ("already", (check._line, check._leaves(torch.tensor(3.0), torch.tensor(-1.0)), hidden_x, hidden_y, 0.1, 0.0, 5)),
+    ("unreachable", (check._line, check._leaves(torch.tensor(0.0), torch.tensor(0.0)), hidden_x, hidden_y, 0.01, 1e-3, 3)),
+])
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Your function on the noisy line of section 5. No line can explain the noise, so
+# the smallest error any line reaches (the least-squares fit, computed directly
+# by `torch.linalg.lstsq`) sets what a sensible target is: ask for 10% more than
+# that, then for less than that.
+
+# %%
+columns = torch.stack([x_line, torch.ones_like(x_line)], dim=1)  # [N, 2]: w multiplies x, b multiplies 1
+best_line = torch.linalg.lstsq(columns, y_line[:, None]).solution.squeeze(1)
+best_error = ((columns @ best_line - y_line) ** 2).mean().item()
+final_error = fit_to_target(predict_line, line_params, x_line, y_line, LINE_LR, 1.1 * best_error, 1000)
+print(f"best possible error {best_error:.4f}; reached {final_error:.4f} with "
+      f"w = {line_params[0].item():.3f}, b = {line_params[1].item():.3f}")
+try:
+    fit_to_target(predict_line, line_params, x_line, y_line, LINE_LR, 0.5 * best_error, 1000)
+except RuntimeError as error:
+    print("RuntimeError:", error)
+
+# %% [markdown]
 # ## Summary
 #
 # - `requires_grad=True` starts recording; results get a `grad_fn`; leaves get `.grad` from `backward()`.
@@ -1050,6 +1170,7 @@ print("anomaly detection is on:", torch.is_anomaly_enabled())
 # - Gradient descent: loss, backward, update in place under `no_grad`, zero; an optimizer does the last two.
 # - Log `loss.item()`, evaluate under `no_grad`: kept tensors keep their graphs.
 # - `gradcheck` (float64), anomaly detection and the profiler find bugs and cost time: off by default.
+# - A training loop that stops at a target checks the error of the params it returns, and raises when it gives up.
 #
 # Before you submit: **Kernel > Restart Kernel and Run All Cells**, then the
 # **Validate** button, to see exactly what the autograder will see.

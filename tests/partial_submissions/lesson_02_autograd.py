@@ -1,7 +1,7 @@
 """Three wrong exercises: a non-scalar backward, zeroing too late, and a loss log of tensors."""
 
 WRONG_CELLS = {
-    # forgot the mean: backward() on a non-scalar raises (0 of 2 points)
+    # forgot the mean: backward() on a non-scalar raises (0 of 1 point)
     "ex_mean_square_grad": (
         "def mean_square_grad(x):\n"
         "    x = x.detach().clone().requires_grad_(True)\n"
@@ -36,4 +36,4 @@ WRONG_CELLS = {
         "    return w.item(), b.item(), losses\n"
     ),
 }
-EXPECTED_SCORE = 15.0
+EXPECTED_SCORE = 16.0

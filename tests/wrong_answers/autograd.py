@@ -394,7 +394,7 @@ CASES = [
     Reject(checks.check_fit_line_with_sgd, sgd_no_zero_grad, "you never zeroed the gradients"),
     Reject(checks.check_fit_line_with_sgd, sgd_zero_grad_before_step, "between loss.backward() and optimizer.step()"),
     Reject(checks.check_fit_line_with_sgd, sgd_returns_pair, "should return a triple (w, b, losses)"),
-    Reject(checks.check_fit_line_with_sgd, sgd_params_as_tensors, "convert with .item()"),
+    Reject(checks.check_fit_line_with_sgd, sgd_params_as_tensors, "with .item()"),
     Accept(checks.check_loss_log, ref.fit_line_with_sgd),
     Reject(checks.check_loss_log, sgd_logs_tensors, "still carry their autograd graph"),
     Reject(checks.check_loss_log, sgd_logs_detached, "append loss.item()"),
@@ -403,12 +403,12 @@ CASES = [
     Accept(checks.check_accuracy, ref.accuracy),
     Reject(checks.check_accuracy, accuracy_count, "number of correct predictions"),
     Reject(checks.check_accuracy, accuracy_percent, "you returned a percentage"),
-    Reject(checks.check_accuracy, accuracy_tensor, "should return a Python float"),
+    Reject(checks.check_accuracy, accuracy_tensor, "a one-element tensor is not a Python number"),
     Accept(checks.check_accuracy_no_graph, ref.accuracy),
     Accept(checks.check_accuracy_no_graph, accuracy_inference_mode),
-    Reject(checks.check_accuracy_no_graph, accuracy_with_graph, "forward pass ran with gradient tracking on"),
-    Reject(checks.check_accuracy_no_graph, accuracy_grad_off_globally, "switched gradients off for the whole program"),
-    Reject(checks.check_accuracy_no_graph, accuracy_freezes_model, "switched off requires_grad"),
+    Reject(checks.check_accuracy_no_graph, accuracy_with_graph, "ran with gradient recording on"),
+    Reject(checks.check_accuracy_no_graph, accuracy_grad_off_globally, "left gradient tracking switched off"),
+    Reject(checks.check_accuracy_no_graph, accuracy_freezes_model, "requires_grad was switched off"),
     Accept(checks.check_softplus_backward, ref.softplus_backward),
     Reject(checks.check_softplus_backward, softplus_no_chain_rule, "forgot the chain rule"),
     Reject(checks.check_softplus_backward, softplus_sigmoid_of_minus_x, "that is sigmoid(-x)"),
@@ -420,3 +420,484 @@ CASES = [
     Reject(checks.check_gradients_are_correct, gradcheck_no_requires_grad, "must require grad"),
     Reject(checks.check_gradients_are_correct, gradcheck_always_true, "this function's gradients are wrong"),
 ] + NEW_CASES
+
+
+# ---------------------------------------------------------------- correct answers written differently (issue 18)
+
+
+def mean_square_grad_autograd_grad(x):
+    copy = x.detach().clone().requires_grad_()
+    (grad,) = torch.autograd.grad((3 * (copy + 2) ** 2).mean(), copy)
+    return grad
+
+
+def mean_square_grad_sum_over_n(x):
+    copy = x.clone().requires_grad_(True)
+    out = torch.sum(3 * torch.pow(copy + 2, 2)) / copy.numel()
+    out.backward()
+    print("out =", out.item())
+    return copy.grad
+
+
+def mean_square_grad_detached_leaf(x):
+    leaf = x.detach().requires_grad_()  # shares memory, but the caller's tensor keeps requires_grad=False
+    torch.mean(3 * (leaf + 2) ** 2).backward()
+    return leaf.grad
+
+
+def vjp_autograd_grad(f, x, v):
+    copy = x.detach().clone().requires_grad_(True)
+    return torch.autograd.grad(f(copy), copy, grad_outputs=v)[0]
+
+
+def vjp_functional(f, x, v):
+    return torch.autograd.functional.vjp(f, x, v)[1]
+
+
+def vjp_full_jacobian(f, x, v):
+    return v @ torch.autograd.functional.jacobian(f, x)
+
+
+def per_batch_autograd_grad(w, batches):
+    return [torch.autograd.grad(((x @ w - y) ** 2).mean(), w)[0] for x, y in batches]
+
+
+def per_batch_zero_before(w, batches):
+    grads = []
+    for x, y in batches:
+        if w.grad is not None:
+            w.grad.zero_()
+        torch.nn.functional.mse_loss(x @ w, y).backward()
+        grads.append(w.grad.detach().clone())
+    return grads
+
+
+def _by_hand(x, y, lr, steps, update, clear):
+    w = torch.zeros((), requires_grad=True)
+    b = torch.zeros((), requires_grad=True)
+    for _ in range(steps):
+        torch.nn.functional.mse_loss(w * x + b, y).backward()
+        with torch.no_grad():
+            for p in (w, b):
+                update(p, lr)
+        for p in (w, b):
+            clear(p)
+    return float(w), float(b)
+
+
+def by_hand_sub_(x, y, lr, steps):
+    return _by_hand(x, y, lr, steps, lambda p, lr: p.sub_(lr * p.grad), lambda p: setattr(p, "grad", None))
+
+
+def by_hand_copy_(x, y, lr, steps):
+    return _by_hand(x, y, lr, steps, lambda p, lr: p.copy_(p - lr * p.grad), lambda p: p.grad.zero_())
+
+
+def by_hand_params_list(x, y, lr, steps):
+    params = [torch.zeros((), requires_grad=True) for _ in range(2)]
+    for _ in range(steps):
+        for p in params:
+            p.grad = None
+        loss = ((params[0] * x + params[1] - y) ** 2).mean()
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= lr * p.grad
+    return params[0].item(), params[1].item()
+
+
+def sgd_set_to_none_false(x, y, lr, steps):
+    w = torch.zeros((), requires_grad=True)
+    b = torch.zeros((), requires_grad=True)
+    optimizer = torch.optim.SGD(params=[w, b], lr=lr)
+    losses = []
+    for _ in range(steps):
+        optimizer.zero_grad(set_to_none=False)
+        loss = torch.nn.functional.mse_loss(w * x + b, y)
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss))
+    return w.item(), b.item(), losses
+
+
+def sgd_zero_after_step(x, y, lr, steps):
+    params = torch.zeros(2, requires_grad=True)
+    optimizer = torch.optim.SGD([params], lr)
+    losses = []
+    for _ in range(steps):
+        loss = ((params[0] * x + params[1] - y) ** 2).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.detach().item())
+    w, b = params.tolist()
+    return w, b, losses
+
+
+def sgd_logs_through_detach(x, y, lr, steps):
+    w, b = torch.zeros(()).requires_grad_(), torch.zeros(()).requires_grad_()
+    optimizer = torch.optim.SGD([w, b], lr=lr)
+    losses = []
+    for step in range(steps):
+        optimizer.zero_grad()
+        loss = ((w * x + b - y) ** 2).mean()
+        losses.append(loss.detach().item())
+        loss.backward()
+        optimizer.step()
+    return w.item(), b.item(), losses
+
+
+def accuracy_count_divided(model, images, labels):
+    with torch.no_grad():
+        predictions = model(images).argmax(1)
+    return (predictions == labels).sum().item() / len(labels)
+
+
+@torch.no_grad()
+def accuracy_decorated(model, images, labels):
+    return float(model(images).argmax(dim=1).eq(labels).float().mean())
+
+
+def accuracy_set_grad_enabled(model, images, labels):
+    with torch.set_grad_enabled(False):
+        scores = model(images)
+    return torch.mean((scores.argmax(dim=1) == labels).to(torch.float32)).item()
+
+
+def softplus_exp_of_softplus(x, grad_output):
+    return grad_output * torch.exp(-torch.nn.functional.softplus(-x))
+
+
+def softplus_one_over(x, grad_output):
+    return grad_output / (1 + torch.exp(-x))
+
+
+def softplus_tanh(x, grad_output):
+    return grad_output * 0.5 * (1 + torch.tanh(x / 2))
+
+
+def softplus_expit(x, grad_output):
+    return torch.special.expit(x).mul(grad_output)
+
+
+def gradcheck_double(fn, x):
+    return torch.autograd.gradcheck(fn, x.double().detach().requires_grad_(), raise_exception=False)
+
+
+def gradcheck_try_except(fn, x):
+    try:
+        return torch.autograd.gradcheck(fn, (x.detach().clone().to(torch.float64).requires_grad_(True),))
+    except RuntimeError:  # GradcheckError is a RuntimeError
+        return False
+
+
+def gradcheck_keyword(fn, x):
+    copy = x.detach().double()
+    copy.requires_grad = True
+    return bool(torch.autograd.gradcheck(func=fn, inputs=(copy,), raise_exception=False))
+
+
+CASES += [
+    Accept(checks.check_mean_square_grad, mean_square_grad_autograd_grad),
+    Accept(checks.check_mean_square_grad, mean_square_grad_sum_over_n),
+    Accept(checks.check_mean_square_grad, mean_square_grad_detached_leaf),
+    Accept(checks.check_vector_jacobian_product, vjp_autograd_grad),
+    Accept(checks.check_vector_jacobian_product, vjp_functional),
+    Accept(checks.check_vector_jacobian_product, vjp_full_jacobian),
+    Accept(checks.check_per_batch_grads, per_batch_autograd_grad),
+    Accept(checks.check_per_batch_grads, per_batch_zero_before),
+    Accept(checks.check_per_batch_grads_leftover, per_batch_autograd_grad),
+    Accept(checks.check_per_batch_grads_leftover, per_batch_zero_before),
+    Accept(checks.check_per_batch_grads_leftover, per_batch_set_to_none),
+    Accept(checks.check_fit_line_by_hand, by_hand_sub_),
+    Accept(checks.check_fit_line_by_hand, by_hand_copy_),
+    Accept(checks.check_fit_line_by_hand, by_hand_params_list),
+    Accept(checks.check_fit_line_with_sgd, sgd_set_to_none_false),
+    Accept(checks.check_fit_line_with_sgd, sgd_zero_after_step),
+    Accept(checks.check_fit_line_with_sgd, sgd_logs_through_detach),
+    Accept(checks.check_loss_log, sgd_set_to_none_false),
+    Accept(checks.check_loss_log, sgd_zero_after_step),
+    Accept(checks.check_loss_log, sgd_logs_through_detach),
+    Accept(checks.check_accuracy, accuracy_count_divided),
+    Accept(checks.check_accuracy, accuracy_decorated),
+    Accept(checks.check_accuracy, accuracy_set_grad_enabled),
+    Accept(checks.check_accuracy_no_graph, accuracy_count_divided),
+    Accept(checks.check_accuracy_no_graph, accuracy_decorated),
+    Accept(checks.check_accuracy_no_graph, accuracy_set_grad_enabled),
+    Accept(checks.check_softplus_backward, softplus_exp_of_softplus),
+    Accept(checks.check_softplus_backward, softplus_one_over),
+    Accept(checks.check_softplus_backward, softplus_tanh),
+    Accept(checks.check_softplus_backward, softplus_expit),
+    Accept(checks.check_gradients_are_correct, gradcheck_double),
+    Accept(checks.check_gradients_are_correct, gradcheck_try_except),
+    Accept(checks.check_gradients_are_correct, gradcheck_keyword),
+]
+
+
+# ---------------------------------------------------------------- put it together: fit_to_target
+
+
+def _mse(predict, params, x, y):
+    return ((predict(params, x) - y) ** 2).mean()
+
+
+def fit_update_then_check(predict, params, x, y, lr, target, max_steps):
+    loss = _mse(predict, params, x, y)
+    steps = 0
+    while loss.item() > target:
+        if steps == max_steps:
+            raise RuntimeError(f"not below {target} after {max_steps} steps")
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= lr * p.grad
+                p.grad = None
+        steps += 1
+        loss = _mse(predict, params, x, y)
+    return loss.item()
+
+
+def fit_with_sgd(predict, params, x, y, lr, target, max_steps):
+    optimizer = torch.optim.SGD(params, lr=lr)
+    for _ in range(max_steps):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(predict(params, x), y)
+        if loss.item() <= target:
+            return loss.item()
+        loss.backward()
+        optimizer.step()
+    with torch.no_grad():
+        final = torch.nn.functional.mse_loss(predict(params, x), y).item()
+    if final > target:
+        raise RuntimeError("target not reached")
+    return final
+
+
+def fit_autograd_grad(predict, params, x, y, lr, target, max_steps):
+    for step in range(max_steps + 1):
+        loss = _mse(predict, params, x, y)
+        print(f"step {step}: error {loss.item():.4f}")  # a chatty loop is still right
+        if loss.item() <= target:
+            return float(loss)
+        if step == max_steps:
+            raise RuntimeError("max_steps reached")
+        grads = torch.autograd.grad(loss, params)
+        with torch.no_grad():
+            for p, g in zip(params, grads):
+                p.sub_(lr * g)
+
+
+def fit_never_zeroed(predict, params, x, y, lr, target, max_steps):
+    for step in range(max_steps + 1):
+        loss = _mse(predict, params, x, y)
+        if loss.item() <= target:
+            return loss.item()
+        if step == max_steps:
+            raise RuntimeError("max_steps reached")
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= lr * p.grad
+
+
+def fit_sum_of_squares(predict, params, x, y, lr, target, max_steps):
+    for step in range(max_steps + 1):
+        loss = _mse(predict, params, x, y)
+        if loss.item() <= target:
+            return loss.item()
+        if step == max_steps:
+            raise RuntimeError("max_steps reached")
+        for p in params:
+            p.grad = None
+        ((predict(params, x) - y) ** 2).sum().backward()
+        with torch.no_grad():
+            for p in params:
+                p -= lr * p.grad
+
+
+def fit_rebinds(predict, params, x, y, lr, target, max_steps):
+    current = list(params)
+    for step in range(max_steps + 1):
+        loss = _mse(predict, current, x, y)
+        if loss.item() <= target:
+            return loss.item()
+        if step == max_steps:
+            raise RuntimeError("max_steps reached")
+        grads = torch.autograd.grad(loss, current)
+        current = [(p - lr * g).detach().requires_grad_() for p, g in zip(current, grads)]  # new tensors
+
+
+def fit_stale_loss(predict, params, x, y, lr, target, max_steps):
+    for _ in range(max_steps):
+        loss = _mse(predict, params, x, y)
+        for p in params:
+            p.grad = None
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= lr * p.grad
+        if _mse(predict, params, x, y).item() <= target:
+            return loss.item()  # the error before this last update
+    raise RuntimeError("max_steps reached")
+
+
+def fit_returns_tensor(predict, params, x, y, lr, target, max_steps):
+    fit_update_then_check(predict, params, x, y, lr, target, max_steps)
+    return _mse(predict, params, x, y)
+
+
+def fit_keeps_going(predict, params, x, y, lr, target, max_steps):
+    for _ in range(max_steps):
+        loss = _mse(predict, params, x, y)
+        for p in params:
+            p.grad = None
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= lr * p.grad
+    final = _mse(predict, params, x, y).item()
+    if final > target:
+        raise RuntimeError("target not reached")
+    return final
+
+
+def fit_always_one_step(predict, params, x, y, lr, target, max_steps):
+    for step in range(max_steps):
+        loss = _mse(predict, params, x, y)
+        for p in params:
+            p.grad = None
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= lr * p.grad
+        if _mse(predict, params, x, y).item() <= target:
+            return _mse(predict, params, x, y).item()
+    raise RuntimeError("max_steps reached")
+
+
+def fit_returns_when_stuck(predict, params, x, y, lr, target, max_steps):
+    try:
+        return fit_update_then_check(predict, params, x, y, lr, target, max_steps)
+    except RuntimeError:
+        return _mse(predict, params, x, y).item()  # gives up quietly
+
+
+def fit_forever(predict, params, x, y, lr, target, max_steps):
+    loss = _mse(predict, params, x, y)
+    while loss.item() > target:  # no step limit
+        for p in params:
+            p.grad = None
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= lr * p.grad
+        loss = _mse(predict, params, x, y)
+    return loss.item()
+
+
+def fit_grad_off(predict, params, x, y, lr, target, max_steps):
+    result = fit_update_then_check(predict, params, x, y, lr, target, max_steps)
+    torch.set_grad_enabled(False)  # "done training"
+    return result
+
+
+def fit_scales_inputs(predict, params, x, y, lr, target, max_steps):
+    x /= x.abs().max()  # "normalising" the caller's inputs in place
+    return fit_update_then_check(predict, params, x, y, lr, target, max_steps)
+
+
+FIT_HIDDEN = [
+    (checks._tanh_net, checks._leaves(0.5 * torch.randn(1, 8, generator=torch.Generator().manual_seed(1)),
+                                     torch.zeros(8), 0.5 * torch.randn(8, generator=torch.Generator().manual_seed(2)),
+                                     torch.tensor(0.0)),
+     torch.linspace(-2, 2, 50), torch.sin(2 * torch.linspace(-2, 2, 50)), 0.1, 0.05, 2000),
+]
+
+
+def hidden_fit_to_target(fn):
+    checks.check_fit_to_target(fn, inputs=FIT_HIDDEN)
+
+
+CASES += [
+    Accept(checks.check_fit_to_target, ref.fit_to_target),
+    Accept(checks.check_fit_to_target, fit_update_then_check),
+    Accept(checks.check_fit_to_target, fit_with_sgd),
+    Accept(checks.check_fit_to_target, fit_autograd_grad),
+    Accept(hidden_fit_to_target, ref.fit_to_target),
+    Accept(hidden_fit_to_target, fit_with_sgd),
+    Accept(hidden_fit_to_target, fit_update_then_check),
+    Accept(checks.check_fit_to_target_edges, ref.fit_to_target),
+    Accept(checks.check_fit_to_target_edges, fit_update_then_check),
+    Accept(checks.check_fit_to_target_edges, fit_with_sgd),
+    Accept(checks.check_fit_to_target_edges, fit_autograd_grad),
+    Reject(checks.check_fit_to_target, fit_never_zeroed, "you never cleared the gradients"),
+    Reject(checks.check_fit_to_target, fit_sum_of_squares, "sum of the squared errors"),
+    Reject(checks.check_fit_to_target, fit_rebinds, "exactly where they started"),
+    Reject(checks.check_fit_to_target, fit_stale_loss, "computed before the last update"),
+    Reject(checks.check_fit_to_target, fit_returns_tensor, "return the error as a Python float"),
+    Reject(checks.check_fit_to_target, fit_keeps_going, "stop as soon as the target is reached"),
+    Reject(checks.check_fit_to_target, fit_grad_off, "left gradient tracking switched off"),
+    Reject(checks.check_fit_to_target, fit_scales_inputs, "its values were overwritten"),
+    Reject(checks.check_fit_to_target_edges, fit_always_one_step, "already met the target"),
+    Reject(checks.check_fit_to_target_edges, fit_returns_when_stuck, "raise a RuntimeError"),
+    Reject(checks.check_fit_to_target_edges, fit_forever, "still calling predict after"),
+    Reject(checks.check_fit_to_target_edges, fit_keeps_going, "already met the target"),
+]
+
+CASES += [
+    Reject(hidden_fit_to_target, fit_never_zeroed, "you never cleared the gradients"),
+    Reject(hidden_fit_to_target, fit_keeps_going, "stop as soon as the target is reached"),
+]
+
+
+# ---------------------------------------------------------------- rules of issue 18
+
+
+def mean_square_grad_create_graph(x):
+    copy = x.detach().clone().requires_grad_()
+    return torch.autograd.grad((3 * (copy + 2) ** 2).mean(), copy, create_graph=True)[0]  # keeps a graph
+
+
+def per_batch_steps_w(w, batches):
+    grads = []
+    for x, y in batches:
+        w.grad = None
+        ref.batch_loss(w, x, y).backward()
+        grads.append(w.grad.clone())
+        with torch.no_grad():
+            w -= 0.1 * w.grad  # a training step nobody asked for
+    return grads
+
+
+def by_hand_random_start(x, y, lr, steps):
+    w = torch.randn((), requires_grad=True)  # draws from the global random generator
+    b = torch.zeros((), requires_grad=True)
+    for _ in range(steps):
+        ref.line_loss(w, b, x, y).backward()
+        with torch.no_grad():
+            w -= lr * w.grad
+            b -= lr * b.grad
+        w.grad = None
+        b.grad = None
+    return w.item(), b.item()
+
+
+def sgd_grad_left_off(x, y, lr, steps):
+    result = ref.fit_line_with_sgd(x, y, lr, steps)
+    torch.set_grad_enabled(False)  # "training is over"
+    return result
+
+
+def accuracy_keeps_graph(model, images, labels):
+    return (model(images).argmax(dim=1) == labels).float().mean().item()
+
+
+CASES += [
+    Reject(checks.check_mean_square_grad, mean_square_grad_create_graph, "still attached to the autograd graph"),
+    Reject(checks.check_per_batch_grads, per_batch_steps_w, "changed w itself"),
+    Reject(checks.check_fit_line_by_hand, by_hand_random_start, "global random generator"),
+    Reject(checks.check_fit_line_with_sgd, sgd_grad_left_off, "left gradient tracking switched off"),
+    Reject(checks.check_accuracy_no_graph, accuracy_keeps_graph, "ran with gradient recording on"),
+]
+
+CASES += [Accept(hidden_fit_to_target, fit_autograd_grad)]

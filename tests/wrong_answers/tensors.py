@@ -163,7 +163,7 @@ def dot_mean(a, b):
 
 NEW_CASES = [
     Reject(checks.check_make_starter_tensors, starter_default_float64, "changed the default dtype"),
-    Reject(checks.check_center_columns, center_in_place, "changed its argument 1"),
+    Reject(checks.check_center_columns, center_in_place, "its values were overwritten"),
     Reject(checks.check_batch_to, batch_to_mutating, "build and return a new dict"),
     Reject(checks.check_batch_to, batch_to_cuda, ".cuda() always moves to the GPU"),
     Reject(checks.check_relu, relu_float_literal, "turned it into floats"),
@@ -213,3 +213,388 @@ CASES = [
     Reject(checks.check_batch_to, batch_to_in_place, "returns a new tensor"),
     Reject(checks.check_batch_to, batch_to_tensors_only, "returned keys"),
 ] + NEW_CASES
+
+
+# ---------------------------------------------------------------- correct answers written differently (issue 18)
+
+
+def starter_other_calls():
+    return {
+        "zeros": torch.zeros((2, 3)).double(),
+        "identity": torch.eye(3, dtype=torch.float32),
+        "evens": torch.tensor([0, 2, 4, 6, 8]),
+        "grid": torch.linspace(0.0, 1.0, 5),
+        "sevens": torch.ones(2, 2, dtype=torch.int32) * 7,
+    }
+
+
+def starter_printing():
+    tensors = {"sevens": torch.full((2, 2), 7).to(torch.int32), "grid": torch.arange(5) / 4,
+               "evens": torch.arange(5) * 2, "identity": torch.diag(torch.ones(3)),
+               "zeros": torch.zeros(2, 3, dtype=torch.double)}
+    print({key: value.dtype for key, value in tensors.items()})
+    return tensors
+
+
+def starter_by_loops():
+    identity = torch.zeros(3, 3)
+    for i in range(3):
+        identity[i, i] = 1.0
+    return {"zeros": torch.tensor([[0.0] * 3] * 2, dtype=torch.float64), "identity": identity,
+            "evens": torch.tensor([n for n in range(10) if n % 2 == 0]),
+            "grid": torch.tensor([i / 4 for i in range(5)]), "sevens": torch.full((2, 2), 7, dtype=torch.int32)}
+
+
+def share_as_tensor(array):
+    return torch.as_tensor(array)
+
+
+def share_asarray(array):
+    return torch.asarray(array)
+
+
+def share_keyword(array):
+    tensor = torch.from_numpy(array)
+    print("sharing", tensor.shape)
+    return tensor
+
+
+def channels_movedim(images):
+    return images.movedim(3, 1)
+
+
+def channels_two_transposes(images):
+    return images.transpose(1, 3).transpose(2, 3)
+
+
+def channels_stacked(images):
+    return torch.stack([images[..., c] for c in range(images.shape[3])], dim=1)
+
+
+def channels_function(images):
+    return torch.permute(images, dims=(0, 3, 1, 2)).contiguous()
+
+
+def flatten_reshape(x):
+    return x.reshape(x.shape[0], -1)
+
+
+def flatten_contiguous_view(x):
+    return x.contiguous().view(len(x), -1)
+
+
+def flatten_function(x):
+    return torch.flatten(x, 1)
+
+
+def flatten_rows(x):
+    return torch.stack([row.reshape(-1) for row in x])
+
+
+def center_broadcast(x):
+    return x - x.mean(0)
+
+
+def center_sum(x):
+    return x - x.sum(dim=0, keepdim=True) / x.shape[0]
+
+
+def center_loop(x):
+    return torch.stack([x[:, j] - x[:, j].mean() for j in range(x.shape[1])], dim=1)
+
+
+def dot_einsum(a, b):
+    return torch.einsum("nd,md->nm", a, b)
+
+
+def dot_broadcast(a, b):
+    return (a[:, None, :] * b[None, :, :]).sum(dim=-1)
+
+
+def dot_mm(a, b):
+    return torch.mm(a, b.t())
+
+
+def dot_loop(a, b):
+    return torch.stack([torch.stack([row_a @ row_b for row_b in b]) for row_a in a])
+
+
+def positive_masked_select(x):
+    return torch.masked_select(x, x > 0)
+
+
+def positive_flattened(x):
+    flat = x.flatten()
+    return flat[flat.gt(0)]
+
+
+def positive_nonzero(x):
+    flat = x.reshape(-1)
+    return flat[torch.nonzero(flat > 0).squeeze(1)]
+
+
+def relu_clamp(x):
+    return x.clamp(min=0)
+
+
+def relu_builtin(x):
+    return torch.relu(x)
+
+
+def relu_where_int(x):
+    return torch.where(x > 0, x, 0)
+
+
+def relu_times_mask(x):
+    return x * (x > 0)
+
+
+def pick_arange(scores, labels):
+    return scores[torch.arange(len(labels)), labels]
+
+
+def pick_loop(scores, labels):
+    return torch.stack([scores[i, label] for i, label in enumerate(labels)])
+
+
+def pick_take_along(scores, labels):
+    return torch.take_along_dim(scores, labels[:, None], dim=1)[:, 0]
+
+
+def pick_masked_sum(scores, labels):
+    mask = torch.nn.functional.one_hot(labels, scores.shape[1]).bool()
+    return scores[mask]
+
+
+def one_hot_functional_float(labels, num_classes):
+    return torch.nn.functional.one_hot(labels, num_classes).float()
+
+
+def one_hot_scatter(labels, num_classes):
+    return torch.zeros(len(labels), num_classes).scatter_(1, labels[:, None], 1.0)
+
+
+def one_hot_compare(labels, num_classes):
+    return (labels[:, None] == torch.arange(num_classes)).to(torch.float32)
+
+
+def normalize_functional(x):
+    return torch.nn.functional.normalize(x, dim=1)
+
+
+def normalize_norm_method(x):
+    return x / x.norm(dim=1, keepdim=True)
+
+
+def normalize_by_hand(x):
+    return x / (x ** 2).sum(dim=1).sqrt()[:, None]
+
+
+def batch_to_loop(batch, device):
+    moved = {}
+    for key, value in batch.items():
+        moved[key] = value.to(device=device) if torch.is_tensor(value) else value
+    return moved
+
+
+def batch_to_copy_then_replace(batch, device):
+    moved = dict(batch)
+    for key, value in moved.items():
+        if isinstance(value, torch.Tensor):
+            moved[key] = value.to(device, non_blocking=True)
+    print("moved", len(moved), "values")
+    return moved
+
+
+def batch_to_positional(batch, device):
+    return dict((k, torch.Tensor.to(v, device) if isinstance(v, torch.Tensor) else v) for k, v in batch.items())
+
+
+CASES += [
+    Accept(checks.check_make_starter_tensors, starter_other_calls),
+    Accept(checks.check_make_starter_tensors, starter_printing),
+    Accept(checks.check_make_starter_tensors, starter_by_loops),
+    Accept(checks.check_share_numpy, share_as_tensor),
+    Accept(checks.check_share_numpy, share_asarray),
+    Accept(checks.check_share_numpy, share_keyword),
+    Accept(checks.check_to_channels_first, channels_movedim),
+    Accept(checks.check_to_channels_first, channels_two_transposes),
+    Accept(checks.check_to_channels_first, channels_stacked),
+    Accept(checks.check_to_channels_first, channels_function),
+    Accept(checks.check_flatten_batch, flatten_reshape),
+    Accept(checks.check_flatten_batch, flatten_contiguous_view),
+    Accept(checks.check_flatten_batch, flatten_function),
+    Accept(checks.check_flatten_batch, flatten_rows),
+    Accept(checks.check_center_columns, center_broadcast),
+    Accept(checks.check_center_columns, center_sum),
+    Accept(checks.check_center_columns, center_loop),
+    Accept(checks.check_pairwise_dot, dot_einsum),
+    Accept(checks.check_pairwise_dot, dot_broadcast),
+    Accept(checks.check_pairwise_dot, dot_mm),
+    Accept(checks.check_pairwise_dot, dot_loop),
+    Accept(checks.check_positive_values, positive_masked_select),
+    Accept(checks.check_positive_values, positive_flattened),
+    Accept(checks.check_positive_values, positive_nonzero),
+    Accept(checks.check_relu, relu_clamp),
+    Accept(checks.check_relu, relu_builtin),
+    Accept(checks.check_relu, relu_where_int),
+    Accept(checks.check_relu, relu_times_mask),
+    Accept(checks.check_pick_scores, pick_arange),
+    Accept(checks.check_pick_scores, pick_loop),
+    Accept(checks.check_pick_scores, pick_take_along),
+    Accept(checks.check_pick_scores, pick_masked_sum),
+    Accept(checks.check_one_hot, one_hot_functional_float),
+    Accept(checks.check_one_hot, one_hot_scatter),
+    Accept(checks.check_one_hot, one_hot_compare),
+    Accept(checks.check_normalize_rows, normalize_functional),
+    Accept(checks.check_normalize_rows, normalize_norm_method),
+    Accept(checks.check_normalize_rows, normalize_by_hand),
+    Accept(checks.check_batch_to, batch_to_loop),
+    Accept(checks.check_batch_to, batch_to_copy_then_replace),
+    Accept(checks.check_batch_to, batch_to_positional),
+]
+
+
+# ---------------------------------------------------------------- put it together: class_means
+
+
+def means_index_add(features, labels, num_classes):
+    sums = torch.zeros(num_classes, features.shape[1], dtype=features.dtype, device=features.device)
+    sums.index_add_(0, labels, features)
+    counts = torch.zeros(num_classes, dtype=features.dtype, device=features.device)
+    counts.index_add_(0, labels, torch.ones_like(labels, dtype=features.dtype))
+    return sums / counts.clamp(min=1).unsqueeze(1)
+
+
+def means_loop(features, labels, num_classes):
+    rows = []
+    for c in range(num_classes):
+        chosen = features[labels == c]
+        rows.append(chosen.mean(dim=0) if len(chosen) else torch.zeros_like(features[0]))
+    return torch.stack(rows)
+
+
+def means_one_hot_nan_to_num(features, labels, num_classes):
+    one_hot = torch.nn.functional.one_hot(labels, num_classes).to(features.dtype)
+    return torch.nan_to_num((one_hot.T @ features) / one_hot.sum(0, keepdim=True).T)
+
+
+def means_scatter_reduce(features, labels, num_classes):
+    index = labels[:, None].expand_as(features)
+    out = torch.zeros(num_classes, features.shape[1], dtype=features.dtype, device=features.device)
+    return out.scatter_reduce(0, index, features, reduce="mean", include_self=False)
+
+
+def means_nan_for_empty(features, labels, num_classes):
+    return torch.stack([features[labels == c].mean(dim=0) for c in range(num_classes)])
+
+
+def means_divide_by_n(features, labels, num_classes):
+    one_hot = torch.nn.functional.one_hot(labels, num_classes).to(features.dtype)
+    return one_hot.T @ features / len(labels)
+
+
+def means_from_max_label(features, labels, num_classes):
+    return means_loop(features, labels, int(labels.max()) + 1)
+
+
+def means_float32(features, labels, num_classes):
+    one_hot = torch.nn.functional.one_hot(labels, num_classes).float()
+    return one_hot.T @ features.float() / one_hot.sum(0).clamp(min=1)[:, None]
+
+
+def means_counts_on_columns(features, labels, num_classes):
+    one_hot = torch.nn.functional.one_hot(labels, num_classes).to(features.dtype)
+    return one_hot.T @ features / one_hot.sum(0).clamp(min=1)  # broadcasts along the columns
+
+
+def means_on_cpu(features, labels, num_classes):
+    members = (labels[:, None] == torch.arange(num_classes)).to(features.dtype)  # arange on the CPU
+    return members.T @ features / members.sum(0).clamp(min=1)[:, None]
+
+
+def means_sums(features, labels, num_classes):
+    one_hot = torch.nn.functional.one_hot(labels, num_classes).to(features.dtype)
+    return one_hot.T @ features
+
+
+def means_sorts_labels(features, labels, num_classes):
+    labels.copy_(labels.sort().values)  # "tidying" the caller's labels
+    return means_loop(features, labels, num_classes)
+
+
+CLASS_MEANS_HIDDEN = [
+    (torch.randn(5, 4, generator=torch.Generator().manual_seed(6)), torch.tensor([0, 3, 3, 1, 0]), 4),  # D == C
+    (torch.randn(7, 3, generator=torch.Generator().manual_seed(5), dtype=torch.float64),
+     torch.tensor([1, 1, 2, 3, 1, 2, 3]), 5),  # float64; classes 0 and 4 (smallest, largest) empty
+    (torch.tensor([[2.0, -1.0, 4.0]]), torch.tensor([2]), 3),  # one example
+]
+
+
+def hidden_class_means(fn):
+    checks.check_class_means(fn, inputs=CLASS_MEANS_HIDDEN)
+
+
+CASES += [
+    Accept(checks.check_class_means, ref.class_means),
+    Accept(checks.check_class_means, means_index_add),
+    Accept(checks.check_class_means, means_loop),
+    Accept(checks.check_class_means, means_one_hot_nan_to_num),
+    Accept(checks.check_class_means, means_scatter_reduce),
+    Accept(hidden_class_means, ref.class_means),
+    Accept(hidden_class_means, means_index_add),
+    Accept(hidden_class_means, means_loop),
+    Accept(hidden_class_means, means_one_hot_nan_to_num),
+    Reject(checks.check_class_means, means_nan_for_empty, "your rows for them are NaN"),
+    Reject(checks.check_class_means, means_divide_by_n, "divided every class's sum by the number of examples"),
+    Reject(hidden_class_means, means_from_max_label, "from the largest label"),
+    Reject(hidden_class_means, means_float32, "dtype"),
+    Reject(hidden_class_means, means_counts_on_columns, "line up with the rows"),
+    Reject(checks.check_class_means, means_on_cpu, "a tensor made without device= lives on the CPU"),
+    Reject(checks.check_class_means, means_sums, "not their means"),
+    Reject(checks.check_class_means, means_sorts_labels, "its values were overwritten"),
+]
+
+
+# ---------------------------------------------------------------- rules of issue 18: edge cases by rule
+
+
+def channels_squeezed(images):
+    return images.permute(0, 3, 1, 2).squeeze()  # drops a batch of one (and a single channel)
+
+
+def flatten_3d_only(x):
+    return x.reshape(x.shape[0], x.shape[1] * x.shape[2])  # right for [N, a, b] only
+
+
+def hidden_flatten_batch(fn):
+    g = torch.Generator().manual_seed(102)
+    checks.check_flatten_batch(fn, inputs=[torch.randn(5, 2, 3, 4, generator=g).permute(0, 3, 1, 2),
+                                           torch.randn(2, 9, generator=g)])
+
+
+def positive_empty_breaks(x):
+    values = x[x > 0]
+    return values if len(values) else None  # "nothing to return"
+
+
+def hidden_positive_values(fn):
+    checks.check_positive_values(fn, inputs=[torch.tensor([-1.0, 0.0, 2.5, 0.0, 3.0]), torch.zeros(2, 2)])
+
+
+CASES += [
+    Reject(checks.check_to_channels_first, channels_squeezed, "shape"),
+    Reject(hidden_flatten_batch, flatten_3d_only, "raised RuntimeError"),
+    Accept(hidden_flatten_batch, ref.flatten_batch),
+    Accept(hidden_flatten_batch, flatten_reshape),
+    Accept(hidden_flatten_batch, flatten_rows),
+    Reject(hidden_flatten_batch, flatten_with_view, "view() needs a contiguous tensor"),
+    Reject(hidden_positive_values, positive_empty_breaks, "should return a tensor"),
+    Accept(hidden_positive_values, ref.positive_values),
+    Accept(hidden_positive_values, positive_masked_select),
+    Accept(hidden_positive_values, positive_nonzero),
+]
+
+CASES += [Reject(hidden_positive_values, positive_with_zeros, "kept the zeros")]
+
+CASES += [Accept(hidden_flatten_batch, flatten_function), Accept(hidden_positive_values, positive_flattened)]
