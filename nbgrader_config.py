@@ -49,15 +49,19 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 # graded cells restored; nothing a learner submits that Python or Jupyter would import is copied next to
 # the notebook it runs (so a lesson cannot hand out .py files: put shared code in helpers/).
 try:
-    from helpers.autograder import IMPORTABLE, configure
+    from helpers.autograder import IMPORTABLE, configure, timeout_func
 except ImportError:  # the course is not installed here: `python -m helpers.grading` says so
-    pass
+    timeout_func = None
 else:
     configure(c)
     c.CourseDirectory.ignore += [p for p in IMPORTABLE if p not in c.CourseDirectory.ignore]
 
-# A learner's cell may run at most this long when autograded (infinite loops end here).
+# A learner's cell may run at most this long when autograded (infinite loops end here), except a cell
+# tagged "cpu-timed" (the capstone's training, which its check stops by CPU time): 600 s of clock time,
+# in autograde, Validate and `make progress` alike (helpers/autograder.py, cell_timeout).
 c.Execute.timeout = 120
+if timeout_func is not None:
+    c.Execute.timeout_func = timeout_func(c.Execute.timeout)
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 # Fix-the-bug exercises hand out a broken program instead of the stub (helpers/starters.py).
 from nbgrader.converters import GenerateAssignment  # noqa: E402

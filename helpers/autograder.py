@@ -48,6 +48,25 @@ IMPORTABLE = ["*.py", "*.pyc", "*.pyo", "*.pyd", "*.so", "*.pth", "*.pyz", "*.eg
               "*_config.json", "*.ipy", "__init__*"]
 
 
+# A cell tagged CPU_TIMED runs a training that its check stops by CPU time (lesson 10's capstone): its clock
+# limit is CPU_TIMED_TIMEOUT_S instead of the per-cell one, so that a busy grading machine, where a training's
+# clock time can be twice its CPU time or more, does not cut a training that is within its CPU budget.
+CPU_TIMED = "cpu-timed"
+CPU_TIMED_TIMEOUT_S = 600
+
+
+def cell_timeout(cell: NotebookNode, default: int | None) -> int | None:
+    """The clock limit of one cell: ``default`` (nbgrader's per-cell timeout), longer for a CPU-timed cell."""
+    if CPU_TIMED in cell.get("metadata", {}).get("tags", []) and default and default > 0:
+        return max(default, CPU_TIMED_TIMEOUT_S)
+    return default
+
+
+def timeout_func(default: int | None):
+    """nbclient's ``timeout_func`` for nbgrader's Execute (Validate, ``make progress``): see :func:`cell_timeout`."""
+    return lambda cell: cell_timeout(cell, default)
+
+
 def configure(c) -> None:
     """Set up autograde in an nbgrader configuration ``c`` (called from nbgrader_config.py)."""
     from nbconvert.preprocessors import ClearMetadataPreprocessor
@@ -138,10 +157,11 @@ class GraderExecute(Execute):
     start_new_kernel_client = run_sync(async_start_new_kernel_client)
 
     def _cell_timeout(self, cell: NotebookNode) -> int:
-        """nbgrader's per-cell limit, or what is left of the notebook's when that is less."""
+        """nbgrader's per-cell limit (longer for a CPU-timed cell), or what is left of the notebook's when that is less."""
         left = max(1, int(self.notebook_timeout - (time.monotonic() - self._started)))
-        self._notebook_limit = not self.timeout or self.timeout < 0 or left < self.timeout
-        return left if self._notebook_limit else self.timeout
+        timeout = cell_timeout(cell, self.timeout)
+        self._notebook_limit = not timeout or timeout < 0 or left < timeout
+        return left if self._notebook_limit else timeout
 
     # ------------------------------------------------------------ each cell
 

@@ -6,6 +6,11 @@ but on a copy in a temporary folder: your notebooks are never changed. Each
 graded cell that runs without an error earns its points, as when your work is
 graded (hidden tests excepted: your instructor's grading runs more cases).
 
+Some points cannot be measured here at all: the capstone's accuracy tiers (lesson
+10) are graded on held-out digits that only the autograder has. Such a cell prints
+``[graded by the autograder only]``; its points are counted as earned by nobody
+yet, and the table says so, with what your validation accuracy predicts.
+
 Command line, from the course folder (``make progress`` runs it)::
 
     python -m helpers.progress                 # every lesson (a few minutes)
@@ -35,6 +40,10 @@ from helpers.starters import is_untouched_starter
 NOTEBOOKS = REPO_ROOT / "notebooks"
 STUB = "raise NotImplementedError()"
 PASSED, FAILED, NOT_ATTEMPTED = "passed", "failed", "not attempted"
+AUTOGRADER = "autograder only"
+# What a graded cell prints when its points are graded only by the autograder's hidden tests (the same
+# text as helpers.checks.capstone.AUTOGRADER_ONLY, which a test keeps equal).
+AUTOGRADER_ONLY = "[graded by the autograder only]"
 MESSAGE_WIDTH = 90
 
 
@@ -43,8 +52,11 @@ class Exercise:
     """One exercise of a lesson: its graded cells' points and what running them showed.
 
     status is ``passed`` (every graded cell ran without an error), ``not attempted``
-    (its cell still holds ``raise NotImplementedError()`` and a graded cell failed)
-    or ``failed``; ``message`` is the first failing graded cell's error.
+    (its cell still holds ``raise NotImplementedError()`` and a graded cell failed),
+    ``failed``, or ``autograder only`` (every graded cell that ran here passed, but
+    some points are graded only by the autograder: they are not counted in
+    ``points``); ``message`` is the first failing graded cell's error, or what the
+    autograder-only cells said.
     """
 
     lesson: str
@@ -116,6 +128,15 @@ def _error(cell: nbformat.NotebookNode) -> str:
     return "printed to stderr" if cell.get("outputs") else "failed"
 
 
+def _autograder_only(cell: nbformat.NotebookNode) -> str | None:
+    """The line a graded cell printed to say its points are graded only by the autograder, or None."""
+    for output in cell.get("outputs", []):
+        for line in output.get("text", "").splitlines() if output.get("output_type") == "stream" else []:
+            if line.startswith(AUTOGRADER_ONLY):
+                return line.removeprefix(AUTOGRADER_ONLY).strip()
+    return None
+
+
 def exercises(lesson: str, executed: nbformat.NotebookNode) -> list[Exercise]:
     """Group an executed notebook's graded cells by the exercise (solution cell) above them."""
     groups: dict[str, dict] = {}
@@ -128,14 +149,23 @@ def exercises(lesson: str, executed: nbformat.NotebookNode) -> list[Exercise]:
             score, max_score = determine_grade(cell)
             group = groups.setdefault(current["name"] or cell.metadata["nbgrader"]["grade_id"],
                                       {"source": current["source"], "untouched": current.get("untouched"),
-                                       "points": 0.0, "max": 0.0, "errors": []})
-            group["points"] += score or 0.0
+                                       "points": 0.0, "max": 0.0, "errors": [], "autograder": []})
             group["max"] += max_score
+            only = _autograder_only(cell) if (score or 0.0) >= max_score else None
+            if only is not None:
+                group["autograder"].append((max_score, only))
+                continue
+            group["points"] += score or 0.0
             if (score or 0.0) < max_score:
                 group["errors"].append(_error(cell))
     result = []
     for name, group in groups.items():
-        if not group["errors"]:
+        if not group["errors"] and group["autograder"]:
+            unknown = sum(points for points, _ in group["autograder"])
+            status = AUTOGRADER
+            message = (f"{unknown:g} points graded only by the autograder; from your validation accuracy: "
+                       + ", ".join(said for _, said in group["autograder"]))
+        elif not group["errors"]:
             status, message = PASSED, ""
         elif STUB in group["source"]:
             status, message = NOT_ATTEMPTED, f"replace `{STUB}` with your code"
@@ -165,10 +195,12 @@ def format_table(results: list[Exercise]) -> str:
     """One table: every exercise with its lesson, points and status, then the totals."""
     lines = [f"{'lesson':<16} {'exercise':<28} {'points':>7}  status", "-" * 70]
     for r in results:
-        message = r.message if len(r.message) <= MESSAGE_WIDTH else r.message[: MESSAGE_WIDTH - 3] + "..."
+        width = MESSAGE_WIDTH * 2 if r.status == AUTOGRADER else MESSAGE_WIDTH  # the estimate is the message
+        message = r.message if len(r.message) <= width else r.message[: width - 3] + "..."
         lines.append(f"{r.lesson:<16} {r.name:<28} {r.points:>3g} / {r.max_points:<3g} {r.status}"
                      + (f": {message}" if message else ""))
-    counts = {s: sum(r.status == s for r in results) for s in (PASSED, FAILED, NOT_ATTEMPTED)}
+    counts = {s: sum(r.status == s for r in results) for s in (PASSED, FAILED, NOT_ATTEMPTED, AUTOGRADER)}
+    counts = {s: n for s, n in counts.items() if n or s != AUTOGRADER}
     lines += ["-" * 70, f"{'total':<45} {sum(r.points for r in results):>3g} / {sum(r.max_points for r in results):<3g} "
               + ", ".join(f"{n} {s}" for s, n in counts.items())]
     return "\n".join(lines)
@@ -182,9 +214,13 @@ def plot(results: list[Exercise]):
     fig, ax = plt.subplots(figsize=(7, 1.2 + 0.45 * len(lessons)), layout="constrained")
     left = [0.0] * len(lessons)
     for label, status, color in (("passed", PASSED, "tab:green"), ("failing", FAILED, "tab:red"),
-                                 ("not attempted", NOT_ATTEMPTED, "lightgrey")):
+                                 ("not attempted", NOT_ATTEMPTED, "lightgrey"),
+                                 ("graded by the autograder only", AUTOGRADER, "tab:blue")):
         if status == PASSED:
             widths = [sum(r.points for r in results if r.lesson == lesson) for lesson in lessons]
+        elif status == AUTOGRADER:
+            widths = [sum(r.max_points - r.points for r in results if r.lesson == lesson and r.status == status)
+                      for lesson in lessons]
         else:
             widths = [sum(r.max_points - r.points for r in results if r.lesson == lesson and r.status == status)
                       for lesson in lessons]

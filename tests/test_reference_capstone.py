@@ -71,9 +71,8 @@ def test_training_past_the_limit_is_stopped_with_a_message():
             except Exception:  # the stop is not an Exception, so learner code cannot swallow it by accident
                 pass
 
-    start = time.perf_counter()
     result = checks._train(endless, _tiny_set(), budget_s=0.4, limit_s=0.6, threads=1, seed=0)
-    assert time.perf_counter() - start < 10
+    assert result.cpu_seconds < 3, "stopped near the CPU limit (the clock depends on how busy the machine is)"
     assert result.model is None and "was stopped after" in str(result.error)
 
 
@@ -159,3 +158,77 @@ def test_an_interrupted_training_is_reported_not_raised():
 
     result = checks._train(interrupted, _tiny_set(), budget_s=10, limit_s=15, threads=1, seed=0)
     assert result.model is None and "was interrupted after" in str(result.error)
+
+
+def test_cpu_seconds_counts_the_child_processes_the_grader_counts():
+    import subprocess
+    import sys
+
+    start_cpu, start_own = checks.cpu_seconds(), time.process_time()
+    subprocess.run([sys.executable, "-c", "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass"],
+                   check=True)
+    assert checks.cpu_seconds() - start_cpu >= 0.35
+    assert time.process_time() - start_own < 0.35, "the child's time is not this process's own"
+
+
+def test_validation_estimate_states_the_interval_and_the_tiers():
+    accuracy, low, high = checks.accuracy_interval(990, 1000)
+    assert accuracy == 0.99 and 0.98 < low < 0.99 < high < 0.996
+    assert checks.tier_outlook(990, 1000, 0.97) == "likely"
+    assert checks.tier_outlook(990, 1000, 0.99) == "uncertain"
+    assert checks.tier_outlook(60, 1000, 0.97) == "unlikely"
+    assert "95% interval" in checks.validation_estimate(990, 1000)
+
+
+def _solution_notebook():
+    import nbformat
+
+    from helpers.data import REPO_ROOT
+
+    return nbformat.read(REPO_ROOT / "solutions" / "10_capstone" / "10_capstone.ipynb", as_version=4)
+
+
+def test_every_cell_that_can_train_the_capstone_has_the_clock_limit_of_a_cpu_timed_cell():
+    from helpers.autograder import CPU_TIMED, CPU_TIMED_TIMEOUT_S, cell_timeout
+
+    training = [c for c in _solution_notebook().cells if c.cell_type == "code" and any(
+        name in c.source for name in ("check_within_budget", "graded_model", "check_build_and_train", "check_held_out"))]
+    assert len(training) == 7
+    for cell in training:
+        assert CPU_TIMED in cell.metadata.get("tags", []), cell.source
+        assert cell_timeout(cell, 120) == CPU_TIMED_TIMEOUT_S
+    # the clock allows the CPU limit even when a busy machine runs the training at a third of its speed
+    assert CPU_TIMED_TIMEOUT_S >= 3 * checks.TIME_BUDGET_S * checks.TOLERANCE + 60
+    assert cell_timeout({"metadata": {}}, 120) == 120
+
+
+def test_nbgrader_config_gives_cpu_timed_cells_their_clock_limit():
+    from helpers.grading import load_config
+    from helpers.data import REPO_ROOT
+
+    config = load_config(REPO_ROOT)
+    timeout = config.Execute.timeout_func
+    assert timeout({"metadata": {"tags": ["cpu-timed"]}}) == 600 and timeout({"metadata": {}}) == config.Execute.timeout
+
+
+def test_progress_reports_points_only_the_autograder_can_grade():
+    import nbformat
+
+    from helpers import progress
+
+    assert progress.AUTOGRADER_ONLY == checks.AUTOGRADER_ONLY
+    nb = nbformat.v4.new_notebook()
+    solution = nbformat.v4.new_code_cell("def build_and_train(train_set, time_budget_s): ...")
+    solution.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "ex_build_and_train", "locked": False}
+    cells = [solution]
+    for grade_id, points, text in (("ex_budget_tests", 1, "✔ trained\n"),
+                                   ("ex_held_out_97_tests", 2, f"{checks.AUTOGRADER_ONLY} 97% likely\nmore\n"),
+                                   ("ex_held_out_99_tests", 2, f"{checks.AUTOGRADER_ONLY} 99% uncertain\n")):
+        cell = nbformat.v4.new_code_cell("...", outputs=[nbformat.v4.new_output("stream", name="stdout", text=text)])
+        cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": grade_id, "points": points,
+                                     "locked": True}
+        cells.append(cell)
+    nb.cells = cells
+    (result,) = progress.exercises("10_capstone", nb)
+    assert result.status == progress.AUTOGRADER and result.points == 1 and result.max_points == 5
+    assert "4 points graded only by the autograder" in result.message and "97% likely, 99% uncertain" in result.message

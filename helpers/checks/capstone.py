@@ -46,8 +46,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, Subset, TensorDataset
 
-from helpers.checks import CheckError, Mistake, call, call_unchanged, describe, expect, expect_close, expect_mode, \
-    expect_tensor, passed
+from helpers.checks import Allow, CheckError, Mistake, call, describe, expect, expect_close, expect_tensor, passed
 from helpers.reference import capstone as ref
 
 TIME_BUDGET_S = 60.0   # CPU seconds of training that learners plan for, on the grading machine
@@ -148,35 +147,73 @@ def _split(fn: Callable, n: int, val_size: int, seed: int) -> tuple[list[int], l
     return _items(result[0], "the train part"), _items(result[1], "the validation part")
 
 
+# The evidence that a split is random: on RANDOMNESS_N items with RANDOMNESS_K for validation, a random
+# split picks one of C(100, 20) = 5.4e20 validation sets, each as likely as the others.
+RANDOMNESS_N, RANDOMNESS_K, RANDOMNESS_SEEDS = 100, 20, (0, 1, 2)
+
+
+def _contiguous(items: list[int]) -> bool:
+    """True when ``items`` are a run of consecutive indices (in any order): a slice, not a random choice."""
+    return bool(items) and sorted(items) == list(range(min(items), min(items) + len(items)))
+
+
+def _expect_random(fn: Callable) -> None:
+    """Non-random splits fail by evidence that a random split shows with probability below 1e-17."""
+    n, k = RANDOMNESS_N, RANDOMNESS_K
+    chance = f"a random split does that with probability {(n - k + 1) / math.comb(n, k):.0e}"
+    vals = {}
+    for seed in RANDOMNESS_SEEDS:
+        what = f"make_validation_split(dataset of {n}, val_size={k}, seed={seed})"
+        train, val = _split(fn, n, k, seed)
+        if len(val) != k:
+            return  # the size checks of the caller name this
+        if _contiguous(val):
+            first = ("first" if min(val) == 0 else "last" if max(val) == n - 1
+                     else f"items {min(val)} to {max(val)}, a run of consecutive")
+            raise CheckError(f"{what}: the validation part is the {first} {k} items ({chance})",
+                             where="look at how the validation items are chosen: by position, or at random",
+                             mistake="a slice of the dataset is not a random choice: data sets are often stored in "
+                                     "some order (by source, by writer), so the validation part must be drawn at "
+                                     "random (random_split, or a permutation from a seeded generator)")
+        vals[seed] = frozenset(val)
+    if len(set(vals.values())) == 1:
+        seeds = " and ".join(map(str, RANDOMNESS_SEEDS))
+        raise CheckError(f"make_validation_split(dataset of {n}, val_size={k}, seed=...) chose the same {k} validation "
+                         f"items for seeds {seeds} (a random split does that with probability "
+                         f"{1 / math.comb(n, k) ** 2:.0e})",
+                         where="look at where the seed argument is used",
+                         mistake="the split ignores its seed: seed the generator with the `seed` you are given")
+
+
 def check_make_validation_split(fn: Callable, inputs: Sequence[tuple[int, int, int]] | None = None) -> None:
-    """``fn(dataset, val_size, seed)``: sizes, disjoint and complete, shuffled, reproducible, seed-dependent."""
+    """``fn(dataset, val_size, seed)``: sizes, disjoint and complete, reproducible, random, seed-dependent.
+
+    Any random split is accepted (random_split in either order, randperm + Subset,
+    sorted or not): randomness is judged only on a case large enough that a
+    random split cannot fail it by luck (:func:`_expect_random`).
+    """
     inputs = inputs or [(50, 10, 0), (37, 5, 3)]
     for n, val_size, seed in inputs:
         what = f"make_validation_split(dataset of {n}, val_size={val_size}, seed={seed})"
-        with _KeptRandomState():
-            before = torch.get_rng_state()
-            train, val = _split(fn, n, val_size, seed)
-            global_changed = not torch.equal(before, torch.get_rng_state())
-            again = _split(fn, n, val_size, seed)
-        expect((train, val) == again, f"{what}: two calls with the same seed gave different splits: pass "
-               "generator=torch.Generator().manual_seed(seed) to random_split so the seed decides the split")
-        expect(not global_changed, f"{what} changed the global random state (torch.manual_seed?): every later "
-               "random draw of the program changes with it. Give random_split a generator of its own: "
-               "generator=torch.Generator().manual_seed(seed)")
+        train, val = _split(fn, n, val_size, seed)
+        again = _split(fn, n, val_size, seed)
+        expect((train, val) == again, f"{what}: two calls with the same seed gave different splits "
+               f"(validation items {val[:5]}... then {again[1][:5]}...)",
+               where="look at where the split's random numbers come from",
+               mistake="the split draws from a generator that is not seeded with `seed`: give random_split (or "
+                       "randperm) a generator of its own, seeded with the seed you are given")
         if len(train) == val_size and len(val) == n - val_size and val_size != n - val_size:
-            raise CheckError(f"{what}: the train part has {len(train)} items and the validation part {len(val)}: "
-                             "swapped? Return (train, val), with val_size items in val")
+            raise CheckError(f"{what}: the train part has {len(train)} items and the validation part {len(val)}, "
+                             f"expected {n - val_size} and {val_size}",
+                             where="look at the order of the parts you return",
+                             mistake="the parts are swapped: return (train, val), with val_size items in val")
         expect(len(train) == n - val_size and len(val) == val_size,
                f"{what}: the parts should have {n - val_size} and {val_size} items, but have {len(train)} and {len(val)}")
         expect(not set(train) & set(val), f"{what}: item(s) {sorted(set(train) & set(val))[:5]} are in both parts")
-        expect(sorted(train + val) == list(range(n)), f"{what}: some items are in neither part")
-        expect(val != list(range(n - val_size, n)) and val != list(range(val_size)),
-               f"{what}: the validation part is the {'last' if val[0] else 'first'} {val_size} items in order, not a "
-               "random choice: data sets are often stored in some order (by source, by writer), so use random_split")
-        with _KeptRandomState():
-            other = _split(fn, n, val_size, seed + 1)
-        expect(other != (train, val), f"{what}: seed {seed + 1} gave the same split as seed {seed}: use the seed argument")
-    passed("make_validation_split", len(inputs))
+        expect(sorted(train + val) == list(range(n)),
+               f"{what}: item(s) {sorted(set(range(n)) - set(train + val))[:5]} are in neither part")
+    _expect_random(fn)
+    passed("make_validation_split", len(inputs) + 1)
 
 
 # ---------------------------------------------------------------- exercise 2: stack_dataset
@@ -205,15 +242,19 @@ def check_stack_dataset(fn: Callable, inputs: Sequence[tuple[int, int]] | None =
         images, labels = ref.stack_dataset(dataset)
         what = f"stack_dataset(dataset of {n})"
         with _KeptRandomState():
-            result = call(fn, dataset)
+            # task: "It may draw from the global random generator": a DataLoader draws its base seed from it,
+            # even without shuffling
+            result = call(fn, dataset, allow=Allow(global_rng=True))
         if not isinstance(result, (tuple, list)) or len(result) != 2:
             raise CheckError(f"{what} should return (images, labels), but returned {describe(result)}")
         got_images, got_labels = result
         if isinstance(got_labels, list):
-            raise CheckError(f"{what}: the labels should be one int64 tensor, but are a list; torch.tensor(labels) "
-                             "or torch.cat of the batches' label tensors")
+            raise CheckError(f"{what}: the labels are a list of {len(got_labels)}, expected one int64 tensor of "
+                             f"shape [{n}]", where="look at how the labels are collected",
+                             mistake="a list of labels is not a tensor: join the batches' label tensors into one")
         reordered = Mistake("the right items in another order (a DataLoader with shuffle=True?): keep the dataset's "
                             "order, so that item i of the dataset is item i of the tensors",
+                            where="look at the order the items come out in",
                             matches=lambda got: isinstance(got, torch.Tensor) and got.shape == images.shape
                             and not torch.equal(got, images)
                             and torch.equal(got.flatten(1).sum(1).sort().values, images.flatten(1).sum(1).sort().values))
@@ -266,7 +307,7 @@ def check_random_shift(fn: Callable, inputs: Sequence[ShiftCase] | None = None) 
         images = torch.rand(case.n, case.channels, case.size, case.size, generator=g) + 1.0  # never equal to fill
         what = f"random_shift(images of shape {list(images.shape)}, max_shift={case.max_shift}, fill={fill})"
         with _KeptRandomState():
-            got = call_unchanged(fn, images, case.max_shift, fill, torch.Generator().manual_seed(case.seed))
+            got = call(fn, images, case.max_shift, fill, torch.Generator().manual_seed(case.seed))
             again = call(fn, images.clone(), case.max_shift, fill, torch.Generator().manual_seed(case.seed))
         expect(isinstance(got, torch.Tensor), f"{what} should return a tensor, but returned {describe(got)}")
         expect(got.shape == images.shape and got.dtype == images.dtype,
@@ -277,31 +318,43 @@ def check_random_shift(fn: Callable, inputs: Sequence[ShiftCase] | None = None) 
         if missing:
             i = missing[0]
             if all(o is not None for o in _offsets(got[missing], images[missing], case.max_shift, fill, roll=True)):
-                raise CheckError(f"{what}: pixels pushed out on one side come back on the other (image {i}): "
-                                 "torch.roll wraps around. Pad with `fill` and crop instead, so a digit moves "
-                                 "onto a blank background")
+                raise CheckError(f"{what}: in image {i}, pixels pushed out on one side come back on the other",
+                                 where="look at what fills the side the image moves away from",
+                                 mistake="torch.roll wraps around. Pad with `fill` and crop instead, so a digit "
+                                         "moves onto a blank background")
             if all(o is not None for o in _offsets(got[missing], images[missing], case.max_shift, 0.0)):
-                raise CheckError(f"{what}: the uncovered border is 0, not `fill` ({fill}); after Normalize a "
-                                 "blank pixel is not 0, so fill with the value you are given")
+                raise CheckError(f"{what}: in image {i}, the uncovered border is 0, not `fill` ({fill})",
+                                 where="look at the value the border gets",
+                                 mistake="after Normalize a blank pixel is not 0: fill with the value you are given")
             wider = _offsets(got[missing], images[missing], case.max_shift + 3, fill)
             if all(o is not None for o in wider):
                 raise CheckError(f"{what}: image {i} moved by {wider[0]} pixels (down, right), more than "
-                                 f"max_shift={case.max_shift}")
+                                 f"max_shift={case.max_shift}",
+                                 where="look at the range the offsets are drawn from, and how wide the border is")
             raise CheckError(f"{what}: image {i} is not its input moved by whole pixels (at most {case.max_shift} "
-                             f"each way) with the uncovered border set to `fill`")
+                             f"each way) with the uncovered border set to `fill`",
+                             where="try one image and a shift of (1, 0) by hand: row 0 should be all `fill`, row 1 "
+                                   "the input's row 0")
         dys, dxs = [o[0] for o in offsets], [o[1] for o in offsets]
-        expect(len(set(offsets)) > 1, f"{what}: every image moved by the same offset {offsets[0]}: draw an offset "
-               "per image, so each image of a batch is augmented differently")
-        expect(dys != dxs, f"{what}: the vertical and horizontal offsets are always equal: draw them separately")
+        expect(isinstance(again, torch.Tensor) and torch.equal(again, got),
+               f"{what}: two calls with generators seeded alike gave different results",
+               where="look at where the offsets' random numbers come from",
+               mistake="draw the offsets from the `generator` argument, so a seeded run repeats exactly")
         m = case.max_shift
+        if m == 0 or case.n < 50:
+            continue  # too few draws to judge how they spread
+        expect(len(set(offsets)) > 1, f"{what}: every image moved by the same offset {offsets[0]}",
+               where="look at how many offsets you draw",
+               mistake="draw an offset per image, so each image of a batch is augmented differently")
+        expect(dys != dxs, f"{what}: the vertical and horizontal offsets are equal for all {case.n} images",
+               where="look at how dy and dx are drawn", mistake="they are always equal: draw them separately")
         for name, values in (("vertical", dys), ("horizontal", dxs)):
             expect(max(values) == m and min(values) == -m,
                    f"{what}: the {name} offsets go from {min(values)} to {max(values)} in {case.n} images, never "
-                   f"reaching {'+' if max(values) < m else '-'}{m}; draw from -max_shift to max_shift inclusive "
-                   "(torch.randint's `high` is exclusive: torch.randint(-m, m + 1, ...))")
-        expect(isinstance(again, torch.Tensor) and torch.equal(again, got),
-               f"{what}: two calls with generators seeded alike gave different results: draw the offsets from the "
-               "`generator` argument (torch.randint(..., generator=generator)), so a seeded run repeats exactly")
+                   f"reaching {'+' if max(values) < m else '-'}{m} (a uniform draw misses it with probability "
+                   f"{(2 * m / (2 * m + 1)) ** case.n:.0e})",
+                   where="look at the bounds of your random draw",
+                   mistake="torch.randint's `high` is exclusive: draw from -max_shift to max_shift + 1")
     passed("random_shift", len(inputs))
 
 
@@ -339,28 +392,54 @@ def _per_batch_mean(model: nn.Module, dataset: Dataset, batch_size: int) -> floa
 
 
 def check_accuracy_on(fn: Callable, inputs: Sequence[tuple[int, int, int]] | None = None) -> None:
-    """``fn(model, dataset, batch_size)``: the fraction correct, in eval mode, without gradient tracking."""
+    """``fn(model, dataset, batch_size)``: the fraction correct, predicted in eval mode, without gradient tracking.
+
+    The model may be left in eval mode or put back in the mode it came in: the task
+    asks only that the predictions be made in eval mode.
+    """
     inputs = inputs or [(1030, 500, 0), (64, 100, 1)]
     for n, batch_size, seed in inputs:
         with _KeptRandomState():
             model = _eval_model(seed)
             dataset = _labelled(model, n, seed)
             expected = ref.accuracy_on(copy.deepcopy(model), dataset, batch_size)
-            model.train()
-            tracking: list[bool] = []
-            model.register_forward_hook(lambda *_: tracking.append(torch.is_grad_enabled()))
-            what = f"accuracy_on(model, dataset of {n}, batch_size={batch_size})"
-            got = call_unchanged(fn, model, dataset, batch_size)
-        expect_mode(model, False, what, when="while and after it predicts,")
-        expect(not any(tracking), f"{what}: the model ran with gradient tracking on, which stores every "
-               "intermediate result for a backward pass that never comes: predict inside `with torch.no_grad():`")
-        expect_close(got, expected, what=what, python_number=True, mistakes=[
+        model.train()
+        seen: list[tuple[bool, list[str]]] = []  # per forward: grad tracking, submodules in training mode
+        model.register_forward_hook(lambda module, *_: seen.append(
+            (torch.is_grad_enabled(), [f"{name or 'the model'} ({type(m).__name__})"
+                                       for name, m in module.named_modules() if m.training])))
+        what = f"accuracy_on(model in training mode, dataset of {n}, batch_size={batch_size})"
+        # task: "Predict in evaluation mode": switching the caller's model to eval is part of the job
+        # and "It may draw from the global random generator": a DataLoader draws its base seed from it. The model's
+        # other changes are checked below, after the mode it predicted in (which explains changed batch-norm buffers).
+        weights = {k: v.clone() for k, v in model.state_dict().items()}
+        got = call(fn, model, dataset, batch_size, allow=Allow(changed=(model,), global_rng=True))
+        training = next((names for _, names in seen if names), None)
+        if training:
+            raise CheckError(f"{what}: the model predicted with {', '.join(training[:3])} in training mode "
+                             f"(batch norm used each batch's own statistics, dropout dropped values), and returned {got!r} "
+                             f"where eval mode gives {expected!r}",
+                             where="look at the mode the model is in when it predicts",
+                             mistake="call model.eval() before predicting: batch norm and dropout behave differently "
+                                     "in training mode")
+        changed = [k for k, v in model.state_dict().items() if k not in weights or not torch.equal(v, weights[k])]
+        expect(not changed, f"{what}: the model's {', '.join(changed[:3])} changed during the call",
+               where="look for anything that writes into the model (an optimizer step, in-place updates)",
+               mistake="the model belongs to the caller: measuring it must not change it")
+        expect(not any(grad for grad, _ in seen),
+               f"{what}: the model ran with gradient tracking on ({len(seen)} forward passes)",
+               where="look at what surrounds the forward passes",
+               mistake="with gradient tracking on, every intermediate result is stored for a backward pass that "
+                       "never comes: predict inside `with torch.no_grad():` (or torch.inference_mode())")
+        expect_close(got, expected, what=what, mistakes=[
             Mistake("that is the mean of the per-batch accuracies; the last, smaller batch then counts as much as "
                     "a full one. Count correct predictions over all batches and divide by len(dataset)",
-                    lambda: _per_batch_mean(model, dataset, batch_size)),
+                    lambda: _per_batch_mean(model, dataset, batch_size),
+                    where="look at what you divide by, and when"),
             Mistake("that is the number of correct predictions; divide by len(dataset) for the fraction",
-                    lambda: float(round(expected * n))),
-            Mistake("that is a percentage; return the fraction (0 to 1)", lambda: expected * 100),
+                    lambda: float(round(expected * n)), where="look at what you return"),
+            Mistake("that is a percentage; return the fraction (0 to 1)", lambda: expected * 100,
+                    where="look at what you return"),
         ])
     passed("accuracy_on", len(inputs))
 
@@ -393,14 +472,18 @@ def check_build_model(fn: Callable, inputs: Sequence[int] | None = None) -> None
     """``fn()``: a new nn.Module on every call, mapping ``[N, 1, 28, 28]`` images to ``[N, 10]`` logits."""
     sizes = inputs or [5, 1]
     with _KeptRandomState():
-        first, second = call(fn), call(fn)
+        # task: "its layers draw their first weights from the global random generator"
+        first, second = call(fn, allow=Allow(global_rng=True)), call(fn, allow=Allow(global_rng=True))
         what = "build_model()"
         if isinstance(first, type):
-            raise CheckError(f"{what} returned the class {first.__name__}; return an instance: `return {first.__name__}()`")
+            raise CheckError(f"{what} returned the class {first.__name__}, expected a model (an instance)",
+                             where="look at what you return",
+                             mistake=f"a class is not a model: create one from it, {first.__name__}()")
         expect(isinstance(first, nn.Module), f"{what} should return an nn.Module, but returned {describe(first)}")
         shared = {id(p) for p in first.parameters()} & {id(p) for p in second.parameters()}
         expect(first is not second and not shared, f"{what} returns the same model (or the same layers) on every "
-               "call: build the layers inside the function, so every training starts from fresh weights")
+               "call", where="look at where the layers are created",
+               mistake="build the layers inside the function, so every training starts from fresh weights")
         expect(any(True for _ in first.parameters()), f"{what}: the model has no parameters to train")
         g = torch.Generator().manual_seed(7)
         for n in sizes:
@@ -409,8 +492,10 @@ def check_build_model(fn: Callable, inputs: Sequence[int] | None = None) -> None
             out = _forward(first, x, what)
             _expect_logits(out, n, what)
             if n > 1 and bool((out >= 0).all()) and torch.allclose(out.sum(dim=1), torch.ones(n), atol=1e-4):
-                raise CheckError(f"{what}: the scores are probabilities (each row sums to 1): the model ends with "
-                                 "a softmax. Return raw scores (logits); CrossEntropyLoss applies log-softmax itself")
+                raise CheckError(f"{what}: the scores of each image are positive and sum to 1 (probabilities), "
+                                 "expected raw scores (logits)", where="look at the model's last layer",
+                                 mistake="the model ends with a softmax; CrossEntropyLoss applies log-softmax itself, "
+                                         "so return raw scores")
     passed("build_model", len(sizes))
 
 
@@ -443,6 +528,7 @@ class TrainingResult:
     cpu_seconds: float
     train_size: int
     val_accuracy: float | None = None
+    val_correct: int | None = None
     error: CheckError | None = None
     held_out: tuple[int, int] | None = None  # (correct, total), filled in by held_out_accuracy
 
@@ -458,6 +544,47 @@ def _raise_out_of_time(signum, frame):
 def _children_cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def cpu_seconds() -> float:
+    """CPU seconds used so far by this process and by the child processes it has waited for (DataLoader
+    workers, once they have finished): the clock the grader's time limit reads."""
+    return time.process_time() + _children_cpu_seconds()
+
+
+# A graded cell that prints this line holds points that only the autograder's hidden tests can grade
+# (here: accuracy on held-out digits); `make progress` reports them as such instead of as passed.
+AUTOGRADER_ONLY = "[graded by the autograder only]"
+
+
+def accuracy_interval(correct: int, total: int) -> tuple[float, float, float]:
+    """(accuracy, low, high): the accuracy on ``total`` digits with a 95% interval of about +- 2 standard errors.
+
+    The standard error of an accuracy measured on n independent digits is sqrt(p (1 - p) / n); p is taken as
+    (correct + 2) / (total + 4) (Agresti and Coull) so that 100% on a small set does not claim zero uncertainty.
+    """
+    p = (correct + 2) / (total + 4)
+    error = 2 * math.sqrt(p * (1 - p) / (total + 4))
+    accuracy = correct / total
+    return accuracy, max(0.0, p - error), min(1.0, p + error)
+
+
+def tier_outlook(correct: int, total: int, tier: float) -> str:
+    """What a validation score of ``correct`` of ``total`` predicts for one held-out tier, in words."""
+    _, low, high = accuracy_interval(correct, total)
+    if low >= tier:
+        return "likely"
+    if high < tier:
+        return "unlikely"
+    return "uncertain"
+
+
+def validation_estimate(correct: int, total: int, tiers: Sequence[float] = TIERS) -> str:
+    """The validation accuracy with its 95% interval, and what it predicts for each held-out tier."""
+    accuracy, low, high = accuracy_interval(correct, total)
+    outlooks = "; ".join(f"{tier:.1%} {tier_outlook(correct, total, tier)}" for tier in tiers)
+    return (f"validation accuracy {accuracy:.2%} ({correct:,} of {total:,} digits; 95% interval {low:.1%} to "
+            f"{high:.1%}). Held-out tiers: {outlooks}")
 
 
 def _describe_return(result: Any) -> str | None:
@@ -489,14 +616,19 @@ def _train(fn: Callable, train_set: Dataset, budget_s: float, limit_s: float, th
         if alarm:
             previous = signal.signal(signal.SIGPROF, _raise_out_of_time)
             signal.setitimer(signal.ITIMER_PROF, limit_s)
-        cpu_start, children_start, start = time.process_time(), _children_cpu_seconds(), time.perf_counter()
+        cpu_start, start = cpu_seconds(), time.perf_counter()
         try:
-            result = call_unchanged(fn, train_set, budget_s)
+            # task: "The grader seeds PyTorch, NumPy and `random` with 0 before calling your function": training
+            # draws from the global generators (initial weights, dropout, shuffling). The thread rule has its own
+            # message below.
+            result = call(fn, train_set, budget_s, allow=Allow(global_rng=True, threads=True))
         except _OutOfTime:
             result = None
             error = CheckError(f"{name} was stopped after {limit_s:.0f} s of CPU time, the time limit: the "
                                f"{budget_s:.0f} s budget plus the {limit_s / budget_s - 1:.0%} allowed for a slower "
-                               "grading machine. Train fewer epochs, or a smaller model")
+                               "grading machine",
+                               where="time one epoch with timed_training, then look at the number of epochs and the "
+                                     "size of the model")
         except CheckError as crash:
             result, error = None, crash
         except KeyboardInterrupt:
@@ -504,30 +636,34 @@ def _train(fn: Callable, train_set: Dataset, budget_s: float, limit_s: float, th
             # (under nbgrader that would run into the cell time limit once per cell).
             result = None
             error = CheckError(f"{name} was interrupted after {time.perf_counter() - start:.0f} s on the clock "
-                               f"({time.process_time() - cpu_start:.0f} s of CPU time): the cell was stopped, by you "
-                               "or by the autograder's limit on a cell's clock time, before the training finished. "
+                               f"({cpu_seconds() - cpu_start:.0f} s of CPU time): the cell was stopped, by you "
+                               "or by the grader's limit on a cell's clock time, before the training finished. "
                                "Run the cell that defines build_and_train again to train again")
         finally:
             seconds = time.perf_counter() - start
-            cpu_seconds = time.process_time() - cpu_start + _children_cpu_seconds() - children_start
+            cpu_used = cpu_seconds() - cpu_start
             if alarm:
                 signal.setitimer(signal.ITIMER_PROF, 0)
                 signal.signal(signal.SIGPROF, previous)
             left_threads = torch.get_num_threads()
             torch.set_num_threads(saved_threads)
-    if error is None and cpu_seconds > limit_s:
-        error = CheckError(f"{name} used {cpu_seconds:.1f} s of CPU time, more than the time limit of {limit_s:.0f} s (the "
-                           f"{budget_s:.0f} s budget plus {limit_s / budget_s - 1:.0%}). Train fewer epochs, or a smaller model")
+    if error is None and cpu_used > limit_s:
+        error = CheckError(f"{name} used {cpu_used:.1f} s of CPU time, more than the time limit of {limit_s:.0f} s (the "
+                           f"{budget_s:.0f} s budget plus {limit_s / budget_s - 1:.0%})",
+                           where="time one epoch with timed_training, then look at the number of epochs and the size "
+                                 "of the model")
     if error is None and left_threads != threads:
         error = CheckError(f"{name} changed PyTorch's number of threads to {left_threads}; the graded run uses "
-                           f"{threads} for every learner, so that timings are fair: remove torch.set_num_threads")
+                           f"{threads} for every learner, so that timings are fair",
+                           where="look for torch.set_num_threads", mistake="the rules forbid changing the number of "
+                           "threads: remove torch.set_num_threads")
     if error is None:
         problem = _describe_return(result)
         if problem:
             error = CheckError(f"{name} {problem}")
         else:
             model = result
-    return TrainingResult(model, seconds, cpu_seconds, len(train_set), error=error)
+    return TrainingResult(model, seconds, cpu_used, len(train_set), error=error)
 
 
 def _prepared(model: nn.Module, name: str, images: torch.Tensor) -> None:
@@ -583,6 +719,7 @@ def graded_run(fn: Callable, run: GradedRun | None = None) -> TrainingResult:
             _prepared(result.model, getattr(fn, "__name__", "build_and_train"), images)
             with _KeptRandomState():
                 result.val_accuracy = ref.accuracy_on(result.model, val)
+                result.val_correct = round(result.val_accuracy * len(val))
         except CheckError as error:
             result.error = error
     del _results[:-7]  # keep the last few: each holds a model
@@ -593,8 +730,8 @@ def graded_run(fn: Callable, run: GradedRun | None = None) -> TrainingResult:
 def _report(result: TrainingResult, run: GradedRun) -> str:
     return (f"trained on {result.train_size:,} digits in {result.cpu_seconds:.1f} s of CPU time "
             f"({result.seconds:.1f} s on the clock, {run.threads} thread{'s' if run.threads > 1 else ''}; "
-            f"budget {run.budget_s:.0f} s, stopped at {run.limit_s:.0f} s); "
-            f"validation accuracy {result.val_accuracy:.2%} on {run.val_digits:,} digits")
+            f"budget {run.budget_s:.0f} s, stopped at {run.limit_s:.0f} s).\n"
+            + validation_estimate(result.val_correct, run.val_digits))
 
 
 def check_within_budget(fn: Callable, inputs: Sequence[GradedRun] | None = None) -> None:
@@ -610,10 +747,14 @@ def check_within_budget(fn: Callable, inputs: Sequence[GradedRun] | None = None)
 
 def graded_model(fn: Callable, tier: float, run: GradedRun | None = None) -> nn.Module:
     """The model the graded training produced (raising that training's error if it failed), for a tier cell."""
+    run = run or GradedRun()
     result = graded_run(fn, run)
     if result.error is not None:
         raise result.error
-    print(f"the autograder grades this model on the held-out digits here: it must get at least {tier:.1%} right")
+    print(f"{AUTOGRADER_ONLY} {tier * 100:g}% {tier_outlook(result.val_correct, run.val_digits, tier)}")
+    print(f"The autograder grades this model here on held-out digits, which this notebook does not have: it must get "
+          f"at least {tier:.1%} of them right. Your validation accuracy ({result.val_accuracy:.2%} of "
+          f"{run.val_digits:,} digits) makes that {tier_outlook(result.val_correct, run.val_digits, tier)}.")
     return result.model
 
 

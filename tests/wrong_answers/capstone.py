@@ -40,6 +40,53 @@ def split_ignoring_seed(dataset, val_size, seed):
     return random_split(dataset, [len(dataset) - val_size, val_size], generator=torch.Generator().manual_seed(0))
 
 
+def split_randperm_subset(dataset, val_size, seed):
+    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed))
+    return Subset(dataset, order[val_size:].tolist()), Subset(dataset, order[:val_size].tolist())
+
+
+def split_validation_first(dataset, val_size, seed):
+    val, train = random_split(dataset, [val_size, len(dataset) - val_size], generator=torch.Generator().manual_seed(seed))
+    return train, val
+
+
+def split_sorted_with_python_random(dataset, val_size, seed):
+    import random
+
+    rng = random.Random(seed)
+    val = sorted(rng.sample(range(len(dataset)), val_size))
+    train = [i for i in range(len(dataset)) if i not in set(val)]
+    print(f"validation: {len(val)} items")
+    return Subset(dataset, train), Subset(dataset, val)
+
+
+def split_fractions(dataset, val_size, seed):
+    generator = torch.Generator()
+    generator.manual_seed(seed)
+    n_val = val_size / len(dataset)
+    return tuple(random_split(dataset, lengths=[1 - n_val, n_val], generator=generator))
+
+
+def split_global_randperm(dataset, val_size, seed):
+    order = torch.randperm(len(dataset))
+    return Subset(dataset, order[val_size:].tolist()), Subset(dataset, order[:val_size].tolist())
+
+
+def split_contiguous_by_seed(dataset, val_size, seed):
+    start = (10 + seed) % (len(dataset) - val_size + 1)
+    val = list(range(start, start + val_size))
+    return Subset(dataset, [i for i in range(len(dataset)) if i not in val]), Subset(dataset, val)
+
+
+def split_first_items(dataset, val_size, seed):
+    return Subset(dataset, range(val_size, len(dataset))), Subset(dataset, range(val_size))
+
+
+def split_overlapping(dataset, val_size, seed):
+    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed))
+    return Subset(dataset, order[val_size - 1:-1].tolist()), Subset(dataset, order[:val_size].tolist())
+
+
 # ---------------------------------------------------------------- stack_dataset
 
 
@@ -61,6 +108,21 @@ def stack_float_labels(dataset):
 def stack_without_channel(dataset):
     images, labels = ref.stack_dataset(dataset)
     return images.squeeze(1), labels
+
+
+def stack_by_index(dataset):
+    pairs = [dataset[i] for i in range(len(dataset))]
+    return torch.stack([image for image, _ in pairs]), torch.tensor([label for _, label in pairs])
+
+
+def stack_one_batch(dataset):
+    images, labels = next(iter(DataLoader(dataset, batch_size=len(dataset))))
+    return images, labels.to(torch.int64)
+
+
+def stack_small_batches(dataset):
+    images, labels = zip(*DataLoader(dataset, batch_size=64, shuffle=False))
+    return torch.cat(images, dim=0), torch.cat(labels, dim=0)
 
 
 # ---------------------------------------------------------------- random_shift
@@ -115,6 +177,31 @@ def shift_in_place(images, max_shift, fill, generator):
     return images
 
 
+def shift_loop_slicing(images, max_shift, fill, generator):
+    dy, dx = _offsets(len(images), max_shift, generator)
+    return _crop(images, dy, dx, max_shift, fill)
+
+
+def shift_paste_into_full(images, max_shift, fill, generator):
+    n, _, h, w = images.shape
+    dy = torch.randint(-max_shift, max_shift + 1, (n,), generator=generator)
+    dx = torch.randint(-max_shift, max_shift + 1, (n,), generator=generator)
+    out = torch.full_like(images, fill)
+    for i in range(n):
+        y, x = int(dy[i]), int(dx[i])
+        out[i, :, max(y, 0):h + min(y, 0), max(x, 0):w + min(x, 0)] = \
+            images[i, :, max(-y, 0):h + min(-y, 0), max(-x, 0):w + min(-x, 0)]
+    return out
+
+
+def shift_pad_then_unfold_like(images, max_shift, fill, generator):
+    dy, dx = _offsets(len(images), max_shift, generator)
+    padded = torch.nn.functional.pad(images, [max_shift] * 4, mode="constant", value=fill)
+    h, w = images.shape[-2:]
+    return torch.stack([padded[i].narrow(1, max_shift - int(y), h).narrow(2, max_shift - int(x), w)
+                        for i, (y, x) in enumerate(zip(dy, dx))])
+
+
 # ---------------------------------------------------------------- accuracy_on
 
 
@@ -151,6 +238,51 @@ def accuracy_count(model, dataset, batch_size=500):
     return round(ref.accuracy_on(model, dataset, batch_size) * len(dataset))
 
 
+def accuracy_restores_mode(model, dataset, batch_size=500):
+    was_training = model.training
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for images, labels in DataLoader(dataset, batch_size=batch_size):
+            correct += int((model(images).argmax(1) == labels).sum())
+    model.train(was_training)
+    return correct / len(dataset)
+
+
+def accuracy_inference_mode_slices(model, dataset, batch_size=500):
+    model.eval()
+    predictions, targets = [], []
+    with torch.inference_mode():
+        for start in range(0, len(dataset), batch_size):
+            batch = [dataset[i] for i in range(start, min(start + batch_size, len(dataset)))]
+            predictions.append(model(torch.stack([x for x, _ in batch])).argmax(dim=-1))
+            targets.append(torch.stack([y for _, y in batch]))
+    return torch.cat(predictions).eq(torch.cat(targets)).float().mean().item()
+
+
+def accuracy_keyword_loader(model, dataset, batch_size=500):
+    model.train(mode=False)
+    loader = DataLoader(dataset=dataset, batch_size=batch_size, shuffle=False)
+    total = hits = 0
+    with torch.no_grad():
+        for images, labels in loader:
+            hits += (torch.max(model(images), 1).indices == labels).sum().item()
+            total += len(labels)
+    print(f"{hits} of {total}")
+    return hits / total
+
+
+def accuracy_train_mode_after_eval(model, dataset, batch_size=500):
+    model.eval()
+    model.train()  # the mode restored before predicting, not after
+    return accuracy_without_eval(model, dataset, batch_size)
+
+
+def accuracy_top_level_flag_only(model, dataset, batch_size=500):
+    model.training = False  # only the top-level flag: batch norm inside still uses batch statistics
+    return accuracy_without_eval(model, dataset, batch_size)
+
+
 # ---------------------------------------------------------------- build_model
 
 _SHARED = ref.build_model()
@@ -174,6 +306,35 @@ def model_with_softmax():
 
 def model_for_flat_images():
     return nn.Sequential(nn.Linear(28 * 28, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+class _Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+        self.head = nn.Linear(8 * 14 * 14, 10)
+
+    def forward(self, x):
+        return self.head(torch.flatten(self.features(x), 1))
+
+
+def model_subclass():
+    return _Net()
+
+
+def model_flatten_mlp():
+    return nn.Sequential(nn.Flatten(), nn.Linear(784, 64), nn.ReLU(), nn.Dropout(0.2), nn.Linear(64, 10))
+
+
+def model_avgpool_with_print():
+    model = nn.Sequential(nn.Conv2d(1, 16, 3), nn.BatchNorm2d(16), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(16, 10))
+    print(f"{sum(p.numel() for p in model.parameters())} parameters")
+    return model
+
+
+def model_one_score():
+    return nn.Sequential(nn.Flatten(), nn.Linear(784, 1))
 
 
 # ---------------------------------------------------------------- build_and_train
@@ -240,43 +401,115 @@ def crashes_on_labels(train_set, time_budget_s):
     return model
 
 
+def quick_subclass(train_set, time_budget_s):
+    return _linear(train_set).eval()
+
+
+def quick_with_prints(train_set, time_budget_s):
+    model = _linear(train_set)
+    print(f"trained on {len(train_set)} digits, budget {time_budget_s:.0f} s")
+    return model
+
+
+def quick_dataloader_workers(train_set, time_budget_s):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(28 * 28, 10))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    loader = DataLoader(train_set, batch_size=128, shuffle=True, num_workers=1,
+                        generator=torch.Generator().manual_seed(0))
+    for images, labels in loader:
+        optimizer.zero_grad()
+        F.cross_entropy(model(images), labels).backward()
+        optimizer.step()
+    return model
+
+
+def reference_seed_1(train_set, time_budget_s):
+    return ref.build_and_train(train_set, time_budget_s, seed=1)
+
+
+def reference_in_eval_mode_with_prints(train_set, time_budget_s):
+    model = ref.build_and_train(train_set, time_budget_s)
+    print(f"done with {time_budget_s} s budget")
+    return model.eval()
+
+
+def reference_seed_2(train_set, time_budget_s):
+    return ref.build_and_train(train_set, time_budget_s=time_budget_s, seed=2)
+
+
+def check_split_hidden_cases(fn):
+    """The hidden test's cases, and one more: one validation item of 11, which any random split may put last."""
+    checks.check_make_validation_split(fn, inputs=[(100, 30, 7), (11, 1, 12), (11, 1, 3)])
+
+
 CASES = [
     Accept(checks.check_make_validation_split, ref.make_validation_split),
-    Reject(checks.check_make_validation_split, split_without_generator, "two calls with the same seed gave different"),
-    Reject(checks.check_make_validation_split, split_with_global_seed, "changed the global random state"),
-    Reject(checks.check_make_validation_split, split_last_items, "in order, not a random choice"),
-    Reject(checks.check_make_validation_split, split_swapped, "swapped?"),
-    Reject(checks.check_make_validation_split, split_ignoring_seed, "gave the same split as seed"),
+    Accept(checks.check_make_validation_split, split_randperm_subset),
+    Accept(checks.check_make_validation_split, split_validation_first),
+    Accept(checks.check_make_validation_split, split_sorted_with_python_random),
+    Accept(checks.check_make_validation_split, split_fractions),
+    *[Accept(check_split_hidden_cases, answer)
+      for answer in (split_randperm_subset, split_validation_first, split_sorted_with_python_random)],
+    Reject(check_split_hidden_cases, split_last_items, "the validation part is the last 20 items"),
+    Reject(check_split_hidden_cases, split_swapped, "the parts are swapped"),
+    Reject(checks.check_make_validation_split, split_without_generator, "used the global random generator of torch"),
+    Reject(checks.check_make_validation_split, split_global_randperm, "used the global random generator of torch"),
+    Reject(checks.check_make_validation_split, split_with_global_seed, "used the global random generator of torch"),
+    Reject(checks.check_make_validation_split, split_last_items, "the validation part is the last 20 items"),
+    Reject(checks.check_make_validation_split, split_first_items, "the validation part is the first 20 items"),
+    Reject(checks.check_make_validation_split, split_contiguous_by_seed, "a run of consecutive"),
+    Reject(checks.check_make_validation_split, split_swapped, "the parts are swapped"),
+    Reject(checks.check_make_validation_split, split_ignoring_seed, "the split ignores its seed"),
+    Reject(checks.check_make_validation_split, split_overlapping, "are in both parts"),
 
     Accept(checks.check_stack_dataset, ref.stack_dataset),
-    Reject(checks.check_stack_dataset, stack_labels_as_list, "but are a list"),
+    Accept(checks.check_stack_dataset, stack_by_index),
+    Accept(checks.check_stack_dataset, stack_one_batch),
+    Accept(checks.check_stack_dataset, stack_small_batches),
+    Reject(checks.check_stack_dataset, stack_labels_as_list, "the labels are a list of"),
     Reject(checks.check_stack_dataset, stack_shuffled, "in another order"),
     Reject(checks.check_stack_dataset, stack_float_labels, "should have dtype torch.int64"),
     Reject(checks.check_stack_dataset, stack_without_channel, "a dimension of size 1 is missing"),
 
     Accept(checks.check_random_shift, ref.random_shift),
+    Accept(checks.check_random_shift, shift_loop_slicing),
+    Accept(checks.check_random_shift, shift_paste_into_full),
+    Accept(checks.check_random_shift, shift_pad_then_unfold_like),
     Reject(checks.check_random_shift, shift_with_roll, "torch.roll wraps around"),
     Reject(checks.check_random_shift, shift_zero_fill, "the uncovered border is 0"),
     Reject(checks.check_random_shift, shift_whole_batch, "every image moved by the same offset"),
     Reject(checks.check_random_shift, shift_exclusive_high, "`high` is exclusive"),
-    Reject(checks.check_random_shift, shift_global_random, "draw the offsets from the `generator`"),
+    Reject(checks.check_random_shift, shift_global_random, "used the global random generator of torch"),
     Reject(checks.check_random_shift, shift_diagonal, "always equal"),
     Reject(checks.check_random_shift, shift_in_place, "its values were overwritten"),
 
     Accept(checks.check_accuracy_on, ref.accuracy_on),
+    Accept(checks.check_accuracy_on, accuracy_restores_mode),
+    Accept(checks.check_accuracy_on, accuracy_inference_mode_slices),
+    Accept(checks.check_accuracy_on, accuracy_keyword_loader),
     Reject(checks.check_accuracy_on, accuracy_without_eval, "call model.eval()"),
+    Reject(checks.check_accuracy_on, accuracy_train_mode_after_eval, "call model.eval()"),
+    Reject(checks.check_accuracy_on, accuracy_top_level_flag_only, "in training mode"),
     Reject(checks.check_accuracy_on, accuracy_with_gradients, "torch.no_grad()"),
     Reject(checks.check_accuracy_on, accuracy_mean_of_batches, "mean of the per-batch accuracies"),
     Reject(checks.check_accuracy_on, accuracy_as_tensor, "should be a Python number"),
     Reject(checks.check_accuracy_on, accuracy_count, "number of correct predictions"),
 
     Accept(checks.check_build_model, ref.build_model),
+    Accept(checks.check_build_model, model_subclass),
+    Accept(checks.check_build_model, model_flatten_mlp),
+    Accept(checks.check_build_model, model_avgpool_with_print),
+    Reject(checks.check_build_model, model_one_score, "but returned shape [5, 1]"),
     Reject(checks.check_build_model, model_class, "returned the class"),
     Reject(checks.check_build_model, model_shared, "returns the same model"),
     Reject(checks.check_build_model, model_with_softmax, "ends with a softmax"),
     Reject(checks.check_build_model, model_for_flat_images, "the model fails on a batch of shape [5, 1, 28, 28]"),
 
     Accept(checks.check_build_and_train, ref.build_and_train),
+    Accept(checks.check_build_and_train, quick_subclass),
+    Accept(checks.check_build_and_train, quick_with_prints),
+    Accept(checks.check_build_and_train, quick_dataloader_workers),
     Reject(checks.check_build_and_train, returns_model_and_history, "returned a tuple (it holds a Sequential"),
     Reject(checks.check_build_and_train, returns_state_dict, "returned a dict"),
     Reject(checks.check_build_and_train, forgets_return, "returned None"),
@@ -285,21 +518,32 @@ CASES = [
     Reject(checks.check_build_and_train, diverges, "scores contain nan or inf"),
 
     Accept(checks.check_within_budget, ref.build_and_train),
+    Accept(checks.check_within_budget, reference_seed_1),
+    Accept(checks.check_within_budget, reference_in_eval_mode_with_prints),
+    Accept(checks.check_within_budget, reference_seed_2),
     Reject(checks.check_within_budget, changes_threads, "changed PyTorch's number of threads to 2"),
     Reject(checks.check_within_budget, crashes_on_labels, "raised RuntimeError"),
     Reject(checks.check_within_budget, returns_model_and_history, "returned a tuple"),
 
     Accept(checks.check_held_out_97, ref.build_and_train),
+    *[Accept(checks.check_held_out_97, answer)
+      for answer in (reference_seed_1, reference_in_eval_mode_with_prints, reference_seed_2)],
     Reject(checks.check_held_out_97, untrained, "is below 97.0%"),
     Reject(checks.check_held_out_97, linear_one_epoch, "is below 97.0%"),
     Reject(checks.check_held_out_97, crashes_on_labels, "no model to grade"),
     Accept(checks.check_held_out_98, ref.build_and_train),
+    *[Accept(checks.check_held_out_98, answer)
+      for answer in (reference_seed_1, reference_in_eval_mode_with_prints, reference_seed_2)],
     Reject(checks.check_held_out_98, untrained, "is below 98.0%"),
     Reject(checks.check_held_out_98, linear_one_epoch, "is below 98.0%"),
     Accept(checks.check_held_out_98_5, ref.build_and_train),
+    *[Accept(checks.check_held_out_98_5, answer)
+      for answer in (reference_seed_1, reference_in_eval_mode_with_prints, reference_seed_2)],
     Reject(checks.check_held_out_98_5, linear_one_epoch, "is below 98.5%"),
     Reject(checks.check_held_out_98_5, changes_threads, "no model to grade"),
     Accept(checks.check_held_out_99, ref.build_and_train),
+    *[Accept(checks.check_held_out_99, answer)
+      for answer in (reference_seed_1, reference_in_eval_mode_with_prints, reference_seed_2)],
     Reject(checks.check_held_out_99, linear_one_epoch, "is below 99.0%"),
     Reject(checks.check_held_out_99, forgets_return, "no model to grade"),
 ]
