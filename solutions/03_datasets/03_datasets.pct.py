@@ -125,10 +125,9 @@ print([batch.tolist() for batch in DataLoader(CountdownStream(5), batch_size=2)]
 #   `[N, D]`, labels to int64 `[N]`.
 # - `__len__` returns N; `__getitem__(i)` returns the pair `(features[i], labels[i])`.
 #
-# *Hint:* `torch.tensor(rows, dtype=torch.float32)` turns a list of lists into a
-# 2-D tensor. Without `dtype=`, a list of Python ints becomes int64, and layers
-# cannot compute with int64 inputs. Make `__len__` count what `__getitem__`
-# indexes: the number of samples, not the number of features.
+# *Hint:* look up the `dtype` argument of `torch.tensor`: without it, a list of
+# Python ints becomes int64, and layers cannot compute with int64 inputs. Make
+# `__len__` count what `__getitem__` indexes: samples, not features.
 
 # %% solution="ex_points_dataset"
 class PointsDataset(Dataset):
@@ -236,8 +235,8 @@ print(F.pad(torch.tensor([1.0, 2.0, 3.0]), (2, 0)))
 #
 # The result keeps the signal's dtype. One point for cropping, one for padding.
 #
-# *Hint:* slicing `signal[:length]` crops; `F.pad(signal, (0, how_many))` pads on
-# the right.
+# *Hint:* slicing crops; the `F.pad` examples above show which argument puts the
+# zeros on which side.
 
 # %% solution="ex_fix_length"
 def fix_length(signal: torch.Tensor, length: int) -> torch.Tensor:
@@ -276,23 +275,24 @@ check.check_fix_length(fix_length, part="pad", inputs=[(torch.tensor([5.0]), 4),
 # - `folder` is a `pathlib.Path`. Every `.npy` file in it is one clip, named
 #   `<class name>_<anything>.npy`; any other file (a `README.txt`, macOS's
 #   hidden `.DS_Store`, ...) is **not** a clip.
-# - `__init__` stores the **sorted** list of the `.npy` files, so that index `i`
-#   means the same file on every computer (a folder listing comes in no fixed
-#   order).
-# - `__len__` is the number of clips.
-# - `__getitem__(i)` loads clip `i` with `np.load`, converts it to a **float32
-#   tensor** (files may hold float64), brings it to `length` samples with your
-#   `fix_length`, and returns `(clip, label)`, where `label` is the int index
-#   of the file's class name in `classes` (for `high_007.npy` and
-#   `classes=["low", "high"]`, the label is 1).
+# - Index `i` means clip number `i` in the **sorted** order of the file names,
+#   so that it is the same file on every computer (a folder listing comes in no
+#   fixed order).
+# - `len(dataset)` is the number of clips.
+# - `dataset[i]` is `(clip, label)`: the clip as a **float32 tensor** (files may
+#   hold float64) of exactly `length` samples (use your `fix_length`), and
+#   `label`, the int index of the file's class name in `classes` (for
+#   `high_007.npy` and `classes=["low", "high"]`, the label is 1).
+# - A clip is read from disk when `dataset[i]` asks for it, not in `__init__`:
+#   the folder may hold more than fits in memory.
 #
 # One point for a `__len__` that agrees with `__getitem__` (every index from 0 to
 # `len - 1` works and returns a tensor and an int), two for the right clips and
 # labels in the right order.
 #
-# *Hint:* `sorted(folder.glob("*.npy"))` lists the clips; `path.stem` is the file
-# name without `.npy`, and `"high_007".split("_")[0]` is `"high"`.
-# `torch.from_numpy(array).float()` converts.
+# *Hint:* look up `Path.glob` (it takes a pattern) and `Path.stem` in Python's
+# `pathlib`, and `str.split`; `torch.from_numpy` converts an array but keeps the
+# array's dtype.
 
 # %% solution="ex_clip_dataset"
 class ClipDataset(Dataset):
@@ -393,9 +393,10 @@ except RuntimeError as error:
 #
 # Two points for `padded`, one for `lengths`.
 #
-# *Hint:* create `torch.zeros(B, longest, dtype=batch[0].dtype)`, then copy each
-# sequence into the start of its row with slice assignment:
-# `padded[i, :len(s)] = s`.
+# *Hint:* one way is to start from a tensor of zeros of the final shape and
+# dtype and write each sequence into the beginning of its row (assigning to a
+# slice of a tensor writes into it); another is your `fix_length` idea per
+# sequence, then `torch.stack`.
 
 # %% solution="ex_pad_collate"
 def pad_collate(batch: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -466,7 +467,9 @@ print("two features per step:", pad_sequence([torch.ones(3, 2), torch.ones(5, 2)
 # - `lengths`: int64 `[B]`, the number of time steps `T_i` of each sequence;
 # - `labels`: int64 `[B]`.
 #
-# *Hint:* `sequences, labels = zip(*batch)` splits the pairs into two tuples.
+# *Hint:* separate the pairs into the sequences and the labels first (Python's
+# built-in `zip` can "unzip" a list of pairs). A sequence's length is its number
+# of time steps, not its number of elements.
 
 # %% solution="ex_collate_sequences"
 def collate_sequences(batch: list[tuple[torch.Tensor, int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -564,16 +567,18 @@ print(f"v2 gives the same values, up to float rounding: largest difference {diff
 # Write `mean_std(dataset, batch_size)` returning the pair `(mean, std)` as
 # Python floats, taken over **every pixel of every image** of a dataset of
 # `(image tensor, label)` pairs. Go through it with
-# `DataLoader(dataset, batch_size=batch_size)`, so that a dataset too large for
-# memory works too: add up, over all batches, the number of pixels, their sum and
-# the sum of their squares, then
+# `DataLoader(dataset, batch_size=batch_size)` and never hold more than one
+# batch of images at a time, so that a dataset too large for memory works too.
+# The identity that makes one pass enough:
 #
 # $$\text{mean} = \frac{\sum x}{n}, \qquad \text{std} = \sqrt{\frac{\sum x^2}{n} - \text{mean}^2}.$$
 #
+# (Dividing by $n - 1$ instead of $n$, as `tensor.std()` does, is accepted too.)
+#
 # One point for the mean, two for the std.
 #
-# *Hint:* convert each batch with `.double()` first, so millions of float32
-# additions do not lose precision. Two tempting shortcuts give wrong numbers:
+# *Hint:* think about which running totals you need across batches, and keep them
+# in float64, so millions of float32 additions do not lose precision. Two tempting shortcuts give wrong numbers:
 # the average of per-batch means is off when the last batch is smaller, and the
 # average of per-image stds ignores how much images differ from each other.
 
@@ -703,13 +708,13 @@ print("part_b[0] is numbers[part_b.indices[0]]:", part_b[0])
 #
 # Write `split_train_val(dataset, val_fraction, seed)` returning `(train, val)`:
 # the validation set gets `n_val = int(len(dataset) * val_fraction)` examples, the
-# training set the rest. Use exactly
-# `random_split(dataset, [n_train, n_val], generator=...)` with a generator
-# seeded with `seed`, and return the two parts in that order.
+# training set the rest. The split is the one `random_split` makes with the
+# lengths `[n_train, n_val]` (in that order) and its own generator seeded with
+# `seed`, so the same seed gives the same split on every computer; return the two
+# `Subset`s as `(train, val)`. It must not touch PyTorch's global random state.
 #
-# *Hint:* `torch.Generator().manual_seed(seed)` returns the seeded generator.
-# Do not call `torch.manual_seed`: it would reset the global generator that the
-# rest of your program draws from.
+# *Hint:* look up `torch.Generator` and its `manual_seed` method. `torch.manual_seed`
+# would reset the global generator that the rest of your program draws from.
 
 # %% solution="ex_split"
 def split_train_val(dataset: Dataset, val_fraction: float, seed: int) -> tuple[Subset, Subset]:
@@ -738,11 +743,13 @@ check.check_split_train_val(split_train_val, inputs=[(TensorDataset(torch.arange
 # Write `make_loaders(train_set, val_set, batch_size, seed, device)` returning
 # `(train_loader, val_loader)`, both with `batch_size`:
 #
-# - the training loader **shuffles** with a generator seeded with `seed` (pass it
-#   to the DataLoader as `generator=`) and **drops** the last incomplete batch;
+# - the training loader **shuffles** with its own generator seeded with `seed`,
+#   given to the DataLoader (so two loaders built with one seed give the same
+#   orders, and the global random state is left alone), and **drops** the last
+#   incomplete batch;
 # - the validation loader keeps the dataset's order and every example;
-# - both pin memory only when `device` is a CUDA GPU:
-#   `pin_memory=(device.type == "cuda")`.
+# - both pin memory only when `device` is a CUDA GPU (not on the CPU, and not on
+#   Apple's `mps`, which shares memory with the CPU).
 #
 # Two points for the training loader, one for the validation loader.
 
@@ -845,13 +852,15 @@ if any("pin_memory" in str(w.message) for w in caught):
     print("PyTorch warned: pin_memory=True but no accelerator was found, so nothing was pinned.")
 
 # %% [markdown]
-# What the table shows depends on the machine. On the 2-core computer without a
-# GPU that built this notebook, two workers were **slower** than none: decoding
+# What the table shows depends on the machine, so read your own numbers. If
+# the "2 workers vs 0" ratio is below 1, workers made loading **slower**: decoding
 # a 28x28 digit is so cheap that starting two processes and shipping every batch
-# between processes cost more than the work they took over, and two workers
-# plus the main process compete for two cores. `pin_memory=True` made no
-# difference beyond noise, as expected without CUDA (PyTorch even warns that it
-# pins nothing).
+# between processes costs more than the work they take over, and on a computer
+# with few cores the workers and the main process compete for them (this is what
+# happens on a 2-core laptop). A ratio well above 1 means your machine has cores
+# to spare and the work per example is large enough to share. Without a CUDA GPU,
+# "pinned vs not pinned" should be 1 up to noise (a few percent either way):
+# there is nothing to speed up, and PyTorch warns that it pins nothing.
 #
 # On a machine with many cores and a GPU, and with examples that are expensive to
 # load (JPEG decoding, augmentation, reading from a network disk), workers are
@@ -865,7 +874,7 @@ if any("pin_memory" in str(w.message) for w in caught):
 # of the fastest setting. Then the cell after it builds the loader you would
 # train with on this machine.
 #
-# *Hint:* `max(speeds, key=speeds.get)` is the key with the largest value.
+# *Hint:* Python's `max` takes a `key=` function that says what to compare.
 
 # %% solution="ex_choose_num_workers"
 def choose_num_workers(speeds: dict[tuple[int, bool], float]) -> int:
@@ -965,7 +974,10 @@ check.check_loading_share(loading_share)
 # %% tags=["nbval-ignore-output"]
 share = loading_share(timings["load only (from the MNIST files)"], timings["train step only (one cached batch)"])
 print(f"loading takes about {share:.0%} of each training step here:",
-      "data loading is the bottleneck" if share > 0.5 else "the training step is the bottleneck")
+      "data loading is the bottleneck, so speed up the data pipeline first" if share > 0.5
+      else "the training step is the bottleneck, so speed up the model first")
+speedup = timings["load only (from the MNIST files)"] / timings["load only (from decoded tensors)"]
+print(f"loading from decoded tensors is {speedup:.0f}x as fast as decoding the files for every batch")
 
 # %% [markdown]
 # Read the table like this: if "load only" is a large part of "load + train
@@ -974,12 +986,13 @@ print(f"loading takes about {share:.0%} of each training step here:",
 # transforms, faster storage). If loading is a small part, spend your effort on
 # the model and the training step instead (lesson 07).
 #
-# On the 2-core machine that built this course, with nothing else running,
-# loading a batch of 64 digits through torchvision (a PIL image per digit, then
-# `ToTensor` and `Normalize`) took about 2.5 ms and the training step under
-# 2 ms: this tiny network spent more than half of its time waiting for data,
-# so the data pipeline, not the model, was the part to speed up. Loading the
-# same batches from decoded tensors took about 0.2 ms, ten times faster.
+# The two lines printed above read your own measurement: the share of the step
+# spent loading, and how much faster the same batches load from decoded tensors.
+# On a small CPU machine the loading share of this tiny network is often near or
+# above one half, because torchvision decodes a PIL image per digit and applies
+# `ToTensor` and `Normalize` to each; on a faster machine, or one that is busy
+# with something else while the training step runs, the share can be far smaller.
+# The second line says how much decoding once, up front, saves on your machine.
 # A bigger model shifts the balance towards the training step; a GPU, which
 # makes the step much faster, shifts it back towards loading. That is why you
 # measure instead of guessing.

@@ -164,9 +164,10 @@ except RuntimeError as error:
 # `fc1` and `fc2` each followed by ReLU, and `fc3` with nothing after it (the
 # raw scores, called **logits**).
 #
-# *Hint:* `F.max_pool2d(F.relu(self.conv1(x)), 2)`, and `torch.flatten(x, 1)`
-# to flatten everything but the batch dimension. Two points check the layers
-# (LeNet has 61,706 parameters), two check `forward`.
+# *Hint:* ReLU and max-pooling have functional forms in `torch.nn.functional`;
+# look up their arguments. Flattening must keep dimension 0, the batch (the table
+# above shows the shapes to expect). Two points check the layers (LeNet has 61,706
+# parameters), two check `forward`.
 
 # %% solution="ex_lenet"
 class LeNet(nn.Module):
@@ -259,10 +260,11 @@ print(num_flat_features(maps), list(by_hand.shape),
       torch.equal(by_hand, torch.flatten(maps, 1)), torch.equal(by_hand, nn.Flatten()(maps)))
 
 # %% [markdown]
-# Prefer `torch.flatten` to `view` in `forward`, though. `view` only works on a
-# contiguous tensor (lesson 01), and feature maps are not always contiguous: a
-# batch stored in the `channels_last` memory format (a speed-up lesson 07 uses)
-# gives convolution outputs in that format too.
+# All of them are correct for the inputs in this lesson. `torch.flatten` (or
+# `reshape`) is the safer habit, though: `view` only works on a contiguous tensor
+# (lesson 01), and feature maps are not always contiguous. A batch stored in the
+# `channels_last` memory format (a speed-up lesson 07 uses) gives convolution
+# outputs in that format too, and `view` then fails:
 
 # %%
 channels_last_maps = maps.to(memory_format=torch.channels_last)
@@ -424,8 +426,9 @@ print("BatchNorm2d state_dict:", list(norm.state_dict().keys()))
 # `int`, the number of scalar parameters in `model`; with `trainable_only=True`,
 # only those of parameters with `requires_grad=True`.
 #
-# *Hint:* `p.numel()` for each `p` in `model.parameters()`; not `state_dict()`,
-# which also holds buffers.
+# *Hint:* every tensor knows its number of elements (look up `numel`). Of the
+# ways section 5 lists to reach a model's tensors, pick the one that yields
+# exactly the learnable ones: `state_dict()` also holds buffers.
 
 # %% solution="ex_count_parameters"
 def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
@@ -544,14 +547,15 @@ print("kaiming:", signal_sizes(lambda w: nn.init.kaiming_normal_(w, nonlinearity
 # %% [markdown]
 # ### Exercise 4 (3 points): an init function for `model.apply`
 #
-# Write `init_weights(module)` for use as `model.apply(init_weights)`. For every
-# `nn.Conv2d` and `nn.Linear`: Kaiming-normal weights
-# (`nn.init.kaiming_normal_(module.weight, nonlinearity="relu")`) and zero biases
-# (`nn.init.zeros_`). Leave every other kind of module alone. It returns nothing.
+# Write `init_weights(module)` for use as `model.apply(init_weights)`. After
+# `model.apply(init_weights)`, every `nn.Conv2d` and `nn.Linear` has Kaiming-normal
+# weights for ReLU networks (`nn.init.kaiming_normal_` with `nonlinearity="relu"`
+# and its default `mode="fan_in"`) and zero biases; every other kind of module is
+# left exactly as it was. It returns nothing.
 #
-# *Hint:* some layers are built with `bias=False`; their `module.bias` is `None`
-# (see section 9). `model.apply` already visits every module, so do not loop
-# inside your function.
+# *Hint:* some layers are built with `bias=False` (section 9): what is their
+# `bias` then? `model.apply` already visits every module, so your function looks
+# at one module only.
 
 # %% solution="ex_init_weights"
 def init_weights(module: nn.Module) -> None:
@@ -638,9 +642,10 @@ print(MeanAbsoluteError("sum")(predictions, targets), nn.L1Loss(reduction="sum")
 # mean of the per-example losses for `reduction="mean"`, their sum for `"sum"`,
 # and the `[N]` tensor itself for `"none"`.
 #
-# *Hint:* `F.log_softmax(logits, dim=1)`, not `torch.log(F.softmax(...))`, which
-# gives `-inf` for large logits. `gather` (lesson 01) picks `log_p[i, targets[i]]`.
-# Two points for `"mean"`, one for the other reductions.
+# *Hint:* the log of a softmax underflows to `-inf` for large logits; PyTorch has
+# one function that computes both stably. Picking one entry per row is lesson
+# 01's `gather` (or advanced indexing). Two points for `"mean"`, one for the other
+# reductions.
 
 # %% solution="ex_label_smoothing"
 def label_smoothing_cross_entropy(logits: torch.Tensor, targets: torch.Tensor,
@@ -701,9 +706,8 @@ print(f"yours {mine:.5f}   F.cross_entropy {builtin:.5f}   plain cross-entropy {
 # whose `__init__` stores the two settings and whose `forward(logits, targets)`
 # returns the loss with those settings.
 #
-# *Hint:* `forward` can call your function from exercise 5, or
-# `F.cross_entropy(logits, targets, label_smoothing=..., reduction=...)`, which
-# computes the same. Do not forget the first line of every `__init__`.
+# *Hint:* `forward` can reuse exercise 5, or PyTorch's built-in from the cell
+# above. Remember what every module's `__init__` must do first.
 
 # %% solution="ex_label_smoothing_module"
 class LabelSmoothingLoss(nn.Module):
@@ -774,19 +778,21 @@ print("train() switches them back:    ", [m.training for m in net_with_dropout.m
 # ### Exercise 7 (2 points): predict
 #
 # Write `predict(model, images)` returning the predicted class of each image: a
-# `[N]` int64 tensor with the index of the largest logit. It must put the model
-# in evaluation mode with `model.eval()` (setting `model.training = False` by
-# hand would reach only the top-level module, not its dropout and batch-norm
-# layers), run it by calling `model(images)` (so hooks run), and do so inside
-# `torch.no_grad()` (no graph is needed to predict).
+# `[N]` int64 tensor with the index of the largest logit. The contract:
+#
+# - predictions do not depend on chance or on the other images in the batch:
+#   every dropout and batch-norm layer, however deep, runs in evaluation mode;
+# - the model runs through `model(images)`, so its hooks run;
+# - no autograd graph is recorded (none is needed to predict).
 #
 # The rule for the rest of the course: a function that predicts or evaluates
 # calls `model.eval()` and leaves the model in eval mode; code that trains calls
 # `model.train()` first (lesson 05's training loop starts with it). So `predict`
 # does not switch the model back.
 #
-# *Hint:* three lines: `model.eval()`, a `with torch.no_grad():` block, and
-# `argmax` over the class dimension.
+# *Hint:* section 8 shows the switch that reaches every submodule (setting
+# `model.training = False` by hand reaches only the top one) and names the
+# context manager that turns autograd off. Which dimension holds the classes?
 
 # %% solution="ex_predict"
 def predict(model: nn.Module, images: torch.Tensor) -> torch.Tensor:
