@@ -19,11 +19,12 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader, Dataset, RandomSampler, SequentialSampler, Subset, TensorDataset
 
-from helpers.checks import (CheckError, Mistake, call, call_unchanged, describe, expect, expect_close, expect_tensor,
+from helpers.checks import (Allow, CheckError, Mistake, call, describe, expect, expect_close, expect_tensor,
                            passed, substitute)
 from helpers.reference import datasets as ref
 
 ClipSpec = tuple[dict[str, np.ndarray], int, Sequence[str]]
+WHERE_RETURN = "look at your return statement"
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -150,7 +151,7 @@ def check_fix_length(fn: Callable[[torch.Tensor, int], torch.Tensor],
               if part == "both" or (part == "crop") == (len(s) >= n)]
     expect(chosen, f"no inputs to test for part={part!r}")
     for signal, length in chosen:
-        got = call_unchanged(fn, signal, length)
+        got = call(fn, signal, length)
         n = len(signal)
         expect_tensor(got, ref.fix_length(signal, length), what=f"fix_length(signal of {n} samples, {length})",
                       given=signal if n == length else None,
@@ -338,7 +339,7 @@ def check_pad_collate(fn: Callable[[list[torch.Tensor]], tuple[torch.Tensor, tor
     for batch in inputs:
         want_padded, want_lengths = ref.pad_collate(batch)
         shown = [len(s) for s in batch]
-        padded, lengths = _pair(call_unchanged(fn, list(batch)), "pad_collate")
+        padded, lengths = _pair(call(fn, batch), "pad_collate")
         if part in ("both", "padded"):
             expect_tensor(padded, want_padded, what=f"the padded batch for lengths {shown}",
                           mistakes=_padded_mistakes(batch, want_padded))
@@ -359,7 +360,7 @@ def check_collate_sequences(fn: Callable[[list[tuple[torch.Tensor, int]]], tuple
         sequences = [s for s, _ in batch]
         want_padded, want_lengths, want_labels = ref.collate_sequences(batch)
         shapes = [list(s.shape) for s in sequences]
-        padded, lengths, labels = _pair(call_unchanged(fn, list(batch)), "collate_sequences", 3)
+        padded, lengths, labels = _pair(call(fn, batch), "collate_sequences", 3)
         expect_tensor(padded, want_padded, what=f"the padded batch for sequences of shapes {shapes}",
                       mistakes=[Mistake("pad_sequence puts time first by default ([longest, batch, ...]); "
                                         "pass batch_first=True", lambda: pad_sequence(sequences)),
@@ -410,17 +411,16 @@ def _stats_mistakes(dataset: TensorDataset, batch_size: int, which: str) -> list
     ]
 
 
-class _BatchSpy(TensorDataset):
-    """A TensorDataset that records the size of every batch a DataLoader fetches from it
-    (the loader asks ``__getitems__`` for a whole batch at once when a dataset has it)."""
+def _batch_spy(tensors: Sequence[torch.Tensor], log: list[int]) -> TensorDataset:
+    """A TensorDataset that records, in ``log`` (kept outside the dataset, so the dataset itself is unchanged),
+    the size of every batch a DataLoader fetches from it (the loader asks ``__getitems__`` for a whole batch)."""
 
-    def __init__(self, *tensors: torch.Tensor) -> None:
-        super().__init__(*tensors)
-        self.batches: list[int] = []
+    class BatchSpy(TensorDataset):
+        def __getitems__(self, indices: list[int]) -> list:
+            log.append(len(indices))
+            return [self[i] for i in indices]
 
-    def __getitems__(self, indices: list[int]) -> list:
-        self.batches.append(len(indices))
-        return [self[i] for i in indices]
+    return BatchSpy(*tensors)
 
 
 def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
@@ -432,12 +432,15 @@ def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
     for dataset, batch_size in inputs:
         images = dataset.tensors[0].double()
         shown = f"mean_std({len(dataset)} images of shape {list(images.shape[1:])}, batch_size={batch_size})"
-        spy = _BatchSpy(*dataset.tensors) if isinstance(dataset, TensorDataset) else dataset
-        got = call(fn, spy, batch_size)
+        batches: list[int] = []
+        spy = _batch_spy(dataset.tensors, batches) if isinstance(dataset, TensorDataset) else dataset
+        # task: "Go through it with DataLoader(dataset, batch_size=batch_size)": iterating a DataLoader built
+        # without a generator draws its base seed from the global generator, so that draw is allowed.
+        got = call(fn, spy, batch_size, allow=Allow(global_rng=True))
         expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{shown} should return (mean, std), not {describe(got)}")
-        if part in ("both", "mean") and getattr(spy, "batches", None) and len(dataset) >= batch_size:
-            expect(max(spy.batches) == batch_size,
-                   f"{shown}: your DataLoader fetched batches of up to {max(spy.batches)} images, not batch_size="
+        if part in ("both", "mean") and batches and len(dataset) >= batch_size:
+            expect(max(batches) == batch_size,
+                   f"{shown}: your DataLoader fetched batches of up to {max(batches)} images, not batch_size="
                    f"{batch_size}: pass the batch_size argument on, DataLoader(dataset, batch_size=batch_size), "
                    "so the caller decides how much memory one batch takes")
         mean, std = got
@@ -467,49 +470,39 @@ def check_split_train_val(fn: Callable[[Dataset, float, int], tuple[Subset, Subs
         (TensorDataset(torch.arange(20)), 0.25, 0),
         (TensorDataset(torch.arange(103)), 0.1, 7),
     ]
-    rng_state = torch.get_rng_state()
-    try:
-        for dataset, fraction, seed in inputs:
-            n = len(dataset)
-            n_val = int(n * fraction)
-            shown = f"split_train_val({n} samples, val_fraction={fraction}, seed={seed})"
-            before = torch.get_rng_state()
-            got = call(fn, dataset, fraction, seed)
-            touched_global = not torch.equal(before, torch.get_rng_state())
-            expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{shown} should return (train, val), not {describe(got)}")
-            train, val = got
-            expect(isinstance(train, Subset) and isinstance(val, Subset),
-                   f"{shown} should return the two Subset objects random_split gives, not "
-                   f"{describe(train)} and {describe(val)}")
-            if len(train) == n_val and len(val) == n - n_val and n_val != n - n_val:
-                raise CheckError(f"{shown} returned (validation, training): the first result has {len(train)} "
-                                 f"samples, the second {len(val)}. Return (train, val)")
-            expect(len(val) == n_val and len(train) == n - n_val,
-                   f"{shown}: the validation set should have int({n} * {fraction}) = {n_val} samples and the "
-                   f"training set {n - n_val}, but yours have {len(val)} and {len(train)}")
-            again = call(fn, dataset, fraction, seed)
-            if _indices(again[0]) != _indices(train):
-                raise CheckError(f"{shown} gives a different split each time it is called: the split is not "
-                                 "seeded. Pass generator=torch.Generator().manual_seed(seed) to random_split")
-            if touched_global:
-                raise CheckError(f"{shown} changed PyTorch's global random generator (torch.manual_seed?), which "
-                                 "also changes every later random draw in your program. Seed a private "
-                                 "generator instead: generator=torch.Generator().manual_seed(seed)")
-            other = call(fn, dataset, fraction, seed + 1)
-            if _indices(other[0]) == _indices(train):
-                raise CheckError(f"{shown}: a different seed gives the same split, so your code ignores the "
-                                 "seed argument. Use it: torch.Generator().manual_seed(seed)")
-            want_train, want_val = ref.split_train_val(dataset, fraction, seed)
-            if _indices(train) != _indices(want_train) or _indices(val) != _indices(want_val):
-                swapped = torch.utils.data.random_split(dataset, [n_val, n - n_val], generator=_gen(seed))
-                if _indices(train) == list(swapped[1].indices):
-                    raise CheckError(f"{shown}: you passed the lengths as [n_val, n_train], which cuts the shuffled "
-                                     "order in another place; pass [n_train, n_val] and return the parts in "
-                                     "that order")
-                raise CheckError(f"{shown} is not the split random_split(dataset, [{n - n_val}, {n_val}], "
-                                 "generator=torch.Generator().manual_seed(seed)) gives: use exactly that call")
-    finally:
-        torch.set_rng_state(rng_state)  # a wrong answer must not change the rest of the notebook
+    for dataset, fraction, seed in inputs:
+        n = len(dataset)
+        n_val = int(n * fraction)
+        shown = f"split_train_val({n} samples, val_fraction={fraction}, seed={seed})"
+        # The framework rejects any use of the global generator (an unseeded random_split, torch.manual_seed).
+        got = call(fn, dataset, fraction, seed)
+        expect(isinstance(got, (tuple, list)) and len(got) == 2,
+               f"{shown} returned {describe(got)}; expected a pair (train, val)", where=WHERE_RETURN)
+        train, val = got
+        expect(isinstance(train, Subset) and isinstance(val, Subset),
+               f"{shown} returned {describe(train)} and {describe(val)}; expected the two Subset objects "
+               "random_split gives", where="look at what random_split returns, and return its parts")
+        expect(len(val) == n_val and len(train) == n - n_val,
+               f"{shown} returned parts of {len(train)} and {len(val)} samples; expected {n - n_val} for "
+               f"training and int({n} * {fraction}) = {n_val} for validation",
+               where="look at the lengths you pass to random_split and the order you return the parts in",
+               mistake=("you returned (validation, training); return (train, val)"
+                        if len(train) == n_val and len(val) == n - n_val else None))
+        other = call(fn, dataset, fraction, seed + 1)
+        if _indices(other[0]) == _indices(train):
+            raise CheckError(f"{shown} and seed={seed + 1} give the same split; a different seed should give a "
+                             "different one", where="look at where the seed argument is used",
+                             mistake="your code ignores the seed argument: seed the generator with it")
+        want_train, want_val = ref.split_train_val(dataset, fraction, seed)
+        if _indices(train) != _indices(want_train) or _indices(val) != _indices(want_val):
+            swapped = torch.utils.data.random_split(dataset, [n_val, n - n_val], generator=_gen(seed))
+            raise CheckError(
+                f"{shown}: the validation indices start {_indices(val)[:5]}; random_split(dataset, "
+                f"[{n - n_val}, {n_val}]) with a generator seeded with {seed} gives {_indices(want_val)[:5]}",
+                where="look at the lengths you pass to random_split (their order decides where the shuffled "
+                      "order is cut) and at the generator you pass",
+                mistake=("you passed the lengths as [n_val, n_train], which cuts the shuffled order in another "
+                         "place; pass [n_train, n_val]" if _indices(train) == list(swapped[1].indices) else None))
     passed("split_train_val", len(inputs))
 
 
@@ -607,7 +600,7 @@ def check_choose_num_workers(fn: Callable[[dict], int], inputs: Sequence[dict] |
     ]
     for speeds in inputs:
         shown = f"choose_num_workers({ {k: round(v) for k, v in speeds.items()} })"
-        got = call_unchanged(fn, dict(speeds))
+        got = call(fn, speeds)
         want = ref.choose_num_workers(speeds)
         slowest = min(speeds, key=speeds.get)[0]
         if isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[0], int) and got[0] == want:
@@ -629,7 +622,7 @@ def check_loading_share(fn: Callable[[float, float], float],
     inputs = inputs if inputs is not None else [(2.5, 1.5), (0.2, 1.8), (3.0, 3.0)]
     for load_ms, step_ms in inputs:
         shown = f"loading_share(load_ms={load_ms}, step_ms={step_ms})"
-        got = call_unchanged(fn, load_ms, step_ms)
+        got = call(fn, load_ms, step_ms)
         expect_close(got, ref.loading_share(load_ms, step_ms), what=shown, python_number=True, mistakes=[
             Mistake("that is the training step's share; the loading share is load / (load + step)",
                     lambda: step_ms / (load_ms + step_ms)),
@@ -639,3 +632,177 @@ def check_loading_share(fn: Callable[[float, float], float],
                     lambda: 100 * load_ms / (load_ms + step_ms)),
         ])
     passed("loading_share", len(inputs))
+
+
+# ---------------------------------------------------------------- put it together: a loader for a new format
+
+RecordingSpec = tuple[str, int, int]  # (file text, batch_size, seed)
+
+
+def random_recordings(seed: int, n: int, classes: int, comments: bool = True) -> str:
+    """A recordings file of ``n`` random recordings (for the graded cells' hidden cases)."""
+    return _recordings_text(np.random.default_rng(seed), n, classes, comments)
+
+
+def _recordings_text(rng: np.random.Generator, n: int, classes: int, comments: bool = True) -> str:
+    """A recordings file: n lines ``label,v1,...,vk`` with k from 1 to 9, readings around 5 (so standardising matters)."""
+    lines = ["# recordings: label, then the readings"] if comments else []
+    for i in range(n):
+        k = int(rng.integers(1, 10))
+        readings = ",".join(f"{v:.3f}" for v in 5 + 2 * rng.standard_normal(k))
+        lines.append(f"{int(rng.integers(0, classes))},{readings}")
+        if comments and i == n // 2:
+            lines += ["", "# a comment in the middle"]
+    return "\n".join(lines) + "\n"
+
+
+def _default_recordings() -> list[RecordingSpec]:
+    rng = np.random.default_rng(9)
+    return [(_recordings_text(rng, 11, 3), 4, 0), (_recordings_text(rng, 7, 2, comments=False), 3, 5)]
+
+
+def _epoch(loader: Any, shown: str) -> list[tuple]:
+    """One pass over the learner's loader, as a list of batches, with the learner's crash named."""
+    try:
+        return list(loader)
+    except CheckError:
+        raise
+    except Exception as error:
+        raise CheckError(f"{shown}: iterating the loader raised {type(error).__name__}: {error} (the file had been "
+                         "overwritten after the loader was made)",
+                         where="look at your dataset's __getitem__ and your collate function, and at when the file "
+                               "is read: the task says once, when the loader is made") from error
+
+
+def _unbatch(batches: list[tuple], shown: str, batch_size: int) -> list[tuple[torch.Tensor, int]]:
+    """The recordings an epoch delivered, in order, after checking every batch's form."""
+    where = "look at your collate function: what it stacks, pads and converts"
+    found = []
+    for k, batch in enumerate(batches):
+        expect(isinstance(batch, (tuple, list)) and len(batch) == 3,
+               f"{shown}: batch {k} is {describe(batch)}; expected (padded, lengths, labels)", where=where)
+        padded, lengths, labels = batch
+        for name, value, dtype, dims in (("padded", padded, torch.float32, 2), ("lengths", lengths, torch.int64, 1),
+                                         ("labels", labels, torch.int64, 1)):
+            expect(isinstance(value, torch.Tensor) and value.dtype == dtype and value.dim() == dims,
+                   f"{shown}: in batch {k}, {name} is {describe(value)}; expected a {dims}-D {dtype} tensor",
+                   where=where)
+        b = len(labels)
+        expect(padded.shape[0] == b and lengths.shape[0] == b,
+               f"{shown}: batch {k} holds {padded.shape[0]} padded rows, {lengths.shape[0]} lengths and {b} labels; "
+               "expected one of each per recording", where=where)
+        expect(b <= batch_size and (b == batch_size or k == len(batches) - 1),
+               f"{shown}: batch {k} of {len(batches)} holds {b} recordings; expected batch_size={batch_size} in every "
+               "batch but the last", where="look at the DataLoader's batch_size")
+        longest = int(lengths.max()) if b else 0
+        expect(padded.shape[1] == longest,
+               f"{shown}: batch {k} is padded to {padded.shape[1]} readings, but its longest recording has "
+               f"{longest}; expected padding to the longest recording of the batch", where=where)
+        for row, n, label in zip(padded, lengths.tolist(), labels.tolist()):
+            expect(bool((row[n:] == 0).all()),
+                   f"{shown}: in batch {k}, a recording of {n} readings is followed by {row[n:][:4].tolist()} "
+                   "instead of zeros", where="look at the order of standardising and padding",
+                   mistake="pad after standardising: the padding must stay 0, and must not count in the mean and "
+                           "std" if bool((row[n:] != 0).all()) else None)
+            found.append((row[:n], label))
+    return found
+
+
+def _match(found: list[tuple[torch.Tensor, int]], want: list[tuple[torch.Tensor, int]], raw: list[tuple[list, int]],
+           shown: str, std_sample: float, std_population: float) -> list[int]:
+    """For each delivered recording, the index of the file's recording it is; names the first that is none."""
+    left = list(range(len(want)))
+    order = []
+    scale = std_sample / std_population  # a std divided by n - 1 is accepted too
+    for got, label in found:
+        hit = next((j for j in left if want[j][1] == label and len(want[j][0]) == len(got)
+                    and (torch.allclose(got, want[j][0], atol=1e-4) or torch.allclose(got * scale, want[j][0],
+                                                                                      atol=1e-4))), None)
+        if hit is None:
+            same = [j for j in range(len(want)) if len(want[j][0]) == len(got) and want[j][1] == label]
+            unchanged = any(torch.allclose(got.double(), torch.tensor(raw[j][0], dtype=torch.float64), atol=1e-3)
+                            for j in same)
+            per_row = len(got) > 1 and abs(float(got.mean())) < 1e-4
+            raise CheckError(
+                f"{shown}: the loader delivered a recording with label {label} and readings {got[:4].tolist()}"
+                f"{'...' if len(got) > 4 else ''}; no recording of the file, standardised with the mean and std of "
+                "all its readings, has these values"
+                + (" (it was already delivered once this epoch)" if same and all(j not in left for j in same) else ""),
+                where="look at how each line becomes a tensor, and where the mean and std come from",
+                mistake=("the readings are not standardised: subtract the mean of all readings in the file and divide "
+                         "by their std" if unchanged else
+                         "you standardised each recording with its own mean and std; use the mean and std of all "
+                         "readings of the file" if per_row else None))
+        left.remove(hit)
+        order.append(hit)
+    if left:
+        j = left[0]
+        raise CheckError(f"{shown}: one epoch delivered {len(found)} recordings, but the file holds {len(want)}; "
+                         f"missing, for example: line with label {want[j][1]} and {len(want[j][0])} readings",
+                         where="look at how the file's lines are read (blank lines and # comments are not "
+                               "recordings) and at drop_last")
+    return order
+
+
+def check_recording_loader(fn: Callable[[Path, int, int], DataLoader],
+                           inputs: Sequence[RecordingSpec] | None = None) -> None:
+    """make_recording_loader(path, batch_size, seed): every recording once per epoch, standardised with the file's
+    statistics, zero-padded per batch; reshuffled every epoch, reproducibly from seed, without the global generator;
+    the file read once, when the loader is made."""
+    inputs = inputs if inputs is not None else _default_recordings()
+    for text, batch_size, seed in inputs:
+        raw = ref.parse_recordings(text)
+        n = len(raw)
+        with tempfile.TemporaryDirectory(prefix="check-recordings-") as tmp:
+            path = Path(tmp) / "recordings.csv"
+            path.write_text(text)
+            shown = f"make_recording_loader(a file of {n} recordings, batch_size={batch_size}, seed={seed})"
+            everything = torch.tensor([v for r, _ in raw for v in r], dtype=torch.float64)
+            want = [(r, label) for r, label in ref.RecordingDataset(path)]
+            population, sample = float(everything.std(correction=0)), float(everything.std(correction=1))
+
+            def build(s: int) -> Any:
+                # Earlier exercises' functions the learner may reuse are graded with the reference versions.
+                with substitute(fn, pad_collate=ref.pad_collate, collate_sequences=ref.collate_sequences,
+                                fix_length=ref.fix_length):
+                    return call(fn, path, batch_size, s)
+
+            loader, twin, other = build(seed), build(seed), build(seed + 1)
+            expect(isinstance(loader, DataLoader), f"{shown} returned {describe(loader)}; expected a DataLoader",
+                   where=WHERE_RETURN)
+            path.write_text("0,not a number\n")  # the file changes once the loaders exist: they must not read it again
+            before = torch.get_rng_state()
+            with substitute(fn, pad_collate=ref.pad_collate, collate_sequences=ref.collate_sequences,
+                            fix_length=ref.fix_length):
+                epochs = [_epoch(loader, shown) for _ in range(2)]
+                twin_epochs = [_epoch(twin, shown) for _ in range(2)]
+                other_epoch = _epoch(other, shown)
+            used_global = not torch.equal(before, torch.get_rng_state())
+            torch.set_rng_state(before)
+            orders = [_match(_unbatch(epoch, shown, batch_size), want, raw, shown, sample, population)
+                      for epoch in epochs]
+            twin_orders = [_match(_unbatch(epoch, shown, batch_size), want, raw, shown, sample, population)
+                           for epoch in twin_epochs]
+            other_order = _match(_unbatch(other_epoch, shown, batch_size), want, raw, shown, sample, population)
+            if n >= 6:
+                expect(orders[0] != list(range(n)),
+                       f"{shown}: the first epoch delivered the recordings in the file's order; expected a shuffled "
+                       "order", where="look at the DataLoader's shuffle setting")
+                expect(orders[0] != orders[1],
+                       f"{shown}: two epochs delivered the recordings in the same order {orders[0]}; expected a new "
+                       "order every epoch", where="look at how the order is drawn: once, or once per epoch",
+                       mistake="a fixed permutation (or a generator re-seeded inside the dataset or collate) repeats "
+                               "itself; let the DataLoader shuffle with its own generator")
+                expect(other_order != orders[0],
+                       f"{shown} and seed={seed + 1} give the same first epoch order; expected the seed to decide "
+                       "the order", where="look at where the seed argument is used")
+            if used_global:
+                raise CheckError(f"{shown}: iterating the loader changed PyTorch's global random state; expected the "
+                                 "shuffle to draw only from the loader's own generator",
+                                 where="look at how the DataLoader gets its randomness",
+                                 mistake="give the DataLoader its own generator seeded with seed (generator=...); "
+                                         "without one it draws from the global generator")
+            expect(twin_orders == orders,
+                   f"{shown}: two loaders made with the same seed delivered different orders ({orders[0][:6]} and "
+                   f"{twin_orders[0][:6]} ...); expected the same", where="look at how the shuffle is seeded")
+    passed("make_recording_loader", len(inputs))

@@ -13,7 +13,7 @@
 # batch sequences of different lengths, load real MNIST digits with torchvision,
 # compute the numbers behind MNIST's famous normalisation, split data into
 # training and validation sets, and measure whether loading data is what slows
-# training down. There are 8 graded exercises worth 20 points. Each has a
+# training down. There are 9 graded exercises worth 20 points. Each has a
 # self-check cell right below it: run it, read its message, fix, repeat.
 
 # %% locked="setup"
@@ -381,7 +381,7 @@ except RuntimeError as error:
 # or by handing them to `torch.nn.utils.rnn.pack_padded_sequence` so a recurrent
 # network skips the padded steps.
 #
-# ### Exercise 4 (3 points): a padding collate, by hand
+# ### Exercise 4 (2 points): a padding collate, by hand
 #
 # Write `pad_collate(batch)`. `batch` is a list of B 1-D tensors of different
 # lengths (all of one dtype). Return a pair:
@@ -391,7 +391,7 @@ except RuntimeError as error:
 #   sequence `i` and is filled up with zeros **at the end** (right side);
 # - `lengths`: an int64 tensor `[B]` with each sequence's original length.
 #
-# Two points for `padded`, one for `lengths`.
+# One point for `padded`, one for `lengths`.
 #
 # *Hint:* one way is to start from a tensor of zeros of the final shape and
 # dtype and write each sequence into the beginning of its row (assigning to a
@@ -413,7 +413,7 @@ def pad_collate(batch: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
 # %% check="ex_pad_collate_check"
 check.check_pad_collate(pad_collate)
 
-# %% graded="ex_pad_collate_padded_tests" points=2
+# %% graded="ex_pad_collate_padded_tests" points=1
 check.check_pad_collate(pad_collate, part="padded")
 ### BEGIN HIDDEN TESTS
 g = torch.Generator().manual_seed(306)
@@ -455,7 +455,7 @@ print("batch_first=True:\n", pad_sequence(sequences, batch_first=True))
 print("two features per step:", pad_sequence([torch.ones(3, 2), torch.ones(5, 2)], batch_first=True).shape)
 
 # %% [markdown]
-# ### Exercise 5 (2 points): a collate for (sequence, label) pairs, with `pad_sequence`
+# ### Exercise 5 (1 point): a collate for (sequence, label) pairs, with `pad_sequence`
 #
 # Datasets usually return `(sequence, label)` pairs. Write
 # `collate_sequences(batch)` for a list of B such pairs, where each sequence is a
@@ -485,7 +485,7 @@ def collate_sequences(batch: list[tuple[torch.Tensor, int]]) -> tuple[torch.Tens
 # %% check="ex_collate_sequences_check"
 check.check_collate_sequences(collate_sequences)
 
-# %% graded="ex_collate_sequences_tests" points=2
+# %% graded="ex_collate_sequences_tests" points=1
 check.check_collate_sequences(collate_sequences)
 ### BEGIN HIDDEN TESTS
 g = torch.Generator().manual_seed(308)
@@ -704,7 +704,7 @@ print(type(part_a).__name__, "indices:", part_a.indices, "and", part_b.indices)
 print("part_b[0] is numbers[part_b.indices[0]]:", part_b[0])
 
 # %% [markdown]
-# ### Exercise 7 (2 points): a reproducible train/validation split
+# ### Exercise 7 (1 point): a reproducible train/validation split
 #
 # Write `split_train_val(dataset, val_fraction, seed)` returning `(train, val)`:
 # the validation set gets `n_val = int(len(dataset) * val_fraction)` examples, the
@@ -730,7 +730,7 @@ def split_train_val(dataset: Dataset, val_fraction: float, seed: int) -> tuple[S
 # %% check="ex_split_check"
 check.check_split_train_val(split_train_val)
 
-# %% graded="ex_split_tests" points=2
+# %% graded="ex_split_tests" points=1
 check.check_split_train_val(split_train_val)
 ### BEGIN HIDDEN TESTS
 check.check_split_train_val(split_train_val, inputs=[(TensorDataset(torch.arange(50)), 0.2, 123),
@@ -738,7 +738,7 @@ check.check_split_train_val(split_train_val, inputs=[(TensorDataset(torch.arange
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### Exercise 8 (3 points): training and validation loaders
+# ### Exercise 8 (2 points): training and validation loaders
 #
 # Write `make_loaders(train_set, val_set, batch_size, seed, device)` returning
 # `(train_loader, val_loader)`, both with `batch_size`:
@@ -751,7 +751,7 @@ check.check_split_train_val(split_train_val, inputs=[(TensorDataset(torch.arange
 # - both pin memory only when `device` is a CUDA GPU (not on the CPU, and not on
 #   Apple's `mps`, which shares memory with the CPU).
 #
-# Two points for the training loader, one for the validation loader.
+# One point for the training loader, one for the validation loader.
 
 # %% solution="ex_make_loaders"
 def make_loaders(train_set: Dataset, val_set: Dataset, batch_size: int, seed: int,
@@ -769,7 +769,7 @@ def make_loaders(train_set: Dataset, val_set: Dataset, batch_size: int, seed: in
 # %% check="ex_make_loaders_check"
 check.check_make_loaders(make_loaders)
 
-# %% graded="ex_make_loaders_train_tests" points=2
+# %% graded="ex_make_loaders_train_tests" points=1
 check.check_make_loaders(make_loaders, part="train")
 ### BEGIN HIDDEN TESTS
 check.check_make_loaders(make_loaders, part="train", inputs=[(33, 7, 4, 11), (16, 16, 16, 2)])
@@ -792,6 +792,103 @@ images, labels = next(iter(train_loader))
 print(f"{len(train_set)} training and {len(val_set)} validation digits")
 print(f"{len(train_loader)} training batches per epoch, {len(val_loader)} validation batches")
 print("first training batch:", list(images.shape), "labels", labels[:10].tolist(), "...")
+
+# %% [markdown]
+# ### Exercise 9 (4 points): put it together, a loader for a new file format
+#
+# A sensor writes its recordings to one text file, one recording per line:
+# `label,reading,reading,...`, an int class label followed by one or more
+# readings (decimal numbers); recordings differ in length. Blank lines and lines
+# starting with `#` are not recordings. Here is a small one:
+
+# %%
+RECORDINGS = CLIP_FOLDER / "recordings.csv"
+RECORDINGS.write_text("# label, then the readings\n1,4.5,6.25,5.0\n0,3.0\n\n2,7.5,8.0,6.5,9.0,7.25\n"
+                      "0,2.5,3.5\n1,5.5,4.0,6.0\n2,8.5\n")
+print(RECORDINGS.read_text())
+
+# %% [markdown]
+# Write `make_recording_loader(path, batch_size, seed)` returning a `DataLoader`
+# that a training loop can use on such a file. Its contract:
+#
+# - every epoch delivers every recording of the file exactly once, in batches of
+#   `batch_size` (the last batch may be smaller);
+# - a batch is `(padded, lengths, labels)`: `padded` is float32 `[B, longest
+#   recording of this batch]`, zero-padded at the end; `lengths` and `labels` are
+#   int64 `[B]`;
+# - the readings are **standardised** with the mean and the std of all readings
+#   in the file (dividing by n or by n - 1 are both accepted); the padding stays 0;
+# - the order is shuffled anew every epoch, the same seed gives the same orders
+#   on every computer, and the loader leaves PyTorch's global random state alone;
+# - the file is read once, when the loader is made (the check changes the file
+#   afterwards: your loader must not notice).
+#
+# The graded test runs your function on files you do not see: other lengths,
+# labels and batch sizes, a file with a single recording, a batch size larger
+# than the file.
+#
+# *Hint:* every part of this lesson is here: a dataset (section 1), statistics
+# over all values (exercise 6), per-batch padding (section 3) and seeded
+# shuffling (section 5). Decide which work belongs in `__init__`, which in
+# `__getitem__` and which in the collate function.
+
+# %% solution="ex_recording_loader"
+class RecordingDataset(Dataset):
+    """The recordings of one file (yours to design: what it keeps, what an item is)."""
+
+    def __init__(self, path: Path) -> None:
+        ### BEGIN SOLUTION
+        rows = []
+        for line in Path(path).read_text().splitlines():
+            if line.strip() and not line.startswith("#"):
+                label, *readings = line.split(",")
+                rows.append((torch.tensor([float(r) for r in readings], dtype=torch.float64), int(label)))
+        every_reading = torch.cat([readings for readings, _ in rows])
+        mean, std = every_reading.mean(), every_reading.std(correction=0)
+        self.rows = [(((readings - mean) / std).float(), label) for readings, label in rows]
+        ### END SOLUTION
+
+    def __len__(self) -> int:
+        ### BEGIN SOLUTION
+        return len(self.rows)
+        ### END SOLUTION
+
+    def __getitem__(self, index: int):
+        ### BEGIN SOLUTION
+        return self.rows[index]
+        ### END SOLUTION
+
+
+def make_recording_loader(path: Path, batch_size: int, seed: int) -> DataLoader:
+    """A shuffled, seeded loader of (padded, lengths, labels) batches of the file's standardised recordings."""
+    ### BEGIN SOLUTION
+    return DataLoader(RecordingDataset(path), batch_size=batch_size, shuffle=True, collate_fn=collate_sequences,
+                      generator=torch.Generator().manual_seed(seed))
+    ### END SOLUTION
+
+
+# %% check="ex_recording_loader_check"
+check.check_recording_loader(make_recording_loader)
+
+# %% graded="ex_recording_loader_tests" points=4
+check.check_recording_loader(make_recording_loader)
+### BEGIN HIDDEN TESTS
+check.check_recording_loader(make_recording_loader, inputs=[
+    ("# a single recording\n3,1.5,-2.0,4.25\n", 2, 7),
+    ("1,10\n1,12\n2,9,9.5\n\n# labels 1 and 2 only\n2,30,31,32\n1,11,10,9,8,7\n2,0.5\n", 8, 3),
+    (check.random_recordings(311, 23, 4), 5, 11),
+    (check.random_recordings(312, 9, 2, comments=False), 1, 0),
+])
+### END HIDDEN TESTS
+
+# %% [markdown]
+# One epoch over the small file above: every batch is padded only as far as its
+# own longest recording.
+
+# %%
+for padded, lengths, labels in make_recording_loader(RECORDINGS, batch_size=4, seed=0):
+    print(f"padded {list(padded.shape)}  lengths {lengths.tolist()}  labels {labels.tolist()}")
+print("first row:", padded[0].tolist())
 
 # %% [markdown]
 # ## 6. Workers and pinned memory, measured

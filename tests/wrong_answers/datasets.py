@@ -772,12 +772,12 @@ CASES = [
     Reject(checks.check_mean_std, mean_std_per_pixel, "at each pixel position"),
     Reject(checks.check_mean_std, mean_std_not_written, "not written yet"),
     Accept(checks.check_split_train_val, ref.split_train_val),
-    Reject(checks.check_split_train_val, split_unseeded, "the split is not seeded"),
-    Reject(checks.check_split_train_val, split_global_seed, "changed PyTorch's global random generator"),
+    Reject(checks.check_split_train_val, split_unseeded, "used the global random generator of torch"),
+    Reject(checks.check_split_train_val, split_global_seed, "used the global random generator of torch"),
     Reject(checks.check_split_train_val, split_swapped, "returned (validation, training)"),
     Reject(checks.check_split_train_val, split_fixed_seed, "ignores the seed argument"),
     Reject(checks.check_split_train_val, split_val_first, "[n_val, n_train]"),
-    Reject(checks.check_split_train_val, split_rounded, "should have int(20 * 0.25) = 5 samples"),
+    Reject(checks.check_split_train_val, split_rounded, "int(20 * 0.25) = 5 for validation"),
     Accept(checks.check_make_loaders, ref.make_loaders),
     Reject(checks.check_make_loaders, loaders_keep_last, "drop_last=True"),
     Reject(checks.check_make_loaders, loaders_no_shuffle, "does not shuffle"),
@@ -788,3 +788,173 @@ CASES = [
     Reject(checks.check_make_loaders, loaders_always_pinned, "only speeds up copies to a CUDA GPU"),
     Reject(checks.check_make_loaders, loaders_never_pinned, "should pin memory when the device is a CUDA GPU"),
 ] + NEW_CASES + ALTERNATIVES
+
+
+# ---------------------------------------------------------------- put it together: make_recording_loader
+
+
+def _read_recordings(path):
+    rows = []
+    with open(path) as file:
+        for line in file:
+            if line.strip() and not line.lstrip().startswith("#"):
+                label, *values = line.strip().split(",")
+                rows.append((torch.tensor([float(v) for v in values]), int(label)))
+    return rows
+
+
+class _Recordings(Dataset):
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        return self.rows[i]
+
+
+def _standardised(rows, correction=0):
+    values = torch.cat([r for r, _ in rows]).double()
+    mean, std = values.mean(), values.std(correction=correction)
+    return [(((r.double() - mean) / std).float(), y) for r, y in rows]
+
+
+def recordings_by_hand(path, batch_size, seed):
+    """Correct: its own padding collate, a sample std (n - 1), a seeded generator made in two steps."""
+    rows = _standardised(_read_recordings(path), correction=1)
+
+    def collate(batch):
+        lengths = torch.tensor([len(r) for r, _ in batch])
+        padded = torch.zeros(len(batch), int(lengths.max()))
+        for i, (r, _) in enumerate(batch):
+            padded[i, : len(r)] = r
+        return padded, lengths, torch.tensor([y for _, y in batch])
+
+    generator = torch.Generator()
+    generator.manual_seed(seed)
+    return DataLoader(_Recordings(rows), batch_size, shuffle=True, collate_fn=collate, generator=generator)
+
+
+def recordings_numpy(path, batch_size, seed):
+    """Correct: parsed with NumPy-free string handling into one flat tensor, split back with torch.split."""
+    lines = [line for line in Path(path).read_text().splitlines() if line.strip() and not line.startswith("#")]
+    labels = [int(line.split(",")[0]) for line in lines]
+    counts = [line.count(",") for line in lines]
+    flat = torch.tensor([float(v) for line in lines for v in line.split(",")[1:]], dtype=torch.float64)
+    flat = ((flat - flat.mean()) / flat.std(unbiased=False)).float()
+    rows = list(zip(flat.split(counts), labels))
+    print(f"{len(rows)} recordings")
+    return DataLoader(rows, batch_size=batch_size, shuffle=True, collate_fn=ref.collate_sequences,
+                      generator=torch.Generator().manual_seed(seed))
+
+
+collate_sequences = ref.collate_sequences  # a learner's exercise-5 function, in the namespace the loader uses
+
+
+def recordings_reusing_collate(path, batch_size, seed):
+    """Correct: reuses the learner's collate_sequences from exercise 5 (graded with the reference one)."""
+    rows = _standardised(_read_recordings(path))
+    return DataLoader(rows, batch_size=batch_size, shuffle=True, collate_fn=collate_sequences,
+                      generator=torch.Generator().manual_seed(seed))
+
+
+def _recordings_loader(rows, batch_size, seed, **options):
+    settings = dict(batch_size=batch_size, shuffle=True, collate_fn=ref.collate_sequences,
+                    generator=torch.Generator().manual_seed(seed))
+    settings.update(options)
+    return DataLoader(rows, **settings)
+
+
+def recordings_raw(path, batch_size, seed):
+    return _recordings_loader(_read_recordings(path), batch_size, seed)
+
+
+def recordings_per_row(path, batch_size, seed):
+    rows = [((r - r.mean()) / r.std(correction=0).clamp_min(1e-6), y) for r, y in _read_recordings(path)]
+    return _recordings_loader(rows, batch_size, seed)
+
+
+def recordings_not_shuffled(path, batch_size, seed):
+    return _recordings_loader(_standardised(_read_recordings(path)), batch_size, seed, shuffle=False, generator=None)
+
+
+def recordings_global_shuffle(path, batch_size, seed):
+    torch.manual_seed(seed)
+    return _recordings_loader(_standardised(_read_recordings(path)), batch_size, seed, generator=None)
+
+
+def recordings_drop_last(path, batch_size, seed):
+    return _recordings_loader(_standardised(_read_recordings(path)), batch_size, seed, drop_last=True)
+
+
+class _LazyRecordings(Dataset):
+    """Reads the file again for every item."""
+
+    def __init__(self, path, stats):
+        self.path, self.stats = path, stats
+        self.n = len(_read_recordings(path))
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        r, y = _read_recordings(self.path)[i]
+        mean, std = self.stats
+        return ((r.double() - mean) / std).float(), y
+
+
+def recordings_lazy(path, batch_size, seed):
+    values = torch.cat([r for r, _ in _read_recordings(path)]).double()
+    return _recordings_loader(_LazyRecordings(path, (values.mean(), values.std(correction=0))), batch_size, seed)
+
+
+def recordings_fixed_permutation(path, batch_size, seed):
+    rows = _standardised(_read_recordings(path))
+    order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(seed)).tolist()
+    return _recordings_loader([rows[i] for i in order], batch_size, seed, shuffle=False, generator=None)
+
+
+def recordings_padded_first(path, batch_size, seed):
+    rows = _read_recordings(path)
+
+    def collate(batch):
+        padded = pad_sequence([r for r, _ in batch], batch_first=True)
+        values = torch.cat([r for r, _ in rows]).double()
+        padded = ((padded.double() - values.mean()) / values.std(correction=0)).float()
+        return padded, torch.tensor([len(r) for r, _ in batch]), torch.tensor([y for _, y in batch])
+
+    return _recordings_loader(rows, batch_size, seed, collate_fn=collate)
+
+
+def recordings_comments_kept(path, batch_size, seed):
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        label, *values = (line or "0,0").lstrip("#").split(",")
+        rows.append((torch.tensor([float(v) if v.strip() else 0.0 for v in values] or [0.0]),
+                     int(label) if label.strip().isdigit() else 0))
+    return _recordings_loader(_standardised(rows), batch_size, seed)
+
+
+def recordings_float_labels(path, batch_size, seed):
+    rows = [(r, float(y)) for r, y in _standardised(_read_recordings(path))]
+    return _recordings_loader(rows, batch_size, seed)
+
+
+RECORDING_CASES = [
+    Accept(checks.check_recording_loader, ref.make_recording_loader),
+    Accept(checks.check_recording_loader, recordings_by_hand),
+    Accept(checks.check_recording_loader, recordings_numpy),
+    Accept(checks.check_recording_loader, recordings_reusing_collate),
+    Reject(checks.check_recording_loader, recordings_raw, "the readings are not standardised"),
+    Reject(checks.check_recording_loader, recordings_per_row, "each recording with its own mean and std"),
+    Reject(checks.check_recording_loader, recordings_not_shuffled, "in the file's order"),
+    Reject(checks.check_recording_loader, recordings_global_shuffle, "global random generator"),
+    Reject(checks.check_recording_loader, recordings_drop_last, "one epoch delivered 8 recordings"),
+    Reject(checks.check_recording_loader, recordings_lazy, "the file had been overwritten"),
+    Reject(checks.check_recording_loader, recordings_fixed_permutation, "two epochs delivered the recordings"),
+    Reject(checks.check_recording_loader, recordings_padded_first, "pad after standardising"),
+    Reject(checks.check_recording_loader, recordings_comments_kept, "could not convert string to float"),
+    Reject(checks.check_recording_loader, recordings_float_labels, "labels is"),
+]
+CASES += RECORDING_CASES

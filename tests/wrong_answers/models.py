@@ -758,7 +758,7 @@ NEW_CASES = [
     Reject(checks.check_predict, predict_flag_by_hand, "changes only the top-level flag"),
     Reject(checks.check_predict, predict_restores_training, "after predict returned, the model is not in eval mode"),
     Reject(checks.check_predict, predict_keepdim, "extra dimension of size 1"),
-    Reject(checks.check_label_smoothing_cross_entropy, smoothing_shifts_in_place, "changed its argument 1"),
+    Reject(checks.check_label_smoothing_cross_entropy, smoothing_shifts_in_place, "changed the tensor it was given as `logits`"),
     Reject(checks.check_label_smoothing_cross_entropy, smoothing_one_hot_guess, "Pass num_classes"),
 ]
 
@@ -835,8 +835,137 @@ CASES = [
     Accept(checks.check_predict, ref.predict),
     Accept(checks.check_predict, predict_inference_mode),
     Reject(checks.check_predict, predict_without_eval, "you forgot model.eval()"),
-    Reject(checks.check_predict, predict_calls_forward, "call model(x), not model.forward(x): forward hooks did not run"),
+    Reject(checks.check_predict, predict_calls_forward, "not model.forward(images)"),
     Reject(checks.check_predict, predict_with_grad, "torch.no_grad()"),
     Reject(checks.check_predict, predict_logits, "you returned the logits"),
     Reject(checks.check_predict, predict_wrong_dim, "argmax must run over the classes"),
 ] + NEW_CASES + ALTERNATIVES
+
+
+# --- put it together: build_classifier -------------------------------------------------------
+
+
+class GapClassifier(nn.Module):
+    """Correct: a Module subclass, three conv blocks, global average pooling instead of a big Linear."""
+
+    def __init__(self, in_channels, num_classes):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(in_channels, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+        )
+        self.head = nn.Linear(32, num_classes)
+
+    def forward(self, x):
+        return self.head(self.features(x).mean(dim=(2, 3)))
+
+
+def classifier_gap(in_channels, num_classes):
+    return GapClassifier(in_channels, num_classes)
+
+
+def classifier_with_dropout(in_channels, num_classes):
+    """Correct: dropout (random only in training mode), a stride-2 convolution instead of pooling."""
+    return nn.Sequential(
+        nn.Conv2d(in_channels, 6, 5, stride=2, bias=False), nn.BatchNorm2d(6), nn.ReLU(),
+        nn.Conv2d(6, 12, 3, stride=2, bias=False), nn.BatchNorm2d(12), nn.ReLU(),
+        nn.Flatten(), nn.Dropout(0.2), nn.Linear(12 * 5 * 5, num_classes),
+    )
+
+
+def classifier_relu_before_bn(in_channels, num_classes):
+    """Correct: conv (with bias) -> ReLU -> batch norm: the ReLU in between keeps the bias useful."""
+    print("building a classifier for", in_channels, "channels")
+    return nn.Sequential(
+        nn.Conv2d(in_channels, 8, 3), nn.ReLU(), nn.BatchNorm2d(8), nn.MaxPool2d(2),
+        nn.Conv2d(8, 8, 3), nn.ReLU(), nn.BatchNorm2d(8), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(8 * 5 * 5, num_classes),
+    )
+
+
+def _blocks(in_channels, num_classes, *, bias=False, norm=True, head=()):
+    norm1 = [nn.BatchNorm2d(8)] if norm else []
+    norm2 = [nn.BatchNorm2d(16)] if norm else []
+    return nn.Sequential(
+        nn.Conv2d(in_channels, 8, 3, padding=1, bias=bias), *norm1, nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1, bias=bias), *norm2, nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(16 * 7 * 7, num_classes), *head,
+    )
+
+
+def classifier_mnist_net(in_channels, num_classes):
+    return nn.Sequential(nn.Conv2d(in_channels, 20, 5), nn.BatchNorm2d(20), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(20, 50, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(800, 500), nn.ReLU(), nn.Linear(500, num_classes))
+
+
+def classifier_no_norm(in_channels, num_classes):
+    return _blocks(in_channels, num_classes, bias=True, norm=False)
+
+
+def classifier_norm_after_flatten(in_channels, num_classes):
+    return nn.Sequential(nn.Conv2d(in_channels, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(4), nn.Flatten(),
+                         nn.BatchNorm1d(8 * 7 * 7), nn.Linear(8 * 7 * 7, num_classes))
+
+
+def classifier_bias_before_norm(in_channels, num_classes):
+    return _blocks(in_channels, num_classes, bias=True)
+
+
+def classifier_final_relu(in_channels, num_classes):
+    return _blocks(in_channels, num_classes, head=(nn.ReLU(),))
+
+
+def classifier_softmax(in_channels, num_classes):
+    return _blocks(in_channels, num_classes, head=(nn.Softmax(dim=1),))
+
+
+def classifier_ten_classes(in_channels, num_classes):
+    return _blocks(in_channels, 10)
+
+
+def classifier_one_channel(in_channels, num_classes):
+    return _blocks(1, num_classes)
+
+
+class UnusedLayer(nn.Module):
+    def __init__(self, in_channels, num_classes):
+        super().__init__()
+        self.body = _blocks(in_channels, num_classes)
+        self.extra = nn.Linear(num_classes, num_classes)  # built, never used
+
+    def forward(self, x):
+        return self.body(x)
+
+
+class BatchStatsAlways(nn.Module):
+    """Normalises with the batch's statistics in eval mode too."""
+
+    def __init__(self, in_channels, num_classes):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, 8, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(8)
+        self.fc = nn.Linear(8 * 7 * 7, num_classes)
+
+    def forward(self, x):
+        x = F.batch_norm(self.conv(x), None, None, self.bn.weight, self.bn.bias, training=True)
+        return self.fc(torch.flatten(F.max_pool2d(F.relu(x), 4), 1))
+
+
+CLASSIFIER_CASES = [
+    Accept(checks.check_build_classifier, ref.build_classifier),
+    Accept(checks.check_build_classifier, classifier_gap),
+    Accept(checks.check_build_classifier, classifier_with_dropout),
+    Accept(checks.check_build_classifier, classifier_relu_before_bn),
+    Reject(checks.check_build_classifier, classifier_mnist_net, "the budget is at most 10,000"),
+    Reject(checks.check_build_classifier, classifier_no_norm, "the model has no batch-normalisation layer"),
+    Reject(checks.check_build_classifier, classifier_norm_after_flatten, "cannot normalise a batch of one"),
+    Reject(checks.check_build_classifier, classifier_bias_before_norm, "build that layer with bias=False"),
+    Reject(checks.check_build_classifier, classifier_final_relu, "ends in a ReLU or a softmax"),
+    Reject(checks.check_build_classifier, classifier_softmax, "ends in a ReLU or a softmax"),
+    Reject(checks.check_build_classifier, classifier_ten_classes, "expected float32 logits of shape [8, 5]"),
+    Reject(checks.check_build_classifier, classifier_one_channel, "the channels do not match between layers"),
+    Reject(checks.check_build_classifier, UnusedLayer, "never takes part in forward"),
+    Reject(checks.check_build_classifier, BatchStatsAlways, "in eval mode: image 0's logits"),
+]
+CASES += CLASSIFIER_CASES
