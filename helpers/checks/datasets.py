@@ -37,18 +37,20 @@ def _check_part(part: str, allowed: Sequence[str]) -> None:
 
 
 def _expect_class(cls: Any, name: str) -> None:
-    expect(isinstance(cls, type),
-           f"pass the class {name} itself (no brackets), not {describe(cls)}")
-    expect(issubclass(cls, Dataset),
-           f"{name} should subclass torch.utils.data.Dataset: class {name}(Dataset): ...")
+    expect(isinstance(cls, type), f"the check was given {describe(cls)}; expected the class {name} itself",
+           where="look at the argument of the check cell", mistake=f"pass the class without brackets: ({name})")
+    expect(issubclass(cls, Dataset), f"{name} is not a subclass of torch.utils.data.Dataset",
+           where=f"look at the line class {name}(...)", mistake=f"write class {name}(Dataset):")
 
 
 def _length(dataset: Any, name: str) -> int:
     """len(dataset), with a readable message when __len__ is missing or returns a non-int."""
-    expect(hasattr(dataset, "__len__"), f"{name} has no __len__ method: a map-style dataset needs one")
+    expect(hasattr(dataset, "__len__"), f"len({name}) failed: {name} has no __len__ method",
+           where="a map-style dataset needs __len__ as well as __getitem__")
     n = call(dataset.__len__)
     expect(isinstance(n, int) and not isinstance(n, bool),
-           f"{name}.__len__ should return an int (the number of samples), but returned {describe(n)}")
+           f"{name}.__len__() returned {describe(n)}; expected an int, the number of samples",
+           where="look at what __len__ returns")
     return n
 
 
@@ -58,9 +60,9 @@ def _item(dataset: Any, index: int, n: int, name: str) -> Any:
         return dataset[index]
     except IndexError as error:
         raise CheckError(
-            f"len({name}) is {n}, but {name}[{index}] raised IndexError ({error}): __len__ and __getitem__ "
-            "disagree. __len__ must count exactly the samples __getitem__ can return"
-            + (" (yours counts one too many)" if index == n - 1 else "")) from None
+            f"len({name}) is {n}, but {name}[{index}] raised IndexError ({error})",
+            where="__len__ and __getitem__ must agree: __len__ counts exactly the samples __getitem__ can return",
+            mistake="__len__ counts one too many" if index == n - 1 else None) from None
     except NotImplementedError as error:
         # Name the function that is still a stub: __getitem__ itself, or one it calls (fix_length).
         tb = error.__traceback__
@@ -68,12 +70,14 @@ def _item(dataset: Any, index: int, n: int, name: str) -> Any:
             tb = tb.tb_next
         stub = tb.tb_frame.f_code.co_name
         stub = f"{name}.__getitem__" if stub == "__getitem__" else stub
-        raise CheckError(f"{name}[{index}] stopped at NotImplementedError: {stub} is not written yet. Replace "
-                         "`raise NotImplementedError()` with your code") from None
+        raise CheckError(f"{name}[{index}] stopped at NotImplementedError: {stub} is not written yet",
+                         where=f"replace `raise NotImplementedError()` in {stub} with your code") from None
     except CheckError:
         raise
     except Exception as error:
-        raise CheckError(f"{name}[{index}] raised {type(error).__name__}: {error}") from error
+        raise CheckError(f"{name}[{index}] raised {type(error).__name__}: {error}",
+                         where="look at your __getitem__ (the lines of your code it went through are shown below)"
+                         ) from error
 
 
 def _not_converted(value: Any) -> bool:
@@ -99,30 +103,36 @@ def check_points_dataset(cls: type, inputs: Sequence[tuple[list, list]] | None =
         n, n_features = len(expected), len(features[0])
         got_n = _length(dataset, "dataset")
         if got_n != n:
-            if got_n == n + 1:
-                raise CheckError(f"len(dataset) is {got_n} but there are {n} samples: __len__ counts one too "
-                                 f"many, so dataset[{got_n - 1}] would raise IndexError")
-            why = (" (that is the number of features per sample: count samples, e.g. len(self.labels))"
-                   if got_n == n_features else "")
-            raise CheckError(f"len(dataset) is {got_n} but there are {n} samples{why}: __len__ must return "
-                             "the number of samples, which is how many indices __getitem__ accepts")
+            raise CheckError(f"len(dataset) is {got_n} for {n} samples of {n_features} features; expected {n}",
+                             where="look at what __len__ counts: samples, which is how many indices __getitem__ "
+                                   "accepts",
+                             mistake=("__len__ counts one too many, so dataset[n] would raise IndexError"
+                                      if got_n == n + 1 else
+                                      "that is the number of features per sample: count samples (the labels)"
+                                      if got_n == n_features else None))
         for i in range(n):
             item = _item(dataset, i, n, "dataset")
             expect(isinstance(item, (tuple, list)) and len(item) == 2,
-                   f"dataset[{i}] should be a pair (features, label), but is {describe(item)}")
+                   f"dataset[{i}] is {describe(item)}; expected a pair (features, label)",
+                   where="look at what __getitem__ returns")
             x, y = item
             if i == 0 and ((isinstance(x, torch.Tensor) and x.numel() > 0 and x.flatten()[0].item() == 1000.0)
                            or (isinstance(y, torch.Tensor) and y.numel() == 1 and y.item() == 1000)):
-                raise CheckError("dataset[0] changed when the caller changed the lists after creating the dataset: "
-                                 "your dataset keeps the Python lists and converts them in __getitem__, again on "
-                                 "every read. Convert both lists to tensors once, in __init__")
+                raise CheckError("dataset[0] changed when the caller changed the lists after creating the "
+                                 "dataset; expected the dataset to be independent of the caller's lists",
+                                 where="look at when the lists become tensors",
+                                 mistake="your dataset keeps the Python lists and converts them in __getitem__, "
+                                         "again on every read; convert both lists to tensors once, in __init__")
             if _not_converted(x) or _not_converted(y):
-                raise CheckError(f"dataset[{i}] holds {type(x).__name__} and {type(y).__name__}, not tensors: "
-                                 "you forgot to convert the lists to tensors. Do it once in __init__ with "
-                                 "torch.tensor(..., dtype=...)")
+                raise CheckError(f"dataset[{i}] holds a {type(x).__name__} and a {type(y).__name__}; expected two "
+                                 "tensors", where="look at __init__: where the lists become tensors",
+                                 mistake="you forgot to convert the lists to tensors; do it once in __init__, with "
+                                         "the dtype the task names")
             want_x, want_y = expected[i]
             if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.dim() == 0 and y.dim() == 1:
-                raise CheckError(f"dataset[{i}] is (label, features); return (features, label)")
+                raise CheckError(f"dataset[{i}] is (a 0-d tensor, a tensor of shape {list(y.shape)}); expected "
+                                 "(features, label)", where="look at the order of the pair __getitem__ returns",
+                                 mistake="dataset[i] is (label, features); return (features, label)")
             expect_tensor(x, want_x, what=f"dataset[{i}][0], the features",
                           mistakes=[Mistake("the features are int64 because the lists held integers: "
                                             "convert with torch.tensor(features, dtype=torch.float32), "
@@ -215,34 +225,41 @@ def check_clip_dataset(cls: type, inputs: Sequence[ClipSpec] | None = None, part
             got_n = _length(dataset, "dataset")
             if got_n != n:
                 every = len(os.listdir(folder))
-                why = (f"you counted every file in the folder ({every}), but only the {n} .npy files are clips"
-                       if got_n == every else f"the folder holds {n} .npy files")
-                raise CheckError(f"len(dataset) is {got_n}: {why}. __len__ must count exactly the samples "
-                                 "__getitem__ can return")
+                raise CheckError(f"len(dataset) is {got_n} for a folder of {every} files, {n} of them .npy clips; "
+                                 f"expected {n}", where="look at which files __init__ keeps and what __len__ counts",
+                                 mistake=(f"you counted every file in the folder ({every}), but only the {n} .npy "
+                                          "files are clips" if got_n == every else None))
             with substitute(cls, fix_length=ref.fix_length):
                 items = [_item(dataset, i, n, "dataset") for i in range(n)]
             wanted = [expected[i] for i in range(n)]
             names = [path.name for path in expected.files]
             for i, item in enumerate(items):
                 expect(isinstance(item, (tuple, list)) and len(item) == 2,
-                       f"dataset[{i}] should be a pair (clip, label), but is {describe(item)}")
+                       f"dataset[{i}] is {describe(item)}; expected a pair (clip, label)",
+                       where="look at what __getitem__ returns")
                 clip, label = item
                 if i == 0 and isinstance(clip, torch.Tensor) and clip.shape == stale.shape \
                         and not torch.equal(stale, expected[0][0]) and torch.equal(clip.to(stale.dtype), stale):
                     raise CheckError(f"dataset[0] is {names[0]} as it was when the dataset was created, not as it is "
-                                     "on disk now: you loaded the clips in __init__. Keep only the file list there "
-                                     "and load clip i in __getitem__, so a dataset larger than memory works")
+                                     "on disk now; expected the clip to be read when dataset[0] asks for it",
+                                     where="look at where np.load runs",
+                                     mistake="you loaded the clips in __init__; keep only the file list there and "
+                                             "load clip i in __getitem__, so a dataset larger than memory works")
                 if isinstance(clip, np.ndarray):
-                    raise CheckError(f"dataset[{i}] returned a NumPy array: you forgot to convert it to a "
-                                     "tensor (torch.from_numpy(array))")
-                expect(isinstance(clip, torch.Tensor), f"dataset[{i}][0] should be a tensor, not {describe(clip)}")
+                    raise CheckError(f"dataset[{i}][0] is a NumPy array; expected a float32 tensor",
+                                     where="look at what happens to the array np.load returns",
+                                     mistake="you forgot to convert it to a tensor (torch.from_numpy)")
+                expect(isinstance(clip, torch.Tensor), f"dataset[{i}][0] is {describe(clip)}; expected a tensor",
+                       where="look at what __getitem__ returns")
                 if isinstance(label, str):
-                    raise CheckError(f"dataset[{i}] returned the class name {label!r} as its label: return its "
-                                     f"index in classes, classes.index({label!r})")
+                    raise CheckError(f"dataset[{i}][1] is the string {label!r}; expected its class index (an int)",
+                                     where="look at how the label is computed from the file name",
+                                     mistake="you returned the class name; return its index in classes")
                 if isinstance(label, torch.Tensor) and label.numel() == 1 and not label.is_floating_point():
                     label = int(label.item())
                 expect(isinstance(label, (int, np.integer)) and not isinstance(label, bool),
-                       f"dataset[{i}][1] should be the class index (an int), not {describe(label)}")
+                       f"dataset[{i}][1] is {describe(label)}; expected the class index (an int)",
+                       where="look at how the label is computed from the file name")
             if part == "len":
                 checks += 1
                 continue
@@ -253,9 +270,11 @@ def check_clip_dataset(cls: type, inputs: Sequence[ClipSpec] | None = None, part
                           if j != i and other.shape == clip.shape and other_label == label
                           and torch.allclose(other, clip.to(other.dtype))]
                 if others and not (clip.shape == want_clip.shape and torch.allclose(want_clip, clip.to(want_clip.dtype))):
-                    raise CheckError(f"dataset[{i}] is the clip from {names[others[0]]}, but index {i} should be "
-                                     f"{names[i]}: sort the file names, so that an index means the same file "
-                                     "on every machine (folder listings come in no fixed order)")
+                    raise CheckError(f"dataset[{i}] is the clip from {names[others[0]]}; expected {names[i]}, file "
+                                     f"{i} in the sorted order of the names",
+                                     where="look at the order in which __init__ keeps the files",
+                                     mistake="sort the file names, so that an index means the same file on every "
+                                             "machine (folder listings come in no fixed order)")
                 raw = torch.from_numpy(np.load(expected.files[i]))
                 expect_tensor(clip, want_clip, what=f"dataset[{i}][0], the clip from {names[i]} ({len(raw)} samples)",
                               mistakes=[Mistake(f"every clip must have exactly {length} samples: crop or pad it "
@@ -440,9 +459,9 @@ def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
         expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{shown} should return (mean, std), not {describe(got)}")
         if part in ("both", "mean") and batches and len(dataset) >= batch_size:
             expect(max(batches) == batch_size,
-                   f"{shown}: your DataLoader fetched batches of up to {max(batches)} images, not batch_size="
-                   f"{batch_size}: pass the batch_size argument on, DataLoader(dataset, batch_size=batch_size), "
-                   "so the caller decides how much memory one batch takes")
+                   f"{shown}: your DataLoader fetched batches of up to {max(batches)} images; expected batches of "
+                   f"batch_size={batch_size}", where="look at the DataLoader you build",
+                   mistake="pass the batch_size argument on, so the caller decides how much memory one batch takes")
         mean, std = got
         if part in ("both", "mean"):
             expect_close(mean, images.mean().item(), what=f"the mean from {shown}", python_number=True,
@@ -534,58 +553,74 @@ def check_make_loaders(fn: Callable[..., tuple[DataLoader, DataLoader]],
             on_mps = call(fn, train_set, val_set, batch_size, seed, torch.device("mps"))  # a GPU that is not CUDA
             want_train, want_val = ref.make_loaders(train_set, val_set, batch_size, seed, cpu)
             which = {"train": [0], "val": [1], "both": [0, 1]}[part]
+            pin_where = "look at the condition that decides pin_memory"
             for index in which:
                 name = ("training", "validation")[index]
                 loader = got[index]
                 expect(loader.batch_size == batch_size,
-                       f"{shown}): the {name} loader's batch_size is {loader.batch_size}, expected {batch_size}")
+                       f"{shown}): the {name} loader's batch_size is {loader.batch_size}; expected {batch_size}",
+                       where="look at the batch_size you pass to the DataLoader")
                 expect(not loader.pin_memory,
-                       f"{shown}, cpu): the {name} loader pins memory, but pinned memory only speeds up copies "
-                       "to a CUDA GPU; use pin_memory=(device.type == 'cuda')")
+                       f"{shown}, cpu): the {name} loader pins memory; expected no pinning on the CPU",
+                       where=pin_where, mistake="pinned memory only speeds up copies to a CUDA GPU")
                 expect(not on_mps[index].pin_memory,
-                       f"{shown}, mps): the {name} loader pins memory for Apple's 'mps' GPU, which shares its memory "
-                       "with the CPU, so there is nothing to speed up: pin only for CUDA, "
-                       "pin_memory=(device.type == 'cuda')")
+                       f"{shown}, mps): the {name} loader pins memory for Apple's 'mps' GPU; expected pinning for "
+                       "CUDA only", where=pin_where,
+                       mistake="'mps' shares its memory with the CPU, so there is nothing to speed up: pin only "
+                               "when device.type is 'cuda'")
                 expect(on_cuda[index].pin_memory,
-                       f"{shown}, cuda): the {name} loader should pin memory when the device is a CUDA GPU "
-                       "(pin_memory=(device.type == 'cuda')): pinned pages can be copied to the GPU faster "
-                       "and asynchronously")
+                       f"{shown}, cuda): the {name} loader does not pin memory; expected pinning for a CUDA GPU",
+                       where=pin_where,
+                       mistake="pinned pages can be copied to a CUDA GPU faster and asynchronously: pin when "
+                               "device.type is 'cuda'")
             if 0 in which:
                 train = got[0]
                 expect(isinstance(train.sampler, RandomSampler),
-                       f"{shown}): the training loader does not shuffle; pass shuffle=True, so that every epoch "
-                       "sees the samples in a new order")
+                       f"{shown}): the training loader gives the samples in the dataset's order; expected a shuffled "
+                       "order", where="look at the training loader's shuffle setting")
                 expect(train.drop_last,
-                       f"{shown}): the training loader keeps the last, incomplete batch of {n_train % batch_size or batch_size} "
-                       "samples; pass drop_last=True so every training step sees a full batch")
+                       f"{shown}): the training loader's last batch holds "
+                       f"{n_train % batch_size or batch_size} samples; expected the incomplete last batch dropped",
+                       where="look at the training loader's drop_last setting")
                 before = torch.get_rng_state()
                 order = _order(train)
                 second = _order(call(fn, train_set, val_set, batch_size, seed, cpu)[0])
                 if order != second:
-                    raise CheckError(f"{shown}): two loaders built with the same seed shuffle differently: the "
-                                     "shuffle is not seeded. Pass generator=torch.Generator().manual_seed(seed)")
+                    raise CheckError(f"{shown}): two loaders built with the same seed shuffle differently ("
+                                     f"{order[0]} and {second[0]} first); expected the same order",
+                                     where="look at how the training loader's shuffle is seeded",
+                                     mistake="the shuffle is not seeded: give the DataLoader its own generator "
+                                             "seeded with seed (generator=)")
                 if not torch.equal(before, torch.get_rng_state()):
-                    raise CheckError(f"{shown}): your loader draws from (or reseeds) PyTorch's global random "
-                                     "generator; give it its own: generator=torch.Generator().manual_seed(seed)")
+                    raise CheckError(f"{shown}): iterating your training loader changed PyTorch's global random "
+                                     "state; expected it to draw from its own generator only",
+                                     where="look at the generator the training loader gets",
+                                     mistake="give the DataLoader its own seeded generator (generator=)")
                 other = _order(call(fn, train_set, val_set, batch_size, seed + 1, cpu)[0])
                 if other == order:
-                    raise CheckError(f"{shown}): a different seed gives the same order, so your code ignores the "
-                                     "seed argument")
+                    raise CheckError(f"{shown}) and seed={seed + 1} give the same order; expected the seed to "
+                                     "decide the order", where="look at where the seed argument is used",
+                                     mistake="your code ignores the seed argument")
                 expect(order == _order(want_train),
-                       f"{shown}): the training order differs from DataLoader(..., shuffle=True, drop_last=True, "
-                       "generator=torch.Generator().manual_seed(seed)); pass the generator to the DataLoader itself")
+                       f"{shown}): the first training batch is {order[0]}; a DataLoader that shuffles with its own "
+                       f"generator seeded with {seed} gives {_order(want_train)[0]}",
+                       where="look at how the generator reaches the DataLoader (the task says: to the DataLoader "
+                             "itself, as generator=)")
             if 1 in which:
                 val = got[1]
                 expect(isinstance(val.sampler, SequentialSampler),
-                       f"{shown}): the validation loader shuffles; there is no need (the metric does not depend on "
-                       "the order) and a fixed order makes runs easier to compare. Use shuffle=False")
+                       f"{shown}): the validation loader shuffles; expected the dataset's order",
+                       where="look at the validation loader's shuffle setting",
+                       mistake="the metric does not depend on the order, and a fixed order makes runs easier to "
+                               "compare: do not shuffle the validation data")
                 dropped = n_val % batch_size
                 expect(not val.drop_last,
                        f"{shown}): the validation loader drops its last batch"
                        + (f", so {dropped} samples are never evaluated" if dropped else "")
-                       + "; keep drop_last=False")
+                       + "; expected every sample", where="look at the validation loader's drop_last setting")
                 expect(_order(val) == _order(want_val),
-                       f"{shown}): the validation loader should give batches of {batch_size} in the dataset's order")
+                       f"{shown}): the validation loader's batches are {_order(val)[:2]}...; expected "
+                       f"{_order(want_val)[:2]}...", where="look at how the validation loader is built")
     finally:
         torch.set_rng_state(rng_state)
     passed(f"make_loaders ({part})" if part != "both" else "make_loaders", len(inputs))
@@ -603,17 +638,17 @@ def check_choose_num_workers(fn: Callable[[dict], int], inputs: Sequence[dict] |
         got = call(fn, speeds)
         want = ref.choose_num_workers(speeds)
         slowest = min(speeds, key=speeds.get)[0]
-        if isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[0], int) and got[0] == want:
-            raise CheckError(f"{shown}: you returned the (num_workers, pin_memory) pair; return num_workers, "
-                             "the first element of the fastest setting's key")
-        if isinstance(got, float) and got in speeds.values():
-            raise CheckError(f"{shown}: you returned a throughput ({got:,.0f} images/s); return the num_workers "
-                             "of the fastest setting (the key with the highest value: max(speeds, key=speeds.get))")
-        expect(isinstance(got, int) and not isinstance(got, bool), f"{shown} should return an int, not {describe(got)}")
-        if got != want and got == slowest:
-            raise CheckError(f"{shown} returned {got}, the num_workers of the slowest setting: the values are "
-                             "images per second, so larger is faster")
-        expect(got == want, f"{shown} returned {got}, but the fastest setting uses num_workers={want}")
+        where = "look at what you compare (the values are images per second) and what you return (the key's first part)"
+        expect(isinstance(got, int) and not isinstance(got, bool),
+               f"{shown} returned {describe(got)}; expected an int, the num_workers of the fastest setting",
+               where=where,
+               mistake=("you returned the (num_workers, pin_memory) pair; return num_workers, its first element"
+                        if isinstance(got, (tuple, list)) else
+                        f"you returned a throughput ({got:,.0f} images/s); return the num_workers of the fastest "
+                        "setting" if isinstance(got, float) and got in speeds.values() else None))
+        expect(got == want, f"{shown} returned {got}; the fastest setting uses num_workers={want}", where=where,
+               mistake=("that is the num_workers of the slowest setting: the values are images per second, so "
+                        "larger is faster" if got == slowest else None))
     passed("choose_num_workers", len(inputs))
 
 

@@ -45,17 +45,18 @@ def _seeded(factory: Callable[[], Any], seed: int) -> Any:
 
 def _no_super(name: str, detail: str = "") -> CheckError:
     return CheckError(
-        f"{name}.__init__ must call super().__init__() before anything else: nn.Module creates its "
-        "registries of parameters, submodules and hooks there. Without it, assigning a layer fails "
-        "(\"cannot assign module before Module.__init__() call\"), and so does calling the module"
-        + (f". PyTorch said: {detail}" if detail else "")
-    )
+        f"building {name}() failed: " + (detail or "the module has no registry of parameters and submodules"),
+        where=f"look at the first line of {name}.__init__",
+        mistake=f"{name}.__init__ must call super().__init__() before anything else: nn.Module creates its "
+                "registries of parameters, submodules and hooks there")
 
 
 def _build(cls: Any, name: str, *args: Any, **kwargs: Any) -> nn.Module:
     """Instantiate the learner's nn.Module subclass, naming the classic construction mistakes."""
     if isinstance(cls, nn.Module):
-        raise CheckError(f"pass the class {name} itself, not an instance: write ({name}), not ({name}())")
+        raise CheckError(f"the check was given an instance of {name}; expected the class {name} itself",
+                         where="look at the argument of the check cell", mistake=f"pass the class itself, not an "
+                         f"instance: write ({name}), not ({name}())")
     try:
         with torch.random.fork_rng():  # building must not move the notebook's own random stream
             # task: "Creating a layer draws its first weights from PyTorch's global random generator"
@@ -66,8 +67,8 @@ def _build(cls: Any, name: str, *args: Any, **kwargs: Any) -> nn.Module:
             raise _no_super(name, str(cause)) from None
         raise
     if not isinstance(model, nn.Module):
-        raise CheckError(f"{name}(...) should build an nn.Module (class {name}(nn.Module): ...), "
-                         f"but it gave {describe(model)}")
+        raise CheckError(f"{name}(...) built {describe(model)}; expected an nn.Module",
+                         where=f"look at the line class {name}(...)", mistake=f"write class {name}(nn.Module):")
     if "_modules" not in vars(model):
         raise _no_super(name)
     return model
@@ -162,13 +163,15 @@ def _expect_hooks_ran(model: nn.Module, fired: set[str], correct: bool, name: st
     layer = silent[0]
     if correct:
         raise CheckError(
-            f"{name}: call model(x), not model.forward(x): forward hooks did not run for {silent}. "
-            f"The output is right, but forward does not call self.{layer}(...) itself: self.{layer}.forward(...) "
-            "(or a functional call with its weight) bypasses nn.Module.__call__, which runs the hooks around "
-            f"forward. Write self.{layer}(x)")
+            f"{name}: the output is right, but forward hooks did not run for {silent}; expected every layer to run "
+            "through its hooks", where=f"look at how forward uses self.{layer}",
+            mistake=f"call model(x), not model.forward(x): self.{layer}.forward(...) (or a functional call with its "
+                    f"weight) bypasses nn.Module.__call__, which runs the hooks around forward. Write self.{layer}(x)")
     raise CheckError(
-        f"{name}: the layer(s) {silent} never ran through model(x): either forward does not use them, or it calls "
-        f"self.{layer}.forward(...) directly (call model(x), not model.forward(x): forward hooks did not run)")
+        f"{name}: the layer(s) {silent} never ran through model(x); expected every layer to take part",
+        where=f"look at how forward uses self.{layer}",
+        mistake=f"either forward does not use them, or it calls self.{layer}.forward(...) directly (call model(x), "
+                "not model.forward(x): forward hooks did not run)")
 
 
 # --- exercises 1 and 2: LeNet and MnistNet -------------------------------------------------------
@@ -205,15 +208,17 @@ def _expect_same_layers(model: nn.Module, reference: nn.Module, name: str) -> No
     if missing or extra:
         detail = (f"missing {missing}" if missing else "") + ("; " if missing and extra else "") + \
                  (f"unexpected {extra}" if extra else "")
-        raise CheckError(f"{name}'s state_dict keys differ ({detail}): name the layers {', '.join(layers)} in "
-                         f"__init__ (self.{layers[0]} = ...), because the attribute names become the keys")
+        raise CheckError(f"{name}'s state_dict keys differ from the task's layer names: {detail}",
+                         where="look at the attribute names in __init__: they become the keys",
+                         mistake=f"name the layers {', '.join(layers)} in __init__ (self.{layers[0]} = ...)")
     count, want_count = ref.count_parameters(model), ref.count_parameters(reference)
     for key in want:
         if got[key] != want[key]:
             raise CheckError(
-                f"wrong layer sizes: {name} has {count:,} parameters instead of {want_count:,}, and the first "
-                f"layer that differs from the reference's state_dict is {key}, shape {list(got[key])} instead "
-                f"of {list(want[key])}: {_describe_shape_difference(key, got[key], want[key], name)}")
+                f"{name} has {count:,} parameters instead of {want_count:,}; the first that differs is {key}, shape "
+                f"{list(got[key])} instead of {list(want[key])}",
+                where=f"look at the arguments of layer {key.rpartition('.')[0]} (and the size table of section 2)",
+                mistake=_describe_shape_difference(key, got[key], want[key], name))
 
 
 def _conv_net_variant(net: nn.Module, x: torch.Tensor, activation: Callable = F.relu,
@@ -260,13 +265,13 @@ def _check_layers(cls: Any, name: str, reference_cls: Callable[[], nn.Module], s
     reference = _seeded(reference_cls, 0)
     for n in batch_sizes:
         out, _ = _run(model, _randn(n, 1, size, size, seed=n), name)
-        expect(isinstance(out, torch.Tensor), f"{name}'s forward should return a tensor, but returned {describe(out)}")
-        if n == 1 and list(out.shape) == [10]:
-            raise CheckError(f"{name}'s output for a batch of 1 has shape [10]: you flattened the batch dimension "
-                             "too. Use torch.flatten(x, 1), which keeps dimension 0")
+        expect(isinstance(out, torch.Tensor), f"{name}'s forward returned {describe(out)}; expected a tensor",
+               where="look at forward's return statement")
         expect(list(out.shape) == [n, 10],
-               f"{name}'s output for a batch of {n} images of {size}x{size} should have shape [{n}, 10] "
-               f"(one row of 10 logits per image), but has shape {list(out.shape)}")
+               f"{name}'s output for a batch of {n} images of {size}x{size} has shape {list(out.shape)}; expected "
+               f"[{n}, 10] (one row of 10 logits per image)", where="look at how forward flattens",
+               mistake=("you flattened the batch dimension too; flatten everything but dimension 0"
+                        if n == 1 and list(out.shape) == [10] else None))
     _expect_same_layers(model, reference, name)
     passed(f"{name} layers ({ref.count_parameters(reference):,} parameters)", len(batch_sizes) + 1)
 
@@ -354,14 +359,19 @@ def check_count_parameters(fn: Callable[[nn.Module, bool], int],
                                 if n.endswith("weight") and (p.requires_grad or not trainable_only))),
         ]
         if isinstance(got, torch.Tensor) and got.numel() == 1 and got.item() == want:
-            raise CheckError(f"{what} returned a tensor; return a plain Python int (p.numel() is already an int)")
+            raise CheckError(f"{what} returned {describe(got)}; expected a Python int ({want:,})",
+                             where="look at the type of what you add up and return",
+                             mistake="return a plain Python int (numel() is already an int)")
         if not isinstance(got, torch.Tensor) and got != want:  # a tensor of counts is named just below
             mistake = next((m for m in mistakes if m.explains(got)), None)
             if mistake is not None:
-                raise CheckError(f"{what}: {mistake.message}")
+                raise CheckError(f"{what} returned {got:,}; expected {want:,}",
+                                 where="look at which tensors you count, and what you count in each",
+                                 mistake=mistake.message)
         expect(isinstance(got, int) and not isinstance(got, bool),
-               f"{what} should return an int, but returned {describe(got)}")
-        expect(got == want, f"{what} should be {want:,}, but yours is {got:,}")
+               f"{what} returned {describe(got)}; expected an int", where="look at what your function returns")
+        expect(got == want, f"{what} returned {got:,}; expected {want:,}",
+               where="look at which tensors you count, and what you count in each")
     passed("count_parameters", len(inputs))
 
 

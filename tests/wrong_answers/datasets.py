@@ -712,10 +712,10 @@ ALTERNATIVES = [
 
 NEW_CASES = [
     Reject(checks.check_mean_std, mean_std_own_batch_size, "pass the batch_size argument on"),
-    Reject(checks.check_make_loaders, loaders_pinned_on_any_gpu, "pin only for CUDA"),
+    Reject(checks.check_make_loaders, loaders_pinned_on_any_gpu, "pin only when device.type is 'cuda'"),
     Reject(checks.check_pad_collate, pad_collate_time_first, "transpose of the expected one"),
     Accept(checks.check_choose_num_workers, ref.choose_num_workers),
-    Reject(checks.check_choose_num_workers, workers_pair, "return num_workers"),
+    Reject(checks.check_choose_num_workers, workers_pair, "return num_workers, its first element"),
     Reject(checks.check_choose_num_workers, workers_slowest, "slowest setting"),
     Reject(checks.check_choose_num_workers, workers_best_speed, "you returned a throughput"),
     Accept(checks.check_loading_share, ref.loading_share),
@@ -737,7 +737,7 @@ CASES = [
     Reject(checks.check_points_dataset, PointsNotConverted, "forgot to convert the lists to tensors"),
     Reject(checks.check_points_dataset, PointsDefaultDtype, "features are int64"),
     Reject(checks.check_points_dataset, PointsSwapped, "is (label, features)"),
-    Reject(checks.check_points_dataset, PointsNotADataset, "should subclass torch.utils.data.Dataset"),
+    Reject(checks.check_points_dataset, PointsNotADataset, "is not a subclass of torch.utils.data.Dataset"),
     Accept(checks.check_fix_length, ref.fix_length),
     Reject(checks.check_fix_length, fix_length_keep_end, "kept the last samples"),
     Reject(checks.check_fix_length, fix_length_pad_left, "padded at the start"),
@@ -750,7 +750,7 @@ CASES = [
     Reject(checks.check_clip_dataset, ClipsNotFixed, "must have exactly 50 samples"),
     Reject(checks.check_clip_dataset, ClipsKeepEnd, "kept the last samples"),
     Reject(checks.check_clip_dataset, ClipsFloat64, "convert the clip to float32"),
-    Reject(checks.check_clip_dataset, ClipsListdir, "only the 4 .npy files are clips"),
+    Reject(checks.check_clip_dataset, ClipsListdir, "4 of them .npy clips; expected 4"),
     Accept(checks.check_pad_collate, ref.pad_collate),
     Reject(checks.check_pad_collate, pad_collate_left, "padded on the left"),
     Reject(checks.check_pad_collate, pad_collate_fixed, "padded to a fixed length"),
@@ -779,14 +779,14 @@ CASES = [
     Reject(checks.check_split_train_val, split_val_first, "[n_val, n_train]"),
     Reject(checks.check_split_train_val, split_rounded, "int(20 * 0.25) = 5 for validation"),
     Accept(checks.check_make_loaders, ref.make_loaders),
-    Reject(checks.check_make_loaders, loaders_keep_last, "drop_last=True"),
-    Reject(checks.check_make_loaders, loaders_no_shuffle, "does not shuffle"),
+    Reject(checks.check_make_loaders, loaders_keep_last, "expected the incomplete last batch dropped"),
+    Reject(checks.check_make_loaders, loaders_no_shuffle, "expected a shuffled order"),
     Reject(checks.check_make_loaders, loaders_unseeded, "the shuffle is not seeded"),
     Reject(checks.check_make_loaders, loaders_global_seed, "global random generator"),
     Reject(checks.check_make_loaders, loaders_val_shuffled, "the validation loader shuffles"),
     Reject(checks.check_make_loaders, loaders_val_drop_last, "5 samples are never evaluated"),
     Reject(checks.check_make_loaders, loaders_always_pinned, "only speeds up copies to a CUDA GPU"),
-    Reject(checks.check_make_loaders, loaders_never_pinned, "should pin memory when the device is a CUDA GPU"),
+    Reject(checks.check_make_loaders, loaders_never_pinned, "expected pinning for a CUDA GPU"),
 ] + NEW_CASES + ALTERNATIVES
 
 
