@@ -119,7 +119,10 @@ def test_known_mistake_wins_over_generic_message():
 
 
 def test_expect_close_numbers():
-    expect_close(torch.tensor(4.5), 4.5, what="grad")
+    expect_close(4.5, 4.5, what="grad")
+    expect_close(torch.tensor(4.5), 4.5, what="grad", number_or_tensor=True)
+    with pytest.raises(CheckError, match="should be a Python number"):
+        expect_close(torch.tensor(4.5), 4.5, what="grad")
     with pytest.raises(CheckError, match="should be 4.5, but yours is 3"):
         expect_close(3.0, 4.5, what="grad")
     with pytest.raises(CheckError, match="should be a number"):
