@@ -19,11 +19,12 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader, Dataset, RandomSampler, SequentialSampler, Subset, TensorDataset
 
-from helpers.checks import (CheckError, Mistake, call, call_unchanged, describe, expect, expect_close, expect_tensor,
+from helpers.checks import (Allow, CheckError, Mistake, call, describe, expect, expect_close, expect_tensor,
                            passed, substitute)
 from helpers.reference import datasets as ref
 
 ClipSpec = tuple[dict[str, np.ndarray], int, Sequence[str]]
+WHERE_RETURN = "look at your return statement"
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -36,18 +37,20 @@ def _check_part(part: str, allowed: Sequence[str]) -> None:
 
 
 def _expect_class(cls: Any, name: str) -> None:
-    expect(isinstance(cls, type),
-           f"pass the class {name} itself (no brackets), not {describe(cls)}")
-    expect(issubclass(cls, Dataset),
-           f"{name} should subclass torch.utils.data.Dataset: class {name}(Dataset): ...")
+    expect(isinstance(cls, type), f"the check was given {describe(cls)}; expected the class {name} itself",
+           where="look at the argument of the check cell", mistake=f"pass the class without brackets: ({name})")
+    expect(issubclass(cls, Dataset), f"{name} is not a subclass of torch.utils.data.Dataset",
+           where=f"look at the line class {name}(...)", mistake=f"write class {name}(Dataset):")
 
 
 def _length(dataset: Any, name: str) -> int:
     """len(dataset), with a readable message when __len__ is missing or returns a non-int."""
-    expect(hasattr(dataset, "__len__"), f"{name} has no __len__ method: a map-style dataset needs one")
+    expect(hasattr(dataset, "__len__"), f"len({name}) failed: {name} has no __len__ method",
+           where="a map-style dataset needs __len__ as well as __getitem__")
     n = call(dataset.__len__)
     expect(isinstance(n, int) and not isinstance(n, bool),
-           f"{name}.__len__ should return an int (the number of samples), but returned {describe(n)}")
+           f"{name}.__len__() returned {describe(n)}; expected an int, the number of samples",
+           where="look at what __len__ returns")
     return n
 
 
@@ -57,9 +60,9 @@ def _item(dataset: Any, index: int, n: int, name: str) -> Any:
         return dataset[index]
     except IndexError as error:
         raise CheckError(
-            f"len({name}) is {n}, but {name}[{index}] raised IndexError ({error}): __len__ and __getitem__ "
-            "disagree. __len__ must count exactly the samples __getitem__ can return"
-            + (" (yours counts one too many)" if index == n - 1 else "")) from None
+            f"len({name}) is {n}, but {name}[{index}] raised IndexError ({error})",
+            where="__len__ and __getitem__ must agree: __len__ counts exactly the samples __getitem__ can return",
+            mistake="__len__ counts one too many" if index == n - 1 else None) from None
     except NotImplementedError as error:
         # Name the function that is still a stub: __getitem__ itself, or one it calls (fix_length).
         tb = error.__traceback__
@@ -67,12 +70,14 @@ def _item(dataset: Any, index: int, n: int, name: str) -> Any:
             tb = tb.tb_next
         stub = tb.tb_frame.f_code.co_name
         stub = f"{name}.__getitem__" if stub == "__getitem__" else stub
-        raise CheckError(f"{name}[{index}] stopped at NotImplementedError: {stub} is not written yet. Replace "
-                         "`raise NotImplementedError()` with your code") from None
+        raise CheckError(f"{name}[{index}] stopped at NotImplementedError: {stub} is not written yet",
+                         where=f"replace `raise NotImplementedError()` in {stub} with your code") from None
     except CheckError:
         raise
     except Exception as error:
-        raise CheckError(f"{name}[{index}] raised {type(error).__name__}: {error}") from error
+        raise CheckError(f"{name}[{index}] raised {type(error).__name__}: {error}",
+                         where="look at your __getitem__ (the lines of your code it went through are shown below)"
+                         ) from error
 
 
 def _not_converted(value: Any) -> bool:
@@ -98,30 +103,36 @@ def check_points_dataset(cls: type, inputs: Sequence[tuple[list, list]] | None =
         n, n_features = len(expected), len(features[0])
         got_n = _length(dataset, "dataset")
         if got_n != n:
-            if got_n == n + 1:
-                raise CheckError(f"len(dataset) is {got_n} but there are {n} samples: __len__ counts one too "
-                                 f"many, so dataset[{got_n - 1}] would raise IndexError")
-            why = (" (that is the number of features per sample: count samples, e.g. len(self.labels))"
-                   if got_n == n_features else "")
-            raise CheckError(f"len(dataset) is {got_n} but there are {n} samples{why}: __len__ must return "
-                             "the number of samples, which is how many indices __getitem__ accepts")
+            raise CheckError(f"len(dataset) is {got_n} for {n} samples of {n_features} features; expected {n}",
+                             where="look at what __len__ counts: samples, which is how many indices __getitem__ "
+                                   "accepts",
+                             mistake=("__len__ counts one too many, so dataset[n] would raise IndexError"
+                                      if got_n == n + 1 else
+                                      "that is the number of features per sample: count samples (the labels)"
+                                      if got_n == n_features else None))
         for i in range(n):
             item = _item(dataset, i, n, "dataset")
             expect(isinstance(item, (tuple, list)) and len(item) == 2,
-                   f"dataset[{i}] should be a pair (features, label), but is {describe(item)}")
+                   f"dataset[{i}] is {describe(item)}; expected a pair (features, label)",
+                   where="look at what __getitem__ returns")
             x, y = item
             if i == 0 and ((isinstance(x, torch.Tensor) and x.numel() > 0 and x.flatten()[0].item() == 1000.0)
                            or (isinstance(y, torch.Tensor) and y.numel() == 1 and y.item() == 1000)):
-                raise CheckError("dataset[0] changed when the caller changed the lists after creating the dataset: "
-                                 "your dataset keeps the Python lists and converts them in __getitem__, again on "
-                                 "every read. Convert both lists to tensors once, in __init__")
+                raise CheckError("dataset[0] changed when the caller changed the lists after creating the "
+                                 "dataset; expected the dataset to be independent of the caller's lists",
+                                 where="look at when the lists become tensors",
+                                 mistake="your dataset keeps the Python lists and converts them in __getitem__, "
+                                         "again on every read; convert both lists to tensors once, in __init__")
             if _not_converted(x) or _not_converted(y):
-                raise CheckError(f"dataset[{i}] holds {type(x).__name__} and {type(y).__name__}, not tensors: "
-                                 "you forgot to convert the lists to tensors. Do it once in __init__ with "
-                                 "torch.tensor(..., dtype=...)")
+                raise CheckError(f"dataset[{i}] holds a {type(x).__name__} and a {type(y).__name__}; expected two "
+                                 "tensors", where="look at __init__: where the lists become tensors",
+                                 mistake="you forgot to convert the lists to tensors; do it once in __init__, with "
+                                         "the dtype the task names")
             want_x, want_y = expected[i]
             if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.dim() == 0 and y.dim() == 1:
-                raise CheckError(f"dataset[{i}] is (label, features); return (features, label)")
+                raise CheckError(f"dataset[{i}] is (a 0-d tensor, a tensor of shape {list(y.shape)}); expected "
+                                 "(features, label)", where="look at the order of the pair __getitem__ returns",
+                                 mistake="dataset[i] is (label, features); return (features, label)")
             expect_tensor(x, want_x, what=f"dataset[{i}][0], the features",
                           mistakes=[Mistake("the features are int64 because the lists held integers: "
                                             "convert with torch.tensor(features, dtype=torch.float32), "
@@ -150,7 +161,7 @@ def check_fix_length(fn: Callable[[torch.Tensor, int], torch.Tensor],
               if part == "both" or (part == "crop") == (len(s) >= n)]
     expect(chosen, f"no inputs to test for part={part!r}")
     for signal, length in chosen:
-        got = call_unchanged(fn, signal, length)
+        got = call(fn, signal, length)
         n = len(signal)
         expect_tensor(got, ref.fix_length(signal, length), what=f"fix_length(signal of {n} samples, {length})",
                       given=signal if n == length else None,
@@ -214,34 +225,41 @@ def check_clip_dataset(cls: type, inputs: Sequence[ClipSpec] | None = None, part
             got_n = _length(dataset, "dataset")
             if got_n != n:
                 every = len(os.listdir(folder))
-                why = (f"you counted every file in the folder ({every}), but only the {n} .npy files are clips"
-                       if got_n == every else f"the folder holds {n} .npy files")
-                raise CheckError(f"len(dataset) is {got_n}: {why}. __len__ must count exactly the samples "
-                                 "__getitem__ can return")
+                raise CheckError(f"len(dataset) is {got_n} for a folder of {every} files, {n} of them .npy clips; "
+                                 f"expected {n}", where="look at which files __init__ keeps and what __len__ counts",
+                                 mistake=(f"you counted every file in the folder ({every}), but only the {n} .npy "
+                                          "files are clips" if got_n == every else None))
             with substitute(cls, fix_length=ref.fix_length):
                 items = [_item(dataset, i, n, "dataset") for i in range(n)]
             wanted = [expected[i] for i in range(n)]
             names = [path.name for path in expected.files]
             for i, item in enumerate(items):
                 expect(isinstance(item, (tuple, list)) and len(item) == 2,
-                       f"dataset[{i}] should be a pair (clip, label), but is {describe(item)}")
+                       f"dataset[{i}] is {describe(item)}; expected a pair (clip, label)",
+                       where="look at what __getitem__ returns")
                 clip, label = item
                 if i == 0 and isinstance(clip, torch.Tensor) and clip.shape == stale.shape \
                         and not torch.equal(stale, expected[0][0]) and torch.equal(clip.to(stale.dtype), stale):
                     raise CheckError(f"dataset[0] is {names[0]} as it was when the dataset was created, not as it is "
-                                     "on disk now: you loaded the clips in __init__. Keep only the file list there "
-                                     "and load clip i in __getitem__, so a dataset larger than memory works")
+                                     "on disk now; expected the clip to be read when dataset[0] asks for it",
+                                     where="look at where np.load runs",
+                                     mistake="you loaded the clips in __init__; keep only the file list there and "
+                                             "load clip i in __getitem__, so a dataset larger than memory works")
                 if isinstance(clip, np.ndarray):
-                    raise CheckError(f"dataset[{i}] returned a NumPy array: you forgot to convert it to a "
-                                     "tensor (torch.from_numpy(array))")
-                expect(isinstance(clip, torch.Tensor), f"dataset[{i}][0] should be a tensor, not {describe(clip)}")
+                    raise CheckError(f"dataset[{i}][0] is a NumPy array; expected a float32 tensor",
+                                     where="look at what happens to the array np.load returns",
+                                     mistake="you forgot to convert it to a tensor (torch.from_numpy)")
+                expect(isinstance(clip, torch.Tensor), f"dataset[{i}][0] is {describe(clip)}; expected a tensor",
+                       where="look at what __getitem__ returns")
                 if isinstance(label, str):
-                    raise CheckError(f"dataset[{i}] returned the class name {label!r} as its label: return its "
-                                     f"index in classes, classes.index({label!r})")
+                    raise CheckError(f"dataset[{i}][1] is the string {label!r}; expected its class index (an int)",
+                                     where="look at how the label is computed from the file name",
+                                     mistake="you returned the class name; return its index in classes")
                 if isinstance(label, torch.Tensor) and label.numel() == 1 and not label.is_floating_point():
                     label = int(label.item())
                 expect(isinstance(label, (int, np.integer)) and not isinstance(label, bool),
-                       f"dataset[{i}][1] should be the class index (an int), not {describe(label)}")
+                       f"dataset[{i}][1] is {describe(label)}; expected the class index (an int)",
+                       where="look at how the label is computed from the file name")
             if part == "len":
                 checks += 1
                 continue
@@ -252,9 +270,11 @@ def check_clip_dataset(cls: type, inputs: Sequence[ClipSpec] | None = None, part
                           if j != i and other.shape == clip.shape and other_label == label
                           and torch.allclose(other, clip.to(other.dtype))]
                 if others and not (clip.shape == want_clip.shape and torch.allclose(want_clip, clip.to(want_clip.dtype))):
-                    raise CheckError(f"dataset[{i}] is the clip from {names[others[0]]}, but index {i} should be "
-                                     f"{names[i]}: sort the file names, so that an index means the same file "
-                                     "on every machine (folder listings come in no fixed order)")
+                    raise CheckError(f"dataset[{i}] is the clip from {names[others[0]]}; expected {names[i]}, file "
+                                     f"{i} in the sorted order of the names",
+                                     where="look at the order in which __init__ keeps the files",
+                                     mistake="sort the file names, so that an index means the same file on every "
+                                             "machine (folder listings come in no fixed order)")
                 raw = torch.from_numpy(np.load(expected.files[i]))
                 expect_tensor(clip, want_clip, what=f"dataset[{i}][0], the clip from {names[i]} ({len(raw)} samples)",
                               mistakes=[Mistake(f"every clip must have exactly {length} samples: crop or pad it "
@@ -338,7 +358,7 @@ def check_pad_collate(fn: Callable[[list[torch.Tensor]], tuple[torch.Tensor, tor
     for batch in inputs:
         want_padded, want_lengths = ref.pad_collate(batch)
         shown = [len(s) for s in batch]
-        padded, lengths = _pair(call_unchanged(fn, list(batch)), "pad_collate")
+        padded, lengths = _pair(call(fn, batch), "pad_collate")
         if part in ("both", "padded"):
             expect_tensor(padded, want_padded, what=f"the padded batch for lengths {shown}",
                           mistakes=_padded_mistakes(batch, want_padded))
@@ -359,7 +379,7 @@ def check_collate_sequences(fn: Callable[[list[tuple[torch.Tensor, int]]], tuple
         sequences = [s for s, _ in batch]
         want_padded, want_lengths, want_labels = ref.collate_sequences(batch)
         shapes = [list(s.shape) for s in sequences]
-        padded, lengths, labels = _pair(call_unchanged(fn, list(batch)), "collate_sequences", 3)
+        padded, lengths, labels = _pair(call(fn, batch), "collate_sequences", 3)
         expect_tensor(padded, want_padded, what=f"the padded batch for sequences of shapes {shapes}",
                       mistakes=[Mistake("pad_sequence puts time first by default ([longest, batch, ...]); "
                                         "pass batch_first=True", lambda: pad_sequence(sequences)),
@@ -410,17 +430,16 @@ def _stats_mistakes(dataset: TensorDataset, batch_size: int, which: str) -> list
     ]
 
 
-class _BatchSpy(TensorDataset):
-    """A TensorDataset that records the size of every batch a DataLoader fetches from it
-    (the loader asks ``__getitems__`` for a whole batch at once when a dataset has it)."""
+def _batch_spy(tensors: Sequence[torch.Tensor], log: list[int]) -> TensorDataset:
+    """A TensorDataset that records, in ``log`` (kept outside the dataset, so the dataset itself is unchanged),
+    the size of every batch a DataLoader fetches from it (the loader asks ``__getitems__`` for a whole batch)."""
 
-    def __init__(self, *tensors: torch.Tensor) -> None:
-        super().__init__(*tensors)
-        self.batches: list[int] = []
+    class BatchSpy(TensorDataset):
+        def __getitems__(self, indices: list[int]) -> list:
+            log.append(len(indices))
+            return [self[i] for i in indices]
 
-    def __getitems__(self, indices: list[int]) -> list:
-        self.batches.append(len(indices))
-        return [self[i] for i in indices]
+    return BatchSpy(*tensors)
 
 
 def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
@@ -432,14 +451,17 @@ def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
     for dataset, batch_size in inputs:
         images = dataset.tensors[0].double()
         shown = f"mean_std({len(dataset)} images of shape {list(images.shape[1:])}, batch_size={batch_size})"
-        spy = _BatchSpy(*dataset.tensors) if isinstance(dataset, TensorDataset) else dataset
-        got = call(fn, spy, batch_size)
+        batches: list[int] = []
+        spy = _batch_spy(dataset.tensors, batches) if isinstance(dataset, TensorDataset) else dataset
+        # task: "Go through it with DataLoader(dataset, batch_size=batch_size)": iterating a DataLoader built
+        # without a generator draws its base seed from the global generator, so that draw is allowed.
+        got = call(fn, spy, batch_size, allow=Allow(global_rng=True))
         expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{shown} should return (mean, std), not {describe(got)}")
-        if part in ("both", "mean") and getattr(spy, "batches", None) and len(dataset) >= batch_size:
-            expect(max(spy.batches) == batch_size,
-                   f"{shown}: your DataLoader fetched batches of up to {max(spy.batches)} images, not batch_size="
-                   f"{batch_size}: pass the batch_size argument on, DataLoader(dataset, batch_size=batch_size), "
-                   "so the caller decides how much memory one batch takes")
+        if part in ("both", "mean") and batches and len(dataset) >= batch_size:
+            expect(max(batches) == batch_size,
+                   f"{shown}: your DataLoader fetched batches of up to {max(batches)} images; expected batches of "
+                   f"batch_size={batch_size}", where="look at the DataLoader you build",
+                   mistake="pass the batch_size argument on, so the caller decides how much memory one batch takes")
         mean, std = got
         if part in ("both", "mean"):
             expect_close(mean, images.mean().item(), what=f"the mean from {shown}", python_number=True,
@@ -467,49 +489,39 @@ def check_split_train_val(fn: Callable[[Dataset, float, int], tuple[Subset, Subs
         (TensorDataset(torch.arange(20)), 0.25, 0),
         (TensorDataset(torch.arange(103)), 0.1, 7),
     ]
-    rng_state = torch.get_rng_state()
-    try:
-        for dataset, fraction, seed in inputs:
-            n = len(dataset)
-            n_val = int(n * fraction)
-            shown = f"split_train_val({n} samples, val_fraction={fraction}, seed={seed})"
-            before = torch.get_rng_state()
-            got = call(fn, dataset, fraction, seed)
-            touched_global = not torch.equal(before, torch.get_rng_state())
-            expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{shown} should return (train, val), not {describe(got)}")
-            train, val = got
-            expect(isinstance(train, Subset) and isinstance(val, Subset),
-                   f"{shown} should return the two Subset objects random_split gives, not "
-                   f"{describe(train)} and {describe(val)}")
-            if len(train) == n_val and len(val) == n - n_val and n_val != n - n_val:
-                raise CheckError(f"{shown} returned (validation, training): the first result has {len(train)} "
-                                 f"samples, the second {len(val)}. Return (train, val)")
-            expect(len(val) == n_val and len(train) == n - n_val,
-                   f"{shown}: the validation set should have int({n} * {fraction}) = {n_val} samples and the "
-                   f"training set {n - n_val}, but yours have {len(val)} and {len(train)}")
-            again = call(fn, dataset, fraction, seed)
-            if _indices(again[0]) != _indices(train):
-                raise CheckError(f"{shown} gives a different split each time it is called: the split is not "
-                                 "seeded. Pass generator=torch.Generator().manual_seed(seed) to random_split")
-            if touched_global:
-                raise CheckError(f"{shown} changed PyTorch's global random generator (torch.manual_seed?), which "
-                                 "also changes every later random draw in your program. Seed a private "
-                                 "generator instead: generator=torch.Generator().manual_seed(seed)")
-            other = call(fn, dataset, fraction, seed + 1)
-            if _indices(other[0]) == _indices(train):
-                raise CheckError(f"{shown}: a different seed gives the same split, so your code ignores the "
-                                 "seed argument. Use it: torch.Generator().manual_seed(seed)")
-            want_train, want_val = ref.split_train_val(dataset, fraction, seed)
-            if _indices(train) != _indices(want_train) or _indices(val) != _indices(want_val):
-                swapped = torch.utils.data.random_split(dataset, [n_val, n - n_val], generator=_gen(seed))
-                if _indices(train) == list(swapped[1].indices):
-                    raise CheckError(f"{shown}: you passed the lengths as [n_val, n_train], which cuts the shuffled "
-                                     "order in another place; pass [n_train, n_val] and return the parts in "
-                                     "that order")
-                raise CheckError(f"{shown} is not the split random_split(dataset, [{n - n_val}, {n_val}], "
-                                 "generator=torch.Generator().manual_seed(seed)) gives: use exactly that call")
-    finally:
-        torch.set_rng_state(rng_state)  # a wrong answer must not change the rest of the notebook
+    for dataset, fraction, seed in inputs:
+        n = len(dataset)
+        n_val = int(n * fraction)
+        shown = f"split_train_val({n} samples, val_fraction={fraction}, seed={seed})"
+        # The framework rejects any use of the global generator (an unseeded random_split, torch.manual_seed).
+        got = call(fn, dataset, fraction, seed)
+        expect(isinstance(got, (tuple, list)) and len(got) == 2,
+               f"{shown} returned {describe(got)}; expected a pair (train, val)", where=WHERE_RETURN)
+        train, val = got
+        expect(isinstance(train, Subset) and isinstance(val, Subset),
+               f"{shown} returned {describe(train)} and {describe(val)}; expected the two Subset objects "
+               "random_split gives", where="look at what random_split returns, and return its parts")
+        expect(len(val) == n_val and len(train) == n - n_val,
+               f"{shown} returned parts of {len(train)} and {len(val)} samples; expected {n - n_val} for "
+               f"training and int({n} * {fraction}) = {n_val} for validation",
+               where="look at the lengths you pass to random_split and the order you return the parts in",
+               mistake=("you returned (validation, training); return (train, val)"
+                        if len(train) == n_val and len(val) == n - n_val else None))
+        other = call(fn, dataset, fraction, seed + 1)
+        if _indices(other[0]) == _indices(train):
+            raise CheckError(f"{shown} and seed={seed + 1} give the same split; a different seed should give a "
+                             "different one", where="look at where the seed argument is used",
+                             mistake="your code ignores the seed argument: seed the generator with it")
+        want_train, want_val = ref.split_train_val(dataset, fraction, seed)
+        if _indices(train) != _indices(want_train) or _indices(val) != _indices(want_val):
+            swapped = torch.utils.data.random_split(dataset, [n_val, n - n_val], generator=_gen(seed))
+            raise CheckError(
+                f"{shown}: the validation indices start {_indices(val)[:5]}; random_split(dataset, "
+                f"[{n - n_val}, {n_val}]) with a generator seeded with {seed} gives {_indices(want_val)[:5]}",
+                where="look at the lengths you pass to random_split (their order decides where the shuffled "
+                      "order is cut) and at the generator you pass",
+                mistake=("you passed the lengths as [n_val, n_train], which cuts the shuffled order in another "
+                         "place; pass [n_train, n_val]" if _indices(train) == list(swapped[1].indices) else None))
     passed("split_train_val", len(inputs))
 
 
@@ -541,58 +553,74 @@ def check_make_loaders(fn: Callable[..., tuple[DataLoader, DataLoader]],
             on_mps = call(fn, train_set, val_set, batch_size, seed, torch.device("mps"))  # a GPU that is not CUDA
             want_train, want_val = ref.make_loaders(train_set, val_set, batch_size, seed, cpu)
             which = {"train": [0], "val": [1], "both": [0, 1]}[part]
+            pin_where = "look at the condition that decides pin_memory"
             for index in which:
                 name = ("training", "validation")[index]
                 loader = got[index]
                 expect(loader.batch_size == batch_size,
-                       f"{shown}): the {name} loader's batch_size is {loader.batch_size}, expected {batch_size}")
+                       f"{shown}): the {name} loader's batch_size is {loader.batch_size}; expected {batch_size}",
+                       where="look at the batch_size you pass to the DataLoader")
                 expect(not loader.pin_memory,
-                       f"{shown}, cpu): the {name} loader pins memory, but pinned memory only speeds up copies "
-                       "to a CUDA GPU; use pin_memory=(device.type == 'cuda')")
+                       f"{shown}, cpu): the {name} loader pins memory; expected no pinning on the CPU",
+                       where=pin_where, mistake="pinned memory only speeds up copies to a CUDA GPU")
                 expect(not on_mps[index].pin_memory,
-                       f"{shown}, mps): the {name} loader pins memory for Apple's 'mps' GPU, which shares its memory "
-                       "with the CPU, so there is nothing to speed up: pin only for CUDA, "
-                       "pin_memory=(device.type == 'cuda')")
+                       f"{shown}, mps): the {name} loader pins memory for Apple's 'mps' GPU; expected pinning for "
+                       "CUDA only", where=pin_where,
+                       mistake="'mps' shares its memory with the CPU, so there is nothing to speed up: pin only "
+                               "when device.type is 'cuda'")
                 expect(on_cuda[index].pin_memory,
-                       f"{shown}, cuda): the {name} loader should pin memory when the device is a CUDA GPU "
-                       "(pin_memory=(device.type == 'cuda')): pinned pages can be copied to the GPU faster "
-                       "and asynchronously")
+                       f"{shown}, cuda): the {name} loader does not pin memory; expected pinning for a CUDA GPU",
+                       where=pin_where,
+                       mistake="pinned pages can be copied to a CUDA GPU faster and asynchronously: pin when "
+                               "device.type is 'cuda'")
             if 0 in which:
                 train = got[0]
                 expect(isinstance(train.sampler, RandomSampler),
-                       f"{shown}): the training loader does not shuffle; pass shuffle=True, so that every epoch "
-                       "sees the samples in a new order")
+                       f"{shown}): the training loader gives the samples in the dataset's order; expected a shuffled "
+                       "order", where="look at the training loader's shuffle setting")
                 expect(train.drop_last,
-                       f"{shown}): the training loader keeps the last, incomplete batch of {n_train % batch_size or batch_size} "
-                       "samples; pass drop_last=True so every training step sees a full batch")
+                       f"{shown}): the training loader's last batch holds "
+                       f"{n_train % batch_size or batch_size} samples; expected the incomplete last batch dropped",
+                       where="look at the training loader's drop_last setting")
                 before = torch.get_rng_state()
                 order = _order(train)
                 second = _order(call(fn, train_set, val_set, batch_size, seed, cpu)[0])
                 if order != second:
-                    raise CheckError(f"{shown}): two loaders built with the same seed shuffle differently: the "
-                                     "shuffle is not seeded. Pass generator=torch.Generator().manual_seed(seed)")
+                    raise CheckError(f"{shown}): two loaders built with the same seed shuffle differently ("
+                                     f"{order[0]} and {second[0]} first); expected the same order",
+                                     where="look at how the training loader's shuffle is seeded",
+                                     mistake="the shuffle is not seeded: give the DataLoader its own generator "
+                                             "seeded with seed (generator=)")
                 if not torch.equal(before, torch.get_rng_state()):
-                    raise CheckError(f"{shown}): your loader draws from (or reseeds) PyTorch's global random "
-                                     "generator; give it its own: generator=torch.Generator().manual_seed(seed)")
+                    raise CheckError(f"{shown}): iterating your training loader changed PyTorch's global random "
+                                     "state; expected it to draw from its own generator only",
+                                     where="look at the generator the training loader gets",
+                                     mistake="give the DataLoader its own seeded generator (generator=)")
                 other = _order(call(fn, train_set, val_set, batch_size, seed + 1, cpu)[0])
                 if other == order:
-                    raise CheckError(f"{shown}): a different seed gives the same order, so your code ignores the "
-                                     "seed argument")
+                    raise CheckError(f"{shown}) and seed={seed + 1} give the same order; expected the seed to "
+                                     "decide the order", where="look at where the seed argument is used",
+                                     mistake="your code ignores the seed argument")
                 expect(order == _order(want_train),
-                       f"{shown}): the training order differs from DataLoader(..., shuffle=True, drop_last=True, "
-                       "generator=torch.Generator().manual_seed(seed)); pass the generator to the DataLoader itself")
+                       f"{shown}): the first training batch is {order[0]}; a DataLoader that shuffles with its own "
+                       f"generator seeded with {seed} gives {_order(want_train)[0]}",
+                       where="look at how the generator reaches the DataLoader (the task says: to the DataLoader "
+                             "itself, as generator=)")
             if 1 in which:
                 val = got[1]
                 expect(isinstance(val.sampler, SequentialSampler),
-                       f"{shown}): the validation loader shuffles; there is no need (the metric does not depend on "
-                       "the order) and a fixed order makes runs easier to compare. Use shuffle=False")
+                       f"{shown}): the validation loader shuffles; expected the dataset's order",
+                       where="look at the validation loader's shuffle setting",
+                       mistake="the metric does not depend on the order, and a fixed order makes runs easier to "
+                               "compare: do not shuffle the validation data")
                 dropped = n_val % batch_size
                 expect(not val.drop_last,
                        f"{shown}): the validation loader drops its last batch"
                        + (f", so {dropped} samples are never evaluated" if dropped else "")
-                       + "; keep drop_last=False")
+                       + "; expected every sample", where="look at the validation loader's drop_last setting")
                 expect(_order(val) == _order(want_val),
-                       f"{shown}): the validation loader should give batches of {batch_size} in the dataset's order")
+                       f"{shown}): the validation loader's batches are {_order(val)[:2]}...; expected "
+                       f"{_order(want_val)[:2]}...", where="look at how the validation loader is built")
     finally:
         torch.set_rng_state(rng_state)
     passed(f"make_loaders ({part})" if part != "both" else "make_loaders", len(inputs))
@@ -607,20 +635,20 @@ def check_choose_num_workers(fn: Callable[[dict], int], inputs: Sequence[dict] |
     ]
     for speeds in inputs:
         shown = f"choose_num_workers({ {k: round(v) for k, v in speeds.items()} })"
-        got = call_unchanged(fn, dict(speeds))
+        got = call(fn, speeds)
         want = ref.choose_num_workers(speeds)
         slowest = min(speeds, key=speeds.get)[0]
-        if isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[0], int) and got[0] == want:
-            raise CheckError(f"{shown}: you returned the (num_workers, pin_memory) pair; return num_workers, "
-                             "the first element of the fastest setting's key")
-        if isinstance(got, float) and got in speeds.values():
-            raise CheckError(f"{shown}: you returned a throughput ({got:,.0f} images/s); return the num_workers "
-                             "of the fastest setting (the key with the highest value: max(speeds, key=speeds.get))")
-        expect(isinstance(got, int) and not isinstance(got, bool), f"{shown} should return an int, not {describe(got)}")
-        if got != want and got == slowest:
-            raise CheckError(f"{shown} returned {got}, the num_workers of the slowest setting: the values are "
-                             "images per second, so larger is faster")
-        expect(got == want, f"{shown} returned {got}, but the fastest setting uses num_workers={want}")
+        where = "look at what you compare (the values are images per second) and what you return (the key's first part)"
+        expect(isinstance(got, int) and not isinstance(got, bool),
+               f"{shown} returned {describe(got)}; expected an int, the num_workers of the fastest setting",
+               where=where,
+               mistake=("you returned the (num_workers, pin_memory) pair; return num_workers, its first element"
+                        if isinstance(got, (tuple, list)) else
+                        f"you returned a throughput ({got:,.0f} images/s); return the num_workers of the fastest "
+                        "setting" if isinstance(got, float) and got in speeds.values() else None))
+        expect(got == want, f"{shown} returned {got}; the fastest setting uses num_workers={want}", where=where,
+               mistake=("that is the num_workers of the slowest setting: the values are images per second, so "
+                        "larger is faster" if got == slowest else None))
     passed("choose_num_workers", len(inputs))
 
 
@@ -629,7 +657,7 @@ def check_loading_share(fn: Callable[[float, float], float],
     inputs = inputs if inputs is not None else [(2.5, 1.5), (0.2, 1.8), (3.0, 3.0)]
     for load_ms, step_ms in inputs:
         shown = f"loading_share(load_ms={load_ms}, step_ms={step_ms})"
-        got = call_unchanged(fn, load_ms, step_ms)
+        got = call(fn, load_ms, step_ms)
         expect_close(got, ref.loading_share(load_ms, step_ms), what=shown, python_number=True, mistakes=[
             Mistake("that is the training step's share; the loading share is load / (load + step)",
                     lambda: step_ms / (load_ms + step_ms)),
@@ -639,3 +667,177 @@ def check_loading_share(fn: Callable[[float, float], float],
                     lambda: 100 * load_ms / (load_ms + step_ms)),
         ])
     passed("loading_share", len(inputs))
+
+
+# ---------------------------------------------------------------- put it together: a loader for a new format
+
+RecordingSpec = tuple[str, int, int]  # (file text, batch_size, seed)
+
+
+def random_recordings(seed: int, n: int, classes: int, comments: bool = True) -> str:
+    """A recordings file of ``n`` random recordings (for the graded cells' hidden cases)."""
+    return _recordings_text(np.random.default_rng(seed), n, classes, comments)
+
+
+def _recordings_text(rng: np.random.Generator, n: int, classes: int, comments: bool = True) -> str:
+    """A recordings file: n lines ``label,v1,...,vk`` with k from 1 to 9, readings around 5 (so standardising matters)."""
+    lines = ["# recordings: label, then the readings"] if comments else []
+    for i in range(n):
+        k = int(rng.integers(1, 10))
+        readings = ",".join(f"{v:.3f}" for v in 5 + 2 * rng.standard_normal(k))
+        lines.append(f"{int(rng.integers(0, classes))},{readings}")
+        if comments and i == n // 2:
+            lines += ["", "# a comment in the middle"]
+    return "\n".join(lines) + "\n"
+
+
+def _default_recordings() -> list[RecordingSpec]:
+    rng = np.random.default_rng(9)
+    return [(_recordings_text(rng, 11, 3), 4, 0), (_recordings_text(rng, 7, 2, comments=False), 3, 5)]
+
+
+def _epoch(loader: Any, shown: str) -> list[tuple]:
+    """One pass over the learner's loader, as a list of batches, with the learner's crash named."""
+    try:
+        return list(loader)
+    except CheckError:
+        raise
+    except Exception as error:
+        raise CheckError(f"{shown}: iterating the loader raised {type(error).__name__}: {error} (the file had been "
+                         "overwritten after the loader was made)",
+                         where="look at your dataset's __getitem__ and your collate function, and at when the file "
+                               "is read: the task says once, when the loader is made") from error
+
+
+def _unbatch(batches: list[tuple], shown: str, batch_size: int) -> list[tuple[torch.Tensor, int]]:
+    """The recordings an epoch delivered, in order, after checking every batch's form."""
+    where = "look at your collate function: what it stacks, pads and converts"
+    found = []
+    for k, batch in enumerate(batches):
+        expect(isinstance(batch, (tuple, list)) and len(batch) == 3,
+               f"{shown}: batch {k} is {describe(batch)}; expected (padded, lengths, labels)", where=where)
+        padded, lengths, labels = batch
+        for name, value, dtype, dims in (("padded", padded, torch.float32, 2), ("lengths", lengths, torch.int64, 1),
+                                         ("labels", labels, torch.int64, 1)):
+            expect(isinstance(value, torch.Tensor) and value.dtype == dtype and value.dim() == dims,
+                   f"{shown}: in batch {k}, {name} is {describe(value)}; expected a {dims}-D {dtype} tensor",
+                   where=where)
+        b = len(labels)
+        expect(padded.shape[0] == b and lengths.shape[0] == b,
+               f"{shown}: batch {k} holds {padded.shape[0]} padded rows, {lengths.shape[0]} lengths and {b} labels; "
+               "expected one of each per recording", where=where)
+        expect(b <= batch_size and (b == batch_size or k == len(batches) - 1),
+               f"{shown}: batch {k} of {len(batches)} holds {b} recordings; expected batch_size={batch_size} in every "
+               "batch but the last", where="look at the DataLoader's batch_size")
+        longest = int(lengths.max()) if b else 0
+        expect(padded.shape[1] == longest,
+               f"{shown}: batch {k} is padded to {padded.shape[1]} readings, but its longest recording has "
+               f"{longest}; expected padding to the longest recording of the batch", where=where)
+        for row, n, label in zip(padded, lengths.tolist(), labels.tolist()):
+            expect(bool((row[n:] == 0).all()),
+                   f"{shown}: in batch {k}, a recording of {n} readings is followed by {row[n:][:4].tolist()} "
+                   "instead of zeros", where="look at the order of standardising and padding",
+                   mistake="pad after standardising: the padding must stay 0, and must not count in the mean and "
+                           "std" if bool((row[n:] != 0).all()) else None)
+            found.append((row[:n], label))
+    return found
+
+
+def _match(found: list[tuple[torch.Tensor, int]], want: list[tuple[torch.Tensor, int]], raw: list[tuple[list, int]],
+           shown: str, std_sample: float, std_population: float) -> list[int]:
+    """For each delivered recording, the index of the file's recording it is; names the first that is none."""
+    left = list(range(len(want)))
+    order = []
+    scale = std_sample / std_population  # a std divided by n - 1 is accepted too
+    for got, label in found:
+        hit = next((j for j in left if want[j][1] == label and len(want[j][0]) == len(got)
+                    and (torch.allclose(got, want[j][0], atol=1e-4) or torch.allclose(got * scale, want[j][0],
+                                                                                      atol=1e-4))), None)
+        if hit is None:
+            same = [j for j in range(len(want)) if len(want[j][0]) == len(got) and want[j][1] == label]
+            unchanged = any(torch.allclose(got.double(), torch.tensor(raw[j][0], dtype=torch.float64), atol=1e-3)
+                            for j in same)
+            per_row = len(got) > 1 and abs(float(got.mean())) < 1e-4
+            raise CheckError(
+                f"{shown}: the loader delivered a recording with label {label} and readings {got[:4].tolist()}"
+                f"{'...' if len(got) > 4 else ''}; no recording of the file, standardised with the mean and std of "
+                "all its readings, has these values"
+                + (" (it was already delivered once this epoch)" if same and all(j not in left for j in same) else ""),
+                where="look at how each line becomes a tensor, and where the mean and std come from",
+                mistake=("the readings are not standardised: subtract the mean of all readings in the file and divide "
+                         "by their std" if unchanged else
+                         "you standardised each recording with its own mean and std; use the mean and std of all "
+                         "readings of the file" if per_row else None))
+        left.remove(hit)
+        order.append(hit)
+    if left:
+        j = left[0]
+        raise CheckError(f"{shown}: one epoch delivered {len(found)} recordings, but the file holds {len(want)}; "
+                         f"missing, for example: line with label {want[j][1]} and {len(want[j][0])} readings",
+                         where="look at how the file's lines are read (blank lines and # comments are not "
+                               "recordings) and at drop_last")
+    return order
+
+
+def check_recording_loader(fn: Callable[[Path, int, int], DataLoader],
+                           inputs: Sequence[RecordingSpec] | None = None) -> None:
+    """make_recording_loader(path, batch_size, seed): every recording once per epoch, standardised with the file's
+    statistics, zero-padded per batch; reshuffled every epoch, reproducibly from seed, without the global generator;
+    the file read once, when the loader is made."""
+    inputs = inputs if inputs is not None else _default_recordings()
+    for text, batch_size, seed in inputs:
+        raw = ref.parse_recordings(text)
+        n = len(raw)
+        with tempfile.TemporaryDirectory(prefix="check-recordings-") as tmp:
+            path = Path(tmp) / "recordings.csv"
+            path.write_text(text)
+            shown = f"make_recording_loader(a file of {n} recordings, batch_size={batch_size}, seed={seed})"
+            everything = torch.tensor([v for r, _ in raw for v in r], dtype=torch.float64)
+            want = [(r, label) for r, label in ref.RecordingDataset(path)]
+            population, sample = float(everything.std(correction=0)), float(everything.std(correction=1))
+
+            def build(s: int) -> Any:
+                # Earlier exercises' functions the learner may reuse are graded with the reference versions.
+                with substitute(fn, pad_collate=ref.pad_collate, collate_sequences=ref.collate_sequences,
+                                fix_length=ref.fix_length):
+                    return call(fn, path, batch_size, s)
+
+            loader, twin, other = build(seed), build(seed), build(seed + 1)
+            expect(isinstance(loader, DataLoader), f"{shown} returned {describe(loader)}; expected a DataLoader",
+                   where=WHERE_RETURN)
+            path.write_text("0,not a number\n")  # the file changes once the loaders exist: they must not read it again
+            before = torch.get_rng_state()
+            with substitute(fn, pad_collate=ref.pad_collate, collate_sequences=ref.collate_sequences,
+                            fix_length=ref.fix_length):
+                epochs = [_epoch(loader, shown) for _ in range(2)]
+                twin_epochs = [_epoch(twin, shown) for _ in range(2)]
+                other_epoch = _epoch(other, shown)
+            used_global = not torch.equal(before, torch.get_rng_state())
+            torch.set_rng_state(before)
+            orders = [_match(_unbatch(epoch, shown, batch_size), want, raw, shown, sample, population)
+                      for epoch in epochs]
+            twin_orders = [_match(_unbatch(epoch, shown, batch_size), want, raw, shown, sample, population)
+                           for epoch in twin_epochs]
+            other_order = _match(_unbatch(other_epoch, shown, batch_size), want, raw, shown, sample, population)
+            if n >= 6:
+                expect(orders[0] != list(range(n)),
+                       f"{shown}: the first epoch delivered the recordings in the file's order; expected a shuffled "
+                       "order", where="look at the DataLoader's shuffle setting")
+                expect(orders[0] != orders[1],
+                       f"{shown}: two epochs delivered the recordings in the same order {orders[0]}; expected a new "
+                       "order every epoch", where="look at how the order is drawn: once, or once per epoch",
+                       mistake="a fixed permutation (or a generator re-seeded inside the dataset or collate) repeats "
+                               "itself; let the DataLoader shuffle with its own generator")
+                expect(other_order != orders[0],
+                       f"{shown} and seed={seed + 1} give the same first epoch order; expected the seed to decide "
+                       "the order", where="look at where the seed argument is used")
+            if used_global:
+                raise CheckError(f"{shown}: iterating the loader changed PyTorch's global random state; expected the "
+                                 "shuffle to draw only from the loader's own generator",
+                                 where="look at how the DataLoader gets its randomness",
+                                 mistake="give the DataLoader its own generator seeded with seed (generator=...); "
+                                         "without one it draws from the global generator")
+            expect(twin_orders == orders,
+                   f"{shown}: two loaders made with the same seed delivered different orders ({orders[0][:6]} and "
+                   f"{twin_orders[0][:6]} ...); expected the same", where="look at how the shuffle is seeded")
+    passed("make_recording_loader", len(inputs))

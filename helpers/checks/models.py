@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers.checks import (CheckError, Mistake, call, call_unchanged, describe, expect, expect_mode, expect_tensor,
+from helpers.checks import (Allow, CheckError, Mistake, call, describe, expect, expect_mode, expect_tensor,
                            passed, same_value, substitute)
 from helpers.reference import models as ref
 
@@ -45,28 +45,30 @@ def _seeded(factory: Callable[[], Any], seed: int) -> Any:
 
 def _no_super(name: str, detail: str = "") -> CheckError:
     return CheckError(
-        f"{name}.__init__ must call super().__init__() before anything else: nn.Module creates its "
-        "registries of parameters, submodules and hooks there. Without it, assigning a layer fails "
-        "(\"cannot assign module before Module.__init__() call\"), and so does calling the module"
-        + (f". PyTorch said: {detail}" if detail else "")
-    )
+        f"building {name}() failed: " + (detail or "the module has no registry of parameters and submodules"),
+        where=f"look at the first line of {name}.__init__",
+        mistake=f"{name}.__init__ must call super().__init__() before anything else: nn.Module creates its "
+                "registries of parameters, submodules and hooks there")
 
 
 def _build(cls: Any, name: str, *args: Any, **kwargs: Any) -> nn.Module:
     """Instantiate the learner's nn.Module subclass, naming the classic construction mistakes."""
     if isinstance(cls, nn.Module):
-        raise CheckError(f"pass the class {name} itself, not an instance: write ({name}), not ({name}())")
+        raise CheckError(f"the check was given an instance of {name}; expected the class {name} itself",
+                         where="look at the argument of the check cell", mistake=f"pass the class itself, not an "
+                         f"instance: write ({name}), not ({name}())")
     try:
         with torch.random.fork_rng():  # building must not move the notebook's own random stream
-            model = call(cls, *args, **kwargs)
+            # task: "Creating a layer draws its first weights from PyTorch's global random generator"
+            model = call(cls, *args, allow=Allow(global_rng=True), **kwargs)
     except CheckError as error:
         cause = error.__cause__
         if isinstance(cause, AttributeError) and "before Module.__init__() call" in str(cause):
             raise _no_super(name, str(cause)) from None
         raise
     if not isinstance(model, nn.Module):
-        raise CheckError(f"{name}(...) should build an nn.Module (class {name}(nn.Module): ...), "
-                         f"but it gave {describe(model)}")
+        raise CheckError(f"{name}(...) built {describe(model)}; expected an nn.Module",
+                         where=f"look at the line class {name}(...)", mistake=f"write class {name}(nn.Module):")
     if "_modules" not in vars(model):
         raise _no_super(name)
     return model
@@ -139,11 +141,6 @@ def _run(model: nn.Module, x: torch.Tensor, name: str) -> tuple[Any, set[str]]:
     except NotImplementedError:
         raise CheckError(f"{name}.forward is not written yet: replace `raise NotImplementedError()` with your code") from None
     except Exception as error:
-        if "view size is not compatible" in str(error):
-            raise CheckError(
-                f"{name}: forward flattens with .view(), which needs a contiguous tensor, and this input is in "
-                "channels_last memory format (a speed-up lesson 07 uses), so the feature maps are not contiguous. "
-                "Use torch.flatten(x, 1) (or .reshape), which works for any memory layout") from error
         message = f"{name}: model(x) for x of shape {list(x.shape)} raised {type(error).__name__}: {error}"
         failing = [layer for layer in order if layer in running]
         if failing:
@@ -166,13 +163,15 @@ def _expect_hooks_ran(model: nn.Module, fired: set[str], correct: bool, name: st
     layer = silent[0]
     if correct:
         raise CheckError(
-            f"{name}: call model(x), not model.forward(x): forward hooks did not run for {silent}. "
-            f"The output is right, but forward does not call self.{layer}(...) itself: self.{layer}.forward(...) "
-            "(or a functional call with its weight) bypasses nn.Module.__call__, which runs the hooks around "
-            f"forward. Write self.{layer}(x)")
+            f"{name}: the output is right, but forward hooks did not run for {silent}; expected every layer to run "
+            "through its hooks", where=f"look at how forward uses self.{layer}",
+            mistake=f"call model(x), not model.forward(x): self.{layer}.forward(...) (or a functional call with its "
+                    f"weight) bypasses nn.Module.__call__, which runs the hooks around forward. Write self.{layer}(x)")
     raise CheckError(
-        f"{name}: the layer(s) {silent} never ran through model(x): either forward does not use them, or it calls "
-        f"self.{layer}.forward(...) directly (call model(x), not model.forward(x): forward hooks did not run)")
+        f"{name}: the layer(s) {silent} never ran through model(x); expected every layer to take part",
+        where=f"look at how forward uses self.{layer}",
+        mistake=f"either forward does not use them, or it calls self.{layer}.forward(...) directly (call model(x), "
+                "not model.forward(x): forward hooks did not run)")
 
 
 # --- exercises 1 and 2: LeNet and MnistNet -------------------------------------------------------
@@ -209,15 +208,17 @@ def _expect_same_layers(model: nn.Module, reference: nn.Module, name: str) -> No
     if missing or extra:
         detail = (f"missing {missing}" if missing else "") + ("; " if missing and extra else "") + \
                  (f"unexpected {extra}" if extra else "")
-        raise CheckError(f"{name}'s state_dict keys differ ({detail}): name the layers {', '.join(layers)} in "
-                         f"__init__ (self.{layers[0]} = ...), because the attribute names become the keys")
+        raise CheckError(f"{name}'s state_dict keys differ from the task's layer names: {detail}",
+                         where="look at the attribute names in __init__: they become the keys",
+                         mistake=f"name the layers {', '.join(layers)} in __init__ (self.{layers[0]} = ...)")
     count, want_count = ref.count_parameters(model), ref.count_parameters(reference)
     for key in want:
         if got[key] != want[key]:
             raise CheckError(
-                f"wrong layer sizes: {name} has {count:,} parameters instead of {want_count:,}, and the first "
-                f"layer that differs from the reference's state_dict is {key}, shape {list(got[key])} instead "
-                f"of {list(want[key])}: {_describe_shape_difference(key, got[key], want[key], name)}")
+                f"{name} has {count:,} parameters instead of {want_count:,}; the first that differs is {key}, shape "
+                f"{list(got[key])} instead of {list(want[key])}",
+                where=f"look at the arguments of layer {key.rpartition('.')[0]} (and the size table of section 2)",
+                mistake=_describe_shape_difference(key, got[key], want[key], name))
 
 
 def _conv_net_variant(net: nn.Module, x: torch.Tensor, activation: Callable = F.relu,
@@ -264,13 +265,13 @@ def _check_layers(cls: Any, name: str, reference_cls: Callable[[], nn.Module], s
     reference = _seeded(reference_cls, 0)
     for n in batch_sizes:
         out, _ = _run(model, _randn(n, 1, size, size, seed=n), name)
-        expect(isinstance(out, torch.Tensor), f"{name}'s forward should return a tensor, but returned {describe(out)}")
-        if n == 1 and list(out.shape) == [10]:
-            raise CheckError(f"{name}'s output for a batch of 1 has shape [10]: you flattened the batch dimension "
-                             "too. Use torch.flatten(x, 1), which keeps dimension 0")
+        expect(isinstance(out, torch.Tensor), f"{name}'s forward returned {describe(out)}; expected a tensor",
+               where="look at forward's return statement")
         expect(list(out.shape) == [n, 10],
-               f"{name}'s output for a batch of {n} images of {size}x{size} should have shape [{n}, 10] "
-               f"(one row of 10 logits per image), but has shape {list(out.shape)}")
+               f"{name}'s output for a batch of {n} images of {size}x{size} has shape {list(out.shape)}; expected "
+               f"[{n}, 10] (one row of 10 logits per image)", where="look at how forward flattens",
+               mistake=("you flattened the batch dimension too; flatten everything but dimension 0"
+                        if n == 1 and list(out.shape) == [10] else None))
     _expect_same_layers(model, reference, name)
     passed(f"{name} layers ({ref.count_parameters(reference):,} parameters)", len(batch_sizes) + 1)
 
@@ -284,8 +285,7 @@ def _check_forward(cls: Any, name: str, reference_cls: Callable[[], nn.Module],
         _expect_same_layers(model, reference, name)
         model.load_state_dict(reference.state_dict())
         out, fired = _run(model, x.clone(), name)
-        with torch.no_grad():
-            want = reference(x)
+        want = reference(x)  # with its graph, as a model's output has: the graph rule compares like with like
         _expect_hooks_ran(model, fired, same_value(out, want), name)
         expect_tensor(out, want, what=f"{name}(x of shape {list(x.shape)}) with the reference's weights",
                       mistakes=_forward_mistakes(reference, x) + _model_mistakes(model))
@@ -313,9 +313,9 @@ def check_mnist_net_forward(cls: Any, inputs: Sequence[torch.Tensor] | None = No
     inputs = inputs if inputs is not None else [
         _randn(3, 1, 28, 28, seed=3),
         _randn(5, 1, 28, 28, seed=4).abs(),
-        # channels_last memory: the conv outputs are not contiguous, so a forward that flattens with view() fails.
-        _randn(2, 1, 28, 28, seed=5).to(memory_format=torch.channels_last),
     ]
+    # No channels_last input: the task never mentions memory formats, so every flattening that keeps the
+    # batch dimension (view, reshape, torch.flatten, nn.Flatten) is correct for the inputs it names.
     _check_forward(cls, "MnistNet", ref.MnistNet, inputs)
 
 
@@ -359,14 +359,19 @@ def check_count_parameters(fn: Callable[[nn.Module, bool], int],
                                 if n.endswith("weight") and (p.requires_grad or not trainable_only))),
         ]
         if isinstance(got, torch.Tensor) and got.numel() == 1 and got.item() == want:
-            raise CheckError(f"{what} returned a tensor; return a plain Python int (p.numel() is already an int)")
+            raise CheckError(f"{what} returned {describe(got)}; expected a Python int ({want:,})",
+                             where="look at the type of what you add up and return",
+                             mistake="return a plain Python int (numel() is already an int)")
         if not isinstance(got, torch.Tensor) and got != want:  # a tensor of counts is named just below
             mistake = next((m for m in mistakes if m.explains(got)), None)
             if mistake is not None:
-                raise CheckError(f"{what}: {mistake.message}")
+                raise CheckError(f"{what} returned {got:,}; expected {want:,}",
+                                 where="look at which tensors you count, and what you count in each",
+                                 mistake=mistake.message)
         expect(isinstance(got, int) and not isinstance(got, bool),
-               f"{what} should return an int, but returned {describe(got)}")
-        expect(got == want, f"{what} should be {want:,}, but yours is {got:,}")
+               f"{what} returned {describe(got)}; expected an int", where="look at what your function returns")
+        expect(got == want, f"{what} returned {got:,}; expected {want:,}",
+               where="look at which tensors you count, and what you count in each")
     passed("count_parameters", len(inputs))
 
 
@@ -527,7 +532,7 @@ def _default_loss_inputs() -> list[LossInput]:
 def _check_loss_calls(fn: Callable, cases: Sequence[tuple[torch.Tensor, torch.Tensor, float, str]]) -> None:
     for logits, targets, smoothing, reduction in cases:
         try:
-            got = call_unchanged(fn, logits, targets, smoothing=smoothing, reduction=reduction)
+            got = call(fn, logits, targets, smoothing=smoothing, reduction=reduction)
         except CheckError as error:
             _explain_missing_class(error, logits, targets)
             raise
@@ -573,7 +578,7 @@ def check_label_smoothing_loss(cls: Any, inputs: Sequence[tuple[float, str]] | N
     for loss_fn, (smoothing, reduction) in zip(losses, inputs):
         # graded with the reference label_smoothing_cross_entropy, should forward call the learner's (exercise 5)
         with substitute(cls, label_smoothing_cross_entropy=ref.label_smoothing_cross_entropy):
-            got = call_unchanged(loss_fn, logits, targets)
+            got = call(loss_fn, logits, targets)
         shared = Mistake("your instances share their settings: each one computes with the settings of the last one "
                          f"created (smoothing={last[0]}, reduction='{last[1]}'). Store them on the instance, "
                          "self.smoothing = smoothing, not on the class",
@@ -649,7 +654,8 @@ def check_sequential_version(fn: Callable[[], nn.Sequential], inputs: Sequence[t
     inputs = inputs if inputs is not None else [_randn(4, 1, 28, 28, seed=20), _randn(2, 1, 28, 28, seed=21) + 1]
     for x in inputs:
         with torch.random.fork_rng():
-            model = call(fn)
+            # task: "Creating a layer draws its first weights from PyTorch's global random generator"
+            model = call(fn, allow=Allow(global_rng=True))
         expect(isinstance(model, nn.Sequential),
                f"sequential_version() should return an nn.Sequential, but returned {describe(model)}")
         reference = _seeded(ref.ConvBlockNet, 7)
@@ -711,27 +717,42 @@ def check_predict(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor],
             modes_seen.append({name: sub.training for name, sub in module.named_modules()})
 
         handle = model.register_forward_hook(record)
+        what = f"predict({type(model).__name__}, images of shape {list(images.shape)})"
+        rule_broken: CheckError | None = None
         try:
             with torch.random.fork_rng():
                 torch.manual_seed(seed)
-                got = call_unchanged(fn, model, images)
+                # task: "a function that predicts or evaluates calls model.eval() and leaves the model in eval mode"
+                got = call(fn, model, images, allow=Allow(modes=True))
+        except CheckError as error:
+            if not seen:  # the model never ran: the learner's own crash or a rule broken before it
+                raise
+            rule_broken = error  # explained below by what the hook saw, when it can be
         finally:
             handle.remove()
-        what = f"predict({type(model).__name__}, images of shape {list(images.shape)})"
-        expect(bool(seen), f"{what}: call model(x), not model.forward(x): forward hooks did not run "
-                           "(nn.Module.__call__ runs the hooks around forward; calling forward directly skips them)")
+        expect(bool(seen), f"{what}: the model's forward hooks never ran, so the model was not called as model(x)",
+               where="look at how predict runs the model",
+               mistake="call model(images), not model.forward(images): nn.Module.__call__ runs the hooks around "
+                       "forward; calling forward directly skips them")
         training, grad_enabled = any(t for t, _ in seen), any(g for _, g in seen)
-        if training and not any(modes[""] for modes in modes_seen):
-            still = sorted({name for modes in modes_seen for name, on in modes.items() if on})
-            raise CheckError(f"{what}: the model's own training flag was False, but its submodules {still[:3]} were "
-                             "still in training mode (dropout active): setting model.training = False changes only "
-                             "the top-level flag. model.eval() sets it on every submodule")
-        expect(not training, f"{what}: you forgot model.eval(): dropout was active (and batch norm used the batch's "
-                             "own statistics), so the predictions are random. Call model.eval() before predicting")
+        if training:
+            still = sorted({name or "the model itself" for modes in modes_seen for name, on in modes.items() if on})
+            by_hand = not any(modes[""] for modes in modes_seen)
+            raise CheckError(
+                f"{what}: while the model ran, these modules were in training mode: {still[:3]}; expected every "
+                "module in eval mode (dropout active and batch norm using the batch's own statistics make the "
+                "predictions random)" + (f" ({rule_broken.symptom})" if rule_broken is not None else ""),
+                where="look at how predict switches the model to evaluation mode (section 8)",
+                mistake=("setting model.training = False changes only the top-level flag; model.eval() sets it on "
+                         "every submodule" if by_hand else "you forgot model.eval() before predicting"))
+        if rule_broken is not None:
+            raise rule_broken
         expect_mode(model, False, what, when="after predict returned,")
-        expect(not grad_enabled, f"{what}: run the forward pass inside `with torch.no_grad():` (or "
-                                 "torch.inference_mode()): otherwise autograd records a graph that prediction "
-                                 "never uses, which costs memory and time")
+        expect(not grad_enabled, f"{what}: autograd was recording while the model ran (torch.is_grad_enabled() "
+                                 "was True); expected no graph to be recorded",
+               where="look at the context the forward pass runs in",
+               mistake="run the forward pass inside `with torch.no_grad():` (or torch.inference_mode()): "
+                       "otherwise autograd records a graph that prediction never uses, which costs memory and time")
         expect_tensor(got, want, what=what, mistakes=[
             Mistake("you returned the logits; return the index of the largest logit: logits.argmax(dim=1)",
                     lambda: logits),
@@ -743,3 +764,100 @@ def check_predict(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor],
                     lambda: logits.argmax()),
         ])
     passed("predict", len(inputs))
+
+
+# --- put it together: a model that meets a contract ----------------------------------------------
+
+PARAMETER_BUDGET = 10_000
+_BN_TYPES = (nn.modules.batchnorm._BatchNorm,)
+
+
+def _forward(model: nn.Module, x: torch.Tensor, what: str) -> torch.Tensor:
+    """``model(x)`` under a fixed seed (dropout draws the same masks every time), its crash explained."""
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        try:
+            out, _ = _run(model, x, what)
+        except CheckError as error:
+            cause = str(error.__cause__ or "")
+            if "Expected more than 1 value per channel when training" in cause:
+                raise CheckError(f"{what} raised ValueError: {cause}",
+                                 where="look at what the batch-norm layers see: how many values per channel a batch "
+                                       "of one gives them",
+                                 mistake="a batch norm that sees one value per channel (a BatchNorm1d after flatten, "
+                                         "or a BatchNorm2d on 1x1 maps) cannot normalise a batch of one in training "
+                                         "mode; normalise the convolutions' feature maps instead") from None
+            raise
+    return out
+
+
+def check_build_classifier(fn: Callable[[int, int], nn.Module], inputs: Sequence[tuple[int, int]] | None = None) -> None:
+    """build_classifier(in_channels, num_classes): [N, in_channels, 28, 28] -> [N, num_classes] raw logits for every
+    N >= 1 in both modes; at most PARAMETER_BUDGET parameters; batch norm's behaviour (the batch matters in training
+    mode, not in eval mode); every parameter receives a gradient."""
+    inputs = inputs if inputs is not None else [(1, 10), (3, 5)]
+    for in_channels, num_classes in inputs:
+        shown = f"build_classifier({in_channels}, {num_classes})"
+        with torch.random.fork_rng():
+            torch.manual_seed(in_channels * 100 + num_classes)
+            # task: "Creating a layer draws its first weights from PyTorch's global random generator"
+            model = call(fn, in_channels, num_classes, allow=Allow(global_rng=True))
+        expect(isinstance(model, nn.Module), f"{shown} returned {describe(model)}; expected an nn.Module",
+               where="look at what build_classifier returns")
+        count = ref.count_parameters(model)
+        expect(count <= PARAMETER_BUDGET,
+               f"{shown} has {count:,} parameters; the budget is at most {PARAMETER_BUDGET:,}",
+               where="look at which layer holds most of them (named_parameters and numel): usually the first "
+                     "Linear, whose in_features is the flattened size; pooling shrinks it")
+        x = _randn(8, in_channels, 28, 28, seed=num_classes)
+        others = x.clone()
+        others[1:] = _randn(7, in_channels, 28, 28, seed=num_classes + 1) * 2 + 1
+        for training in (True, False):
+            model.train(training)
+            mode = "training" if training else "eval"
+            for n in (8, 1):
+                what = f"{shown}, in {mode} mode, on a batch of {n}"
+                out = _forward(model, x[:n].clone(), what)
+                expect(isinstance(out, torch.Tensor) and out.shape == (n, num_classes) and out.dtype == torch.float32,
+                       f"{what}: the output is {describe(out)}; expected float32 logits of shape [{n}, {num_classes}]",
+                       where="look at the last layer's out_features and at what forward returns")
+        model.train()
+        first, changed = _forward(model, x.clone(), shown)[0], _forward(model, others.clone(), shown)[0]
+        has_bn = any(isinstance(m, _BN_TYPES) for m in model.modules())
+        expect(not torch.allclose(first, changed, atol=1e-6),
+               f"{shown}, in training mode: image 0's logits stayed {first[:3].tolist()}... when the other images of "
+               "its batch changed; expected them to change (batch normalisation uses the batch's statistics)",
+               where="look for a batch-normalisation layer in your model",
+               mistake=None if has_bn else "the model has no batch-normalisation layer")
+        model.eval()
+        first, changed = _forward(model, x.clone(), shown), _forward(model, others.clone(), shown)
+        again = _forward(model, x.clone(), shown)
+        expect(torch.allclose(first[0], changed[0], atol=1e-5) and torch.allclose(first, again, atol=1e-6),
+               f"{shown}, in eval mode: image 0's logits were {first[0][:3].tolist()}... and then "
+               f"{(changed[0] if not torch.allclose(first[0], changed[0], atol=1e-5) else again[0])[:3].tolist()}... "
+               "for the same image; expected the same logits whatever the rest of the batch and on every call",
+               where="look at what your forward does differently in training and in eval mode (self.training)")
+        expect(not bool((first >= 0).all()),
+               f"{shown}: all {first.numel()} logits of a batch of 8 are >= 0; raw logits of an untrained model "
+               "take both signs", where="look at what comes after the last Linear layer",
+               mistake="the model ends in a ReLU or a softmax; return the last layer's raw output")
+        model.train()
+        model.zero_grad(set_to_none=True)
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            F.cross_entropy(model(x.clone()), torch.arange(8) % num_classes).backward()
+        for name, param in model.named_parameters():
+            grad = param.grad
+            if grad is None or float(grad.abs().max()) <= 1e-6:
+                layer = name.rpartition(".")[0]
+                before_bn = name.endswith("bias") and grad is not None
+                raise CheckError(
+                    f"{shown}: after a loss on a batch of 8 in training mode was backpropagated, parameter '{name}' "
+                    f"has {'no gradient' if grad is None else 'a gradient of zeros'}; expected every parameter to "
+                    "receive one (a parameter without a gradient is wasted)",
+                    where=f"look at layer '{layer}' and what comes right after it",
+                    mistake=("a bias right before batch norm is removed by its mean subtraction (section 9): build "
+                             "that layer with bias=False" if before_bn else
+                             "that layer never takes part in forward, or its output is detached"))
+        model.zero_grad(set_to_none=True)
+    passed("build_classifier", len(inputs))

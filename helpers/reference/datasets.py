@@ -144,3 +144,40 @@ def choose_num_workers(speeds: dict[tuple[int, bool], float]) -> int:
 def loading_share(load_ms: float, step_ms: float) -> float:
     """The fraction of a training step's time spent loading its batch: load / (load + step)."""
     return load_ms / (load_ms + step_ms)
+
+
+# ---------------------------------------------------------------- put it together: a loader for a new format
+
+def parse_recordings(text: str) -> list[tuple[list[float], int]]:
+    """The recordings of a ``label,v1,...,vk`` file: one ``(readings, label)`` per line that is not blank or a comment."""
+    recordings = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        label, *readings = line.split(",")
+        recordings.append(([float(v) for v in readings], int(label)))
+    return recordings
+
+
+class RecordingDataset(Dataset):
+    """Every recording of the file, standardised with the mean and std of all readings in it, read once."""
+
+    def __init__(self, path: str | Path) -> None:
+        recordings = parse_recordings(Path(path).read_text())
+        everything = torch.tensor([v for readings, _ in recordings for v in readings], dtype=torch.float64)
+        mean, std = everything.mean(), everything.std(correction=0)
+        self.readings = [((torch.tensor(r, dtype=torch.float64) - mean) / std).float() for r, _ in recordings]
+        self.labels = [label for _, label in recordings]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        return self.readings[index], self.labels[index]
+
+
+def make_recording_loader(path: str | Path, batch_size: int, seed: int) -> DataLoader:
+    """Shuffled (seeded, own generator) batches ``(padded float32 [B, longest], lengths int64 [B], labels int64 [B])``."""
+    return DataLoader(RecordingDataset(path), batch_size=batch_size, shuffle=True, collate_fn=collate_sequences,
+                      generator=torch.Generator().manual_seed(seed))

@@ -11,7 +11,7 @@
 # network that lesson 05 trains, and learn what surrounds them: how layers must
 # fit together, `nn.Sequential`, counting and initialising parameters, writing
 # your own loss, `train()` versus `eval()`, and batch normalisation.
-# There are 8 graded exercises worth 20 points. Each has a self-check cell right
+# There are 9 graded exercises worth 20 points. Each has a self-check cell right
 # below it: run it, read its message, fix, repeat.
 
 # %% locked="setup"
@@ -150,7 +150,7 @@ except RuntimeError as error:
 # be called as functions from `torch.nn.functional` (imported as `F`) inside
 # `forward`.
 #
-# ### Exercise 1 (4 points): LeNet
+# ### Exercise 1 (3 points): LeNet
 #
 # Complete the class `LeNet` with exactly these layers, under exactly these names
 # (they become the keys of the saved weights):
@@ -163,10 +163,13 @@ except RuntimeError as error:
 # convolution is followed by ReLU and a 2 x 2 max-pool, then flatten, then
 # `fc1` and `fc2` each followed by ReLU, and `fc3` with nothing after it (the
 # raw scores, called **logits**).
+# (Creating a layer draws its first weights from PyTorch's global random
+# generator: that is expected here.)
 #
-# *Hint:* `F.max_pool2d(F.relu(self.conv1(x)), 2)`, and `torch.flatten(x, 1)`
-# to flatten everything but the batch dimension. Two points check the layers
-# (LeNet has 61,706 parameters), two check `forward`.
+# *Hint:* ReLU and max-pooling have functional forms in `torch.nn.functional`;
+# look up their arguments. Flattening must keep dimension 0, the batch (the table
+# above shows the shapes to expect). One point checks the layers (LeNet has 61,706
+# parameters), two check `forward`.
 
 # %% solution="ex_lenet"
 class LeNet(nn.Module):
@@ -198,7 +201,7 @@ class LeNet(nn.Module):
 check.check_lenet_layers(LeNet)
 check.check_lenet_forward(LeNet)
 
-# %% graded="ex_lenet_layers_tests" points=2
+# %% graded="ex_lenet_layers_tests" points=1
 check.check_lenet_layers(LeNet)
 ### BEGIN HIDDEN TESTS
 check.check_lenet_layers(LeNet, inputs=[2, 9])
@@ -259,10 +262,11 @@ print(num_flat_features(maps), list(by_hand.shape),
       torch.equal(by_hand, torch.flatten(maps, 1)), torch.equal(by_hand, nn.Flatten()(maps)))
 
 # %% [markdown]
-# Prefer `torch.flatten` to `view` in `forward`, though. `view` only works on a
-# contiguous tensor (lesson 01), and feature maps are not always contiguous: a
-# batch stored in the `channels_last` memory format (a speed-up lesson 07 uses)
-# gives convolution outputs in that format too.
+# All of them are correct for the inputs in this lesson. `torch.flatten` (or
+# `reshape`) is the safer habit, though: `view` only works on a contiguous tensor
+# (lesson 01), and feature maps are not always contiguous. A batch stored in the
+# `channels_last` memory format (a speed-up lesson 07 uses) gives convolution
+# outputs in that format too, and `view` then fails:
 
 # %%
 channels_last_maps = maps.to(memory_format=torch.channels_last)
@@ -274,7 +278,7 @@ except RuntimeError as error:
 print("torch.flatten works:", torch.equal(torch.flatten(channels_last_maps, 1), by_hand))
 
 # %% [markdown]
-# ### Exercise 2 (3 points): the MNIST network
+# ### Exercise 2 (2 points): the MNIST network
 #
 # This is the network lesson 05 trains on MNIST. It works on 28 x 28 digits:
 #
@@ -321,7 +325,7 @@ check.check_mnist_net_layers(MnistNet)
 check.check_mnist_net_layers(MnistNet, inputs=[5])
 ### END HIDDEN TESTS
 
-# %% graded="ex_mnist_net_forward_tests" points=2
+# %% graded="ex_mnist_net_forward_tests" points=1
 check.check_mnist_net_forward(MnistNet)
 ### BEGIN HIDDEN TESTS
 g = torch.Generator().manual_seed(402)
@@ -424,8 +428,9 @@ print("BatchNorm2d state_dict:", list(norm.state_dict().keys()))
 # `int`, the number of scalar parameters in `model`; with `trainable_only=True`,
 # only those of parameters with `requires_grad=True`.
 #
-# *Hint:* `p.numel()` for each `p` in `model.parameters()`; not `state_dict()`,
-# which also holds buffers.
+# *Hint:* every tensor knows its number of elements (look up `numel`). Of the
+# ways section 5 lists to reach a model's tensors, pick the one that yields
+# exactly the learnable ones: `state_dict()` also holds buffers.
 
 # %% solution="ex_count_parameters"
 def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
@@ -542,16 +547,17 @@ print("default:", signal_sizes(lambda w: None))
 print("kaiming:", signal_sizes(lambda w: nn.init.kaiming_normal_(w, nonlinearity="relu")))
 
 # %% [markdown]
-# ### Exercise 4 (3 points): an init function for `model.apply`
+# ### Exercise 4 (2 points): an init function for `model.apply`
 #
-# Write `init_weights(module)` for use as `model.apply(init_weights)`. For every
-# `nn.Conv2d` and `nn.Linear`: Kaiming-normal weights
-# (`nn.init.kaiming_normal_(module.weight, nonlinearity="relu")`) and zero biases
-# (`nn.init.zeros_`). Leave every other kind of module alone. It returns nothing.
+# Write `init_weights(module)` for use as `model.apply(init_weights)`. After
+# `model.apply(init_weights)`, every `nn.Conv2d` and `nn.Linear` has Kaiming-normal
+# weights for ReLU networks (`nn.init.kaiming_normal_` with `nonlinearity="relu"`
+# and its default `mode="fan_in"`) and zero biases; every other kind of module is
+# left exactly as it was. It returns nothing.
 #
-# *Hint:* some layers are built with `bias=False`; their `module.bias` is `None`
-# (see section 9). `model.apply` already visits every module, so do not loop
-# inside your function.
+# *Hint:* some layers are built with `bias=False` (section 9): what is their
+# `bias` then? `model.apply` already visits every module, so your function looks
+# at one module only.
 
 # %% solution="ex_init_weights"
 def init_weights(module: nn.Module) -> None:
@@ -567,7 +573,7 @@ def init_weights(module: nn.Module) -> None:
 # %% check="ex_init_weights_check"
 check.check_init_weights(init_weights)
 
-# %% graded="ex_init_weights_tests" points=3
+# %% graded="ex_init_weights_tests" points=2
 check.check_init_weights(init_weights)
 ### BEGIN HIDDEN TESTS
 check.check_init_weights(init_weights, inputs=[
@@ -638,9 +644,10 @@ print(MeanAbsoluteError("sum")(predictions, targets), nn.L1Loss(reduction="sum")
 # mean of the per-example losses for `reduction="mean"`, their sum for `"sum"`,
 # and the `[N]` tensor itself for `"none"`.
 #
-# *Hint:* `F.log_softmax(logits, dim=1)`, not `torch.log(F.softmax(...))`, which
-# gives `-inf` for large logits. `gather` (lesson 01) picks `log_p[i, targets[i]]`.
-# Two points for `"mean"`, one for the other reductions.
+# *Hint:* the log of a softmax underflows to `-inf` for large logits; PyTorch has
+# one function that computes both stably. Picking one entry per row is lesson
+# 01's `gather` (or advanced indexing). Two points for `"mean"`, one for the other
+# reductions.
 
 # %% solution="ex_label_smoothing"
 def label_smoothing_cross_entropy(logits: torch.Tensor, targets: torch.Tensor,
@@ -701,9 +708,8 @@ print(f"yours {mine:.5f}   F.cross_entropy {builtin:.5f}   plain cross-entropy {
 # whose `__init__` stores the two settings and whose `forward(logits, targets)`
 # returns the loss with those settings.
 #
-# *Hint:* `forward` can call your function from exercise 5, or
-# `F.cross_entropy(logits, targets, label_smoothing=..., reduction=...)`, which
-# computes the same. Do not forget the first line of every `__init__`.
+# *Hint:* `forward` can reuse exercise 5, or PyTorch's built-in from the cell
+# above. Remember what every module's `__init__` must do first.
 
 # %% solution="ex_label_smoothing_module"
 class LabelSmoothingLoss(nn.Module):
@@ -774,19 +780,21 @@ print("train() switches them back:    ", [m.training for m in net_with_dropout.m
 # ### Exercise 7 (2 points): predict
 #
 # Write `predict(model, images)` returning the predicted class of each image: a
-# `[N]` int64 tensor with the index of the largest logit. It must put the model
-# in evaluation mode with `model.eval()` (setting `model.training = False` by
-# hand would reach only the top-level module, not its dropout and batch-norm
-# layers), run it by calling `model(images)` (so hooks run), and do so inside
-# `torch.no_grad()` (no graph is needed to predict).
+# `[N]` int64 tensor with the index of the largest logit. The contract:
+#
+# - predictions do not depend on chance or on the other images in the batch:
+#   every dropout and batch-norm layer, however deep, runs in evaluation mode;
+# - the model runs through `model(images)`, so its hooks run;
+# - no autograd graph is recorded (none is needed to predict).
 #
 # The rule for the rest of the course: a function that predicts or evaluates
 # calls `model.eval()` and leaves the model in eval mode; code that trains calls
 # `model.train()` first (lesson 05's training loop starts with it). So `predict`
 # does not switch the model back.
 #
-# *Hint:* three lines: `model.eval()`, a `with torch.no_grad():` block, and
-# `argmax` over the class dimension.
+# *Hint:* section 8 shows the switch that reaches every submodule (setting
+# `model.training = False` by hand reaches only the top one) and names the
+# context manager that turns autograd off. Which dimension holds the classes?
 
 # %% solution="ex_predict"
 def predict(model: nn.Module, images: torch.Tensor) -> torch.Tensor:
@@ -893,7 +901,7 @@ print("per-channel mean after: ", normed.mean(dim=(0, 2, 3)).detach().round(deci
 print("per-channel std after:  ", normed.std(dim=(0, 2, 3)).detach().round(decimals=3))
 
 # %% [markdown]
-# ### Exercise 8 (2 points): a custom module as `nn.Sequential`
+# ### Exercise 8 (1 point): a custom module as `nn.Sequential`
 #
 # `ConvBlockNet` below puts together this lesson's last sections: a convolution
 # without bias, batch norm, ReLU, max-pooling, then a linear layer. Its data flow
@@ -928,26 +936,69 @@ class ConvBlockNet(nn.Module):
 def sequential_version() -> nn.Sequential:
     """ConvBlockNet's layers as an nn.Sequential."""
     ### BEGIN SOLUTION
-    return nn.Sequential(
-        nn.Conv2d(1, 8, kernel_size=3, padding=1, bias=False),
-        nn.BatchNorm2d(8),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(8 * 14 * 14, 10),
-    )
+    return nn.Sequential(nn.Conv2d(1, 8, kernel_size=3, padding=1, bias=False), nn.BatchNorm2d(8),
+                         nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 14 * 14, 10))
     ### END SOLUTION
 
 
 # %% check="ex_sequential_check"
 check.check_sequential_version(sequential_version)
 
-# %% graded="ex_sequential_tests" points=2
+# %% graded="ex_sequential_tests" points=1
 check.check_sequential_version(sequential_version)
 ### BEGIN HIDDEN TESTS
 g = torch.Generator().manual_seed(408)
 check.check_sequential_version(sequential_version, inputs=[torch.randn(1, 1, 28, 28, generator=g), torch.randn(9, 1, 28, 28, generator=g) * 2])
 ### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 9 (4 points): put it together, a model that meets a contract
+#
+# Write `build_classifier(in_channels, num_classes)` returning a new, untrained
+# model for images of `in_channels` x 28 x 28 pixels. The architecture is yours
+# to choose; the model must meet this contract:
+#
+# - `model(x)` for `x` of shape `[N, in_channels, 28, 28]` returns raw float32
+#   logits `[N, num_classes]`, for every `N` from 1 up, in training mode and in
+#   evaluation mode;
+# - it has at most 10,000 parameters;
+# - it uses batch normalisation: in training mode an image's logits depend on the
+#   other images of its batch; in evaluation mode they do not, and two calls give
+#   the same logits;
+# - no parameter is wasted: when a loss computed in training mode is
+#   backpropagated, every parameter receives a gradient that is not all zeros.
+#
+# The graded test builds it for other numbers of channels and classes. (Creating
+# the layers draws from PyTorch's global random generator: that is expected.)
+#
+# *Hint:* sections 2 (sizes), 4, 5 (counting), 8, 9 and 10 each settle one part
+# of the contract. Count your parameters before you run the check, and think about
+# what a batch norm needs to normalise a batch of one.
+
+# %% solution="ex_build_classifier"
+def build_classifier(in_channels: int, num_classes: int) -> nn.Module:
+    """A new model: [N, in_channels, 28, 28] images to [N, num_classes] logits, meeting the contract above."""
+    ### BEGIN SOLUTION
+    # conv without bias (batch norm follows), batch norm, ReLU, pool: 28 -> 14 -> 7; then 784 features
+    features = [nn.Conv2d(in_channels, 8, kernel_size=3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                nn.MaxPool2d(2), nn.Conv2d(8, 16, kernel_size=3, padding=1, bias=False), nn.BatchNorm2d(16),
+                nn.ReLU(), nn.MaxPool2d(2)]
+    return nn.Sequential(*features, nn.Flatten(), nn.Linear(16 * 7 * 7, num_classes))
+    ### END SOLUTION
+
+
+# %% check="ex_build_classifier_check"
+check.check_build_classifier(build_classifier)
+
+# %% graded="ex_build_classifier_tests" points=4
+check.check_build_classifier(build_classifier)
+### BEGIN HIDDEN TESTS
+check.check_build_classifier(build_classifier, inputs=[(2, 7), (1, 2), (4, 10)])
+### END HIDDEN TESTS
+
+# %%
+classifier = build_classifier(1, 10)
+print(f"{count_parameters(classifier):,} parameters; logits for 4 digits:", list(classifier(images[:4]).shape))
 
 # %% [markdown]
 # ## Summary

@@ -1,7 +1,7 @@
 """Three wrong exercises: left padding, a per-image std, and an unseeded split."""
 
 WRONG_CELLS = {
-    # pads on the left (0 of 2 for the padded batch), lengths are right (1 of 1)
+    # pads on the left (0 of 1 for the padded batch), lengths are right (1 of 1)
     "ex_pad_collate": (
         "def pad_collate(batch):\n"
         "    lengths = torch.tensor([len(s) for s in batch])\n"
@@ -20,7 +20,7 @@ WRONG_CELLS = {
         "        stds += [image.std().item() for image in images]\n"
         "    return total / count, sum(stds) / len(stds)\n"
     ),
-    # no generator: a different split on every call (0 of 2)
+    # no generator: random_split draws from the global generator (0 of 1)
     "ex_split": (
         "def split_train_val(dataset, val_fraction, seed):\n"
         "    n_val = int(len(dataset) * val_fraction)\n"
@@ -28,4 +28,4 @@ WRONG_CELLS = {
         "    return train, val\n"
     ),
 }
-EXPECTED_SCORE = 14.0
+EXPECTED_SCORE = 16.0

@@ -2,7 +2,7 @@
 ignores `reduction` (half credit on that exercise)."""
 
 WRONG_CELLS = {
-    # conv2's in_channels does not match conv1's out_channels: forward fails at conv2 (0 of 2 + 2 points)
+    # conv2's in_channels does not match conv1's out_channels: forward fails at conv2 (0 of 1 + 2 points)
     "ex_lenet": (
         "class LeNet(nn.Module):\n"
         "    def __init__(self) -> None:\n"
@@ -33,4 +33,4 @@ WRONG_CELLS = {
         "        return model(images).argmax(dim=1)\n"
     ),
 }
-EXPECTED_SCORE = 13.0
+EXPECTED_SCORE = 14.0

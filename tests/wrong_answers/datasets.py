@@ -1,10 +1,12 @@
 """Lesson 03 Datasets and DataLoaders: the reference passes, plausible wrong answers fail by name."""
 
+import math
 import os
 from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader, Dataset, random_split
 
@@ -417,12 +419,303 @@ def mean_std_own_batch_size(dataset, batch_size=1000):
     return mean, (total_sq / count - mean**2) ** 0.5
 
 
+# ---------------------------------------------------------------- correct answers written differently (issue 18)
+
+
+class PointsAsTensor(Dataset):
+    """Correct: torch.as_tensor, .float()/.long(), the length from the features."""
+
+    def __init__(self, features, labels):
+        self.x = torch.as_tensor(features).float()
+        self.y = torch.as_tensor(labels).long()
+
+    def __len__(self):
+        return self.x.shape[0]
+
+    def __getitem__(self, i):
+        return self.x[i], self.y[i]
+
+
+class PointsPairs(Dataset):
+    """Correct: converted once into a list of (features, label) pairs, returned as a list."""
+
+    def __init__(self, features, labels):
+        print(f"PointsPairs: {len(labels)} points")
+        self.pairs = [(torch.tensor(row, dtype=torch.float), torch.tensor(label, dtype=torch.long))
+                      for row, label in zip(features, labels)]
+
+    def __len__(self):
+        return len(self.pairs)
+
+    def __getitem__(self, index):
+        return self.pairs[index]
+
+
+class PointsNumpyFirst(Dataset):
+    """Correct: through NumPy, then torch.from_numpy."""
+
+    def __init__(self, features, labels):
+        self.features = torch.from_numpy(np.asarray(features, dtype=np.float32))
+        self.labels = torch.from_numpy(np.asarray(labels, dtype=np.int64))
+
+    def __len__(self):
+        return int(self.labels.numel())
+
+    def __getitem__(self, index):
+        return (self.features[index], self.labels[index])
+
+
+def fix_length_cat(signal, length):
+    if signal.shape[0] < length:
+        signal = torch.cat([signal, torch.zeros(length - signal.shape[0], dtype=signal.dtype)])
+    return signal[:length]
+
+
+def fix_length_new_zeros(signal, length):
+    out = signal.new_zeros(length)
+    n = min(length, len(signal))
+    out[:n] = signal[:n]
+    return out
+
+
+def fix_length_pad_keyword(signal, length):
+    missing = max(0, length - signal.numel())
+    return F.pad(signal[:length], pad=(0, missing), mode="constant", value=0)
+
+
+class ClipsListdirFiltered(Dataset):
+    """Correct: os.listdir filtered by extension, label from a dict, torch.tensor(..., dtype=float32)."""
+
+    def __init__(self, folder, length, classes):
+        self.folder, self.length = str(folder), length
+        self.names = sorted(name for name in os.listdir(folder) if name.endswith(".npy"))
+        self.label_of = {name: index for index, name in enumerate(classes)}
+
+    def __len__(self):
+        return len(self.names)
+
+    def __getitem__(self, i):
+        name = self.names[i]
+        clip = torch.tensor(np.load(os.path.join(self.folder, name)), dtype=torch.float32)
+        return ref.fix_length(clip, self.length), self.label_of[name.split("_")[0]]
+
+
+class ClipsTensorLabel(ref.ClipDataset):
+    """Correct: the label as a 0-d int64 tensor, the class from partition, the clip cast with .to()."""
+
+    def __getitem__(self, index):
+        path = self.files[index]
+        clip = torch.from_numpy(np.load(path)).to(torch.float32)
+        kind, _, _ = path.name.partition("_")
+        return ref.fix_length(clip, self.length), torch.tensor(self.classes.index(kind))
+
+
+class ClipsPathsAsStrings(Dataset):
+    """Correct: glob with str paths, fix_length applied before the dtype conversion."""
+
+    def __init__(self, folder, length, classes):
+        self.paths = sorted(str(path) for path in Path(folder).glob("*.npy"))
+        self.length, self.classes = length, classes
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, index):
+        path = self.paths[index]
+        label = list(self.classes).index(Path(path).stem.split("_")[0])
+        return ref.fix_length(torch.from_numpy(np.load(path)), self.length).float(), label
+
+
+def pad_collate_pad_sequence(batch):
+    return pad_sequence(batch, batch_first=True), torch.tensor([s.shape[0] for s in batch], dtype=torch.int64)
+
+
+def pad_collate_f_pad(batch):
+    longest = max(len(s) for s in batch)
+    padded = torch.stack([F.pad(s, (0, longest - len(s))) for s in batch])
+    return padded, torch.tensor(list(map(len, batch)))
+
+
+def pad_collate_new_zeros(batch):
+    lengths = torch.as_tensor([len(s) for s in batch], dtype=torch.long)
+    padded = batch[0].new_zeros((len(batch), int(lengths.max().item())))
+    for i in range(len(batch)):
+        padded[i, : lengths[i]] = batch[i]
+    return padded, lengths
+
+
+def collate_loop(batch):
+    sequences, labels, lengths = [], [], []
+    for sequence, label in batch:
+        sequences.append(sequence)
+        labels.append(label)
+        lengths.append(sequence.shape[0])
+    padded = pad_sequence(sequences, batch_first=True, padding_value=0)
+    return padded, torch.tensor(lengths), torch.tensor(labels, dtype=torch.long)
+
+
+def collate_comprehensions(batch):
+    padded = pad_sequence([s for s, _ in batch], batch_first=True)
+    return padded, torch.LongTensor([len(s) for s, _ in batch]), torch.as_tensor([y for _, y in batch])
+
+
+def collate_time_first_transposed(batch):
+    sequences, labels = zip(*batch)
+    padded = pad_sequence(sequences).transpose(0, 1)  # time first, then swapped to batch first
+    return padded, torch.tensor([s.size(0) for s in sequences]), torch.tensor(labels)
+
+
+def mean_std_var(dataset, batch_size=1000):
+    n, total, total_sq = 0, torch.zeros((), dtype=torch.float64), torch.zeros((), dtype=torch.float64)
+    for images, _labels in DataLoader(dataset, batch_size):
+        x = images.to(torch.float64)
+        n += x.numel()
+        total += x.sum()
+        total_sq += x.pow(2).sum()
+    mean = total / n
+    return float(mean), float((total_sq / n - mean**2).sqrt())
+
+
+def mean_std_chan(dataset, batch_size=1000):
+    """Combines per-batch means and variances (Chan's parallel formula): exact, and numerically safer."""
+    count, mean, m2 = 0, 0.0, 0.0
+    for images, _ in DataLoader(dataset, batch_size=batch_size, shuffle=False):
+        x = images.double().flatten()
+        n_b, mean_b = x.numel(), x.mean().item()
+        m2_b = ((x - mean_b) ** 2).sum().item()
+        delta = mean_b - mean
+        total = count + n_b
+        mean += delta * n_b / total
+        m2 += m2_b + delta**2 * count * n_b / total
+        count = total
+    return mean, math.sqrt(m2 / count)
+
+
+def mean_std_sample_std(dataset, batch_size=1000):
+    """Divides by count - 1 (what tensor.std() does): the task's formula or this one are both accepted."""
+    count, total, total_sq = 0, 0.0, 0.0
+    for images, _ in DataLoader(dataset, batch_size=batch_size):
+        count += images.numel()
+        total += images.double().sum().item()
+        total_sq += images.double().square().sum().item()
+    mean = total / count
+    return mean, math.sqrt((total_sq - count * mean**2) / (count - 1))
+
+
+def split_fractions(dataset, val_fraction, seed):
+    n_val = int(len(dataset) * val_fraction)
+    g = torch.Generator()
+    g.manual_seed(seed)
+    return tuple(random_split(dataset, lengths=[len(dataset) - n_val, n_val], generator=g))
+
+
+def split_one_line(dataset, val_fraction, seed):
+    n = len(dataset)
+    train_part, val_part = random_split(dataset, [n - int(n * val_fraction), int(n * val_fraction)],
+                                        torch.Generator().manual_seed(seed))
+    print(f"{len(train_part)} training, {len(val_part)} validation samples")
+    return train_part, val_part
+
+
+def split_as_list(dataset, val_fraction, seed):
+    n_val = math.floor(len(dataset) * val_fraction)
+    parts = random_split(dataset, [len(dataset) - n_val, n_val], generator=torch.Generator().manual_seed(seed))
+    return parts[0], parts[1]
+
+
+def loaders_partial(train_set, val_set, batch_size, seed, device):
+    from functools import partial
+    make = partial(DataLoader, batch_size=batch_size, pin_memory=str(device).startswith("cuda"))
+    return make(train_set, shuffle=True, drop_last=True, generator=torch.Generator().manual_seed(seed)), make(val_set)
+
+
+def loaders_common_kwargs(train_set, val_set, batch_size, seed, device):
+    common = {"batch_size": batch_size, "pin_memory": torch.device(device).type == "cuda"}
+    generator = torch.Generator()
+    generator.manual_seed(seed)
+    return (DataLoader(train_set, shuffle=True, drop_last=True, generator=generator, **common),
+            DataLoader(val_set, **common))
+
+
+def loaders_positional(train_set, val_set, batch_size, seed, device):
+    cuda = device.type == "cuda"
+    val = DataLoader(val_set, batch_size, False, pin_memory=cuda)  # built first: order does not matter
+    train = DataLoader(train_set, batch_size, True, generator=torch.Generator().manual_seed(seed),
+                       pin_memory=cuda, drop_last=True)
+    return train, val
+
+
+def workers_loop(speeds):
+    best_key, best_speed = None, -1.0
+    for key, speed in speeds.items():
+        if speed > best_speed:
+            best_key, best_speed = key, speed
+    return best_key[0]
+
+
+def workers_sorted(speeds):
+    ranked = sorted(speeds.items(), key=lambda item: item[1], reverse=True)
+    return int(ranked[0][0][0])
+
+
+def workers_max_items(speeds):
+    (workers, pin), speed = max(speeds.items(), key=lambda kv: kv[1])
+    print(f"fastest: num_workers={workers}, pin_memory={pin}, {speed:,.0f} images/s")
+    return workers
+
+
+def share_complement(load_ms, step_ms):
+    return 1.0 - step_ms / (load_ms + step_ms)
+
+
+def share_float(load_ms, step_ms):
+    total = float(load_ms) + float(step_ms)
+    return float(load_ms) / total
+
+
+def share_numpy(load_ms, step_ms):
+    return float(np.float64(load_ms) / np.sum([load_ms, step_ms]))
+
+
+ALTERNATIVES = [
+    Accept(checks.check_points_dataset, PointsAsTensor),
+    Accept(checks.check_points_dataset, PointsPairs),
+    Accept(checks.check_points_dataset, PointsNumpyFirst),
+    Accept(checks.check_fix_length, fix_length_cat),
+    Accept(checks.check_fix_length, fix_length_new_zeros),
+    Accept(checks.check_fix_length, fix_length_pad_keyword),
+    Accept(checks.check_clip_dataset, ClipsListdirFiltered),
+    Accept(checks.check_clip_dataset, ClipsTensorLabel),
+    Accept(checks.check_clip_dataset, ClipsPathsAsStrings),
+    Accept(checks.check_pad_collate, pad_collate_pad_sequence),
+    Accept(checks.check_pad_collate, pad_collate_f_pad),
+    Accept(checks.check_pad_collate, pad_collate_new_zeros),
+    Accept(checks.check_collate_sequences, collate_loop),
+    Accept(checks.check_collate_sequences, collate_comprehensions),
+    Accept(checks.check_collate_sequences, collate_time_first_transposed),
+    Accept(checks.check_mean_std, mean_std_var),
+    Accept(checks.check_mean_std, mean_std_chan),
+    Accept(checks.check_mean_std, mean_std_sample_std),
+    Accept(checks.check_split_train_val, split_fractions),
+    Accept(checks.check_split_train_val, split_one_line),
+    Accept(checks.check_split_train_val, split_as_list),
+    Accept(checks.check_make_loaders, loaders_partial),
+    Accept(checks.check_make_loaders, loaders_common_kwargs),
+    Accept(checks.check_make_loaders, loaders_positional),
+    Accept(checks.check_choose_num_workers, workers_loop),
+    Accept(checks.check_choose_num_workers, workers_sorted),
+    Accept(checks.check_choose_num_workers, workers_max_items),
+    Accept(checks.check_loading_share, share_complement),
+    Accept(checks.check_loading_share, share_float),
+    Accept(checks.check_loading_share, share_numpy),
+]
+
 NEW_CASES = [
     Reject(checks.check_mean_std, mean_std_own_batch_size, "pass the batch_size argument on"),
-    Reject(checks.check_make_loaders, loaders_pinned_on_any_gpu, "pin only for CUDA"),
+    Reject(checks.check_make_loaders, loaders_pinned_on_any_gpu, "pin only when device.type is 'cuda'"),
     Reject(checks.check_pad_collate, pad_collate_time_first, "transpose of the expected one"),
     Accept(checks.check_choose_num_workers, ref.choose_num_workers),
-    Reject(checks.check_choose_num_workers, workers_pair, "return num_workers"),
+    Reject(checks.check_choose_num_workers, workers_pair, "return num_workers, its first element"),
     Reject(checks.check_choose_num_workers, workers_slowest, "slowest setting"),
     Reject(checks.check_choose_num_workers, workers_best_speed, "you returned a throughput"),
     Accept(checks.check_loading_share, ref.loading_share),
@@ -444,7 +737,7 @@ CASES = [
     Reject(checks.check_points_dataset, PointsNotConverted, "forgot to convert the lists to tensors"),
     Reject(checks.check_points_dataset, PointsDefaultDtype, "features are int64"),
     Reject(checks.check_points_dataset, PointsSwapped, "is (label, features)"),
-    Reject(checks.check_points_dataset, PointsNotADataset, "should subclass torch.utils.data.Dataset"),
+    Reject(checks.check_points_dataset, PointsNotADataset, "is not a subclass of torch.utils.data.Dataset"),
     Accept(checks.check_fix_length, ref.fix_length),
     Reject(checks.check_fix_length, fix_length_keep_end, "kept the last samples"),
     Reject(checks.check_fix_length, fix_length_pad_left, "padded at the start"),
@@ -457,7 +750,7 @@ CASES = [
     Reject(checks.check_clip_dataset, ClipsNotFixed, "must have exactly 50 samples"),
     Reject(checks.check_clip_dataset, ClipsKeepEnd, "kept the last samples"),
     Reject(checks.check_clip_dataset, ClipsFloat64, "convert the clip to float32"),
-    Reject(checks.check_clip_dataset, ClipsListdir, "only the 4 .npy files are clips"),
+    Reject(checks.check_clip_dataset, ClipsListdir, "4 of them .npy clips; expected 4"),
     Accept(checks.check_pad_collate, ref.pad_collate),
     Reject(checks.check_pad_collate, pad_collate_left, "padded on the left"),
     Reject(checks.check_pad_collate, pad_collate_fixed, "padded to a fixed length"),
@@ -479,19 +772,210 @@ CASES = [
     Reject(checks.check_mean_std, mean_std_per_pixel, "at each pixel position"),
     Reject(checks.check_mean_std, mean_std_not_written, "not written yet"),
     Accept(checks.check_split_train_val, ref.split_train_val),
-    Reject(checks.check_split_train_val, split_unseeded, "the split is not seeded"),
-    Reject(checks.check_split_train_val, split_global_seed, "changed PyTorch's global random generator"),
+    Reject(checks.check_split_train_val, split_unseeded, "used the global random generator of torch"),
+    Reject(checks.check_split_train_val, split_global_seed, "used the global random generator of torch"),
     Reject(checks.check_split_train_val, split_swapped, "returned (validation, training)"),
     Reject(checks.check_split_train_val, split_fixed_seed, "ignores the seed argument"),
     Reject(checks.check_split_train_val, split_val_first, "[n_val, n_train]"),
-    Reject(checks.check_split_train_val, split_rounded, "should have int(20 * 0.25) = 5 samples"),
+    Reject(checks.check_split_train_val, split_rounded, "int(20 * 0.25) = 5 for validation"),
     Accept(checks.check_make_loaders, ref.make_loaders),
-    Reject(checks.check_make_loaders, loaders_keep_last, "drop_last=True"),
-    Reject(checks.check_make_loaders, loaders_no_shuffle, "does not shuffle"),
+    Reject(checks.check_make_loaders, loaders_keep_last, "expected the incomplete last batch dropped"),
+    Reject(checks.check_make_loaders, loaders_no_shuffle, "expected a shuffled order"),
     Reject(checks.check_make_loaders, loaders_unseeded, "the shuffle is not seeded"),
     Reject(checks.check_make_loaders, loaders_global_seed, "global random generator"),
     Reject(checks.check_make_loaders, loaders_val_shuffled, "the validation loader shuffles"),
     Reject(checks.check_make_loaders, loaders_val_drop_last, "5 samples are never evaluated"),
     Reject(checks.check_make_loaders, loaders_always_pinned, "only speeds up copies to a CUDA GPU"),
-    Reject(checks.check_make_loaders, loaders_never_pinned, "should pin memory when the device is a CUDA GPU"),
-] + NEW_CASES
+    Reject(checks.check_make_loaders, loaders_never_pinned, "expected pinning for a CUDA GPU"),
+] + NEW_CASES + ALTERNATIVES
+
+
+# ---------------------------------------------------------------- put it together: make_recording_loader
+
+
+def _read_recordings(path):
+    rows = []
+    with open(path) as file:
+        for line in file:
+            if line.strip() and not line.lstrip().startswith("#"):
+                label, *values = line.strip().split(",")
+                rows.append((torch.tensor([float(v) for v in values]), int(label)))
+    return rows
+
+
+class _Recordings(Dataset):
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        return self.rows[i]
+
+
+def _standardised(rows, correction=0):
+    values = torch.cat([r for r, _ in rows]).double()
+    mean, std = values.mean(), values.std(correction=correction)
+    return [(((r.double() - mean) / std).float(), y) for r, y in rows]
+
+
+def recordings_by_hand(path, batch_size, seed):
+    """Correct: its own padding collate, a sample std (n - 1), a seeded generator made in two steps."""
+    rows = _standardised(_read_recordings(path), correction=1)
+
+    def collate(batch):
+        lengths = torch.tensor([len(r) for r, _ in batch])
+        padded = torch.zeros(len(batch), int(lengths.max()))
+        for i, (r, _) in enumerate(batch):
+            padded[i, : len(r)] = r
+        return padded, lengths, torch.tensor([y for _, y in batch])
+
+    generator = torch.Generator()
+    generator.manual_seed(seed)
+    return DataLoader(_Recordings(rows), batch_size, shuffle=True, collate_fn=collate, generator=generator)
+
+
+def recordings_numpy(path, batch_size, seed):
+    """Correct: parsed with NumPy-free string handling into one flat tensor, split back with torch.split."""
+    lines = [line for line in Path(path).read_text().splitlines() if line.strip() and not line.startswith("#")]
+    labels = [int(line.split(",")[0]) for line in lines]
+    counts = [line.count(",") for line in lines]
+    flat = torch.tensor([float(v) for line in lines for v in line.split(",")[1:]], dtype=torch.float64)
+    flat = ((flat - flat.mean()) / flat.std(unbiased=False)).float()
+    rows = list(zip(flat.split(counts), labels))
+    print(f"{len(rows)} recordings")
+    return DataLoader(rows, batch_size=batch_size, shuffle=True, collate_fn=ref.collate_sequences,
+                      generator=torch.Generator().manual_seed(seed))
+
+
+collate_sequences = ref.collate_sequences  # a learner's exercise-5 function, in the namespace the loader uses
+
+
+def recordings_reusing_collate(path, batch_size, seed):
+    """Correct: reuses the learner's collate_sequences from exercise 5 (graded with the reference one)."""
+    rows = _standardised(_read_recordings(path))
+    return DataLoader(rows, batch_size=batch_size, shuffle=True, collate_fn=collate_sequences,
+                      generator=torch.Generator().manual_seed(seed))
+
+
+def _recordings_loader(rows, batch_size, seed, **options):
+    settings = dict(batch_size=batch_size, shuffle=True, collate_fn=ref.collate_sequences,
+                    generator=torch.Generator().manual_seed(seed))
+    settings.update(options)
+    return DataLoader(rows, **settings)
+
+
+def recordings_raw(path, batch_size, seed):
+    return _recordings_loader(_read_recordings(path), batch_size, seed)
+
+
+def recordings_per_row(path, batch_size, seed):
+    rows = [((r - r.mean()) / r.std(correction=0).clamp_min(1e-6), y) for r, y in _read_recordings(path)]
+    return _recordings_loader(rows, batch_size, seed)
+
+
+def recordings_not_shuffled(path, batch_size, seed):
+    return _recordings_loader(_standardised(_read_recordings(path)), batch_size, seed, shuffle=False, generator=None)
+
+
+def recordings_global_shuffle(path, batch_size, seed):
+    torch.manual_seed(seed)
+    return _recordings_loader(_standardised(_read_recordings(path)), batch_size, seed, generator=None)
+
+
+def recordings_drop_last(path, batch_size, seed):
+    return _recordings_loader(_standardised(_read_recordings(path)), batch_size, seed, drop_last=True)
+
+
+class _LazyRecordings(Dataset):
+    """Reads the file again for every item."""
+
+    def __init__(self, path, stats):
+        self.path, self.stats = path, stats
+        self.n = len(_read_recordings(path))
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        r, y = _read_recordings(self.path)[i]
+        mean, std = self.stats
+        return ((r.double() - mean) / std).float(), y
+
+
+def recordings_lazy(path, batch_size, seed):
+    values = torch.cat([r for r, _ in _read_recordings(path)]).double()
+    return _recordings_loader(_LazyRecordings(path, (values.mean(), values.std(correction=0))), batch_size, seed)
+
+
+def recordings_fixed_permutation(path, batch_size, seed):
+    rows = _standardised(_read_recordings(path))
+    order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(seed)).tolist()
+    return _recordings_loader([rows[i] for i in order], batch_size, seed, shuffle=False, generator=None)
+
+
+def recordings_padded_first(path, batch_size, seed):
+    rows = _read_recordings(path)
+
+    def collate(batch):
+        padded = pad_sequence([r for r, _ in batch], batch_first=True)
+        values = torch.cat([r for r, _ in rows]).double()
+        padded = ((padded.double() - values.mean()) / values.std(correction=0)).float()
+        return padded, torch.tensor([len(r) for r, _ in batch]), torch.tensor([y for _, y in batch])
+
+    return _recordings_loader(rows, batch_size, seed, collate_fn=collate)
+
+
+def recordings_comments_kept(path, batch_size, seed):
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        label, *values = (line or "0,0").lstrip("#").split(",")
+        rows.append((torch.tensor([float(v) if v.strip() else 0.0 for v in values] or [0.0]),
+                     int(label) if label.strip().isdigit() else 0))
+    return _recordings_loader(_standardised(rows), batch_size, seed)
+
+
+def recordings_float_labels(path, batch_size, seed):
+    rows = [(r, float(y)) for r, y in _standardised(_read_recordings(path))]
+    return _recordings_loader(rows, batch_size, seed)
+
+
+RECORDING_CASES = [
+    Accept(checks.check_recording_loader, ref.make_recording_loader),
+    Accept(checks.check_recording_loader, recordings_by_hand),
+    Accept(checks.check_recording_loader, recordings_numpy),
+    Accept(checks.check_recording_loader, recordings_reusing_collate),
+    Reject(checks.check_recording_loader, recordings_raw, "the readings are not standardised"),
+    Reject(checks.check_recording_loader, recordings_per_row, "each recording with its own mean and std"),
+    Reject(checks.check_recording_loader, recordings_not_shuffled, "in the file's order"),
+    Reject(checks.check_recording_loader, recordings_global_shuffle, "global random generator"),
+    Reject(checks.check_recording_loader, recordings_drop_last, "one epoch delivered 8 recordings"),
+    Reject(checks.check_recording_loader, recordings_lazy, "the file had been overwritten"),
+    Reject(checks.check_recording_loader, recordings_fixed_permutation, "two epochs delivered the recordings"),
+    Reject(checks.check_recording_loader, recordings_padded_first, "pad after standardising"),
+    Reject(checks.check_recording_loader, recordings_comments_kept, "could not convert string to float"),
+    Reject(checks.check_recording_loader, recordings_float_labels, "labels is"),
+]
+CASES += RECORDING_CASES
+
+
+def recordings_unseeded_generator(path, batch_size, seed):
+    return _recordings_loader(_standardised(_read_recordings(path)), batch_size, seed, generator=torch.Generator())
+
+
+class PointsSortsLabels(ref.PointsDataset):
+    def __init__(self, features, labels):
+        labels.sort()
+        super().__init__(features, labels)
+
+
+def share_rounded_tensor(load_ms, step_ms):
+    return torch.tensor([load_ms, step_ms]).softmax(0)[0].item()
+
+
+CASES += [
+    Reject(checks.check_recording_loader, recordings_unseeded_generator, "expected the seed to decide the order"),
+    Reject(checks.check_points_dataset, PointsSortsLabels, "changed the list it was given as `labels`"),
+    Reject(checks.check_loading_share, share_rounded_tensor, "should be"),
+]
