@@ -411,7 +411,8 @@ def check_loss_from_table(fn: Callable[..., torch.Tensor], inputs: Sequence[tupl
         column = numbers.float().unsqueeze(1)
         what = f"loss_from_table(logits [{n}, 10], label_column [{n}, 1] float holding {numbers.tolist()})"
         want = ref.loss_from_table(logits, column)
-        got = attempt(fn, logits, column.clone())
+        given = column.clone()  # the caller's column: the task asks for a loss, not for new labels in the table
+        got = attempt(fn, logits, given)
         broken = attempt(broken_loss_from_table, logits, column.clone())
         expect_fixed(what, got, want, broken,
                      where="print the shape, dtype and values of the labels as they reach cross_entropy, and compare "
@@ -435,6 +436,12 @@ def check_loss_from_table(fn: Callable[..., torch.Tensor], inputs: Sequence[tupl
                             "out of bounds": "a label is outside 0..9: the class indices of 10 outputs run from 0 "
                                              "to 9, and the table numbers them from 1"},
                      differs=_tensor(what))
+        if not torch.equal(given, column):
+            raise failure(f"{what}: the loss is right, but afterwards the caller's label_column holds "
+                          f"{given.squeeze(1).tolist()} instead of {numbers.tolist()}",
+                          where="look for an operation that changes label_column in place (-=, a method ending in _)",
+                          mistake="shifting the caller's column in place changes the table for everyone who reads "
+                                  "it next; compute new class indices instead")
         if not got.value.requires_grad:
             raise failure(f"{what} returns a loss that backward() cannot follow (requires_grad=False)",
                           where="look for detach(), .item() or no_grad between the loss and the return",

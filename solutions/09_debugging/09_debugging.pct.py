@@ -716,7 +716,7 @@ def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> fl
 def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> float:
     """Share of ``images`` whose predicted class equals ``labels``."""
     ### BEGIN SOLUTION
-    model.eval()  # every submodule's flag: dropout off, batch norm with its running statistics
+    model.train(False)  # what model.eval() does: every submodule's flag; dropout off, batch norm's running statistics
     with torch.no_grad():
         predictions = model(images).argmax(dim=1)
     return (predictions == labels).float().mean().item()
@@ -1106,7 +1106,8 @@ def train_and_evaluate(model: nn.Module, train_set: torch.utils.data.Dataset, te
     for _ in range(epochs):
         for inputs, targets in DataLoader(train_set, batch_size=8):
             optimizer.zero_grad()
-            loss = F.cross_entropy(model(inputs), targets)  # raw logits: cross_entropy applies log-softmax
+            logits = model(inputs)  # raw logits: cross_entropy applies log-softmax itself
+            loss = F.cross_entropy(logits, targets)
             loss.backward()
             optimizer.step()
             history.append(loss.item())  # a number; the tensor would keep the step's graph alive

@@ -519,6 +519,7 @@ CASES = [
     Reject(checks.check_loss_from_table, table_clamped, "clamping moves label 10 onto class 9"),
     Reject(checks.check_loss_from_table, table_modulo, "% 10 turns label 10 into class 0"),
     Reject(checks.check_loss_from_table, table_detached, "backward() cannot follow"),
+    Reject(checks.check_loss_from_table, table_in_place, "afterwards the caller's label_column holds"),
 
     Accept(checks.check_gated_block, ref.GatedBlock),
     Accept(checks.check_gated_block, ClonedGate),
@@ -566,6 +567,8 @@ CASES = [
     Reject(check_training, checks.broken_train_and_evaluate, "the weights after training differ"),
     Reject(check_evaluation, checks.broken_train_and_evaluate, "evaluated in eval mode, scores"),
     Reject(check_history, checks.broken_train_and_evaluate, "tensors that each keep their step's whole graph"),
+    *[Accept(check_part, answer) for check_part in (check_training, check_evaluation, check_history)
+      for answer in (FIXED, three_bugs_whole_test_set, three_bugs_log_softmax)],
     Accept(check_training, ONLY_TRAINING),
     Reject(check_evaluation, ONLY_TRAINING, "Call model.eval() before evaluating"),
     Reject(check_history, ONLY_TRAINING, "loss.item() gives the number alone"),
