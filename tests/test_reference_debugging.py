@@ -21,11 +21,11 @@ CHECKS = {
     "ex_predict_digits": ("predict_digits", checks.check_predict_digits),
     "ex_small_cnn": ("SmallCNN", checks.check_small_cnn),
     "ex_loss_from_table": ("loss_from_table", checks.check_loss_from_table),
-    "ex_file_labels": ("loss_with_file_labels", checks.check_loss_with_file_labels),
     "ex_gated_block": ("GatedBlock", checks.check_gated_block),
     "ex_fit": ("fit", checks.check_fit),
     "ex_accuracy": ("accuracy", checks.check_accuracy),
     "ex_dataset_accuracy": ("dataset_accuracy", checks.check_dataset_accuracy),
+    "ex_three_bugs": ("train_and_evaluate", checks.check_train_and_evaluate),
 }
 
 
@@ -43,13 +43,40 @@ def test_starter_fails_its_check_as_the_broken_twin_does(grade_id: str):
     """The program a learner gets is the broken twin: its check names the original bug, as for the twin."""
     name, check = CHECKS[grade_id]
     namespace = {"torch": torch, "nn": nn, "F": F, "DataLoader": DataLoader}
-    exec(starters()[grade_id], namespace)
+    exec("from __future__ import annotations\n" + starters()[grade_id], namespace)
     with pytest.raises(CheckError) as from_starter:
         check(namespace[name])
     with pytest.raises(CheckError) as from_twin:
         check(checks.BROKEN[grade_id])
     assert str(from_starter.value) == str(from_twin.value)
-    assert "still" in str(from_starter.value)
+    assert "still raises" in str(from_starter.value) or "the same as the program you were given" in \
+        str(from_starter.value) or "things go wrong" in str(from_starter.value)
+
+
+def test_no_starter_repeats_the_example_fix():
+    """Symptom first: a failing check's first words describe behaviour; the fix comes only at the ladder's end."""
+    with pytest.raises(CheckError) as error:
+        checks.check_accuracy(checks.broken_accuracy)
+    first = str(error.value).split(" Where to look")[0].split("\n")[0]
+    assert "model.eval()" not in first and "returns" in first
+
+
+@pytest.mark.parametrize("part", checks.PARTS)
+def test_three_bugs_each_part_is_graded_alone(part: str):
+    """Fixing one of the three bugs passes that part's check and no other."""
+    import inspect
+
+    fixes = {"training": ("outputs = model(inputs).softmax(dim=1)", "outputs = model(inputs)"),
+             "history": ("history.append(loss)", "history.append(loss.item())"),
+             "evaluation": ("    correct = 0\n", "    model.eval()\n    correct = 0\n")}
+    source = inspect.getsource(checks.broken_train_and_evaluate).replace(*fixes[part])
+    namespace = {"torch": torch, "nn": nn, "F": F, "DataLoader": DataLoader, "Dataset": object, "Any": object}
+    exec("from __future__ import annotations\n" + source, namespace)
+    fixed_one = namespace["broken_train_and_evaluate"]
+    checks.check_train_and_evaluate(fixed_one, part)
+    for other in set(checks.PARTS) - {part}:
+        with pytest.raises(CheckError):
+            checks.check_train_and_evaluate(fixed_one, other)
 
 
 def test_reference_models_run_on_digits():

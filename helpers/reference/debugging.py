@@ -14,10 +14,11 @@ from torch.utils.data import DataLoader, Dataset
 
 def predict_digits(model: nn.Module, images: torch.Tensor, device: torch.device) -> torch.Tensor:
     """Predicted class of each image, computed on ``device``, returned on the CPU."""
-    model = model.to(device)
+    model.to(device)
+    images = images.to(device)  # the fix: Tensor.to returns a moved copy; keep it
     model.eval()
     with torch.no_grad():
-        logits = model(images.to(device))  # the fix: the images go where the model is
+        logits = model(images)
     return logits.argmax(dim=1).cpu()
 
 
@@ -37,14 +38,9 @@ class SmallCNN(nn.Module):
 
 
 def loss_from_table(logits: torch.Tensor, label_column: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of ``logits`` [N, C] against labels read from a table as a [N, 1] float column."""
-    labels = label_column.squeeze(1).long()  # the fix: class indices are a 1-D tensor of integers
+    """Mean cross-entropy of ``logits`` [N, 10] against the labels of a table (see the task)."""
+    labels = label_column.squeeze(1).long() - 1  # the fix: a 1-D tensor of int64 class indices 0..9
     return F.cross_entropy(logits, labels)
-
-
-def loss_with_file_labels(logits: torch.Tensor, file_labels: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy for labels numbered 1 to 10 in the data file (class 1 is the digit 0)."""
-    return F.cross_entropy(logits, file_labels - 1)  # the fix: class indices run from 0 to 9
 
 
 class GatedBlock(nn.Module):
@@ -68,7 +64,7 @@ def fit(model: nn.Module, loader: DataLoader, epochs: int, lr: float) -> list[fl
     losses = []
     for _ in range(epochs):
         for inputs, targets in loader:
-            optimizer.zero_grad()  # the fix: each step starts from zero gradients
+            optimizer.zero_grad()  # the fix (was once per epoch): each step starts from zero gradients
             loss = F.cross_entropy(model(inputs), targets)
             loss.backward()
             optimizer.step()
@@ -78,7 +74,7 @@ def fit(model: nn.Module, loader: DataLoader, epochs: int, lr: float) -> list[fl
 
 def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> float:
     """Share of ``images`` whose predicted class equals ``labels``."""
-    model.eval()  # the fix: dropout off, batch norm uses its running statistics
+    model.eval()  # the fix (was model.training = False): sets every submodule's flag
     with torch.no_grad():
         predictions = model(images).argmax(dim=1)
     return (predictions == labels).float().mean().item()
@@ -86,11 +82,31 @@ def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> fl
 
 def dataset_accuracy(model: nn.Module, test_set: Dataset, batch_size: int) -> float:
     """Accuracy of ``model`` over a dataset of (image, label) pairs, predicted batch by batch."""
-    loader = DataLoader(test_set, batch_size=batch_size, shuffle=False)  # the fix: the dataset's order
+    loader = DataLoader(test_set, batch_size=batch_size, shuffle=False)  # the fix: one order for every pass
     model.eval()
-    predictions = []
     with torch.no_grad():
-        for images, _ in loader:
-            predictions.append(model(images).argmax(dim=1))
-    labels = torch.tensor([label for _, label in test_set])
-    return (torch.cat(predictions) == labels).float().mean().item()
+        predictions = torch.cat([model(images).argmax(dim=1) for images, _ in loader])
+    labels = torch.cat([labels for _, labels in loader])
+    return (predictions == labels).float().mean().item()
+
+
+def train_and_evaluate(model: nn.Module, train_set: Dataset, test_set: Dataset,
+                       epochs: int, lr: float) -> tuple[list[float], float]:
+    """Train ``model`` in place; return the loss of every step and the accuracy on ``test_set``."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    history = []
+    model.train()
+    for _ in range(epochs):
+        for inputs, targets in DataLoader(train_set, batch_size=8):
+            optimizer.zero_grad()
+            outputs = model(inputs)  # fix 1: raw logits; cross_entropy applies log-softmax itself
+            loss = F.cross_entropy(outputs, targets)
+            loss.backward()
+            optimizer.step()
+            history.append(loss.item())  # fix 2: the number, not the tensor that keeps its graph
+    model.eval()  # fix 3: dropout off, batch norm with its running statistics
+    correct = 0
+    with torch.no_grad():
+        for inputs, targets in DataLoader(test_set, batch_size=64):
+            correct += (model(inputs).argmax(dim=1) == targets).sum().item()
+    return history, correct / len(test_set)

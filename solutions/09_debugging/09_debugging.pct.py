@@ -9,19 +9,24 @@
 # bottom. Each is explained and then fixed.
 #
 # The exercises are different from the earlier lessons: the cell of each one
-# already holds a **broken program**. Run the self-check below it to see the
-# symptom, find the bug, fix it in place, run the check again. The checks run your
-# fixed program on new inputs and compare what it does with the correct program;
-# they do not read your code, so any correct fix passes.
+# already holds a **broken program**, and none of them is the example above it
+# again. Run the self-check below it: it tells you what the program *does*
+# wrong (the input, what came back, what was expected), the way a bug report
+# would. Finding the bug is the exercise. Stuck? Run the check again and it adds
+# where to look; a third time, it names the bug. The checks run your fixed program
+# on new inputs and compare what it does with the correct program; they do not
+# read your code, so any correct fix passes.
 #
-# There are 8 fix-the-bug exercises worth 20 points; 3 of them are silent bugs.
+# There are 8 fix-the-bug exercises worth 20 points; 4 of them are silent bugs,
+# and the last program has three bugs, each worth its own points.
 
 # %% locked="setup"
+import re
+import sys
 import textwrap
-import time
 import traceback
 import warnings
-import weakref
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -31,6 +36,8 @@ from torch.utils.data import DataLoader, TensorDataset
 from helpers.checks import debugging as check
 from helpers.data import MNIST_MEAN, MNIST_STD, mnist_dataset
 from helpers.device import pick_device
+from helpers.memory import SavedTensorBytes
+from helpers.timing import time_call
 
 torch.manual_seed(0)
 DEVICE = pick_device()
@@ -53,7 +60,8 @@ test_images, test_labels = as_inputs(mnist_dataset(train=False), N_TEST)
 # to the error, oldest first. Read it from the bottom:
 #
 # 1. The **last line** is the exception's type and message: what went wrong.
-# 2. Going up, the first frames are inside PyTorch (paths with `site-packages/torch`);
+# 2. Going up, the first frames are inside PyTorch (paths in the folder of
+#    installed packages, `site-packages/torch`);
 #    they say which operation failed, rarely why.
 # 3. Keep going up until you reach **your own code** (a notebook cell shows as
 #    `Cell In[N], line L`): that line is where to look.
@@ -68,10 +76,14 @@ def make_mismatched_model() -> nn.Sequential:
     return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(6, 2))
 
 
+INSTALLED = str(Path(torch.__file__).parent.parent)  # the folder of installed packages on this machine
+
 try:
     make_mismatched_model()(torch.randn(3, 4))
 except RuntimeError as error:
-    print("".join(traceback.format_exception(error)))
+    # the folders differ from machine to machine: show them as <installed> and <this cell>
+    shown = "".join(traceback.format_exception(error)).replace(INSTALLED, "<installed>")
+    print(re.sub(r'File "[^"]*ipykernel[^"]*"', 'File "<this cell>"', shown))
 
 # %% [markdown]
 # The last line says two matrices of shapes `3x8` and `6x2` could not be
@@ -139,12 +151,15 @@ print("output:", list(out.shape), "on", out.device.type)
 # ### Exercise 1 (2 points): fix `predict_digits`
 #
 # `predict_digits(model, images, device)` should return the predicted class of each
-# image, computed on `device` and returned on the CPU. It fails on a GPU. Fix it.
+# image, computed on `device` and returned on the CPU (moving the model to `device`
+# and putting it in eval mode is part of its job). Its author moved everything to
+# the device, and yet on a GPU it stops with the error above. Fix it.
 
 # %% starter="ex_predict_digits"
 def predict_digits(model: nn.Module, images: torch.Tensor, device: torch.device) -> torch.Tensor:
     """Predicted class of each image, computed on ``device``, returned on the CPU."""
-    model = model.to(device)
+    model.to(device)
+    images.to(device)
     model.eval()
     with torch.no_grad():
         logits = model(images)
@@ -155,10 +170,11 @@ def predict_digits(model: nn.Module, images: torch.Tensor, device: torch.device)
 def predict_digits(model: nn.Module, images: torch.Tensor, device: torch.device) -> torch.Tensor:
     """Predicted class of each image, computed on ``device``, returned on the CPU."""
     ### BEGIN SOLUTION
-    model = model.to(device)
+    model.to(device)  # Module.to moves the module in place
+    images = images.to(device)  # Tensor.to returns a moved copy: keep it
     model.eval()
     with torch.no_grad():
-        logits = model(images.to(device))  # the images go where the model is
+        logits = model(images)
     return logits.argmax(dim=1).cpu()
     ### END SOLUTION
 
@@ -206,8 +222,8 @@ except RuntimeError as error:
 # ### Exercise 2 (2 points): fix `SmallCNN`
 #
 # `SmallCNN` fails on the first batch of digits. The convolutions are as designed
-# (keep them, padding included); find the size the classifier really receives
-# and fix the classifier.
+# (keep them, padding included, and create every layer in `__init__`): make the
+# classifier fit them.
 
 # %% starter="ex_small_cnn"
 class SmallCNN(nn.Module):
@@ -285,36 +301,6 @@ print("loss:", F.cross_entropy(logits, label_column.squeeze(1)).item())
 print("loss:", F.cross_entropy(logits, float_labels.long()).item())
 
 # %% [markdown]
-# ### Exercise 3 (2 points): fix `loss_from_table`
-#
-# The labels of a dataset were read from a CSV file into a float column of shape
-# `[N, 1]`. Fix `loss_from_table` so that it returns the mean cross-entropy loss
-# (a tensor that `backward()` can follow).
-
-# %% starter="ex_loss_from_table"
-def loss_from_table(logits: torch.Tensor, label_column: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of ``logits`` [N, C] against labels read from a table as a [N, 1] float column."""
-    return F.cross_entropy(logits, label_column)
-
-
-# %% solution="ex_loss_from_table"
-def loss_from_table(logits: torch.Tensor, label_column: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of ``logits`` [N, C] against labels read from a table as a [N, 1] float column."""
-    ### BEGIN SOLUTION
-    return F.cross_entropy(logits, label_column.squeeze(1).long())
-    ### END SOLUTION
-
-
-# %% check="ex_loss_from_table_check"
-check.check_loss_from_table(loss_from_table)
-
-# %% graded="ex_loss_from_table_tests" points=2
-check.check_loss_from_table(loss_from_table)
-### BEGIN HIDDEN TESTS
-check.check_loss_from_table(loss_from_table, inputs=[(9, 7, 4), (10, 1, 2)])
-### END HIDDEN TESTS
-
-# %% [markdown]
 # ### Labels out of range
 #
 # With `C` outputs, the class indices are `0` to `C - 1`. A label of `C` or more
@@ -342,9 +328,8 @@ except IndexError as error:
 # %%
 import os
 import subprocess
-from multiprocessing import spawn
 
-PYTHON = os.fsdecode(spawn.get_executable())  # the Python that runs this notebook (sys.executable)
+PYTHON = sys.executable  # the Python that runs this notebook
 
 CUDA_MISTAKE = ("import torch; logits = torch.randn(4, 10, device='cuda'); "
                 "labels = torch.tensor([1, 5, 10, 3], device='cuda'); "
@@ -365,33 +350,37 @@ else:
 print("loss:", F.cross_entropy(torch.randn(4, 10), labels_from_one - 1).item())
 
 # %% [markdown]
-# ### Exercise 4 (2 points): fix `loss_with_file_labels`
+# ### Exercise 3 (3 points): fix `loss_from_table`
 #
-# A data file numbers the ten digit classes 1 to 10 (class 1 is the digit 0).
-# Fix the loss so that it works with a 10-output model. Careful: a fix that only
-# makes the error go away can leave the labels wrong.
+# The labels of a dataset were read from a CSV file into a float column of shape
+# `[N, 1]`, and the file numbers the ten digit classes 1 to 10 (1 is the digit 0).
+# `loss_from_table(logits, label_column)` should return the mean cross-entropy of a
+# 10-output model's `logits` `[N, 10]` against those labels (a tensor that
+# `backward()` can follow). Fix it. Each fix may uncover the next error: read each
+# one. Careful: a fix that only makes an error go away can leave the labels wrong.
 
-# %% starter="ex_file_labels"
-def loss_with_file_labels(logits: torch.Tensor, file_labels: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy for labels numbered 1 to 10 in the data file (class 1 is the digit 0)."""
-    return F.cross_entropy(logits, file_labels)
+# %% starter="ex_loss_from_table"
+def loss_from_table(logits: torch.Tensor, label_column: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of ``logits`` [N, 10] against the labels of a table (see the task)."""
+    return F.cross_entropy(logits, label_column)
 
 
-# %% solution="ex_file_labels"
-def loss_with_file_labels(logits: torch.Tensor, file_labels: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy for labels numbered 1 to 10 in the data file (class 1 is the digit 0)."""
+# %% solution="ex_loss_from_table"
+def loss_from_table(logits: torch.Tensor, label_column: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of ``logits`` [N, 10] against the labels of a table (see the task)."""
     ### BEGIN SOLUTION
-    return F.cross_entropy(logits, file_labels - 1)
+    class_indices = label_column.squeeze(1).long() - 1  # [N] int64, the file's 1..10 as 0..9
+    return F.cross_entropy(logits, class_indices)
     ### END SOLUTION
 
 
-# %% check="ex_file_labels_check"
-check.check_loss_with_file_labels(loss_with_file_labels)
+# %% check="ex_loss_from_table_check"
+check.check_loss_from_table(loss_from_table)
 
-# %% graded="ex_file_labels_tests" points=2
-check.check_loss_with_file_labels(loss_with_file_labels)
+# %% graded="ex_loss_from_table_tests" points=3
+check.check_loss_from_table(loss_from_table)
 ### BEGIN HIDDEN TESTS
-check.check_loss_with_file_labels(loss_with_file_labels, inputs=[(11, 2), (12, 30)])
+check.check_loss_from_table(loss_from_table, inputs=[(9, 7), (10, 1), (11, 30)])
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -530,7 +519,7 @@ hidden.sum().backward()
 print("gradient of the weight, row 0 (switched off):", layer.weight.grad[0].tolist())
 
 # %% [markdown]
-# ### Exercise 5 (3 points): fix `GatedBlock`
+# ### Exercise 4 (2 points): fix `GatedBlock`
 #
 # `GatedBlock` computes `x + sigmoid(gate(x)) * linear(x)`. Its forward pass runs,
 # but training fails at `backward()`. Fix `forward` so that the output stays the
@@ -571,7 +560,7 @@ class GatedBlock(nn.Module):
 # %% check="ex_gated_block_check"
 check.check_gated_block(GatedBlock)
 
-# %% graded="ex_gated_block_tests" points=3
+# %% graded="ex_gated_block_tests" points=2
 check.check_gated_block(GatedBlock)
 ### BEGIN HIDDEN TESTS
 check.check_gated_block(GatedBlock, inputs=[(13, 5, 7), (14, 1, 3)])
@@ -636,9 +625,12 @@ print(f"test accuracy: {test_set_accuracy(with_zero_grad):.1%} with zero_grad, "
 # gradients on purpose, over a few small batches before one step, is a real
 # technique, lesson 07; then `zero_grad()` comes after each `step()`.)
 #
-# ### Exercise 6 (3 points): fix `fit`
+# ### Exercise 5 (2 points): fix `fit`
 #
-# `fit` trains without error, but not the way it should. Fix it.
+# `fit(model, loader, epochs, lr)` trains `model` in place with SGD and
+# cross-entropy and returns the loss of every step, as Python floats. It runs
+# without error, but its model learns worse than the same loop written correctly.
+# Fix it.
 
 # %% starter="ex_fit"
 def fit(model: nn.Module, loader: DataLoader, epochs: int, lr: float) -> list[float]:
@@ -647,6 +639,7 @@ def fit(model: nn.Module, loader: DataLoader, epochs: int, lr: float) -> list[fl
     model.train()
     losses = []
     for _ in range(epochs):
+        optimizer.zero_grad()
         for inputs, targets in loader:
             loss = F.cross_entropy(model(inputs), targets)
             loss.backward()
@@ -664,7 +657,7 @@ def fit(model: nn.Module, loader: DataLoader, epochs: int, lr: float) -> list[fl
     losses = []
     for _ in range(epochs):
         for inputs, targets in loader:
-            optimizer.zero_grad()  # each step starts from zero gradients
+            optimizer.zero_grad()  # every step, not every epoch: each step starts from zero gradients
             loss = F.cross_entropy(model(inputs), targets)
             loss.backward()
             optimizer.step()
@@ -676,7 +669,7 @@ def fit(model: nn.Module, loader: DataLoader, epochs: int, lr: float) -> list[fl
 # %% check="ex_fit_check"
 check.check_fit(fit)
 
-# %% graded="ex_fit_tests" points=3
+# %% graded="ex_fit_tests" points=2
 check.check_fit(fit)
 ### BEGIN HIDDEN TESTS
 check.check_fit(fit, inputs=[check.FitCase(15, 30, 7, 2, 0.05), check.FitCase(16, 12, 4, 1, 0.3)])
@@ -704,14 +697,16 @@ print(f"eval mode:     accuracy {test_set_accuracy(model):.1%}")
 # `torch.no_grad()` does not switch the mode: it only stops recording the graph.
 # Evaluation needs both, `model.eval()` and `no_grad()`.
 #
-# ### Exercise 7 (3 points): fix `accuracy`
+# ### Exercise 6 (2 points): fix `accuracy`
 #
-# `accuracy` returns a number, but not the model's real accuracy. Fix it (and,
-# as everywhere in this course, leave the model in eval mode).
+# `accuracy(model, images, labels)` should return, as a Python float, the share of
+# `images` the model classifies right, and leave the model in eval mode. It
+# returns a number, but not the model's real accuracy. Fix it.
 
 # %% starter="ex_accuracy"
 def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> float:
     """Share of ``images`` whose predicted class equals ``labels``."""
+    model.training = False
     with torch.no_grad():
         predictions = model(images).argmax(dim=1)
     return (predictions == labels).float().mean().item()
@@ -721,7 +716,7 @@ def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> fl
 def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> float:
     """Share of ``images`` whose predicted class equals ``labels``."""
     ### BEGIN SOLUTION
-    model.eval()  # dropout off, batch norm with its running statistics
+    model.train(False)  # what model.eval() does: every submodule's flag; dropout off, batch norm's running statistics
     with torch.no_grad():
         predictions = model(images).argmax(dim=1)
     return (predictions == labels).float().mean().item()
@@ -731,7 +726,7 @@ def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> fl
 # %% check="ex_accuracy_check"
 check.check_accuracy(accuracy)
 
-# %% graded="ex_accuracy_tests" points=3
+# %% graded="ex_accuracy_tests" points=2
 check.check_accuracy(accuracy)
 ### BEGIN HIDDEN TESTS
 check.check_accuracy(accuracy, inputs=[(17, 33), (18, 8)])
@@ -781,42 +776,42 @@ for shuffle in (True, False):
 # batch's predictions with the labels of that same batch. The same pairing bug
 # appears when images and labels are shuffled or sorted separately.
 #
-# ### Exercise 8 (3 points): fix `dataset_accuracy`
+# ### Exercise 7 (2 points): fix `dataset_accuracy`
 #
-# `dataset_accuracy` reports an accuracy near chance for a model that is good. Fix it.
+# `dataset_accuracy(model, test_set, batch_size)` should return, as a Python
+# float, the share of the dataset's samples that the model classifies right. Its
+# author took the labels from the loader itself, so that they come in the same
+# batches as the predictions; yet it reports an accuracy near chance for a model
+# that is good. Fix it.
 
 # %% starter="ex_dataset_accuracy"
 def dataset_accuracy(model: nn.Module, test_set: torch.utils.data.Dataset, batch_size: int) -> float:
     """Accuracy of ``model`` over a dataset of (image, label) pairs, predicted batch by batch."""
     loader = DataLoader(test_set, batch_size=batch_size, shuffle=True)
     model.eval()
-    predictions = []
     with torch.no_grad():
-        for images, _ in loader:
-            predictions.append(model(images).argmax(dim=1))
-    labels = torch.tensor([label for _, label in test_set])
-    return (torch.cat(predictions) == labels).float().mean().item()
+        predictions = torch.cat([model(images).argmax(dim=1) for images, _ in loader])
+    labels = torch.cat([labels for _, labels in loader])
+    return (predictions == labels).float().mean().item()
 
 
 # %% solution="ex_dataset_accuracy"
 def dataset_accuracy(model: nn.Module, test_set: torch.utils.data.Dataset, batch_size: int) -> float:
     """Accuracy of ``model`` over a dataset of (image, label) pairs, predicted batch by batch."""
     ### BEGIN SOLUTION
-    loader = DataLoader(test_set, batch_size=batch_size, shuffle=False)  # the dataset's order, like the labels
     model.eval()
-    predictions = []
+    correct = 0
     with torch.no_grad():
-        for images, _ in loader:
-            predictions.append(model(images).argmax(dim=1))
-    labels = torch.tensor([label for _, label in test_set])
-    return (torch.cat(predictions) == labels).float().mean().item()
+        for images, labels in DataLoader(test_set, batch_size=batch_size):  # one pass: each batch with its labels
+            correct += (model(images).argmax(dim=1) == labels).sum().item()
+    return correct / len(test_set)
     ### END SOLUTION
 
 
 # %% check="ex_dataset_accuracy_check"
 check.check_dataset_accuracy(dataset_accuracy)
 
-# %% graded="ex_dataset_accuracy_tests" points=3
+# %% graded="ex_dataset_accuracy_tests" points=2
 check.check_dataset_accuracy(dataset_accuracy)
 ### BEGIN HIDDEN TESTS
 check.check_dataset_accuracy(dataset_accuracy, inputs=[(19, 40, 16), (20, 9, 9)])
@@ -830,52 +825,14 @@ check.check_dataset_accuracy(dataset_accuracy, inputs=[(19, 40, 16), (20, 9, 9)]
 # A loss tensor holds on to the graph that computed it, and a graph that has
 # not been through `backward()` holds every intermediate result saved for it
 # (lesson 02). Keep the loss tensors in a list, and all those graphs stay alive;
-# memory grows with every batch until the list goes away. We measure it with
-# `torch.autograd.graph.saved_tensors_hooks`, which sees every tensor autograd
-# saves for a backward pass: `SavedTensorBytes` keeps a weak reference to each,
-# so it can count the bytes that are still held (tensors that exist anyway, like
-# the weights and the images, are not counted).
+# memory grows with every batch until the list goes away. The course's
+# `SavedTensorBytes` (in `helpers.memory`) measures it: inside its `with` block
+# it sees every tensor autograd saves for a backward pass (through
+# `torch.autograd.graph.saved_tensors_hooks`), and `saved.held()` counts the bytes
+# that some graph still holds. Tensors that exist anyway, like the weights and the
+# images, are not counted.
 
 # %%
-class _Box:
-    """What the graph keeps in place of a saved tensor: the tensor, in a box that can be weakly referenced."""
-
-    __slots__ = ("tensor", "__weakref__")
-
-    def __init__(self, tensor: torch.Tensor) -> None:
-        self.tensor = tensor
-
-
-class SavedTensorBytes:
-    """Inside ``with SavedTensorBytes() as saved:``, records the tensors autograd saves; ``held`` counts the live ones."""
-
-    def __init__(self, owned: list[torch.Tensor]) -> None:
-        self.boxes: list[weakref.ref] = []
-        self.owned = {t.untyped_storage().data_ptr() for t in owned}
-
-    def pack(self, tensor: torch.Tensor) -> _Box:
-        box = _Box(tensor.detach())  # detach: the box must not keep the graph alive by itself
-        self.boxes.append(weakref.ref(box))
-        return box
-
-    def __enter__(self) -> "SavedTensorBytes":
-        self.hooks = torch.autograd.graph.saved_tensors_hooks(self.pack, lambda box: box.tensor)
-        self.hooks.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.hooks.__exit__(*exc)
-
-    def held(self) -> int:
-        """Bytes of saved tensors that some graph still holds, each block of memory counted once."""
-        storages = {}
-        for ref in self.boxes:
-            box = ref()  # None once the graph that held it is gone
-            if box is not None and box.tensor.untyped_storage().data_ptr() not in self.owned:
-                storages[box.tensor.untyped_storage().data_ptr()] = box.tensor.untyped_storage().nbytes()
-        return sum(storages.values())
-
-
 OWNED = [*model.parameters(), test_images, test_labels]
 for keep in ("loss tensors", "loss.item()"):
     with SavedTensorBytes(OWNED) as saved:
@@ -923,7 +880,16 @@ except RuntimeError as error:  # torch.OutOfMemoryError is a RuntimeError too
 #    outputs kept "for later", a model from an earlier experiment. `del` the name
 #    and the memory can be reused.
 # 4. **Smaller numbers**: mixed precision halves the activations (lesson 07).
-# 5. **Last resort: `torch.cuda.empty_cache()`.** PyTorch keeps freed GPU memory
+# 5. **Activation checkpointing** (`torch.utils.checkpoint.checkpoint(block, x,
+#    use_reentrant=False)`): the activations inside `block` are not saved but
+#    computed again during backward, trading compute for memory (lesson 07).
+# 6. **Fragmentation**: when the error says much memory is "reserved by PyTorch
+#    but unallocated", the free memory is there but in pieces too small for the
+#    new tensor. Setting the environment variable
+#    `PYTORCH_ALLOC_CONF=expandable_segments:True` (older releases read
+#    `PYTORCH_CUDA_ALLOC_CONF`) before PyTorch starts lets the allocator grow its
+#    blocks instead.
+# 7. **Last resort: `torch.cuda.empty_cache()`.** PyTorch keeps freed GPU memory
 #    in a cache for reuse; `empty_cache()` hands that cache back to the driver, so
 #    that *other* processes can use it, and frees nothing you still reference.
 #    It does not fix a leak; it only makes `nvidia-smi` show less.
@@ -1010,28 +976,28 @@ print("loss:", stable.item(), " gradient:", large_logits.grad.tolist())
 # %% [markdown]
 # Anomaly detection records a traceback for every operation and checks every
 # backward result, so every step gets slower. Here are 10 training steps of the
-# digit model with and without it (the times vary from run to run and machine to
-# machine):
+# digit model with and without it, timed as lesson 07 taught: a warm-up run,
+# then the median of several runs, since one run can be slowed by anything else
+# the machine does (the times vary from machine to machine):
 
 # %% tags=["nbval-ignore-output"]
-def ten_steps(anomaly_detection: bool) -> float:
-    """Seconds for 10 training steps of the digit model on one batch, with or without anomaly detection."""
+def ten_steps(anomaly_detection: bool) -> None:
+    """10 training steps of the digit model on one batch, with or without anomaly detection."""
     model = make_digit_model()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-    start = time.perf_counter()
     with warnings.catch_warnings(), torch.autograd.set_detect_anomaly(anomaly_detection):
         warnings.simplefilter("ignore")  # it warns that it is slow each time it is switched on
         for _ in range(10):
             optimizer.zero_grad()
             F.cross_entropy(model(train_images[:BATCH]), train_labels[:BATCH]).backward()
             optimizer.step()
-    return time.perf_counter() - start
 
 
-ten_steps(False)  # warm-up
-plain, detecting = ten_steps(False), ten_steps(True)
-print(f"10 steps: {plain * 1e3:.0f} ms plain, {detecting * 1e3:.0f} ms with anomaly detection "
-      f"({detecting / plain:.1f}x)")
+plain = time_call(lambda: ten_steps(False), repeat=5)
+detecting = time_call(lambda: ten_steps(True), repeat=5)
+print(f"10 steps, plain:                  {plain}")
+print(f"10 steps, with anomaly detection: {detecting}")
+print(f"anomaly detection is {detecting.median / plain.median:.1f}x slower (ratio of the medians)")
 
 # %% [markdown]
 # Switch it on to find a NaN, and off again for real training (`set_detect_anomaly`
@@ -1057,7 +1023,8 @@ print(f"10 steps: {plain * 1e3:.0f} ms plain, {detecting * 1e3:.0f} ms with anom
 # 5. **NaN?** Check the data, lower the learning rate, and switch on anomaly
 #    detection to find the operation.
 # 6. **Out of memory?** Smaller batch, `no_grad()` for evaluation, release
-#    references (`.item()` for logs), then mixed precision; `empty_cache()` last.
+#    references (`.item()` for logs), then mixed precision, activation
+#    checkpointing, `expandable_segments`; `empty_cache()` last.
 # 7. **Silent bug suspected?** Compare with a run you trust: `zero_grad()` every
 #    step, `train()` to train and `eval()` to evaluate, raw logits into
 #    `cross_entropy`, predictions and labels in the same order.
@@ -1092,6 +1059,92 @@ for step in range(1, 101):
 # bug would be in these few lines, and they are far easier to inspect than a
 # whole training run.
 #
+# ## 10. Three bugs in one program
+#
+# Real programs rarely have one bug at a time. `train_and_evaluate(model,
+# train_set, test_set, epochs, lr)` trains `model` in place with SGD and
+# cross-entropy on `train_set`, in batches of 8 in the dataset's order (the
+# model's training mode and the SGD step are part of the job), and returns two
+# things: the loss of every step as Python floats, and the accuracy of the trained
+# model on `test_set` as a Python float. It runs without an error, yet it has
+# **three bugs**, each from this lesson. They are not marked; use the checklist
+# above and the self-check's symptoms to find them. Each bug you fix earns its
+# own points (2 for the training, 2 for the evaluation, 1 for the history).
+#
+# ### Exercise 8 (5 points): fix `train_and_evaluate`
+
+# %% starter="ex_three_bugs"
+def train_and_evaluate(model: nn.Module, train_set: torch.utils.data.Dataset, test_set: torch.utils.data.Dataset,
+                       epochs: int, lr: float) -> tuple[list[float], float]:
+    """Train ``model`` in place; return the loss of every step and the accuracy on ``test_set``."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    history = []
+    model.train()
+    for _ in range(epochs):
+        for inputs, targets in DataLoader(train_set, batch_size=8):
+            optimizer.zero_grad()
+            outputs = model(inputs).softmax(dim=1)
+            loss = F.cross_entropy(outputs, targets)
+            loss.backward()
+            optimizer.step()
+            history.append(loss)
+    correct = 0
+    with torch.no_grad():
+        for inputs, targets in DataLoader(test_set, batch_size=64):
+            correct += (model(inputs).argmax(dim=1) == targets).sum().item()
+    return history, correct / len(test_set)
+
+
+# %% solution="ex_three_bugs"
+def train_and_evaluate(model: nn.Module, train_set: torch.utils.data.Dataset, test_set: torch.utils.data.Dataset,
+                       epochs: int, lr: float) -> tuple[list[float], float]:
+    """Train ``model`` in place; return the loss of every step and the accuracy on ``test_set``."""
+    ### BEGIN SOLUTION
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    history = []
+    model.train()
+    for _ in range(epochs):
+        for inputs, targets in DataLoader(train_set, batch_size=8):
+            optimizer.zero_grad()
+            logits = model(inputs)  # raw logits: cross_entropy applies log-softmax itself
+            loss = F.cross_entropy(logits, targets)
+            loss.backward()
+            optimizer.step()
+            history.append(loss.item())  # a number; the tensor would keep the step's graph alive
+    model.eval()  # dropout off, batch norm with its running statistics
+    correct = 0
+    with torch.no_grad():
+        for inputs, targets in DataLoader(test_set, batch_size=64):
+            correct += (model(inputs).argmax(dim=1) == targets).sum().item()
+    return history, correct / len(test_set)
+    ### END SOLUTION
+
+
+# %% check="ex_three_bugs_check"
+check.check_train_and_evaluate(train_and_evaluate)
+
+# %% graded="ex_three_bugs_training_tests" points=2
+check.check_train_and_evaluate(train_and_evaluate, "training")
+### BEGIN HIDDEN TESTS
+check.check_train_and_evaluate(train_and_evaluate, "training",
+                               inputs=[check.TrainCase(2, 64, 80, 3, 0.3), check.TrainCase(3, 32, 40, 6, 0.3)])
+### END HIDDEN TESTS
+
+# %% graded="ex_three_bugs_evaluation_tests" points=2
+check.check_train_and_evaluate(train_and_evaluate, "evaluation")
+### BEGIN HIDDEN TESTS
+check.check_train_and_evaluate(train_and_evaluate, "evaluation",
+                               inputs=[check.TrainCase(2, 64, 80, 3, 0.3), check.TrainCase(3, 32, 40, 6, 0.3)])
+### END HIDDEN TESTS
+
+# %% graded="ex_three_bugs_history_tests" points=1
+check.check_train_and_evaluate(train_and_evaluate, "history")
+### BEGIN HIDDEN TESTS
+check.check_train_and_evaluate(train_and_evaluate, "history",
+                               inputs=[check.TrainCase(2, 64, 80, 3, 0.3), check.TrainCase(3, 32, 40, 6, 0.3)])
+### END HIDDEN TESTS
+
+# %% [markdown]
 # ## Summary
 #
 # | symptom | usual cause | fix |
@@ -1109,7 +1162,7 @@ for step in range(1, 101):
 # | loss stuck above 1.46 (ten classes), no error | softmax before `cross_entropy` | pass the raw logits |
 # | accuracy at chance, no error | shuffled predictions, labels in order | `shuffle=False` to evaluate |
 # | memory grows every batch | loss tensors kept | `loss.item()`, `no_grad()` |
-# | `out of memory` | too much at once | smaller batch, `no_grad()`, release references |
+# | `out of memory` | too much at once | smaller batch, `no_grad()`, release references, mixed precision, checkpointing |
 # | `nan` loss | overflow or `log(0)` | stable functions; anomaly detection to find it |
 #
 # Before you submit: **Kernel > Restart Kernel and Run All Cells**, then the

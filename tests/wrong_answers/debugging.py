@@ -1,4 +1,8 @@
-"""Lesson 09 Debugging: the fixed programs pass; the broken ones and plausible wrong fixes fail by name."""
+"""Lesson 09 Debugging: the fixed programs pass, written several ways; the broken ones and plausible wrong fixes fail.
+
+A failing check states the symptom first; the named bug comes last on the hint ladder, and ``str(error)``
+holds every level, so a Reject may match the symptom or the named mistake.
+"""
 
 import torch
 import torch.nn.functional as F
@@ -9,10 +13,35 @@ from helpers.checks import debugging as checks
 from helpers.reference import debugging as ref
 from tests.wrong_answers import Accept, Reject
 
-STILL = "still raises the original error"
-SILENT = "still no exception"
+STILL = "still raises the error it was handed out with"
+SAME = "the same as the program you were given"
 
 # ---------------------------------------------------------------- predict_digits
+
+
+def predict_inline(model, images, device):
+    """Correct: the move written inside the call."""
+    model = model.to(device).eval()
+    with torch.no_grad():
+        return model(images.to(device)).argmax(dim=1).cpu()
+
+
+def predict_in_batches(model, images, device):
+    """Correct: batch by batch under inference_mode, each batch moved."""
+    model.to(device)
+    model.eval()
+    with torch.inference_mode():
+        parts = [model(batch.to(device)).argmax(1) for batch in images.split(2)]
+    return torch.cat(parts).cpu()
+
+
+def predict_keyword_device(model, images, device):
+    """Correct: keyword arguments, and the images moved first."""
+    images = images.to(device=device)
+    model.to(device=device).eval()
+    with torch.no_grad():
+        logits = model(images)
+    return logits.argmax(dim=1).to("cpu")
 
 
 def predict_returns_logits(model, images, device):
@@ -21,13 +50,64 @@ def predict_returns_logits(model, images, device):
         return model(images.to(device)).cpu()
 
 
-def predict_moves_only_the_model(model, images, device):
-    model = model.to(device)
+def predict_argmax_dim0(model, images, device):
+    model = model.to(device).eval()
+    with torch.no_grad():
+        return model(images.to(device)).argmax(dim=0).cpu()
+
+
+def predict_moved_twice_discarded(model, images, device):
+    """Still throws the copy away, now with non_blocking."""
+    model.to(device)
+    images.to(device, non_blocking=True)
+    model.eval()
     with torch.no_grad():
         return model(images).argmax(dim=1).cpu()
 
 
 # ---------------------------------------------------------------- SmallCNN
+
+
+class _Designed(nn.Module):
+    def __init__(self, classifier: nn.Module):
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                                      nn.Conv2d(8, 16, 3), nn.ReLU(), nn.MaxPool2d(2))
+        self.classifier = classifier
+
+
+class LazyCNN(_Designed):
+    """Correct: LazyLinear infers in_features on the first batch."""
+
+    def __init__(self):
+        super().__init__(nn.LazyLinear(10))
+
+    def forward(self, images):
+        return self.classifier(self.features(images).flatten(1))
+
+
+class ViewCNN(_Designed):
+    """Correct: 576 written out, flattened with view."""
+
+    def __init__(self):
+        super().__init__(nn.Linear(576, 10))
+
+    def forward(self, images):
+        x = self.features(images)
+        return self.classifier(x.view(x.size(0), -1))
+
+
+class TorchFlattenCNN(_Designed):
+    """Correct: torch.flatten, and the size computed from a dummy batch."""
+
+    def __init__(self):
+        super().__init__(nn.Identity())
+        with torch.no_grad():
+            size = self.features(torch.zeros(1, 1, 28, 28)).numel()
+        self.classifier = nn.Linear(size, 10)
+
+    def forward(self, images):
+        return self.classifier(torch.flatten(self.features(images), 1))
 
 
 class PaddedCNN(nn.Module):
@@ -56,25 +136,35 @@ class WiderCNN(nn.Module):
         return self.classifier(self.features(images).flatten(1))
 
 
-class LazyCNN(nn.Module):
-    """A different correct fix: LazyLinear infers in_features on the first batch."""
-
-    def __init__(self):
-        super().__init__()
-        self.features = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                                      nn.Conv2d(8, 16, 3), nn.ReLU(), nn.MaxPool2d(2))
-        self.classifier = nn.LazyLinear(10)
-
-    def forward(self, images):
-        return self.classifier(self.features(images).flatten(1))
-
-
 class MissingFlattenCNN(ref.SmallCNN):
     def forward(self, images):
         return self.classifier(self.features(images))
 
 
+class LayerInForwardCNN(ref.SmallCNN):
+    """Runs, but builds its classifier anew at every call (issue 18: no 'padding' or 'in_features' blamed)."""
+
+    def forward(self, images):
+        x = self.features(images).flatten(1)
+        return nn.Linear(x.shape[1], 10)(x)
+
+
 # ---------------------------------------------------------------- loss_from_table
+
+
+def table_view_long(logits, label_column):
+    """Correct: view(-1), long, minus one."""
+    return F.cross_entropy(logits, label_column.view(-1).long() - 1)
+
+
+def table_column_index(logits, label_column):
+    """Correct: the column taken by index, shifted first, converted with .to(torch.int64)."""
+    return F.cross_entropy(logits, (label_column[:, 0] - 1).to(torch.int64))
+
+
+def table_module_loss(logits, label_column):
+    """Correct: nn.CrossEntropyLoss, flatten, sub(1)."""
+    return nn.CrossEntropyLoss()(logits, label_column.flatten().long().sub(1))
 
 
 def table_long_only(logits, label_column):
@@ -85,27 +175,30 @@ def table_squeeze_only(logits, label_column):
     return F.cross_entropy(logits, label_column.squeeze(1))
 
 
+def table_int32(logits, label_column):
+    return F.cross_entropy(logits, label_column.squeeze(1).int() - 1)
+
+
+def table_not_shifted(logits, label_column):
+    return F.cross_entropy(logits, label_column.squeeze(1).long())
+
+
+def table_clamped(logits, label_column):
+    return F.cross_entropy(logits, label_column.squeeze(1).long().clamp(max=9))
+
+
+def table_modulo(logits, label_column):
+    return F.cross_entropy(logits, label_column.squeeze(1).long() % 10)
+
+
 def table_detached(logits, label_column):
-    return F.cross_entropy(logits, label_column.squeeze(1).long()).detach()
+    return F.cross_entropy(logits, label_column.squeeze(1).long() - 1).detach()
 
 
-def table_view_long(logits, label_column):
-    return F.cross_entropy(logits, label_column.view(-1).long())
-
-
-# ---------------------------------------------------------------- loss_with_file_labels
-
-
-def labels_clamped(logits, file_labels):
-    return F.cross_entropy(logits, file_labels.clamp(max=9))
-
-
-def labels_modulo(logits, file_labels):
-    return F.cross_entropy(logits, file_labels % 10)
-
-
-def labels_shifted_up(logits, file_labels):
-    return F.cross_entropy(logits, file_labels + 1)
+def table_in_place(logits, label_column):
+    """Right loss, but shifts the caller's column in place."""
+    label_column -= 1
+    return F.cross_entropy(logits, label_column.squeeze(1).long())
 
 
 # ---------------------------------------------------------------- GatedBlock
@@ -125,8 +218,16 @@ class AddedNotMultiplied(ref.GatedBlock):
         return h + x
 
 
+class MulUnderscore(ref.GatedBlock):
+    """Still in place: mul_ is the same operation as *=."""
+
+    def forward(self, x):
+        h = torch.sigmoid(self.gate(x))
+        return h.mul_(self.linear(x)) + x
+
+
 class ClonedGate(ref.GatedBlock):
-    """Also a correct fix: the in-place product works on a copy."""
+    """Correct: the in-place product works on a copy."""
 
     def forward(self, x):
         h = torch.sigmoid(self.gate(x)).clone()
@@ -134,7 +235,68 @@ class ClonedGate(ref.GatedBlock):
         return h + x
 
 
+class OneLineGate(ref.GatedBlock):
+    """Correct: one expression, the product written the other way round."""
+
+    def forward(self, x):
+        return x + self.linear(x) * torch.sigmoid(self.gate(x))
+
+
+class AddcmulGate(ref.GatedBlock):
+    """Correct: torch.addcmul computes x + a * b out of place."""
+
+    def forward(self, x):
+        return torch.addcmul(x, torch.sigmoid(self.gate(x)), self.linear(x))
+
+
 # ---------------------------------------------------------------- fit
+
+
+def fit_model_zero_grad(model, loader, epochs, lr):
+    """Correct: model.zero_grad() and a list built with +=."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    model.train()
+    losses = []
+    for _ in range(epochs):
+        for inputs, targets in loader:
+            model.zero_grad()
+            loss = F.cross_entropy(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            losses += [loss.item()]
+    return losses
+
+
+def fit_zero_after_step(model, loader, epochs, lr):
+    """Correct: zeroed after each step (the model arrives without gradients), set_to_none=False."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    model.train()
+    losses = []
+    for _ in range(epochs):
+        for inputs, targets in loader:
+            loss = F.cross_entropy(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=False)
+            losses.append(float(loss))
+    return losses
+
+
+def fit_module_loss(model, loader, epochs, lr):
+    """Correct: nn.CrossEntropyLoss, keyword lr, print per epoch."""
+    optimizer = torch.optim.SGD(params=model.parameters(), lr=lr)
+    criterion = nn.CrossEntropyLoss()
+    model.train()
+    losses = []
+    for epoch in range(epochs):
+        for inputs, targets in loader:
+            optimizer.zero_grad()
+            loss = criterion(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        print(f"epoch {epoch}: {losses[-1]:.3f}")
+    return losses
 
 
 def fit_logs_tensors(model, loader, epochs, lr):
@@ -154,8 +316,31 @@ def fit_logs_tensors(model, loader, epochs, lr):
 # ---------------------------------------------------------------- accuracy
 
 
-def accuracy_flag_by_hand(model, images, labels):
-    model.training = False
+def accuracy_train_false(model, images, labels):
+    """Correct: train(False) is eval(); the share computed with sum / len."""
+    model.train(False)
+    with torch.no_grad():
+        right = (model(images).argmax(1) == labels).sum().item()
+    return right / len(labels)
+
+
+def accuracy_inference_mode(model, images, labels):
+    """Correct: eval() and inference_mode, the mean of a float tensor as .item()."""
+    model.eval()
+    with torch.inference_mode():
+        return model(images).argmax(dim=1).eq(labels).float().mean().item()
+
+
+def accuracy_each_submodule(model, images, labels):
+    """Correct, if roundabout: every submodule's flag set by hand."""
+    for module in model.modules():
+        module.training = False
+    with torch.no_grad():
+        predictions = model(images).argmax(dim=1)
+    return (predictions == labels).float().mean().item()
+
+
+def accuracy_no_switch(model, images, labels):
     with torch.no_grad():
         predictions = model(images).argmax(dim=1)
     return (predictions == labels).float().mean().item()
@@ -176,6 +361,37 @@ def accuracy_tensor(model, images, labels):
 # ---------------------------------------------------------------- dataset_accuracy
 
 
+def dataset_accuracy_one_pass(model, test_set, batch_size):
+    """Correct: one pass, each batch compared with its own labels (no shuffle)."""
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for images, labels in DataLoader(test_set, batch_size=batch_size):
+            correct += (model(images).argmax(dim=1) == labels).sum().item()
+    return correct / len(test_set)
+
+
+def dataset_accuracy_dataset_labels(model, test_set, batch_size):
+    """Correct: shuffle=False, labels read from the dataset in order."""
+    loader = DataLoader(test_set, batch_size=batch_size, shuffle=False)
+    model.eval()
+    with torch.no_grad():
+        predictions = torch.cat([model(images).argmax(dim=1) for images, _ in loader])
+    labels = torch.tensor([label for _, label in test_set])
+    return (predictions == labels).float().mean().item()
+
+
+def dataset_accuracy_shuffled_pairs(model, test_set, batch_size):
+    """Correct: shuffled, but each batch's predictions and labels from the same pass."""
+    model.eval()
+    predictions, labels = [], []
+    with torch.no_grad():
+        for images, batch_labels in DataLoader(test_set, batch_size=batch_size, shuffle=True):
+            predictions.append(model(images).argmax(dim=1))
+            labels.append(batch_labels)
+    return (torch.cat(predictions) == torch.cat(labels)).float().mean().item()
+
+
 def dataset_accuracy_seeded_shuffle(model, test_set, batch_size):
     loader = DataLoader(test_set, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(0))
     model.eval()
@@ -194,63 +410,171 @@ def dataset_accuracy_mean_of_batches(model, test_set, batch_size):
     return sum(scores) / len(scores)
 
 
-def dataset_accuracy_batch_labels(model, test_set, batch_size):
-    """Also correct: shuffled, but each batch compared with its own labels."""
+# ---------------------------------------------------------------- train_and_evaluate: the three bugs
+
+
+def _three_bugs(*, raw_logits: bool, item: bool, eval_mode: bool, history_value=None):
+    """train_and_evaluate with some of its three bugs fixed."""
+    def train_and_evaluate(model, train_set, test_set, epochs, lr):
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+        history = []
+        model.train()
+        for _ in range(epochs):
+            for inputs, targets in DataLoader(train_set, batch_size=8):
+                optimizer.zero_grad()
+                outputs = model(inputs) if raw_logits else model(inputs).softmax(dim=1)
+                loss = F.cross_entropy(outputs, targets)
+                loss.backward()
+                optimizer.step()
+                history.append(history_value(loss) if history_value else loss.item() if item else loss)
+        if eval_mode:
+            model.eval()
+        correct = 0
+        with torch.no_grad():
+            for inputs, targets in DataLoader(test_set, batch_size=64):
+                correct += (model(inputs).argmax(dim=1) == targets).sum().item()
+        return history, correct / len(test_set)
+    return train_and_evaluate
+
+
+def three_bugs_whole_test_set(model, train_set, test_set, epochs, lr):
+    """Correct: a loader with keyword arguments, float(loss), the test set in one tensor."""
+    optimizer = torch.optim.SGD(lr=lr, params=model.parameters())
+    history = []
+    model.train()
+    for _ in range(epochs):
+        for inputs, targets in DataLoader(dataset=train_set, batch_size=8, shuffle=False):
+            optimizer.zero_grad()
+            loss = nn.CrossEntropyLoss()(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            history.append(float(loss.detach()))
+    model.train(False)
+    images, labels = test_set.tensors
+    with torch.inference_mode():
+        return history, (model(images).argmax(1) == labels).float().mean().item()
+
+
+def three_bugs_log_softmax(model, train_set, test_set, epochs, lr):
+    """Correct: log_softmax and nll_loss are cross_entropy in two steps."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    history = []
+    model.train()
+    for _ in range(epochs):
+        for inputs, targets in DataLoader(train_set, batch_size=8):
+            optimizer.zero_grad()
+            loss = F.nll_loss(F.log_softmax(model(inputs), dim=1), targets)
+            loss.backward()
+            optimizer.step()
+            history.append(loss.item())
     model.eval()
     correct = 0
     with torch.no_grad():
-        for images, labels in DataLoader(test_set, batch_size=batch_size, shuffle=True):
-            correct += (model(images).argmax(dim=1) == labels).sum().item()
-    return correct / len(test_set)
+        for inputs, targets in DataLoader(test_set, batch_size=64):
+            correct += (model(inputs).argmax(dim=1) == targets).sum().item()
+    return history, correct / len(test_set)
+
+
+FIXED = _three_bugs(raw_logits=True, item=True, eval_mode=True)
+ONLY_TRAINING = _three_bugs(raw_logits=True, item=False, eval_mode=False)
+ONLY_EVALUATION = _three_bugs(raw_logits=False, item=False, eval_mode=True)
+ONLY_HISTORY = _three_bugs(raw_logits=False, item=True, eval_mode=False)
+DETACHED_HISTORY = _three_bugs(raw_logits=True, item=False, eval_mode=True, history_value=lambda loss: loss.detach())
+check_training = lambda fn: checks.check_train_and_evaluate(fn, "training")  # noqa: E731
+check_evaluation = lambda fn: checks.check_train_and_evaluate(fn, "evaluation")  # noqa: E731
+check_history = lambda fn: checks.check_train_and_evaluate(fn, "history")  # noqa: E731
 
 
 CASES = [
     Accept(checks.check_predict_digits, ref.predict_digits),
+    Accept(checks.check_predict_digits, predict_inline),
+    Accept(checks.check_predict_digits, predict_in_batches),
+    Accept(checks.check_predict_digits, predict_keyword_device),
     Reject(checks.check_predict_digits, checks.broken_predict_digits, STILL),
-    Reject(checks.check_predict_digits, predict_moves_only_the_model, "Call images.to(device)"),
+    Reject(checks.check_predict_digits, checks.broken_predict_digits, "images.to(device) returns a moved copy"),
+    Reject(checks.check_predict_digits, predict_moved_twice_discarded, "Expected all tensors to be on the same device"),
     Reject(checks.check_predict_digits, predict_returns_logits, "should have shape [6]"),
+    Reject(checks.check_predict_digits, predict_argmax_dim0, "should have shape [6]"),
 
     Accept(checks.check_small_cnn, ref.SmallCNN),
     Accept(checks.check_small_cnn, LazyCNN),
+    Accept(checks.check_small_cnn, ViewCNN),
+    Accept(checks.check_small_cnn, TorchFlattenCNN),
     Reject(checks.check_small_cnn, checks.BrokenSmallCNN, STILL),
-    Reject(checks.check_small_cnn, PaddedCNN, "instead of the designed [4, 16, 6, 6]"),
-    Reject(checks.check_small_cnn, WiderCNN, "instead of the designed [4, 16, 6, 6]"),
+    Reject(checks.check_small_cnn, checks.BrokenSmallCNN, "mat1 and mat2 shapes cannot be multiplied (4x576"),
+    Reject(checks.check_small_cnn, PaddedCNN, "the designed convolutions give [4, 16, 6, 6]"),
+    Reject(checks.check_small_cnn, WiderCNN, "the designed convolutions give [4, 16, 6, 6]"),
     Reject(checks.check_small_cnn, MissingFlattenCNN, "raises RuntimeError: mat1 and mat2"),
+    Reject(checks.check_small_cnn, LayerInForwardCNN, "two calls on the same batch give different outputs"),
 
     Accept(checks.check_loss_from_table, ref.loss_from_table),
     Accept(checks.check_loss_from_table, table_view_long),
+    Accept(checks.check_loss_from_table, table_column_index),
+    Accept(checks.check_loss_from_table, table_module_loss),
     Reject(checks.check_loss_from_table, checks.broken_loss_from_table, STILL),
     Reject(checks.check_loss_from_table, table_long_only, STILL),
-    Reject(checks.check_loss_from_table, table_squeeze_only, "the class indices are still floats"),
-    Reject(checks.check_loss_from_table, table_detached, "without a graph"),
-
-    Accept(checks.check_loss_with_file_labels, ref.loss_with_file_labels),
-    Reject(checks.check_loss_with_file_labels, checks.broken_loss_with_file_labels, STILL),
-    Reject(checks.check_loss_with_file_labels, labels_clamped, "clamping moves label 10 onto class 9"),
-    Reject(checks.check_loss_with_file_labels, labels_modulo, "% 10 turns label 10 into class 0"),
-    Reject(checks.check_loss_with_file_labels, labels_shifted_up, "a label is still outside 0..9"),
+    Reject(checks.check_loss_from_table, table_squeeze_only, "expected target dtype to be Long or Byte, but got Float"),
+    Reject(checks.check_loss_from_table, table_int32, "but got Int"),
+    Reject(checks.check_loss_from_table, table_not_shifted, "Target 10 is out of bounds"),
+    Reject(checks.check_loss_from_table, table_clamped, "clamping moves label 10 onto class 9"),
+    Reject(checks.check_loss_from_table, table_modulo, "% 10 turns label 10 into class 0"),
+    Reject(checks.check_loss_from_table, table_detached, "backward() cannot follow"),
+    Reject(checks.check_loss_from_table, table_in_place, "afterwards the caller's label_column holds"),
 
     Accept(checks.check_gated_block, ref.GatedBlock),
     Accept(checks.check_gated_block, ClonedGate),
+    Accept(checks.check_gated_block, OneLineGate),
+    Accept(checks.check_gated_block, AddcmulGate),
     Reject(checks.check_gated_block, checks.BrokenGatedBlock, STILL),
-    Reject(checks.check_gated_block, DetachedGate, "the gate gets no gradient"),
+    Reject(checks.check_gated_block, MulUnderscore, STILL),
+    Reject(checks.check_gated_block, DetachedGate, "gate.weight, gate.bias get no gradient"),
     Reject(checks.check_gated_block, AddedNotMultiplied, "the output differs"),
 
     Accept(checks.check_fit, ref.fit),
-    Reject(checks.check_fit, checks.broken_fit, "Are the gradients zeroed each step?"),
+    Accept(checks.check_fit, fit_model_zero_grad),
+    Accept(checks.check_fit, fit_zero_after_step),
+    Accept(checks.check_fit, fit_module_loss),
+    Reject(checks.check_fit, checks.broken_fit, "they part at step 3"),
+    Reject(checks.check_fit, checks.broken_fit, "zero_grad() runs once per epoch"),
     Reject(checks.check_fit, checks._zero_grad_late, "zero_grad() runs between backward() and step()"),
-    Reject(checks.check_fit, checks._zero_grad_per_epoch, "zeroed once per epoch"),
-    Reject(checks.check_fit, fit_logs_tensors, "list of Python floats"),
+    Reject(checks.check_fit, checks._no_zero_grad, "the gradients are never zeroed"),
+    Reject(checks.check_fit, fit_logs_tensors, "expected a list of Python floats"),
 
     Accept(checks.check_accuracy, ref.accuracy),
-    Reject(checks.check_accuracy, checks.broken_accuracy, "Call model.eval() before evaluating"),
-    Reject(checks.check_accuracy, accuracy_flag_by_hand, SILENT),
-    Reject(checks.check_accuracy, accuracy_back_to_train, "not in eval mode"),
-    Reject(checks.check_accuracy, accuracy_tensor, "use .item()"),
+    Accept(checks.check_accuracy, accuracy_train_false),
+    Accept(checks.check_accuracy, accuracy_inference_mode),
+    Accept(checks.check_accuracy, accuracy_each_submodule),
+    Reject(checks.check_accuracy, checks.broken_accuracy, "predictions in eval mode agree with 0.750"),
+    Reject(checks.check_accuracy, checks.broken_accuracy, "sets the flag of the outer module only"),
+    Reject(checks.check_accuracy, accuracy_no_switch, SAME),
+    Reject(checks.check_accuracy, accuracy_back_to_train, "afterwards these submodules are in training mode"),
+    Reject(checks.check_accuracy, accuracy_tensor, "expected a Python number"),
 
     Accept(checks.check_dataset_accuracy, ref.dataset_accuracy),
-    Accept(checks.check_dataset_accuracy, dataset_accuracy_batch_labels),
-    Reject(checks.check_dataset_accuracy, checks.broken_dataset_accuracy, "Evaluate with shuffle=False"),
-    Reject(checks.check_dataset_accuracy, dataset_accuracy_seeded_shuffle, "but the fixed program gives"),
-    Reject(checks.check_dataset_accuracy, dataset_accuracy_mean_of_batches, "but the fixed program gives"),
+    Accept(checks.check_dataset_accuracy, dataset_accuracy_one_pass),
+    Accept(checks.check_dataset_accuracy, dataset_accuracy_dataset_labels),
+    Accept(checks.check_dataset_accuracy, dataset_accuracy_shuffled_pairs),
+    Reject(checks.check_dataset_accuracy, checks.broken_dataset_accuracy, "agree with 0.800 of the labels"),
+    Reject(checks.check_dataset_accuracy, checks.broken_dataset_accuracy, "every pass over a shuffle=True loader"),
+    Reject(checks.check_dataset_accuracy, dataset_accuracy_seeded_shuffle, "returns 0.2, expected 0.8"),
+    Reject(checks.check_dataset_accuracy, dataset_accuracy_mean_of_batches, "returns 0.802083, expected 0.8"),
+
+    Accept(checks.check_train_and_evaluate, ref.train_and_evaluate),
+    Accept(checks.check_train_and_evaluate, FIXED),
+    Accept(checks.check_train_and_evaluate, three_bugs_whole_test_set),
+    Accept(checks.check_train_and_evaluate, three_bugs_log_softmax),
+    Reject(checks.check_train_and_evaluate, checks.broken_train_and_evaluate, "3 things go wrong"),
+    Reject(check_training, checks.broken_train_and_evaluate, "the weights after training differ"),
+    Reject(check_evaluation, checks.broken_train_and_evaluate, "evaluated in eval mode, scores"),
+    Reject(check_history, checks.broken_train_and_evaluate, "tensors that each keep their step's whole graph"),
+    *[Accept(check_part, answer) for check_part in (check_training, check_evaluation, check_history)
+      for answer in (FIXED, three_bugs_whole_test_set, three_bugs_log_softmax)],
+    Accept(check_training, ONLY_TRAINING),
+    Reject(check_evaluation, ONLY_TRAINING, "Call model.eval() before evaluating"),
+    Reject(check_history, ONLY_TRAINING, "loss.item() gives the number alone"),
+    Accept(check_evaluation, ONLY_EVALUATION),
+    Reject(check_training, ONLY_EVALUATION, "softmax before it squashes them"),
+    Accept(check_history, ONLY_HISTORY),
+    Reject(checks.check_train_and_evaluate, ONLY_HISTORY, "2 things go wrong"),
+    Reject(check_history, DETACHED_HISTORY, "expected 30 Python floats"),
 ]
