@@ -231,9 +231,12 @@ def check_accuracy(fn: Callable[[torch.Tensor, torch.Tensor], float],
         if not same_value(plain, want):
             mistake = next((m for m in mistakes if m.explains(plain)), None)
             if mistake is not None:
-                raise CheckError(f"{what}: {mistake.message}")
+                raise CheckError(f"{what} returned {plain!r}; expected {want!r}",
+                                 where="look at which dim you take the argmax over and what you divide by",
+                                 mistake=mistake.message)
         if isinstance(got, torch.Tensor):
-            raise CheckError(f"{what} returned a tensor ({describe(got)}); return a Python float with .item()")
+            raise CheckError(f"{what} returned a tensor ({describe(got)}); expected a Python float",
+                             where="look at the type of the value you return", mistake="use .item()")
         expect_close(got, want, what=what)
     passed("accuracy", len(inputs))
 
@@ -309,8 +312,9 @@ def check_train_one_epoch_updates(fn: Callable[..., float], inputs: Sequence[Cas
         expect(seen, f"{what}: the model was never called; run model(inputs) for every batch of the loader")
         expect(not any(f.by_hand for f in seen), f"{what}: {_by_hand(seen, 'train')}")
         expect(all(f.training for f in seen),
-               f"{what}: you forgot model.train(): the model arrived in eval mode, so dropout stayed off "
-               "while it trained. Call model.train() at the start of the epoch")
+               f"{what}: the model arrived in eval mode and its forward passes ran in eval mode: dropout stayed off "
+               "while it trained", where="look at the model's mode before the first batch",
+               mistake="you forgot model.train(): call it at the start of the epoch")
         expect(all(f.grad for f in seen),
                f"{what}: the forward pass ran without gradient tracking (torch.no_grad()?); training needs gradients")
         got_rng = _LAST_RNG[0]
@@ -326,11 +330,11 @@ def check_train_one_epoch_updates(fn: Callable[..., float], inputs: Sequence[Cas
         ]
         if not same_value(got, want):
             mistake = next((m for m in mistakes if m.explains(got)), None)
-            if mistake is not None:
-                raise CheckError(f"{what}: {mistake.message}")
             raise CheckError(f"{what}: after one epoch your parameters differ from the reference's "
-                             f"(first in '{_first_difference(got, ref_state)}'). Each batch needs, in order: "
-                             "zero_grad, forward, loss, backward, step")
+                             f"(first in '{_first_difference(got, ref_state)}')",
+                             where="look at what happens to .grad between batches, and at the order of the "
+                                   "optimizer calls around backward()",
+                             mistake=mistake.message if mistake else None)
     passed("train_one_epoch (updates)", len(inputs))
 
 
@@ -413,11 +417,14 @@ def check_evaluate_modes(fn: Callable[..., tuple[float, float]], inputs: Sequenc
         expect(seen, f"{what}: the model was never called; run model(inputs) for every batch")
         expect(not any(f.by_hand for f in seen), f"{what}: {_by_hand(seen, 'eval')}")
         expect(all(f.evaluating for f in seen),
-               f"{what}: you forgot model.eval(): the model arrived in training mode, so dropout was still "
-               "dropping units and the results were noisy. Call model.eval() before the loop")
+               f"{what}: the model arrived in training mode and its forward passes ran in training mode: dropout "
+               "was still dropping units", where="look at the model's mode before the first batch",
+               mistake="you forgot model.eval(): call it before the loop")
         expect(not any(f.grad for f in seen),
-               f"{what}: gradients were tracked during evaluation: wrap the loop in `with torch.no_grad():` "
-               "so PyTorch does not keep every activation for a backward pass that never comes (memory and time)")
+               f"{what}: the forward passes recorded an autograd graph (gradient tracking was on)",
+               where="look at what surrounds the loop",
+               mistake="wrap the loop in `with torch.no_grad():` so PyTorch does not keep every activation for a "
+                       "backward pass that never comes (memory and time)")
         expect(torch.equal(*_LAST_RNG), f"{what}: torch's global random stream changed during evaluation; "
                "evaluation draws nothing at random, and the caller's random stream is theirs")
         expect(all(p.grad is None for p in model.parameters()),
@@ -563,27 +570,28 @@ def check_fit_schedule(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
                f"{what}: the model arrived in eval mode (as evaluate leaves it) and trained in it: call model.train() "
                "at the start of fit, so dropout and batch norm behave as in training")
         steps, epochs = scheduler.last_epoch, fit_case.epochs
-        expect(steps != 0, f"{what}: you never called scheduler.step(), so the learning rate never changed")
-        expect(steps != epochs,
-               f"{what}: you stepped the scheduler once per epoch ({steps} steps); OneCycleLR's schedule "
-               f"is counted in batches, so call scheduler.step() after every optimizer.step() "
-               f"({epochs} epochs x {batches} batches = {epochs * batches} steps)")
-        expect(steps != batches or epochs == 1,
-               f"{what}: the scheduler took {steps} steps, one epoch's worth; loop over all {epochs} epochs")
-        expect(steps == epochs * batches,
-               f"{what}: the scheduler took {steps} steps; it should take one per batch, "
-               f"{epochs} epochs x {batches} batches = {epochs * batches}")
+        symptom = (f"{what}: the scheduler took {steps} steps; {epochs} epochs x {batches} batches = "
+                   f"{epochs * batches} updates")
+        where = "look at where scheduler.step() sits in your loops"
+        expect(steps != 0, symptom, where=where, mistake="you never called scheduler.step(), so the learning rate "
+               "never changed")
+        expect(steps != epochs, symptom, where=where,
+               mistake="you stepped the scheduler once per epoch; OneCycleLR's schedule is counted in batches, "
+                       "so call scheduler.step() after every optimizer.step()")
+        expect(steps != batches or epochs == 1, symptom, where="look at the loop over the epochs",
+               mistake=f"that is one epoch's worth: loop over all {epochs} epochs")
+        expect(steps == epochs * batches, symptom, where=where)
         want = _run_fit(ref.fit, fit_case, one_cycle=True, clip=False)[1]
         if not same_value(got, want):
             with warnings.catch_warnings():  # PyTorch warns about exactly this mistake
                 warnings.simplefilter("ignore")
                 twin = _run_fit(_fit_variant(scheduler_first=True), fit_case, one_cycle=True, clip=False)[1]
-            expect(not same_value(got, twin),
-                   f"{what}: you called scheduler.step() before optimizer.step(), so every step used the next "
-                   "step's learning rate (the first one was skipped); step the optimizer first")
-            raise CheckError(f"{what}: the parameters after training differ from the reference's "
-                             f"(first in '{_first_difference(got, want)}'): for each batch, zero_grad, forward, "
-                             "loss, backward, clip, optimizer.step(), scheduler.step()")
+            symptom = (f"{what}: the parameters after training differ from the reference's "
+                       f"(first in '{_first_difference(got, want)}')")
+            expect(not same_value(got, twin), symptom, where="look at the order of the two step() calls",
+                   mistake="you called scheduler.step() before optimizer.step(), so every step used the next "
+                           "step's learning rate (the first one was skipped); step the optimizer first")
+            raise CheckError(symptom, where="look at the order of the calls for each batch")
     passed("fit (learning-rate schedule)", len(inputs))
 
 
@@ -606,11 +614,10 @@ def check_fit_clipping(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
         ]
         if not same_value(got, want):
             mistake = next((m for m in mistakes if m.explains(got)), None)
-            if mistake is not None:
-                raise CheckError(f"{what}: {mistake.message}")
-            raise CheckError(f"{what}: the parameters after training differ from the reference's "
-                             f"(first in '{_first_difference(got, want)}'): for each batch, zero_grad, forward, "
-                             "loss, backward, clip_grad_norm_, optimizer.step(), scheduler.step()")
+            raise CheckError(f"{what} (max_norm={fit_case.max_norm}, constant learning rate): the parameters after "
+                             f"training differ from the reference's (first in '{_first_difference(got, want)}')",
+                             where="look at what you do to the gradients between backward() and optimizer.step()",
+                             mistake=mistake.message if mistake else None)
     passed("fit (gradient clipping)", len(inputs))
 
 
