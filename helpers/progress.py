@@ -104,10 +104,14 @@ class CountedExecute(Execute):
 
 
 def _error(cell: nbformat.NotebookNode) -> str:
-    """The cell's error in one line: a CheckError's message, else ``Type: message``."""
+    """The cell's error in one line: a CheckError's symptom (its hints are for the notebook), else ``Type: message``."""
     for output in cell.get("outputs", []):
         if output.output_type == "error":
             text = output.evalue if output.ename == "CheckError" else f"{output.ename}: {output.evalue}"
+            if output.ename == "CheckError":
+                from helpers.checks import symptom_of  # here: the table needs torch only when a check failed
+
+                text = symptom_of(text)
             return " ".join(text.split())
     return "printed to stderr" if cell.get("outputs") else "failed"
 

@@ -52,6 +52,31 @@ def test_the_same_failure_again_climbs_the_ladder():
     assert shown[3] == shown[2]  # the top rung stays
 
 
+def test_the_autograder_shows_every_rung_and_validate_points_to_the_notebook(monkeypatch):
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    graded = "\n".join(failure(lambda c: c * 9 / 5)._render_traceback_())
+    assert checks.WHERE_LABEL in graded and "you forgot to add 32" in graded and "again" not in graded
+    monkeypatch.setenv("NBGRADER_EXECUTION", "validate")
+    validated = "\n".join(failure(lambda c: c * 9 / 5)._render_traceback_())
+    assert checks.MORE_HELP_VALIDATE in validated and checks.WHERE_LABEL not in validated
+
+
+def test_the_ladder_in_an_ipython_shell(capsys):
+    """The same failing check cell run three times in one kernel shows the symptom, then where, then the mistake."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.user_ns.update(check=check)
+    shown = []
+    for _ in range(3):
+        shell.run_cell("check.check_to_fahrenheit(lambda c: c * 9 / 5)")
+        shown.append(capsys.readouterr().out)
+    assert "wrong values" in shown[0] and checks.MORE_HELP in shown[0] and checks.WHERE_LABEL not in shown[0]
+    assert checks.WHERE_LABEL in shown[1] and checks.MISTAKE_LABEL not in shown[1]
+    assert "The mistake: you forgot to add 32" in shown[2]
+    assert all("Traceback" not in out and "helpers/" not in out for out in shown)
+
+
 def test_another_failure_starts_at_the_bottom_rung():
     failure(lambda c: c * 9 / 5)._render_traceback_()
     other = "\n".join(failure(lambda c: c + 32)._render_traceback_())  # another symptom
@@ -85,3 +110,14 @@ def test_crash_in_learner_code_keeps_the_cause_and_no_helpers_lines():
     assert isinstance(error.__cause__, TypeError)
     rendered = "\n".join(error._render_traceback_())
     assert "raised TypeError" in rendered and "helpers" not in rendered and "File " not in rendered
+
+
+def test_make_progress_shows_the_symptom_only():
+    from nbformat import NotebookNode
+
+    from helpers.progress import _error
+
+    error = CheckError("f(1) is 3, expected 2\n   expected: [2]", where="look at the sum", mistake="an off-by-one")
+    cell = NotebookNode(outputs=[NotebookNode(output_type="error", ename="CheckError", evalue=str(error))])
+    assert _error(cell) == "f(1) is 3, expected 2 expected: [2]"
+    assert checks.symptom_of(str(error)) == error.symptom

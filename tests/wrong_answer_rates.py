@@ -3,7 +3,10 @@
 For every :class:`Reject` in ``tests/wrong_answers``: is it rejected at all
 (the check raises CheckError), and does the message name the mistake (it
 contains the case's expected text)? Crashes of the check itself count as
-neither. Run from the repository root::
+neither. For every :class:`Accept` whose answer is not the reference (an
+*alternative*: a correct answer written another way): is it accepted? One that
+is not is a correct answer losing points; ``losing`` counts every Accept that
+fails, the reference's included. Run from the repository root::
 
     COURSE_DATA=$PWD/.cache/course-data .venv/bin/python -m tests.wrong_answer_rates [-v] [lesson ...]
 """
@@ -20,16 +23,16 @@ import torch
 
 import tests.wrong_answers as wrong_answers
 from helpers.checks import CheckError
-from tests.wrong_answers import Reject
+from tests.wrong_answers import Accept, Reject, is_reference
 
 
-def outcome(case: Reject) -> str:
+def outcome(case: Reject | Accept) -> str:
     """'named', 'rejected' (another message), 'accepted' or 'crashed' (the check's own exception)."""
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             case.check(case.answer)
     except CheckError as error:
-        return "named" if case.expect in str(error) else "rejected"
+        return "named" if isinstance(case, Reject) and case.expect in str(error) else "rejected"
     except Exception:  # noqa: BLE001 - a check crashing is what we count
         return "crashed"
     finally:
@@ -42,8 +45,10 @@ def main(argv: list[str]) -> int:
     argv = [a for a in argv if a != "-v"]
     names = [m.name for m in pkgutil.iter_modules(wrong_answers.__path__) if not m.name.startswith("_")]
     names = [n for n in names if not argv or any(a in n for a in argv)]
-    print(f"{'lesson module':<16} {'wrong answers':>13} {'rejected':>9} {'named':>7} {'crashed':>8}")
-    total = {"n": 0, "rejected": 0, "named": 0, "crashed": 0}
+    print(f"{'lesson module':<16} {'wrong answers':>13} {'rejected':>9} {'named':>7} {'crashed':>8}"
+          f" {'alternatives':>13} {'accepted':>9} {'losing':>7}")
+    keys = ("n", "rejected", "named", "crashed", "alternatives", "accepted", "losing")
+    total = dict.fromkeys(keys, 0)
     for name in names:
         try:
             module = importlib.import_module(f"tests.wrong_answers.{name}")
@@ -52,20 +57,31 @@ def main(argv: list[str]) -> int:
             continue
         cases = [case for case in module.CASES if isinstance(case, Reject)]
         results = [outcome(case) for case in cases]
+        accepts = [case for case in module.CASES if isinstance(case, Accept)]
+        passes = [outcome(case) == "accepted" for case in accepts]
+        alternatives = [ok for case, ok in zip(accepts, passes) if not is_reference(case.answer)]
         if verbose:
             for case, result in zip(cases, results):
                 if result != "named":
                     print(f"  {result:<9} {case.label}")
-        n = len(results)
-        rejected = sum(r in ("named", "rejected") for r in results)
-        named = results.count("named")
-        crashed = results.count("crashed")
-        for key, value in (("n", n), ("rejected", rejected), ("named", named), ("crashed", crashed)):
-            total[key] += value
-        print(f"{name:<16} {n:>13} {rejected / max(n, 1):>9.0%} {named / max(n, 1):>7.0%} {crashed:>8}")
-    n = max(total["n"], 1)
-    print(f"{'all':<16} {total['n']:>13} {total['rejected'] / n:>9.0%} {total['named'] / n:>7.0%} {total['crashed']:>8}")
+            for case, ok in zip(accepts, passes):
+                if not ok:
+                    print(f"  losing    {case.label} (a correct answer fails)")
+        row = {"n": len(results), "rejected": sum(r in ("named", "rejected") for r in results),
+               "named": results.count("named"), "crashed": results.count("crashed"),
+               "alternatives": len(alternatives), "accepted": sum(alternatives), "losing": passes.count(False)}
+        for key in keys:
+            total[key] += row[key]
+        print(_row(name, row))
+    print(_row("all", total))
     return 0
+
+
+def _row(name: str, row: dict) -> str:
+    n = max(row["n"], 1)
+    accepted = f"{row['accepted'] / row['alternatives']:.0%}" if row["alternatives"] else "-"
+    return (f"{name:<16} {row['n']:>13} {row['rejected'] / n:>9.0%} {row['named'] / n:>7.0%} {row['crashed']:>8}"
+            f" {row['alternatives']:>13} {accepted:>9} {row['losing']:>7}")
 
 
 if __name__ == "__main__":

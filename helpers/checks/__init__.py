@@ -62,6 +62,9 @@ only when the evidence shows it. In a notebook the first failure shows the
 symptom and "Run this check again for a hint."; running the same check with
 the same failure again adds ``where``, the third time ``mistake``. ``str(error)``
 (what tests match on, and what the autograder's feedback shows) holds every level.
+Under nbgrader (``NBGRADER_EXECUTION``): the autograder's kernel renders every
+level at once; Validate's fresh kernel shows the symptom and says to run the
+check in the notebook for hints.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ from __future__ import annotations
 import inspect
 import linecache
 import math
+import os
 import random
 import traceback
 from dataclasses import dataclass
@@ -99,6 +103,7 @@ __all__ = [
     "same_tensor",
     "same_value",
     "substitute",
+    "symptom_of",
 ]
 
 
@@ -109,6 +114,9 @@ _RED, _BOLD, _RESET = "\x1b[31m", "\x1b[1m", "\x1b[0m"
 WHERE_LABEL = "Where to look:"
 MISTAKE_LABEL = "The mistake:"
 MORE_HELP = "Run this check again for a hint."
+MORE_HELP_AGAIN = "Run it once more to see the likely mistake."
+# Validate (and make progress) start a fresh kernel each time: the ladder is climbed in the notebook.
+MORE_HELP_VALIDATE = "Run this check in the notebook for hints: each run with the same failure shows one more."
 # Times each (exercise, symptom) failure was shown in this kernel: the ladder's rung.
 _SHOWN: dict[tuple[str | None, str], int] = {}
 
@@ -167,17 +175,26 @@ class CheckError(AssertionError):
         return min(_SHOWN[key] - 1, len(self.hints()))
 
     def _render_traceback_(self) -> list[str]:
-        rungs = self.rung()
+        execution = os.environ.get("NBGRADER_EXECUTION")  # nbgrader sets it for the kernels it runs
+        # the autograder's feedback is read once, after the deadline: every rung at once
+        rungs = len(self.hints()) if execution == "autograde" else self.rung()
         lines = [f"{_RED}{_BOLD}{self.headline(rungs)}{_RESET}"]
         if rungs < len(self.hints()):
-            lines.append(f"{_RED}   ({MORE_HELP}){_RESET}" if rungs == 0 else
-                         f"{_RED}   (Run it once more to see the likely mistake.){_RESET}")
+            more = MORE_HELP_VALIDATE if execution == "validate" else MORE_HELP if rungs == 0 else MORE_HELP_AGAIN
+            lines.append(f"{_RED}   ({more}){_RESET}")
         cause = self.__cause__
         frames = _cell_frames(cause.__traceback__) if cause is not None else []
         if frames:
             lines.append(f"{_RED}your code raised {type(cause).__name__} here:{_RESET}")
             lines += frames
         return lines
+
+
+def symptom_of(text: str) -> str:
+    """The symptom of a CheckError's ``str()`` (an output's ``evalue``): the text before its first hint."""
+    for label in (WHERE_LABEL, MISTAKE_LABEL):
+        text = text.split(f"\n   {label} ", 1)[0]
+    return text
 
 
 def _rebuild_check_error(symptom: str, where: str | None, mistake: str | None) -> CheckError:
@@ -317,25 +334,44 @@ def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), **kwargs: A
     state = _global_state()
     try:
         result = _invoke(fn, args, kwargs)
-    finally:
-        after = _global_state()
-        _restore_global_state(state, after, allow)
-        for _, value, before in watched:
-            if not allow.modes:
-                _restore_modes(value, before)
-    for label, value, before in watched:
-        change = _change(before, _snapshot(value), allow)
+    except BaseException:
+        _give_back(state, _global_state(), watched, allow)
+        raise
+    after, observed = _global_state(), [_snapshot(value) for _, value, _ in watched]
+    _give_back(state, after, watched, allow)  # before reporting: one failure must not spoil the next check
+    for (label, value, before), now in zip(watched, observed):
+        change = _change(before, now, allow)
         if change:
             what, fix = change
             kind = _kind_word(value)
             raise CheckError(f"{name} changed the {kind} it was given as {label}: {what}",
-                             where="look for operations that write into an argument (in-place methods ending in _, "
-                                   "x[...] = ..., +=, list/dict methods, model.train()/eval(), optimizer.step())",
+                             where=f"look at every line that uses {label}: {_WRITES.get(kind, 'anything that changes it')}",
                              mistake=f"the {kind} belongs to the caller, who still uses it; {fix}")
     problem = _state_problem(name, state, after, allow)
     if problem is not None:
         raise problem
     return result
+
+
+# What changes an argument of each kind in place: where to look when one changed.
+_WRITES = {
+    "tensor": "in-place operations (x -= ..., x[...] = ..., methods ending in _) and backward() through it",
+    "NumPy array": "in-place operations (a -= ..., a[...] = ...)",
+    "list": "methods that change a list in place (pop, append, remove, sort, del, lst[i] = ...)",
+    "dict": "d[key] = ..., del, pop() and update()",
+    "tuple": "in-place changes of the items inside it",
+    "model": "model.train()/eval(), optimizer steps, assignments to its layers, in-place changes of its weights",
+    "optimizer": "optimizer.step() and assignments into param_groups",
+    "dataset": "assignments to its attributes and in-place changes of its tensors or lists",
+}
+
+
+def _give_back(state: dict, after: dict, watched: list, allow: Allow) -> None:
+    """Restore the caller's global state and the modes of its modules, except what ``allow`` lets change."""
+    _restore_global_state(state, after, allow)
+    if not allow.modes:
+        for _, value, before in watched:
+            _restore_modes(value, before)
 
 
 def call_unchanged(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), **kwargs: Any) -> Any:
@@ -801,26 +837,39 @@ _DEPTH = 3               # containers nested deeper are not compared
 
 
 def _tensor_data(t: torch.Tensor) -> Any:
+    """The tensor's values as bytes, or a digest of a large one (see the section comment); None on the meta device."""
     if t.device.type == "meta":
         return None
     data = t.detach()
     if data.numel() <= _CLONE_LIMIT:
-        return data.clone()
+        return _bytes(data)
     flat = data.reshape(-1)
     step = flat.numel() // _SAMPLE + 1
-    return ("digest", flat[::step].clone(), float(flat.double().sum()) if not flat.is_complex() else None)
+    return ("digest", _bytes(flat[::step]), float(flat.double().sum()) if not flat.is_complex() else None)
+
+
+def _bytes(t: torch.Tensor) -> bytes:
+    """The values' bytes: compared exactly (a NaN left in place is unchanged, any write is seen) and single-threaded,
+    which stays fast on a loaded machine where torch's parallel comparisons do not."""
+    plain = t.resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8)
+    return plain.cpu().numpy().tobytes()
 
 
 def _same_data(a: Any, b: Any) -> bool:
-    if a is None or b is None:
-        return a is b
-    if isinstance(a, tuple):
-        return isinstance(b, tuple) and _close(a[1], b[1], 0.0, 0.0) and (a[2] == b[2] or a[2] != a[2] and b[2] != b[2])
-    return not isinstance(b, tuple) and _close(a, b, 0.0, 0.0)
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return a[1] == b[1] and (a[2] == b[2] or a[2] != a[2] and b[2] != b[2])
+    return a == b
 
 
 def _snapshot(value: Any, depth: int = 0) -> Any:
     """What the caller can observe of an argument (see the section comment), or None if nothing is compared."""
+    try:
+        return _observe(value, depth)
+    except Exception:  # noqa: BLE001 - an object we cannot look into (sparse, custom) is not compared
+        return None
+
+
+def _observe(value: Any, depth: int) -> Any:
     from torch.utils.data import DataLoader, Dataset
 
     if isinstance(value, torch.Tensor):
@@ -842,7 +891,7 @@ def _snapshot(value: Any, depth: int = 0) -> Any:
     if isinstance(value, Dataset) and depth < _DEPTH:
         try:
             length = len(value)  # type: ignore[arg-type]
-        except TypeError:
+        except Exception:  # noqa: BLE001 - a dataset without a length (an IterableDataset)
             length = None
         attrs = {k: (id(v), _snapshot(v, depth + 1)) for k, v in vars(value).items()
                  if isinstance(v, (torch.Tensor, list, tuple, dict, Dataset)) or _is_array(v)}
@@ -1039,10 +1088,10 @@ def _rng_changed(before: dict, after: dict) -> list[str]:
     import numpy as np
 
     changed = []
-    if not torch.equal(before["torch_rng"], after["torch_rng"]):
+    if _bytes(before["torch_rng"]) != _bytes(after["torch_rng"]):
         changed.append("torch")
-    if before["cuda_rng"] is not None and after["cuda_rng"] is not None and not all(
-            torch.equal(a, b) for a, b in zip(before["cuda_rng"], after["cuda_rng"])):
+    if before["cuda_rng"] is not None and after["cuda_rng"] is not None and any(
+            _bytes(a) != _bytes(b) for a, b in zip(before["cuda_rng"], after["cuda_rng"])):
         changed.append("CUDA")
     if before["random"] != after["random"]:
         changed.append("Python's random")
@@ -1053,20 +1102,24 @@ def _rng_changed(before: dict, after: dict) -> list[str]:
 
 
 def _restore_global_state(state: dict, after: dict, allow: Allow) -> None:
-    """Give the caller its state back, except what ``allow`` lets the function change."""
+    """Give the caller back what changed of its state, except what ``allow`` lets the function change."""
     import numpy as np
 
     if not allow.global_rng:
-        torch.set_rng_state(state["torch_rng"])
-        if state["cuda_rng"] is not None:
+        changed = _rng_changed(state, after)
+        if "torch" in changed:
+            torch.set_rng_state(state["torch_rng"])
+        if "CUDA" in changed:
             torch.cuda.set_rng_state_all(state["cuda_rng"])
-        random.setstate(state["random"])
-        np.random.set_state(state["numpy"])
-    if not allow.grad_mode:
+        if "Python's random" in changed:
+            random.setstate(state["random"])
+        if "NumPy" in changed:
+            np.random.set_state(state["numpy"])
+    if not allow.grad_mode and after["grad"] != state["grad"]:
         torch.set_grad_enabled(state["grad"])
-    if not allow.dtype:
+    if not allow.dtype and after["dtype"] != state["dtype"]:
         torch.set_default_dtype(state["dtype"])
-    if not allow.anomaly:
+    if not allow.anomaly and after["anomaly"] != state["anomaly"]:
         torch.autograd.set_detect_anomaly(*state["anomaly"])
     if not allow.threads and after["threads"] != state["threads"]:
         torch.set_num_threads(state["threads"])

@@ -1,0 +1,355 @@
+"""The framework's default rules: each rejects by name, each opt-out (Allow) accepts, the caller's state comes back.
+
+Rules 1 and 2 live in ``call`` (arguments; state that outlives the call), rules 3 and 4 in the comparisons
+(a kept autograd graph; the type the task names). The hint ladder's rendering is tested in test_check_rendering.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Subset, TensorDataset
+
+from helpers.checks import (Allow, CheckError, Mistake, call, call_unchanged, expect_close, expect_tensor, expect_type,
+                            expect_value)
+
+
+def rejects(fn, *args, allow=Allow(), **kwargs) -> CheckError:
+    with pytest.raises(CheckError) as caught:
+        call(fn, *args, allow=allow, **kwargs)
+    return caught.value
+
+
+def model() -> nn.Module:
+    return nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3), nn.Dropout(0.5), nn.Linear(3, 1))
+
+
+# ---------------------------------------------------------------- rule 1: arguments
+
+
+def pops(batches):
+    total = 0
+    while batches:
+        total += batches.pop().sum().item()
+    return total
+
+
+def appends(items):
+    items.append(0)
+    return len(items)
+
+
+def replaces(items):
+    items[0] = 9
+    return items
+
+
+def sorts(items):
+    items.sort()
+    return items
+
+
+def writes_key(d):
+    d["lr"] = 0.0
+    return d
+
+
+def subtracts(x):
+    x -= x.mean()
+    return x
+
+
+def sets_requires_grad(x):
+    return x.requires_grad_()
+
+
+def backward_into(w):
+    (w * 2).sum().backward()
+    return 1
+
+
+def numpy_in_place(a):
+    a *= 2
+    return a
+
+
+def evaluates(m):
+    m.eval()
+    return 1
+
+
+def trains_one_step(m):
+    m.train()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    m(torch.randn(4, 2, generator=torch.Generator().manual_seed(0))).sum().backward()
+    opt.step()
+    return 1
+
+
+def adds_layer(m):
+    m.extra = nn.Linear(1, 1)
+    return m
+
+
+def sets_lr(opt):
+    opt.param_groups[0]["lr"] = 1.0
+    return opt
+
+
+def steps(opt):
+    for group in opt.param_groups:
+        for p in group["params"]:
+            p.grad = torch.ones_like(p)
+    opt.step()
+    return 1
+
+
+def shrinks_subset(ds):
+    ds.indices = ds.indices[:1]
+    return len(ds)
+
+
+def overwrites_dataset_tensor(ds):
+    ds.tensors[0][0] = 100.0
+    return len(ds)
+
+
+def nested_write(pairs):
+    pairs[1][0].zero_()
+    return pairs
+
+
+def test_argument_changes_are_named():
+    cases = [
+        (pops, [torch.ones(2), torch.ones(2)], "changed the list it was given as `batches`: items were removed",
+         "pop(), remove() and del remove them from the caller's list"),
+        (appends, [1, 2], "items were added (2 -> 3 items)", "append()"),
+        (replaces, [1, 2], "items were replaced", "lst[i] = ..."),
+        (sorts, [3, 1, 2], "it was reordered in place", "sorted(...)"),
+        (writes_key, {"lr": 0.1}, "changed the dict it was given as `d`: the value under 'lr' was replaced", "new dict"),
+        (subtracts, torch.arange(4.0), "changed the tensor it was given as `x`: its values were overwritten",
+         "in-place operation"),
+        (sets_requires_grad, torch.ones(2), "its requires_grad was switched on", "detach().clone()"),
+        (backward_into, torch.ones(2, requires_grad=True), "its .grad was filled", "backward()"),
+        (numpy_in_place, np.ones(3), "changed the NumPy array it was given as `a`: its values were overwritten",
+         "copy"),
+        (evaluates, model(), "changed the model it was given as `m`: it was in training mode and is left in eval mode",
+         "model.train(was_training)"),
+        (trains_one_step, model().eval(), "its parameter '0.weight' changed: values were overwritten", "optimizer"),
+        (adds_layer, model(), "submodules were added or removed", "new model"),
+        (sets_lr, torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=0.1),
+         "changed the optimizer it was given as `opt`: its lr (param group 0) changed from 0.1 to 1.0", "hyperparameter"),
+        (steps, torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=0.1, momentum=0.9), "its state", "step"),
+        (shrinks_subset, Subset(TensorDataset(torch.arange(4.0)), [0, 1, 2]), "its length changed from 3 to 1",
+         "Subset"),
+        (overwrites_dataset_tensor, TensorDataset(torch.arange(4.0)),
+         "its attribute 'tensors' changed: item 0 changed: its values were overwritten", "in-place"),
+        (nested_write, [torch.ones(1), (torch.ones(2),)], "item 1 changed: item 0 changed: its values were overwritten",
+         "in-place"),
+    ]
+    for fn, argument, symptom, mistake in cases:
+        error = rejects(fn, argument)
+        assert symptom in error.symptom, (fn.__name__, str(error))
+        assert mistake in error.mistake, (fn.__name__, str(error))
+        assert error.where and "look at every line that uses" in error.where
+
+
+def test_allow_changed_accepts_the_named_argument_only():
+    m = model()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)  # momentum: step() leaves a trace in its state
+
+    def fit(m, opt):
+        m.train()
+        m(torch.randn(4, 2, generator=torch.Generator().manual_seed(0))).sum().backward()
+        opt.step()
+        return 1
+
+    # task: "trains the model in place" (dropout draws from the global generator)
+    assert call(fit, m, opt, allow=Allow(changed=(m, opt), global_rng=True)) == 1
+    error = rejects(fit, m, opt, allow=Allow(changed=(m,), global_rng=True))
+    assert "optimizer it was given as `opt`" in str(error)
+
+
+def test_modes_are_given_back_and_allow_modes_keeps_them():
+    m = model()
+    rejects(evaluates, m)
+    assert all(module.training for module in m.modules())  # the caller's mode is back
+    assert call(evaluates, m, allow=Allow(modes=True)) == 1
+    assert not any(module.training for module in m.modules())
+
+
+def test_an_unchanged_call_passes_and_returns_the_result():
+    m, x = model().eval(), torch.randn(3, 2)
+    with torch.no_grad():
+        expected = m(x)
+    assert torch.equal(call(lambda m, x: m(x).detach(), m, x), expected)
+    assert call_unchanged(lambda items: sorted(items), [3, 1, 2]) == [1, 2, 3]
+    loader = DataLoader(TensorDataset(torch.arange(4.0)), batch_size=2, generator=torch.Generator())
+    assert call(lambda loader: sum(len(b[0]) for b in loader), loader) == 4
+
+
+def test_large_tensors_are_compared_by_a_sample_and_their_sum():
+    big = torch.zeros(1 << 21)
+
+    def touches_one(x):
+        x[12345] += 1.0
+        return 0
+
+    assert "values were overwritten" in str(rejects(touches_one, big))
+    assert call(lambda x: float(x.sum()), torch.zeros(1 << 21)) == 0.0
+
+
+# ---------------------------------------------------------------- rule 2: state that outlives the call
+
+
+def draws(n):
+    return torch.randn(n)
+
+
+def reseeds(n):
+    torch.manual_seed(0)
+    return n
+
+
+def draws_python(n):
+    return random.random()
+
+
+def draws_numpy(n):
+    return float(np.random.rand())
+
+
+def grad_off(n):
+    torch.set_grad_enabled(False)
+    return n
+
+
+def anomaly_on(n):
+    torch.autograd.set_detect_anomaly(True)
+    return n
+
+
+def float64_default(n):
+    torch.set_default_dtype(torch.float64)
+    return n
+
+
+def threads(n):
+    torch.set_num_threads(max(1, torch.get_num_threads() - 1) if torch.get_num_threads() > 1 else 2)
+    return n
+
+
+@pytest.mark.parametrize("fn,symptom,allow", [
+    (draws, "used the global random generator of torch (its state changed)", Allow(global_rng=True)),
+    (reseeds, "reseeded torch's global random generator (torch.manual_seed(0))", Allow(global_rng=True)),
+    (draws_python, "global random generator of Python's random", Allow(global_rng=True)),
+    (draws_numpy, "global random generator of NumPy", Allow(global_rng=True)),
+    (grad_off, "left gradient tracking switched off", Allow(grad_mode=True)),
+    (anomaly_on, "left anomaly detection switched on", Allow(anomaly=True)),
+    (float64_default, "changed the default dtype for the rest of the program", Allow(dtype=True)),
+    (threads, "changed torch's thread count", Allow(threads=True)),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_state_changes_are_named_and_given_back(fn, symptom, allow):
+    rng = torch.get_rng_state(), random.getstate(), np.random.get_state()[1].copy()
+    settings = torch.is_grad_enabled(), torch.is_anomaly_enabled(), torch.get_default_dtype(), torch.get_num_threads()
+    error = rejects(fn, 3)
+    assert symptom in error.symptom and error.where and error.mistake, str(error)
+    assert torch.equal(rng[0], torch.get_rng_state()) and rng[1] == random.getstate()
+    assert np.array_equal(rng[2], np.random.get_state()[1])
+    assert settings == (torch.is_grad_enabled(), torch.is_anomaly_enabled(), torch.get_default_dtype(),
+                        torch.get_num_threads())
+    try:
+        call(fn, 3, allow=allow)  # allowed: passes, and the change is left as the task says
+    finally:
+        torch.set_rng_state(rng[0])
+        torch.set_grad_enabled(settings[0])
+        torch.autograd.set_detect_anomaly(settings[1])
+        torch.set_default_dtype(settings[2])
+        torch.set_num_threads(settings[3])
+
+
+def test_state_is_given_back_when_the_learners_code_crashes():
+    def crashes(n):
+        torch.set_grad_enabled(False)
+        torch.randn(3)
+        raise ValueError("boom")
+
+    rng = torch.get_rng_state()
+    error = rejects(crashes, 1)
+    assert "raised ValueError: boom" in str(error)
+    assert torch.is_grad_enabled() and torch.equal(rng, torch.get_rng_state())
+
+
+def test_a_given_generator_may_be_used():
+    g = torch.Generator().manual_seed(0)
+    assert call(lambda n, generator: torch.randperm(n, generator=generator).tolist(), 4, generator=g) is not None
+
+
+# ---------------------------------------------------------------- rule 3: a kept autograd graph
+
+
+def test_a_result_holding_a_graph_is_rejected_unless_the_reference_holds_one_or_allowed():
+    w = torch.ones(2, requires_grad=True)
+    got = w * 2
+    with pytest.raises(CheckError, match="still attached to the autograd graph") as error:
+        expect_tensor(got, torch.full((2,), 2.0), what="f(w)")
+    assert ".detach()" in error.value.mistake
+    expect_tensor(got, torch.full((2,), 2.0), what="f(w)", allow=Allow(graph=True))
+    expect_tensor(got, torch.full((2,), 2.0, requires_grad=True) * 1, what="f(w)")  # the reference's has one too
+    expect_tensor(got.detach(), torch.full((2,), 2.0), what="f(w)")
+    losses = [(w * 2).sum(), (w * 3).sum()]
+    with pytest.raises(CheckError, match=r"\(at \[1\]\) is still attached"):
+        expect_value([4.0, losses[1]], [4.0, torch.tensor(6.0)], what="fit(...)")
+    with pytest.raises(CheckError, match="still attached"):
+        expect_close(losses[0], 4.0, what="total", number_or_tensor=True)
+    expect_close(losses[0], 4.0, what="total", number_or_tensor=True, allow=Allow(graph=True))
+
+
+# ---------------------------------------------------------------- rule 4: the type the task names
+
+
+def test_expect_close_wants_a_python_number():
+    with pytest.raises(CheckError, match="should be a Python number") as error:
+        expect_close(torch.tensor(0.5), 0.5, what="accuracy(...)")
+    assert ".item()" in error.value.mistake
+    expect_close(torch.tensor(0.5), 0.5, what="accuracy(...)", number_or_tensor=True)
+    expect_close(1, 1.0, what="count(...)")
+    with pytest.raises(CheckError, match="should be 0.5, but yours is 0.4"):
+        expect_close(torch.tensor(0.4), 0.5, what="accuracy(...)")  # a wrong value is the symptom first
+
+
+def test_expect_type_names_the_item_that_is_not_what_the_task_says():
+    expect_type([1, 2], list[int], what="shard(...)")
+    expect_type({"a": 1.0, "b": 2}, dict[str, float], what="speeds(...)")
+    expect_type((1, 2.0), tuple[int, float], what="pair(...)")
+    for value, kind, message in [
+        ([1, torch.tensor(2)], list[int], "should be a list of ints, but (at [1]) it is tensor"),
+        ((1, 2), list[int], "should be a list of ints, but it is (1, 2)"),
+        ([True], list[int], "(at [0]) it is True"),
+        (torch.tensor(1.0), float, "should be a Python number"),
+        ({"a": "x"}, dict[str, float], "(at ['a']) it is 'x'"),
+    ]:
+        with pytest.raises(CheckError) as error:
+            expect_type(value, kind, what="f(...)")
+        assert message in error.value.symptom, str(error.value)
+
+
+# ---------------------------------------------------------------- messages: symptom first, Mistake as the last rung
+
+
+def test_a_mistake_becomes_the_last_rung_and_the_comparison_the_symptom():
+    x = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    mistake = Mistake("you summed over dim 0", lambda: x.sum(0), where="look at which dim you reduce over")
+    with pytest.raises(CheckError) as caught:
+        expect_tensor(x.sum(0), x.sum(1), what="row_sums(x)", given=x, mistakes=[mistake])
+    error = caught.value
+    assert error.symptom.startswith("row_sums(x) has the right shape and dtype but wrong values")
+    assert "expected: [3.0, 7.0]" in error.symptom and "yours:    [4.0, 6.0]" in error.symptom
+    assert error.where == "look at which dim you reduce over" and error.mistake == "you summed over dim 0"
+    with pytest.raises(CheckError) as caught:  # the framework's own diagnosis, with a generic where
+        expect_tensor(x.T, x, what="f(x)")
+    assert "transpose" in caught.value.mistake and caught.value.where
