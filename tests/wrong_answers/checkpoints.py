@@ -331,6 +331,11 @@ def save_reseeds(path, model, optimizer, scheduler, generator, epoch, loss):
     ref.save_checkpoint(path, model, optimizer, scheduler, generator, epoch, loss)
 
 
+def save_switches_to_eval(path, model, optimizer, scheduler, generator, epoch, loss):
+    model.eval()  # "weights for inference": the caller's model goes on training without dropout
+    ref.save_checkpoint(path, model, optimizer, scheduler, generator, epoch, loss)
+
+
 def load_keywords(path, model, optimizer, scheduler, generator):
     checkpoint = torch.load(f=path, map_location=torch.device("cpu"), weights_only=True)
     model.load_state_dict(state_dict=checkpoint["model"])
@@ -466,6 +471,7 @@ ISSUE_18_CASES = [
     *[Accept(check, answer) for check in (checks.check_save_checkpoint_basics, checks.check_save_checkpoint_resume_state)
       for answer in (save_step_by_step, save_atomically, save_with_print)],
     Reject(checks.check_save_checkpoint_basics, save_reseeds, "global random generator"),
+    Reject(checks.check_save_checkpoint_basics, save_switches_to_eval, "left in eval mode"),
     *[Accept(check, answer) for check in (checks.check_load_checkpoint_states, checks.check_load_checkpoint_resume)
       for answer in (load_keywords, load_storage_lambda, load_device_dict)],
     Reject(checks.check_load_checkpoint_states, load_without_map_location, "map_location='cpu'"),
