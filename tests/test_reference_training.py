@@ -120,3 +120,17 @@ def test_checks_leave_the_global_random_state_alone(run_check):
     before = torch.get_rng_state()
     run_check()
     assert torch.equal(torch.get_rng_state(), before)
+
+
+def test_train_spirals_fails_a_run_over_the_time_budget(monkeypatch):
+    monkeypatch.setattr(checks, "TIME_BUDGET_S", 0.01)
+    with pytest.raises(checks.CheckError, match="the budget is"):
+        checks.check_train_spirals(ref.train_spirals)
+
+
+def test_spirals_are_learnable_but_not_by_chance():
+    """The task's 98% is reachable (the reference) and far above what an untrained model gets."""
+    torch.manual_seed(0)
+    untrained = checks.SpiralNet()
+    assert checks.spiral_accuracy(untrained, checks.make_spirals(2000, 100)) < 0.6
+    assert untrained.training  # spiral_accuracy hands the model back in the mode it came in

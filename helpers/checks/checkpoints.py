@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+import random
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,7 +31,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from helpers.checks import CheckError, call, call_unchanged, describe, expect, passed, same_value, substitute
+from helpers.checks import Allow, CheckError, call, describe, expect, passed, same_value, substitute
 from helpers.reference import checkpoints as ref
 
 N_FEATURES, N_CLASSES = 6, 3
@@ -239,8 +240,15 @@ def _read_checkpoint(path: Path, what: str) -> dict:
     return checkpoint
 
 
+def _expect_entry(checkpoint: dict, key: str, what: str) -> None:
+    """The checkpoint has ``key``; otherwise the symptom, where to look, and why the entry matters."""
+    symptom, _, why = _MISSING[key].partition(": ")
+    expect(key in checkpoint, f"{what}: {symptom} (its keys: {sorted(checkpoint)})",
+           where="look at the dict you pass to torch.save", mistake=why)
+
+
 def _compare_entry(checkpoint: dict, key: str, want: Any, what: str, hint: str) -> None:
-    expect(key in checkpoint, f"{what}: {_MISSING[key]}")
+    _expect_entry(checkpoint, key, what)
     expect(same_value(checkpoint[key], want), f"{what}: checkpoint['{key}'] is not what it should be: {hint}")
 
 
@@ -276,12 +284,12 @@ def check_save_checkpoint_resume_state(fn: Callable[..., None], inputs: Sequence
         with _workspace() as folder:
             checkpoint, want = _run_save(fn, case, folder)
             _compare_entry(checkpoint, "scheduler", want["scheduler"], what, "scheduler.state_dict()")
-            expect("torch_rng" in checkpoint, f"{what}: {_MISSING['torch_rng']}")
+            _expect_entry(checkpoint, "torch_rng", what)
             expect(not (isinstance(checkpoint["torch_rng"], int)),
                    f"{what}: checkpoint['torch_rng'] is a number (a seed?); a seed restarts the random stream "
                    "from its beginning. Save the current state, torch.get_rng_state()")
             _compare_entry(checkpoint, "torch_rng", want["torch_rng"], what, "torch.get_rng_state() (a uint8 tensor)")
-            expect("loader_rng" in checkpoint, f"{what}: {_MISSING['loader_rng']}")
+            _expect_entry(checkpoint, "loader_rng", what)
             expect(not same_value(checkpoint["loader_rng"], want["torch_rng"])
                    or same_value(want["loader_rng"], want["torch_rng"]),
                    f"{what}: checkpoint['loader_rng'] is the global random state; the DataLoader shuffles with "
@@ -304,12 +312,42 @@ def _run_load(fn: Callable[..., Any], case: Case, folder: Path) -> tuple[Any, Se
     s = _trained(case)
     epoch = case.interrupt_after - 1
     want = _saved_states(s, epoch, 0.5)
-    path = folder / "checkpoint.pt"
-    ref.save_checkpoint(path, s.model, s.optimizer, s.scheduler, s.generator, epoch, 0.5)
+    # written on a GPU machine: every tensor of the file names cuda:0, as the task warns
+    path = make_cuda_checkpoint(folder / "checkpoint.pt", want)
     fresh = _setup(case, restart=True)
     before = _state(fresh.model)
-    result = call(fn, path, fresh.model, fresh.optimizer, fresh.scheduler, fresh.generator)
+    what = f"{getattr(fn, '__name__', 'load_checkpoint')} on {case}"
+    # task: "restore every state into the objects you are given", including the global random state
+    result = _call_loading(fn, what, path, fresh.model, fresh.optimizer, fresh.scheduler, fresh.generator,
+                           allow=Allow(changed=tuple(fresh), global_rng=True))
     return result, fresh, want, before
+
+
+def _call_loading(fn: Callable[..., Any], what: str, *args: Any, allow: Allow = Allow(), hints=()) -> Any:
+    """``call`` a function that loads a checkpoint saved on cuda:0; it must load onto the CPU on any machine.
+
+    On a machine without a GPU, torch.load without map_location fails on such a file; on one with
+    a GPU it would succeed, so a spy on torch.load also requires a map_location there.
+    """
+    with mock.patch.object(torch, "load", wraps=torch.load) as spy:
+        try:
+            result = call(fn, *args, allow=allow)
+        except CheckError as error:
+            cause = str(error.__cause__ or "")
+            if CUDA_ERROR in cause:
+                raise CheckError(f"{what}: torch.load raised RuntimeError: the file's tensors were saved on 'cuda:0' "
+                                 "and this machine has no GPU", where="look at how you call torch.load",
+                                 mistake="without map_location, torch.load puts every tensor back on the device it "
+                                 "was saved from; pass map_location='cpu'") from None
+            message = next((m for needle, m in hints if needle in cause), None)
+            if message:
+                raise CheckError(f"{what}: {message}") from None
+            raise
+    unmapped = [c for c in spy.call_args_list if len(c.args) < 2 and c.kwargs.get("map_location") is None]
+    expect(not unmapped, f"{what}: torch.load was called without map_location on a file saved on 'cuda:0'",
+           where="look at how you call torch.load",
+           mistake="on a machine with a GPU the tensors would go back to cuda:0; pass map_location='cpu'")
+    return result
 
 
 def check_load_checkpoint_states(fn: Callable[..., int], inputs: Sequence[Case] | None = None) -> None:
@@ -485,12 +523,15 @@ def check_resume_equal(fn: Callable[..., None], inputs: Sequence[Case] | None = 
             continue
         what = f"train_resumable on {case}"
         missing = [key for key in CHECKPOINT_KEYS if key not in saved] if isinstance(saved, dict) else []
+        symptom = (f"{what}: stopped after {case.interrupt_after} epochs and restarted, the resumed weights differ "
+                   f"from the uninterrupted run's (first in '{next(k for k in want if not torch.equal(got[k], want[k]))}')")
         for key in ("optimizer", "scheduler", "torch_rng", "loader_rng"):
-            expect(key not in missing, f"{what}: the resumed weights differ from the uninterrupted run's. "
-                   + _MISSING[key])
-        raise CheckError(f"{what}: the resumed weights differ from the uninterrupted run's: load_checkpoint must "
-                         "restore the model, optimizer, scheduler and both random states before the loop starts "
-                         "(check your save_checkpoint and load_checkpoint)")
+            expect(key not in missing, symptom, where="look at what your checkpoint holds",
+                   mistake=_MISSING[key])
+        raise CheckError(symptom, where="here your function runs with the reference save_checkpoint and "
+                         "load_checkpoint where it calls them; if you restore states yourself, it must restore the "
+                         "model, optimizer, scheduler and both random states before the loop starts. Anything else "
+                         "that touches a random stream (a reseed, an extra draw) changes the run too")
     passed("train_resumable (equals an uninterrupted run)", len(inputs))
 
 
@@ -548,17 +589,11 @@ def check_load_for_inference(fn: Callable[[Path, nn.Module], nn.Module], inputs:
         with _workspace() as folder:
             s = _trained(case)
             path = folder / "checkpoint.pt"
-            ref.save_checkpoint(path, s.model, s.optimizer, s.scheduler, s.generator, 0, 0.0)
+            make_cuda_checkpoint(path, _saved_states(s, 0, 0.0))  # written on a GPU machine
             fresh = _setup(case, restart=True).model.train()
             with mock.patch.object(torch, "load", wraps=torch.load) as spy:
-                try:
-                    got = call(fn, path, fresh)
-                except CheckError as error:
-                    cause = str(error.__cause__ or "")
-                    message = next((m for needle, m in hints if needle in cause), None)
-                    if message:
-                        raise CheckError(f"{what}: {message}") from None
-                    raise
+                # task: "copies its model weights into `model`, and returns the model ready to predict"
+                got = _call_loading(fn, what, path, fresh, allow=Allow(changed=(fresh,)), hints=hints)
         expect(isinstance(got, nn.Module), f"{what} should return the model, not {describe(got)}")
         expect(same_value(_state(got), _state(s.model)), f"{what}: the returned model's weights differ from the "
                "saved ones; call model.load_state_dict(checkpoint['model'])")
@@ -602,7 +637,7 @@ def check_strip_module_prefix(fn: Callable[[dict], dict], inputs: Sequence[dict]
     for state_dict in inputs:
         keys = list(state_dict)
         what = f"strip_module_prefix(state_dict with keys {keys[:3]}{' ...' if len(keys) > 3 else ''})"
-        got = call_unchanged(fn, state_dict)
+        got = call(fn, state_dict)
         want = ref.strip_module_prefix(state_dict)
         expect(isinstance(got, dict), f"{what} should return a dict, not {describe(got)}")
         got_keys = list(got)
@@ -628,3 +663,182 @@ def check_strip_module_prefix(fn: Callable[[dict], dict], inputs: Sequence[dict]
             expect(isinstance(got[key], torch.Tensor) and same_value(got[key], want[key]),
                    f"{what}: the value of '{key}' changed; keep every tensor as it is")
     passed("strip_module_prefix", len(inputs))
+
+
+# ---------------------------------------------------------------- putting it together: a given run made resumable
+
+
+class JitterRun(NamedTuple):
+    """A training run to make resumable: everything its epochs read or change."""
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    loader: DataLoader
+    generator: torch.Generator
+
+
+def _warmup_then_decay(epoch: int) -> float:
+    return (epoch + 1) / 2 if epoch < 2 else 0.7 ** (epoch - 1)
+
+
+def jitter_run(seed: int) -> JitterRun:
+    """A fresh run: a classifier with dropout, Adam, a per-epoch LambdaLR schedule, a shuffling loader.
+
+    The data depend only on nothing but a fixed seed; ``seed`` sets the initial weights and every
+    random stream, as a new process with other seeds would.
+    """
+    g = torch.Generator().manual_seed(77)
+    x = torch.randn(24, N_FEATURES, generator=g)
+    y = torch.randint(0, N_CLASSES, (24,), generator=g)
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(N_FEATURES, 16), nn.ReLU(), nn.Dropout(0.25), nn.Linear(16, N_CLASSES))
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.02)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _warmup_then_decay)
+    generator = torch.Generator().manual_seed(seed)
+    loader = DataLoader(TensorDataset(x, y), batch_size=5, shuffle=True, generator=generator)
+    random.seed(seed)
+    return JitterRun(model, optimizer, scheduler, loader, generator)
+
+
+def jitter_epoch(run: JitterRun) -> float:
+    """One epoch: each batch's inputs get noise of a random size from Python's ``random``; dropout; then the schedule."""
+    run.model.train()
+    total, count = 0.0, 0
+    for inputs, targets in run.loader:
+        noisy = inputs + random.uniform(0.0, 0.3) * torch.randn_like(inputs)
+        run.optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(run.model(noisy), targets)
+        loss.backward()
+        run.optimizer.step()
+        total += loss.item() * len(targets)
+        count += len(targets)
+    run.scheduler.step()
+    return total / count
+
+
+class JitterCase(NamedTuple):
+    """A hidden run: its seed, total epochs, and the epochs after which the job is killed (one or two kills)."""
+
+    seed: int = 0
+    epochs: int = 5
+    kills: tuple[int, ...] = (2,)
+
+
+DEFAULT_JITTER_CASES = [JitterCase(0, 5, (2,))]
+
+
+class _Killed(BaseException):
+    """The job was killed (a BaseException, like KeyboardInterrupt: `except Exception` does not swallow it)."""
+
+
+def _jitter_uninterrupted(case: JitterCase) -> dict[str, torch.Tensor]:
+    with torch.random.fork_rng(devices=[]), _python_random_kept():
+        run = jitter_run(case.seed)
+        for _ in range(case.epochs):
+            jitter_epoch(run)
+        return _state(run.model)
+
+
+@contextmanager
+def _python_random_kept() -> Iterator[None]:
+    state = random.getstate()
+    try:
+        yield
+    finally:
+        random.setstate(state)
+
+
+def _play_jitter(fn: Callable[..., Any], case: JitterCase, folder: Path) -> tuple[dict[str, torch.Tensor], list[int]]:
+    """Run ``fn`` with a kill after each epoch count in ``case.kills``, restarting with fresh objects; return the final
+    weights and the epochs each start reported."""
+    name = getattr(fn, "__name__", "train_jittered")
+    path = folder / "run.pt"
+    reported: list[int] = []
+    kills = list(case.kills)
+    for attempt in range(len(kills) + 1):
+        run = jitter_run(case.seed if attempt == 0 else case.seed + 1000 * attempt)  # a restart: other seeds
+        kill_at = kills[attempt] if attempt < len(kills) else None
+
+        def after_epoch(epoch: int) -> None:
+            reported.append(epoch)
+            if kill_at is not None and epoch == kill_at - 1:
+                raise _Killed(f"killed after epoch {epoch}")
+
+        try:
+            # task: "trains the run you are given in place", and its epochs draw from the global random streams
+            call(fn, run, case.epochs, path, after_epoch,
+                 allow=Allow(changed=(run, *run), global_rng=True))
+        except _Killed:
+            continue
+        except CheckError as error:
+            cause = error.__cause__
+            if isinstance(cause, _Killed):
+                continue
+            raise
+        if kill_at is not None:
+            raise CheckError(f"{name} on {case}: the job should have been killed when epoch {kill_at - 1} ended, "
+                             f"but it returned; epochs {reported} were reported to after_epoch",
+                             where="look at when you call after_epoch",
+                             mistake="call after_epoch(epoch) after every epoch, once its checkpoint is saved")
+    return _state(run.model), reported
+
+
+def check_train_jittered(fn: Callable[..., Any], inputs: Sequence[JitterCase] | None = None) -> None:
+    """Killed and restarted with fresh objects, the run ends with exactly the weights of a run never stopped."""
+    inputs = inputs if inputs is not None else DEFAULT_JITTER_CASES
+    name = getattr(fn, "__name__", "train_jittered")
+    for case in inputs:
+        what = f"{name} on {case}"
+        want = _jitter_uninterrupted(case)
+        with _workspace() as folder, _python_random_kept():
+            whole, reported = _play_jitter(fn, JitterCase(case.seed, case.epochs, ()), folder)
+        expect(reported == list(range(case.epochs)),
+               f"{what}: a run that was never stopped reported epochs {reported} to after_epoch; expected "
+               f"{list(range(case.epochs))}", where="look at your loop over the epochs and what you pass to after_epoch")
+        expect(same_value(whole, want, atol=0, rtol=0),
+               f"{what}: a run that was never stopped ends with other weights than {case.epochs} plain epochs of "
+               "check.jitter_epoch(run)", where="look for anything your function does besides training and saving",
+               mistake="reseeding a random stream, or an extra draw from one, changes the run itself")
+        with _workspace() as folder, _python_random_kept():
+            got, reported = _play_jitter(fn, case, folder)
+        done, expected = 0, []
+        for kill in case.kills:
+            expected += list(range(done, kill))
+            done = kill
+        expected += list(range(done, case.epochs))
+        expect(reported == expected,
+               f"{what}: killed after epochs {list(case.kills)} and restarted, the epochs run were {reported}; "
+               f"expected {expected}", where="look at where a restarted run starts counting",
+               mistake="the saved epoch is finished: a restart continues with the one after it")
+        expect(same_value(got, want, atol=0, rtol=0),
+               f"{what}: killed after epochs {list(case.kills)} and restarted with fresh objects, the final weights "
+               f"differ from an uninterrupted run's (first in '{_first_key_differing(got, want)}')",
+               where="list every object and every random stream that jitter_epoch reads or changes: "
+                     "each must be saved and restored",
+               mistake=_jitter_mistake(got, case))
+    passed(f"{name} (killed, restarted, equal to an uninterrupted run)", len(inputs))
+
+
+def _first_key_differing(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> str:
+    return next((k for k in want if not torch.equal(got[k], want[k])), "?")
+
+
+def _jitter_mistake(got: dict[str, torch.Tensor], case: JitterCase) -> str | None:
+    """Name the state that was lost, when a twin run that loses exactly it ends with these weights."""
+    for lost, message in (("python", "Python's random state was not restored: the noise sizes come from "
+                                     "random.uniform, so save random.getstate() and restore it with random.setstate"),
+                          ("torch", "torch's global random state was not restored: dropout draws from it"),
+                          ("scheduler", "the scheduler's state was not restored"),
+                          ("optimizer", "the optimizer's state (Adam's moment estimates) was not restored")):
+        with _workspace() as folder, _python_random_kept():
+            twin = _play_jitter(_losing(lost), case, folder)[0]
+        if same_value(got, twin, atol=0, rtol=0):
+            return message
+    return None
+
+
+def _losing(lost: str) -> Callable[..., None]:
+    def run_losing(run, epochs, path, after_epoch):
+        ref.train_jittered(run, epochs, path, after_epoch, skip=(lost,))
+    return run_losing

@@ -15,6 +15,7 @@ changes what the rest of the learner's notebook draws.
 
 from __future__ import annotations
 
+import time
 import warnings
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -22,8 +23,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from helpers.checks import (CheckError, Mistake, call_unchanged, describe, expect, expect_close, expect_mode, expect_tensor,
-                           HostTensor, host_collate, passed, same_value)
+from helpers.checks import (Allow, CheckError, Mistake, call, describe, expect, expect_close, expect_tensor,
+                           HostTensor, host_collate, modes, passed, same_value, substitute)
 from helpers.reference import training as ref
 
 N_FEATURES, N_CLASSES = 6, 3
@@ -108,10 +109,10 @@ def _by_hand(seen: list[Forward], method: str) -> str:
             f"changes only the top-level flag. Call model.{method}(), which sets it on every submodule")
 
 
-def _call(fn: Callable[..., Any], *args: Any, hints: Sequence[tuple[str, str]] = ()) -> Any:
-    """``call_unchanged`` that turns known PyTorch error messages into the mistake behind them."""
+def _call(fn: Callable[..., Any], *args: Any, hints: Sequence[tuple[str, str]] = (), allow: Allow = Allow()) -> Any:
+    """``call`` that turns known PyTorch error messages into the mistake behind them."""
     try:
-        return call_unchanged(fn, *args)
+        return call(fn, *args, allow=allow)
     except CheckError as error:
         cause = str(error.__cause__ or "")
         for needle, message in hints:
@@ -143,6 +144,7 @@ def check_to_class_targets(fn: Callable[[torch.Tensor], torch.Tensor], inputs: S
     inputs = inputs if inputs is not None else [
         torch.eye(3)[torch.tensor([1, 2, 0])],
         torch.eye(4)[torch.tensor([3, 0, 0, 2, 1])],
+        torch.tensor([[0.1, 0.7, 0.2], [0.5, 0.3, 0.2], [0.2, 0.2, 0.6], [0.05, 0.9, 0.05]]),  # probability rows
     ]
     for one_hot in inputs:
         got = _call(fn, one_hot)
@@ -229,9 +231,13 @@ def check_accuracy(fn: Callable[[torch.Tensor, torch.Tensor], float],
         if not same_value(plain, want):
             mistake = next((m for m in mistakes if m.explains(plain)), None)
             if mistake is not None:
-                raise CheckError(f"{what}: {mistake.message}")
+                raise CheckError(f"{what} returned {plain!r}; expected {want!r}",
+                                 where="look at which dim you take the argmax over and what you divide by",
+                                 mistake=mistake.message)
         if isinstance(got, torch.Tensor):
-            raise CheckError(f"{what} returned a tensor ({describe(got)}); return a Python float with .item()")
+            raise CheckError(f"{what} returned a tensor ({describe(got)}); expected a Python float",
+                             where="look at the type of the value you return",
+                             mistake="a 0-d tensor is not a number: return a Python float with .item()")
         expect_close(got, want, what=what)
     passed("accuracy", len(inputs))
 
@@ -260,16 +266,42 @@ def _epoch_variant(zero_grad: bool = True, train_mode: bool = True, step: bool =
 
 
 def _run_epoch(fn: Callable[..., Any], case: Case, *, dropout: bool, start_in_eval: bool):
-    """Run ``fn`` on a fresh model/loader/optimizer; return (result, state after, forward log)."""
+    """Run ``fn`` on a fresh model/loader/optimizer; return (result, state after, forward log).
+
+    The global random stream is seeded before the call (the same dropout masks for every run) and
+    recorded after it in ``_LAST_RNG``, so a check can compare it with the reference's.
+    """
     with torch.random.fork_rng(devices=[]):
         model = _model(case, dropout)
         if start_in_eval:
             model.eval()
         seen = _record_forward(model)
         loader, optimizer = _loader(case, host=True), _sgd(model)
-        torch.manual_seed(10_000 + case.seed)  # the same dropout masks for every run
-        result = _call(fn, model, loader, nn.CrossEntropyLoss(), optimizer, CPU)
+        data = [t.clone() for t in loader.dataset.tensors]
+        torch.manual_seed(10_000 + case.seed)
+        # task: "each batch updates the parameters once through `optimizer`" and "Leave alone: the data, and the
+        # caller's random streams except what dropout and the loader's shuffle draw" (and "may be left in training
+        # mode"): model and optimizer change; dropout draws from the global RNG (_expect_rng_as_reference checks how)
+        result = _call(fn, model, loader, nn.CrossEntropyLoss(), optimizer, CPU,
+                       allow=Allow(changed=(model, optimizer), global_rng=True))
+        _LAST_RNG[:] = [torch.get_rng_state()]
+    name = getattr(fn, "__name__", "train_one_epoch")
+    expect(all(torch.equal(a, b) for a, b in zip(data, loader.dataset.tensors)),
+           f"{name} changed the data of the loader it was given (its dataset's tensors), which belong to the caller",
+           where="look for in-place operations on the batches or on loader.dataset",
+           mistake="the task says to leave the data alone: work on copies")
     return result, _state(model), seen
+
+
+_LAST_RNG: list[torch.Tensor] = []
+
+
+def _expect_rng_as_reference(got_rng: torch.Tensor, want_rng: torch.Tensor, what: str) -> None:
+    """The global random stream advanced exactly as the reference's did (dropout only): no reseeding, no extra draws."""
+    expect(torch.equal(got_rng, want_rng),
+           f"{what}: afterwards torch's global random stream is not where the batches' dropout alone leaves it "
+           "(the reference run from the same state ends elsewhere). Your function reseeded it (torch.manual_seed) "
+           "or drew random numbers of its own; the caller's random stream is theirs: leave it to dropout")
 
 
 def check_train_one_epoch_updates(fn: Callable[..., float], inputs: Sequence[Case] | None = None) -> None:
@@ -281,11 +313,14 @@ def check_train_one_epoch_updates(fn: Callable[..., float], inputs: Sequence[Cas
         expect(seen, f"{what}: the model was never called; run model(inputs) for every batch of the loader")
         expect(not any(f.by_hand for f in seen), f"{what}: {_by_hand(seen, 'train')}")
         expect(all(f.training for f in seen),
-               f"{what}: you forgot model.train(): the model arrived in eval mode, so dropout stayed off "
-               "while it trained. Call model.train() at the start of the epoch")
+               f"{what}: the model arrived in eval mode and its forward passes ran in eval mode: dropout stayed off "
+               "while it trained", where="look at the model's mode before the first batch",
+               mistake="you forgot model.train(): call it at the start of the epoch")
         expect(all(f.grad for f in seen),
                f"{what}: the forward pass ran without gradient tracking (torch.no_grad()?); training needs gradients")
+        got_rng = _LAST_RNG[0]
         want = ref_state = _run_epoch(ref.train_one_epoch, case, dropout=True, start_in_eval=True)[1]
+        _expect_rng_as_reference(got_rng, _LAST_RNG[0], what)
         mistakes = [
             Mistake("you forgot optimizer.zero_grad(): gradients accumulated across steps, so every update "
                     "also repeated all the earlier batches' gradients",
@@ -296,11 +331,11 @@ def check_train_one_epoch_updates(fn: Callable[..., float], inputs: Sequence[Cas
         ]
         if not same_value(got, want):
             mistake = next((m for m in mistakes if m.explains(got)), None)
-            if mistake is not None:
-                raise CheckError(f"{what}: {mistake.message}")
             raise CheckError(f"{what}: after one epoch your parameters differ from the reference's "
-                             f"(first in '{_first_difference(got, ref_state)}'). Each batch needs, in order: "
-                             "zero_grad, forward, loss, backward, step")
+                             f"(first in '{_first_difference(got, ref_state)}')",
+                             where="look at what happens to .grad between batches, and at the order of the "
+                                   "optimizer calls around backward()",
+                             mistake=mistake.message if mistake else None)
     passed("train_one_epoch (updates)", len(inputs))
 
 
@@ -365,7 +400,12 @@ def _run_evaluate(fn: Callable[..., Any], case: Case, *, dropout: bool):
         seen = _record_forward(model)
         before = _state(model)
         torch.manual_seed(10_000 + case.seed)
-        result = _call(fn, model, _loader(case, shuffle=False, host=True), nn.CrossEntropyLoss(), CPU)
+        # task: "Afterwards the model may be left in evaluation mode or in the mode it came in". The global RNG is
+        # checked below, after the modes: dropout left on draws from it, and "you forgot model.eval()" says more
+        rng = torch.get_rng_state()
+        result = _call(fn, model, _loader(case, shuffle=False, host=True), nn.CrossEntropyLoss(), CPU,
+                       allow=Allow(modes=True, global_rng=True))
+        _LAST_RNG[:] = [rng, torch.get_rng_state()]
     return result, model, before, seen
 
 
@@ -378,12 +418,16 @@ def check_evaluate_modes(fn: Callable[..., tuple[float, float]], inputs: Sequenc
         expect(seen, f"{what}: the model was never called; run model(inputs) for every batch")
         expect(not any(f.by_hand for f in seen), f"{what}: {_by_hand(seen, 'eval')}")
         expect(all(f.evaluating for f in seen),
-               f"{what}: you forgot model.eval(): the model arrived in training mode, so dropout was still "
-               "dropping units and the results were noisy. Call model.eval() before the loop")
-        expect_mode(model, False, what, when="after evaluate returned,")
+               f"{what}: the model arrived in training mode and its forward passes ran in training mode: dropout "
+               "was still dropping units", where="look at the model's mode before the first batch",
+               mistake="you forgot model.eval(): call it before the loop")
         expect(not any(f.grad for f in seen),
-               f"{what}: gradients were tracked during evaluation: wrap the loop in `with torch.no_grad():` "
-               "so PyTorch does not keep every activation for a backward pass that never comes (memory and time)")
+               f"{what}: the forward passes recorded an autograd graph (gradient tracking was on)",
+               where="look at what surrounds the loop",
+               mistake="wrap the loop in `with torch.no_grad():` so PyTorch does not keep every activation for a "
+                       "backward pass that never comes (memory and time)")
+        expect(torch.equal(*_LAST_RNG), f"{what}: torch's global random stream changed during evaluation; "
+               "evaluation draws nothing at random, and the caller's random stream is theirs")
         expect(all(p.grad is None for p in model.parameters()),
                f"{what}: the parameters have gradients afterwards; evaluation must not call backward()")
         expect(same_value(_state(model), before),
@@ -507,9 +551,13 @@ def _run_fit(fn: Callable[..., Any], fit_case: FitCase, *, one_cycle: bool, clip
         else:
             scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
         max_norm = fit_case.max_norm if clip else NO_CLIPPING
+        # task: "trains for `epochs` passes", "The scheduler ... must advance in step with the updates" (and "may
+        # be left in training mode"): model, optimizer and scheduler change. This model has no dropout, so a
+        # correct fit leaves the global random stream alone: that rule stays on.
         result = _call(fn, model, loader, nn.CrossEntropyLoss(), optimizer, scheduler, CPU, epochs, max_norm,
                        hints=[("Tried to step", "you stepped the scheduler more often than once per batch "
-                               "(OneCycleLR refuses to go past its last step)")])
+                               "(OneCycleLR refuses to go past its last step)")],
+                       allow=Allow(changed=(model, optimizer, scheduler)))
     return result, _state(model), scheduler, len(loader), seen
 
 
@@ -523,27 +571,28 @@ def check_fit_schedule(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
                f"{what}: the model arrived in eval mode (as evaluate leaves it) and trained in it: call model.train() "
                "at the start of fit, so dropout and batch norm behave as in training")
         steps, epochs = scheduler.last_epoch, fit_case.epochs
-        expect(steps != 0, f"{what}: you never called scheduler.step(), so the learning rate never changed")
-        expect(steps != epochs,
-               f"{what}: you stepped the scheduler once per epoch ({steps} steps); OneCycleLR's schedule "
-               f"is counted in batches, so call scheduler.step() after every optimizer.step() "
-               f"({epochs} epochs x {batches} batches = {epochs * batches} steps)")
-        expect(steps != batches or epochs == 1,
-               f"{what}: the scheduler took {steps} steps, one epoch's worth; loop over all {epochs} epochs")
-        expect(steps == epochs * batches,
-               f"{what}: the scheduler took {steps} steps; it should take one per batch, "
-               f"{epochs} epochs x {batches} batches = {epochs * batches}")
+        symptom = (f"{what}: the scheduler took {steps} steps; {epochs} epochs x {batches} batches = "
+                   f"{epochs * batches} updates")
+        where = "look at where scheduler.step() sits in your loops"
+        expect(steps != 0, symptom, where=where, mistake="you never called scheduler.step(), so the learning rate "
+               "never changed")
+        expect(steps != epochs, symptom, where=where,
+               mistake="you stepped the scheduler once per epoch; OneCycleLR's schedule is counted in batches, "
+                       "so call scheduler.step() after every optimizer.step()")
+        expect(steps != batches or epochs == 1, symptom, where="look at the loop over the epochs",
+               mistake=f"that is one epoch's worth: loop over all {epochs} epochs")
+        expect(steps == epochs * batches, symptom, where=where)
         want = _run_fit(ref.fit, fit_case, one_cycle=True, clip=False)[1]
         if not same_value(got, want):
             with warnings.catch_warnings():  # PyTorch warns about exactly this mistake
                 warnings.simplefilter("ignore")
                 twin = _run_fit(_fit_variant(scheduler_first=True), fit_case, one_cycle=True, clip=False)[1]
-            expect(not same_value(got, twin),
-                   f"{what}: you called scheduler.step() before optimizer.step(), so every step used the next "
-                   "step's learning rate (the first one was skipped); step the optimizer first")
-            raise CheckError(f"{what}: the parameters after training differ from the reference's "
-                             f"(first in '{_first_difference(got, want)}'): for each batch, zero_grad, forward, "
-                             "loss, backward, clip, optimizer.step(), scheduler.step()")
+            symptom = (f"{what}: the parameters after training differ from the reference's "
+                       f"(first in '{_first_difference(got, want)}')")
+            expect(not same_value(got, twin), symptom, where="look at the order of the two step() calls",
+                   mistake="you called scheduler.step() before optimizer.step(), so every step used the next "
+                           "step's learning rate (the first one was skipped); step the optimizer first")
+            raise CheckError(symptom, where="look at the order of the calls for each batch")
     passed("fit (learning-rate schedule)", len(inputs))
 
 
@@ -566,11 +615,10 @@ def check_fit_clipping(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
         ]
         if not same_value(got, want):
             mistake = next((m for m in mistakes if m.explains(got)), None)
-            if mistake is not None:
-                raise CheckError(f"{what}: {mistake.message}")
-            raise CheckError(f"{what}: the parameters after training differ from the reference's "
-                             f"(first in '{_first_difference(got, want)}'): for each batch, zero_grad, forward, "
-                             "loss, backward, clip_grad_norm_, optimizer.step(), scheduler.step()")
+            raise CheckError(f"{what} (max_norm={fit_case.max_norm}, constant learning rate): the parameters after "
+                             f"training differ from the reference's (first in '{_first_difference(got, want)}')",
+                             where="look at what you do to the gradients between backward() and optimizer.step()",
+                             mistake=mistake.message if mistake else None)
     passed("fit (gradient clipping)", len(inputs))
 
 
@@ -607,7 +655,7 @@ def check_make_optimizer(fn: Callable[..., torch.optim.Optimizer],
     for kind, lr in inputs:
         params = [nn.Parameter(torch.zeros(3)), nn.Parameter(torch.zeros(2, 2))]
         what = f"make_optimizer({kind!r}, params, lr={lr})"
-        got = call_unchanged(fn, kind, params, lr)
+        got = call(fn, kind, params, lr)
         want = ref.make_optimizer(kind, params, lr)
         if type(got) is torch.optim.Adam and kind == "adamw":
             if got.defaults.get("weight_decay"):
@@ -646,15 +694,127 @@ def check_classify(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor], inputs
         seen = _record_forward(model)
         images = torch.randn(case.n, N_FEATURES, generator=torch.Generator().manual_seed(case.seed))
         what = f"classify(model, {case.n} images)"
-        got = _call(fn, model, images.as_subclass(HostTensor))
+        # task: "Predictions are deterministic (no dropout)": switching the model to eval mode is part of the job.
+        # The global RNG is compared below, after the modes (dropout left on draws from it)
+        rng = torch.get_rng_state()
+        got = _call(fn, model, images.as_subclass(HostTensor), allow=Allow(modes=True, global_rng=True))
+        rng_changed = not torch.equal(rng, torch.get_rng_state())
+        torch.set_rng_state(rng)
         with torch.no_grad():
             want = reference(images).argmax(dim=1)
         expect(seen, f"{what}: the model was never called")
         expect(all(f.evaluating for f in seen), f"{what}: call model.eval() first: dropout was active")
         expect(not any(f.grad for f in seen), f"{what}: run the model inside `with torch.no_grad():`")
+        expect(not rng_changed, f"{what}: torch's global random stream changed; predicting draws nothing at random")
         if isinstance(got, HostTensor):
             got = got.as_subclass(torch.Tensor)
         expect_tensor(got, want, what=what, mistakes=[
             Mistake("you returned the logits; return the class of each image, argmax(dim=1)",
                     matches=lambda t: isinstance(t, torch.Tensor) and t.shape == (case.n, N_CLASSES))])
     passed("classify", len(inputs))
+
+
+# ---------------------------------------------------------------- putting it together: a new model on new data
+
+SPIRAL_CLASSES = 3
+TARGET_ACCURACY = 0.98
+TIME_BUDGET_S = 30.0  # per training run; the reference takes about a second on one CPU core
+
+
+def make_spirals(n: int, seed: int) -> TensorDataset:
+    """``n`` points ``[n, 2]`` on three interleaved spiral arms; labels as one-hot float rows ``[n, 3]``.
+
+    Each arm winds 1.25 times around the origin; a little angular noise makes the
+    arms touch, so about 99.5% is the best any model can do.
+    """
+    g = torch.Generator().manual_seed(seed)
+    labels = torch.randint(0, SPIRAL_CLASSES, (n,), generator=g)
+    t = torch.rand(n, generator=g)  # position along the arm, 0 (centre) to 1 (outside)
+    radius = 0.2 + 2.8 * t
+    angle = 2 * torch.pi * (1.25 * t + labels / SPIRAL_CLASSES) + 0.2 * torch.randn(n, generator=g)
+    points = torch.stack([radius * angle.cos(), radius * angle.sin()], dim=1)
+    return TensorDataset(points, torch.eye(SPIRAL_CLASSES)[labels])
+
+
+class SpiralNet(nn.Module):
+    """The model to train: two hidden layers of 64 units, with dropout after the first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(2, 64), nn.ReLU(), nn.Dropout(0.1),
+                                    nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, SPIRAL_CLASSES))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)
+
+
+def spiral_accuracy(model: nn.Module, data: TensorDataset) -> float:
+    """The fraction of ``data`` that ``model`` classifies right, in eval mode and without gradients."""
+    points, one_hot = data.tensors
+    was_training = modes(model)
+    model.eval()
+    with torch.no_grad():
+        correct = (model(points).argmax(dim=1) == one_hot.argmax(dim=1)).float().mean().item()
+    for name, module in model.named_modules():
+        module.training = was_training[name]
+    return correct
+
+
+class SpiralCase(NamedTuple):
+    """A hidden training run: the seed of the training points, of the held-out points and of the model."""
+
+    train_seed: int = 0
+    test_seed: int = 100
+    model_seed: int = 0
+    n_train: int = 1000
+
+
+DEFAULT_SPIRAL_CASES = [SpiralCase(0, 100, 0)]
+
+
+def check_train_spirals(fn: Callable[[nn.Module, TensorDataset], Any],
+                        inputs: Sequence[SpiralCase] | None = None) -> None:
+    """The model ``fn`` trained (in place) classifies held-out spiral points at TARGET_ACCURACY or better, in budget."""
+    inputs = inputs if inputs is not None else DEFAULT_SPIRAL_CASES
+    name = getattr(fn, "__name__", "train_spirals")
+    for case in inputs:
+        train_set = make_spirals(case.n_train, case.train_seed)
+        held_out = make_spirals(2000, case.test_seed)
+        what = f"{name} on {case.n_train} training points (seed {case.train_seed})"
+        before_data = [t.clone() for t in train_set.tensors]
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(case.model_seed)
+            model = SpiralNet().eval()  # as a model comes back from an evaluation
+            start = _state(model)
+            torch.manual_seed(20_000 + case.model_seed)  # the run's shuffles and dropout, the same on every attempt
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)  # the budget is for one core, whatever the machine (and small nets run best so)
+            try:
+                # one bug, one exercise's points: earlier exercises the learner calls are the reference ones here
+                with substitute(fn, train_one_epoch=ref.train_one_epoch, evaluate=ref.evaluate, fit=ref.fit,
+                                accuracy=ref.accuracy, to_class_targets=ref.to_class_targets):
+                    # CPU time, not wall time: on a busy machine other processes do not count against the learner
+                    began = time.process_time()
+                    # task: "trains the model you are given, in place" and "may draw from torch's global random
+                    # generator (shuffling, dropout)": the model and the global RNG may change, nothing else
+                    _call(fn, model, train_set, allow=Allow(changed=(model,), global_rng=True))
+                    took = time.process_time() - began
+            finally:
+                torch.set_num_threads(threads)
+        expect(all(torch.equal(a, b) for a, b in zip(before_data, train_set.tensors)),
+               f"{what}: the training set you were given changed; it belongs to the caller. Transform copies, "
+               "or inside the model")
+        expect(not same_value(_state(model), start),
+               f"{what}: the model you were given has its initial weights still: train that model in place "
+               "(a new model built inside your function is lost when it returns)")
+        expect(took <= TIME_BUDGET_S, f"{what}: training took {took:.0f} s of CPU time; the budget is {TIME_BUDGET_S:.0f} s "
+               "on one CPU core. Fewer epochs or larger batches, with a learning rate and schedule that make "
+               "each step count")
+        expect(all(torch.isfinite(p).all() for p in model.parameters()),
+               f"{what}: the trained model's parameters contain nan or inf (the training diverged: a learning "
+               "rate too large?)")
+        got = spiral_accuracy(model, held_out)
+        expect(got >= TARGET_ACCURACY,
+               f"{what}: the trained model classifies {got:.1%} of 2,000 held-out points correctly; the target is "
+               f"{TARGET_ACCURACY:.0%}. (Chance is 33%; a model that learned nothing stays near it.)")
+    passed(f"{name} (held-out accuracy of at least {TARGET_ACCURACY:.0%})", len(inputs))

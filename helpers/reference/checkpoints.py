@@ -107,3 +107,38 @@ def load_for_inference(path: str | Path, model: nn.Module) -> nn.Module:
 def strip_module_prefix(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Keys of a DataParallel/DDP state_dict without the leading ``module.``; other keys unchanged."""
     return {key.removeprefix("module."): value for key, value in state_dict.items()}
+
+
+def train_jittered(run, epochs: int, path: str | Path, after_epoch: Callable[[int], None],
+                   skip: tuple[str, ...] = ()) -> None:
+    """Lesson 06's put-together: ``check.jitter_epoch`` until ``epochs`` are done, resumable from ``path``.
+
+    Everything an epoch reads is saved after it and restored on a restart: the model, Adam's state,
+    the schedule, the loader's generator, torch's global random state (dropout) and Python's
+    (the noise). ``skip`` (for the checks' twins only) leaves the named states out of the restore.
+    """
+    import random
+
+    from helpers.checks.checkpoints import jitter_epoch
+
+    model, optimizer, scheduler, _, generator = run
+    start = 0
+    if Path(path).exists():
+        checkpoint = torch.load(path, map_location="cpu")
+        model.load_state_dict(checkpoint["model"])
+        if "optimizer" not in skip:
+            optimizer.load_state_dict(checkpoint["optimizer"])
+        if "scheduler" not in skip:
+            scheduler.load_state_dict(checkpoint["scheduler"])
+        if "torch" not in skip:
+            torch.set_rng_state(checkpoint["torch_rng"])
+        generator.set_state(checkpoint["loader_rng"])
+        if "python" not in skip:
+            random.setstate(checkpoint["python_rng"])
+        start = checkpoint["epoch"] + 1
+    for epoch in range(start, epochs):
+        loss = jitter_epoch(run)
+        torch.save({"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(), "torch_rng": torch.get_rng_state(),
+                    "loader_rng": generator.get_state(), "python_rng": random.getstate(), "loss": loss}, path)
+        after_epoch(epoch)

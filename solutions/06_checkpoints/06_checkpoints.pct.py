@@ -12,7 +12,7 @@
 # without one, prepare a loaded model for predictions, and handle the checkpoints
 # that multi-GPU training writes.
 #
-# There are 6 graded exercises worth 20 points. Each has a self-check cell right
+# There are 7 graded exercises worth 20 points. Each has a self-check cell right
 # below it: run it, read its message, fix, repeat.
 
 # %% locked="setup"
@@ -170,13 +170,19 @@ print("after set_state(saved):", [batch.tolist() for batch in loader])
 # ### Exercise 1 (4 points): `save_checkpoint`
 #
 # Write `save_checkpoint(path, model, optimizer, scheduler, generator, epoch, loss)`
-# that saves a dict with exactly the keys of the table above to `path`.
+# that saves a dict with exactly the keys of the table above to `path`. The
+# contract:
+#
+# - The file loads with `torch.load`'s safe default (`weights_only=True`).
+# - Restoring it into freshly built objects, in a new process, continues the run
+#   exactly where it stopped.
+# - Saving changes nothing: not the objects you are given, not the random streams.
 #
 # Two graded cells: model, optimizer, epoch and loss (2 points); scheduler and
 # both random states, tested by resuming from your file (2 points).
 #
-# *Hint:* every entry is a `state_dict()`, a `get_state()`/`get_rng_state()`, or a
-# number. The check loads your file with the default `weights_only=True`.
+# *Hint:* a random stream's *state* and its *seed* are different things: which
+# one continues a stream where it stopped?
 
 # %% solution="ex_save_checkpoint"
 def save_checkpoint(
@@ -224,18 +230,22 @@ check.check_save_checkpoint_resume_state(save_checkpoint, inputs=[check.Case(6, 
 # %% [markdown]
 # ### Exercise 2 (4 points): `load_checkpoint`
 #
-# Write `load_checkpoint(path, model, optimizer, scheduler, generator)`: load the
-# file, restore every state into the objects you are given (built fresh, as in a
-# new process), and return the **next** epoch to run.
+# Write `load_checkpoint(path, model, optimizer, scheduler, generator)`, the
+# inverse of `save_checkpoint`. The contract:
 #
-# Load with `map_location="cpu"`: the random states must be CPU tensors, and
-# `load_state_dict` copies the weights to wherever the model already lives.
+# - The objects you are given were built fresh, as in a new process. Afterwards
+#   they, and torch's global random stream, are in exactly the state the file
+#   recorded: the next epoch runs as it would have without the interruption.
+# - It returns the number of the **next** epoch to run.
+# - The file may have been written on a machine with a GPU: everything must load
+#   onto the CPU, on any machine. (The checks hand you a file whose tensors were
+#   saved on `cuda:0`. Section 6 explains `torch.load`'s `map_location`.)
 #
 # Two graded cells: model and optimizer (2 points); scheduler, random states and
 # the returned epoch (2 points).
 #
-# *Hint:* the saved epoch is finished. `model.load_state_dict(...)`,
-# `torch.set_rng_state(...)`, `generator.set_state(...)`.
+# *Hint:* for every way of reading a state in the table (`state_dict()`,
+# `get_state()`, `get_rng_state()`) PyTorch has a matching way of writing it back.
 
 # %% solution="ex_load_checkpoint"
 def load_checkpoint(
@@ -283,18 +293,21 @@ check.check_load_checkpoint_resume(load_checkpoint, inputs=[check.Case(8, 9, 2, 
 #
 # ### Exercise 3 (4 points): `train_resumable`
 #
-# Write `train_resumable(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch)`
-# that trains until `epochs` epochs are done in total:
+# Write `train_resumable(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch)`.
+# `run_epoch(model, loader, optimizer, scheduler)` trains one epoch and returns its
+# loss. The contract:
 #
-# 1. If the file `path` exists, restore it with your `load_checkpoint` and start at
-#    the epoch it returns; otherwise start at 0.
-# 2. For each remaining epoch, call `loss = run_epoch(model, loader, optimizer, scheduler)`
-#    (it trains one epoch), then save a checkpoint with your `save_checkpoint`.
+# - When it returns, `epochs` epochs are finished **in total**, counting those a
+#   killed earlier run recorded in `path` (a fresh run finds no file there).
+# - A job killed at any moment loses at most the epoch it was in.
+# - A run that was killed and started again with fresh objects ends with weights
+#   **exactly** equal to those of a run that was never stopped.
+# - Use your `save_checkpoint` and `load_checkpoint` for the file.
 #
-# The check stops your function in the middle of a run (as if the job were
-# killed), starts it again with fresh objects, and compares the final weights
-# with a run that was never stopped: they must be **exactly** equal.
-# Two graded cells: the right epochs run (2 points), equal weights (2 points).
+# The check kills your function in the middle of a run, starts it again with
+# fresh objects (sometimes twice) and compares the final weights with a run that
+# was never stopped. Two graded cells: the right epochs run (2 points), equal
+# weights (2 points).
 
 # %% solution="ex_train_resumable"
 def train_resumable(
@@ -474,7 +487,7 @@ checkpoint = torch.load(gpu_path, map_location=DEVICE)
 print("map_location=DEVICE:  ", checkpoint["model"]["0.weight"].device)
 
 # %% [markdown]
-# ### Exercise 4 (2 points): load a GPU checkpoint on the CPU
+# ### Exercise 4 (1 point): load a GPU checkpoint on the CPU
 #
 # Write `load_on_cpu(path)` that loads a checkpoint saved on a GPU and returns the
 # whole checkpoint (the dict) with every tensor on the CPU.
@@ -490,7 +503,7 @@ def load_on_cpu(path: Path) -> dict:
 # %% check="ex_load_on_cpu_check"
 check.check_load_on_cpu(load_on_cpu)
 
-# %% graded="ex_load_on_cpu_tests" points=2
+# %% graded="ex_load_on_cpu_tests" points=1
 check.check_load_on_cpu(load_on_cpu)
 ### BEGIN HIDDEN TESTS
 check.check_load_on_cpu(load_on_cpu, inputs=[7, 8])
@@ -515,12 +528,13 @@ with torch.no_grad():
     print("predicted digit:", predictor(image).argmax(dim=1).item(), " true digit:", train_digits[0][1])
 
 # %% [markdown]
-# ### Exercise 5 (3 points): a model ready for predictions
+# ### Exercise 5 (2 points): a model ready for predictions
 #
 # Write `load_for_inference(path, model)` that loads a checkpoint written by
 # `save_checkpoint`, copies its model weights into `model`, and returns the
-# model ready to predict. Load onto the CPU, and keep `torch.load`'s safe default
-# (`weights_only=True`): a checkpoint of state dicts does not need more.
+# model ready to predict: the same image gets the same scores every time. The
+# file may come from a GPU machine: load onto the CPU. Keep `torch.load`'s safe
+# default (`weights_only=True`): a checkpoint of state dicts does not need more.
 
 # %% solution="ex_load_for_inference"
 def load_for_inference(path: Path, model: nn.Module) -> nn.Module:
@@ -535,7 +549,7 @@ def load_for_inference(path: Path, model: nn.Module) -> nn.Module:
 # %% check="ex_load_for_inference_check"
 check.check_load_for_inference(load_for_inference)
 
-# %% graded="ex_load_for_inference_tests" points=3
+# %% graded="ex_load_for_inference_tests" points=2
 check.check_load_for_inference(load_for_inference)
 ### BEGIN HIDDEN TESTS
 check.check_load_for_inference(load_for_inference, inputs=[check.Case(13, 14, 4, 3, 2)])
@@ -581,7 +595,7 @@ except RuntimeError as error:
 #
 # For files that were already saved with the prefix, strip it.
 #
-# ### Exercise 6 (3 points): `strip_module_prefix`
+# ### Exercise 6 (2 points): `strip_module_prefix`
 #
 # Write `strip_module_prefix(state_dict)` that returns a new dict whose keys lose
 # a **leading** `module.`, in the same order, with the same tensors. Keys without
@@ -601,7 +615,7 @@ def strip_module_prefix(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.
 # %% check="ex_strip_prefix_check"
 check.check_strip_module_prefix(strip_module_prefix)
 
-# %% graded="ex_strip_prefix_tests" points=3
+# %% graded="ex_strip_prefix_tests" points=2
 check.check_strip_module_prefix(strip_module_prefix)
 ### BEGIN HIDDEN TESTS
 check.check_strip_module_prefix(strip_module_prefix, inputs=[
@@ -613,6 +627,77 @@ check.check_strip_module_prefix(strip_module_prefix, inputs=[
 # %%
 plain = make_net()
 print(plain.load_state_dict(strip_module_prefix(wrapped.state_dict())))
+
+# %% [markdown]
+# ## 9. Putting it together: make a given run resumable
+#
+# Here is someone else's training run. `check.jitter_run(seed)` builds everything
+# it needs, as a new process would: a small classifier with dropout, Adam, a
+# learning-rate schedule, and a shuffling loader with its own generator.
+# `check.jitter_epoch(run)` trains one epoch of it. Read that function before you
+# start (`check.jitter_epoch??` in a cell shows its code): it is the only
+# description of the run you get.
+
+# %%
+run = check.jitter_run(seed=0)
+print(type(run.optimizer).__name__, type(run.scheduler).__name__, len(run.loader), "batches per epoch")
+print("epoch losses:", [round(check.jitter_epoch(run), 3) for _ in range(3)])
+
+# %% [markdown]
+# ### Exercise 7 (3 points): resumable, exactly
+#
+# Write `train_jittered(run, epochs, path, after_epoch)` with this contract:
+#
+# - When it returns, `epochs` epochs of `check.jitter_epoch(run)` are finished in
+#   total, counting the ones a killed earlier job recorded in `path` (a new job
+#   finds no file there).
+# - After every epoch, once nothing of it can be lost any more, it calls
+#   `after_epoch(epoch)` with that epoch's number (0, 1, ...). The job may be
+#   killed inside that call.
+# - A job killed and started again (with a `run` built from other seeds, as a new
+#   process would) ends with weights **exactly** equal to those of a job that was
+#   never stopped. So does a job killed twice.
+# - The file loads with `torch.load`'s default `weights_only=True`.
+#
+# The graded tests use other seeds, epoch counts and moments of the kill.
+#
+# *Hint:* list everything `jitter_epoch` reads or changes, including every random
+# number it draws, and where each one comes from.
+
+# %% solution="ex_train_jittered"
+def train_jittered(run: check.JitterRun, epochs: int, path: Path, after_epoch: Callable[[int], None]) -> None:
+    """Run ``check.jitter_epoch(run)`` until ``epochs`` epochs are done in total, resumable from ``path``."""
+    ### BEGIN SOLUTION
+    import random
+
+    model, optimizer, scheduler, _, generator = run
+    start = 0
+    if Path(path).exists():
+        saved = torch.load(path, map_location="cpu")
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        scheduler.load_state_dict(saved["scheduler"])
+        torch.set_rng_state(saved["torch_rng"])
+        generator.set_state(saved["loader_rng"])
+        random.setstate(saved["python_rng"])
+        start = saved["epoch"] + 1
+    for epoch in range(start, epochs):
+        loss = check.jitter_epoch(run)
+        torch.save({"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(), "torch_rng": torch.get_rng_state(),
+                    "loader_rng": generator.get_state(), "python_rng": random.getstate(), "loss": loss}, path)
+        after_epoch(epoch)
+    ### END SOLUTION
+
+
+# %% check="ex_train_jittered_check"
+check.check_train_jittered(train_jittered)
+
+# %% graded="ex_train_jittered_tests" points=3
+check.check_train_jittered(train_jittered)
+### BEGIN HIDDEN TESTS
+check.check_train_jittered(train_jittered, inputs=[check.JitterCase(61, 4, (1,)), check.JitterCase(62, 6, (2, 4))])
+### END HIDDEN TESTS
 
 # %% [markdown]
 # ## Summary

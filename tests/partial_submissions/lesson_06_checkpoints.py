@@ -9,16 +9,16 @@ WRONG_CELLS = {
         "    torch.save({'epoch': epoch, 'model': model.state_dict(), 'optimizer': optimizer.state_dict(),\n"
         "                'scheduler': scheduler.state_dict(), 'loss': loss}, path)\n"
     ),
-    # 'module.' removed everywhere in the key (0 of 3)
+    # 'module.' removed everywhere in the key (0 of 2)
     "ex_strip_prefix": (
         "def strip_module_prefix(state_dict):\n"
         "    return {key.replace('module.', ''): value for key, value in state_dict.items()}\n"
     ),
-    # weights loaded but the model is left in training mode (0 of 3)
+    # weights loaded but the model is left in training mode (0 of 2)
     "ex_load_for_inference": (
         "def load_for_inference(path, model):\n"
         "    model.load_state_dict(torch.load(path, map_location='cpu')['model'])\n"
         "    return model\n"
     ),
 }
-EXPECTED_SCORE = 12.0
+EXPECTED_SCORE = 14.0

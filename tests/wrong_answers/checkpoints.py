@@ -1,5 +1,10 @@
 """Lesson 06 Saving, loading and resuming: the reference passes, plausible wrong answers fail by name."""
 
+import copy
+import os
+import random
+import re
+from collections import OrderedDict
 from pathlib import Path
 
 import torch
@@ -72,7 +77,7 @@ def load_without_optimizer(path, model, optimizer, scheduler, generator):
 
 
 def load_rebinding_model(path, model, optimizer, scheduler, generator):
-    checkpoint = torch.load(path)
+    checkpoint = torch.load(path, map_location="cpu")
     model = checkpoint["model"]  # the mistake: rebinds a name, the caller's model is unchanged  # noqa: F841
     return _load(path, torch.nn.Linear(1, 1), optimizer, scheduler, generator, skip=("model",))
 
@@ -292,3 +297,300 @@ CASES = [
     Reject(checks.check_strip_module_prefix, strip_nothing, "still start with 'module.'"),
     Reject(checks.check_strip_module_prefix, strip_with_lstrip, "str.lstrip('module.') removes any of the characters"),
 ] + NEW_CASES
+
+
+# ---------------------------------------------------------------- issue 18: correct answers written differently
+
+
+def save_step_by_step(path, model, optimizer, scheduler, generator, epoch, loss):
+    checkpoint = {}
+    checkpoint["epoch"] = int(epoch)
+    checkpoint["model"] = copy.deepcopy(model.state_dict())
+    checkpoint["optimizer"] = copy.deepcopy(optimizer.state_dict())
+    checkpoint["scheduler"] = scheduler.state_dict()
+    checkpoint["torch_rng"] = torch.random.get_rng_state()
+    checkpoint["loader_rng"] = generator.get_state().clone()
+    checkpoint["loss"] = float(loss)
+    torch.save(obj=checkpoint, f=path)
+
+
+def save_atomically(path, model, optimizer, scheduler, generator, epoch, loss):
+    # Write a temporary file, then rename: a job killed while writing never leaves half a checkpoint.
+    tmp = Path(path).with_suffix(".tmp")
+    ref.save_checkpoint(tmp, model, optimizer, scheduler, generator, epoch, loss)
+    os.replace(tmp, path)
+
+
+def save_with_print(path, model, optimizer, scheduler, generator, epoch, loss):
+    print(f"saving epoch {epoch} (loss {loss:.3f}) to {path}")
+    ref.save_checkpoint(str(path), model, optimizer, scheduler, generator, epoch, loss)
+
+
+def save_reseeds(path, model, optimizer, scheduler, generator, epoch, loss):
+    torch.manual_seed(epoch)  # "so the next epoch is reproducible": resets the caller's random stream
+    ref.save_checkpoint(path, model, optimizer, scheduler, generator, epoch, loss)
+
+
+def save_switches_to_eval(path, model, optimizer, scheduler, generator, epoch, loss):
+    model.eval()  # "weights for inference": the caller's model goes on training without dropout
+    ref.save_checkpoint(path, model, optimizer, scheduler, generator, epoch, loss)
+
+
+def load_keywords(path, model, optimizer, scheduler, generator):
+    checkpoint = torch.load(f=path, map_location=torch.device("cpu"), weights_only=True)
+    model.load_state_dict(state_dict=checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    scheduler.load_state_dict(checkpoint["scheduler"])
+    torch.random.set_rng_state(checkpoint["torch_rng"])
+    generator.set_state(checkpoint["loader_rng"])
+    return int(checkpoint["epoch"]) + 1
+
+
+def load_storage_lambda(path, model, optimizer, scheduler, generator):
+    checkpoint = torch.load(path, map_location=lambda storage, location: storage)
+    generator.set_state(checkpoint["loader_rng"])
+    torch.set_rng_state(checkpoint["torch_rng"])
+    scheduler.load_state_dict(checkpoint["scheduler"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    model.load_state_dict(checkpoint["model"])
+    next_epoch = checkpoint["epoch"] + 1
+    print(f"resuming at epoch {next_epoch}")
+    return next_epoch
+
+
+def load_device_dict(path, model, optimizer, scheduler, generator):
+    checkpoint = torch.load(path, {"cuda:0": "cpu"})
+    return _load_from(checkpoint, model, optimizer, scheduler, generator)
+
+
+def _load_from(checkpoint, model, optimizer, scheduler, generator):
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    scheduler.load_state_dict(checkpoint["scheduler"])
+    torch.set_rng_state(checkpoint["torch_rng"])
+    generator.set_state(checkpoint["loader_rng"])
+    return checkpoint["epoch"] + 1
+
+
+def load_without_map_location(path, model, optimizer, scheduler, generator):
+    return _load_from(torch.load(path), model, optimizer, scheduler, generator)
+
+
+def resume_while_loop(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    epoch = 0
+    if os.path.exists(path):
+        epoch = load_checkpoint(path, model, optimizer, scheduler, generator)
+    while epoch < epochs:
+        loss = run_epoch(model, loader, optimizer, scheduler)
+        save_checkpoint(path, model, optimizer, scheduler, generator, epoch, loss)
+        epoch += 1
+
+
+def resume_try_except(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    try:
+        start = load_checkpoint(path, model, optimizer, scheduler, generator)
+    except FileNotFoundError:
+        start = 0
+    for epoch in range(start, epochs):
+        save_checkpoint(path, model, optimizer, scheduler, generator, epoch,
+                        run_epoch(model, loader, optimizer, scheduler))
+
+
+def resume_is_file_with_print(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    path = Path(path)
+    start = load_checkpoint(path, model, optimizer, scheduler, generator) if path.is_file() else 0
+    print(f"starting at epoch {start} of {epochs}")
+    for epoch in range(start, epochs):
+        loss = run_epoch(model, loader, optimizer, scheduler)
+        save_checkpoint(path, model, optimizer, scheduler, generator, epoch, loss)
+        print(f"epoch {epoch}: loss {loss:.3f}")
+
+
+def resume_reseeds(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    torch.manual_seed(0)  # "for reproducibility": every restart replays the same dropout masks from 0
+    ref.train_resumable(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch)
+
+
+def load_cpu_positional(path):
+    return torch.load(path, "cpu", weights_only=True)
+
+
+def load_cpu_lambda(path):
+    return torch.load(path, map_location=lambda storage, location: storage)
+
+
+def load_cpu_device_dict(path):
+    return torch.load(path, map_location={"cuda:0": "cpu"})
+
+
+def inference_train_false(path, model):
+    state = torch.load(path, map_location="cpu")["model"]
+    model.load_state_dict(state_dict=state, strict=True)
+    model.train(False)
+    return model
+
+
+def inference_frozen(path, model):
+    model.load_state_dict(torch.load(path, map_location=torch.device("cpu"))["model"])
+    model.requires_grad_(False)  # also fine for predictions: no gradients needed
+    return model.eval()
+
+
+def inference_every_module(path, model):
+    checkpoint = torch.load(path, map_location=lambda storage, location: storage, weights_only=True)
+    model.load_state_dict(checkpoint["model"])
+    for module in model.modules():
+        module.eval()
+    return model
+
+
+def inference_default_device(path, model):
+    model.load_state_dict(torch.load(path)["model"])
+    return model.eval()
+
+
+def strip_regex(state_dict):
+    return OrderedDict((re.sub(r"^module\.", "", key), value) for key, value in state_dict.items())
+
+
+def strip_loop_startswith(state_dict):
+    stripped = {}
+    for key, value in state_dict.items():
+        if key.startswith("module."):
+            key = key[len("module."):]
+        stripped[key] = value
+    return stripped
+
+
+def strip_with_print(state_dict):
+    print(f"{sum(k.startswith('module.') for k in state_dict)} keys had the prefix")
+    return {key.removeprefix("module."): value for key, value in state_dict.items()}
+
+
+ISSUE_18_CASES = [
+    *[Accept(check, answer) for check in (checks.check_save_checkpoint_basics, checks.check_save_checkpoint_resume_state)
+      for answer in (save_step_by_step, save_atomically, save_with_print)],
+    Reject(checks.check_save_checkpoint_basics, save_reseeds, "global random generator"),
+    Reject(checks.check_save_checkpoint_basics, save_switches_to_eval, "left in eval mode"),
+    *[Accept(check, answer) for check in (checks.check_load_checkpoint_states, checks.check_load_checkpoint_resume)
+      for answer in (load_keywords, load_storage_lambda, load_device_dict)],
+    Reject(checks.check_load_checkpoint_states, load_without_map_location, "map_location='cpu'"),
+    Reject(checks.check_load_checkpoint_resume, load_without_map_location, "map_location='cpu'"),
+    *[Accept(check, answer) for check in (checks.check_resume_epochs, checks.check_resume_equal)
+      for answer in (resume_while_loop, resume_try_except, resume_is_file_with_print)],
+    Reject(checks.check_resume_equal, resume_reseeds, "resumed weights differ"),
+    Accept(checks.check_load_on_cpu, load_cpu_positional),
+    Accept(checks.check_load_on_cpu, load_cpu_lambda),
+    Accept(checks.check_load_on_cpu, load_cpu_device_dict),
+    Accept(checks.check_load_for_inference, inference_train_false),
+    Accept(checks.check_load_for_inference, inference_frozen),
+    Accept(checks.check_load_for_inference, inference_every_module),
+    Reject(checks.check_load_for_inference, inference_default_device, "map_location='cpu'"),
+    Accept(checks.check_strip_module_prefix, strip_regex),
+    Accept(checks.check_strip_module_prefix, strip_loop_startswith),
+    Accept(checks.check_strip_module_prefix, strip_with_print),
+]
+
+CASES = CASES + ISSUE_18_CASES
+
+
+# ---------------------------------------------------------------- the put-together exercise
+
+
+def _jittered(run, epochs, path, after_epoch, *, keys=("torch", "python"), notify_first=False, offset=1,
+              reseed=False, announce=False):
+    model, optimizer, scheduler, _, generator = run
+    if reseed:
+        torch.manual_seed(0)
+    start = 0
+    try:
+        saved = torch.load(path, map_location="cpu")
+    except FileNotFoundError:
+        saved = None
+    if saved is not None:
+        model.load_state_dict(saved["weights"])
+        optimizer.load_state_dict(saved["adam"])
+        scheduler.load_state_dict(saved["schedule"])
+        generator.set_state(saved["shuffle"])
+        if "torch" in keys:
+            torch.set_rng_state(saved["dropout"])
+        if "python" in keys:
+            random.setstate(saved["noise"])
+        start = saved["finished"] + offset
+    for epoch in range(start, epochs):
+        loss = checks.jitter_epoch(run)
+        if notify_first:
+            after_epoch(epoch)
+        tmp = Path(path).with_suffix(".tmp")
+        torch.save({"finished": epoch, "weights": model.state_dict(), "adam": optimizer.state_dict(),
+                    "schedule": scheduler.state_dict(), "shuffle": generator.get_state(),
+                    "dropout": torch.get_rng_state(), "noise": random.getstate(), "loss": loss}, tmp)
+        os.replace(tmp, path)  # a kill while writing never leaves half a file
+        if announce:
+            print(f"epoch {epoch}: loss {loss:.3f}, saved")
+        if not notify_first:
+            after_epoch(epoch)
+
+
+def jittered_own_keys_atomic(run, epochs, path, after_epoch):
+    _jittered(run, epochs, path, after_epoch)
+
+
+def jittered_with_prints(run, epochs, path, after_epoch):
+    _jittered(run, epochs, path, after_epoch, announce=True)
+
+
+def jittered_while_loop(run, epochs, path, after_epoch):
+    model, optimizer, scheduler, _, generator = run
+    state = {"epoch": -1}
+    if os.path.isfile(path):
+        state = torch.load(path, map_location=torch.device("cpu"), weights_only=True)
+        for obj, key in ((model, "model"), (optimizer, "optimizer"), (scheduler, "scheduler")):
+            obj.load_state_dict(state[key])
+        torch.set_rng_state(state["torch_rng"])
+        generator.set_state(state["loader_rng"])
+        random.setstate(state["python_rng"])
+    epoch = state["epoch"] + 1
+    while epoch < epochs:
+        loss = checks.jitter_epoch(run)
+        state = {"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                 "scheduler": scheduler.state_dict(), "torch_rng": torch.get_rng_state(),
+                 "loader_rng": generator.get_state(), "python_rng": random.getstate(), "loss": loss}
+        torch.save(state, path)
+        after_epoch(epoch)
+        epoch += 1
+
+
+def jittered_without_python_rng(run, epochs, path, after_epoch):
+    _jittered(run, epochs, path, after_epoch, keys=("torch",))
+
+
+def jittered_without_torch_rng(run, epochs, path, after_epoch):
+    _jittered(run, epochs, path, after_epoch, keys=("python",))
+
+
+def jittered_notifies_before_saving(run, epochs, path, after_epoch):
+    _jittered(run, epochs, path, after_epoch, notify_first=True)
+
+
+def jittered_resumes_at_saved_epoch(run, epochs, path, after_epoch):
+    _jittered(run, epochs, path, after_epoch, offset=0)
+
+
+def jittered_reseeds(run, epochs, path, after_epoch):
+    _jittered(run, epochs, path, after_epoch, reseed=True)
+
+
+JITTER_CASES = [
+    Accept(checks.check_train_jittered, ref.train_jittered),
+    Accept(checks.check_train_jittered, jittered_own_keys_atomic),
+    Accept(checks.check_train_jittered, jittered_with_prints),
+    Accept(checks.check_train_jittered, jittered_while_loop),
+    Reject(checks.check_train_jittered, jittered_without_python_rng, "random.getstate()"),
+    Reject(checks.check_train_jittered, jittered_without_torch_rng, "dropout draws from it"),
+    Reject(checks.check_train_jittered, jittered_notifies_before_saving, "the epochs run were"),
+    Reject(checks.check_train_jittered, jittered_resumes_at_saved_epoch, "the epochs run were"),
+    Reject(checks.check_train_jittered, jittered_reseeds, "a run that was never stopped ends with other weights"),
+]
+
+CASES = CASES + JITTER_CASES

@@ -497,3 +497,422 @@ CASES = [
     Reject(checks.check_fit_history, fit_history_per_epoch, "one value per epoch"),
     Reject(checks.check_fit_history, fit_returns_nothing, "returned None"),
 ] + NEW_CASES
+
+
+# ---------------------------------------------------------------- issue 18: correct answers written differently
+
+
+def targets_max_indices(one_hot):
+    return torch.max(one_hot, dim=1).indices
+
+
+def targets_loop(one_hot):
+    rows = one_hot.tolist()
+    return torch.tensor([row.index(max(row)) for row in rows], dtype=torch.int64)
+
+
+def targets_last_dim_with_print(one_hot):
+    print("converting", len(one_hot), "rows")
+    return torch.argmax(one_hot, dim=-1).long()
+
+
+def targets_flat_argmax(one_hot):
+    return one_hot.argmax()  # no dim: one index into the flattened tensor
+
+
+def targets_nonzero(one_hot):
+    return one_hot.nonzero()[:, 1]  # right for one-hot rows, wrong for probabilities
+
+
+def bce_functional(logits, labels):
+    return nn.functional.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+
+
+def bce_by_formula(logits, labels):
+    y = labels.float()
+    return (logits.clamp(min=0) - logits * y + torch.log1p(torch.exp(-logits.abs()))).mean()
+
+
+def bce_keywords(logits, labels):
+    return nn.BCEWithLogitsLoss(reduction="mean")(input=logits, target=labels.float())
+
+
+def accuracy_loop(logits, targets):
+    hits = sum(int(row.argmax()) == int(t) for row, t in zip(logits, targets))
+    return hits / len(targets)
+
+
+def accuracy_count_over_numel(logits, targets):
+    return (logits.argmax(1) == targets).sum().item() / targets.numel()
+
+
+def accuracy_max_double(logits, targets):
+    return torch.eq(torch.max(logits, 1).indices, targets).double().mean().item()
+
+
+def accuracy_float_of_tensor(logits, targets):
+    return float((logits.argmax(dim=1) == targets).float().mean())
+
+
+def epoch_model_zero_grad_and_keywords(model, loader, loss_fn, optimizer, device):
+    model.train()
+    total = 0.0
+    for inputs, targets in loader:
+        inputs, targets = inputs.to(device=device), targets.to(device=device)
+        model.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * inputs.size(0)
+    return total / len(loader.dataset)
+
+
+def epoch_zero_grad_at_end_with_print(model, loader, loss_fn, optimizer, device):
+    model.train()
+    losses, sizes = [], []
+    for step, (inputs, targets) in enumerate(loader):
+        inputs, targets = inputs.to(device), targets.to(device)
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.detach())
+        sizes.append(len(targets))
+        print(f"batch {step}: loss {loss.item():.3f}")
+    weights = torch.tensor(sizes, dtype=torch.float32)
+    return (torch.stack(losses) * weights).sum().item() / weights.sum().item()
+
+
+def epoch_float_of_loss(model, loader, loss_fn, optimizer, device):
+    model.train(True)
+    total, count = 0.0, 0
+    for batch in loader:
+        inputs, targets = (t.to(device) for t in batch)
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        total += float(loss) * len(targets)
+        count += len(targets)
+    return total / count
+
+
+def epoch_reseeds(model, loader, loss_fn, optimizer, device):
+    torch.manual_seed(0)  # "for reproducibility": resets the caller's random stream
+    return ref.train_one_epoch(model, loader, loss_fn, optimizer, device)
+
+
+def epoch_extra_draw(model, loader, loss_fn, optimizer, device):
+    result = ref.train_one_epoch(model, loader, loss_fn, optimizer, device)
+    torch.rand(1)  # a draw of its own
+    return result
+
+
+def epoch_shuffles_dataset_in_place(model, loader, loss_fn, optimizer, device):
+    x, y = loader.dataset.tensors
+    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))
+    x.copy_(x[order])  # the caller's data, reordered
+    y.copy_(y[order])
+    return ref.train_one_epoch(model, loader, loss_fn, optimizer, device)
+
+
+def _eval_loop(model, loader, loss_fn, device):
+    total, correct, count = 0.0, 0, 0
+    for inputs, targets in loader:
+        inputs, targets = inputs.to(device), targets.to(device)
+        logits = model(inputs)
+        total += loss_fn(logits, targets).item() * len(targets)
+        correct += (logits.argmax(dim=1) == targets).sum().item()
+        count += len(targets)
+    return total / count, correct / count
+
+
+@torch.no_grad()
+def evaluate_decorated(model, loader, loss_fn, device):
+    model.eval()
+    return _eval_loop(model, loader, loss_fn, device)
+
+
+def evaluate_concatenated(model, loader, loss_fn, device):
+    model.eval()
+    with torch.no_grad():
+        pairs = [(model(x.to(device)), y.to(device)) for x, y in loader]
+        logits = torch.cat([p for p, _ in pairs])
+        targets = torch.cat([t for _, t in pairs])
+        return loss_fn(logits, targets).item(), (logits.argmax(1) == targets).float().mean().item()
+
+
+def evaluate_restores_mode(model, loader, loss_fn, device):
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            return _eval_loop(model, loader, loss_fn, device)
+    finally:
+        model.train(was_training)
+
+
+def evaluate_tensor_values(model, loader, loss_fn, device):
+    loss, acc = ref.evaluate(model, loader, loss_fn, device)
+    return torch.tensor(loss), torch.tensor(acc)
+
+
+def evaluate_draws(model, loader, loss_fn, device):
+    torch.manual_seed(0)
+    return ref.evaluate(model, loader, loss_fn, device)
+
+
+def _fit_with(model, loader, loss_fn, optimizer, scheduler, device, epochs, clip):
+    model.train()
+    history = []
+    for _ in range(epochs):
+        for inputs, targets in loader:
+            inputs, targets = inputs.to(device), targets.to(device)
+            loss = loss_fn(model(inputs), targets)
+            loss.backward()
+            clip()
+            optimizer.step()
+            optimizer.zero_grad()
+            scheduler.step()
+            history.append(float(loss))
+    return history
+
+
+def fit_keywords_zero_grad_after(model, loader, loss_fn, optimizer, scheduler, device, epochs=1, max_norm=1.0):
+    return _fit_with(model, loader, loss_fn, optimizer, scheduler, device, epochs,
+                     lambda: nn.utils.clip_grad_norm_(model.parameters(), max_norm=max_norm, norm_type=2.0))
+
+
+def fit_by_epochs(model, loader, loss_fn, optimizer, scheduler, device, epochs=1, max_norm=1.0):
+    history = []
+    for epoch in range(epochs):
+        model.train()
+        epoch_losses = []
+        for inputs, targets in loader:
+            inputs, targets = inputs.to(device), targets.to(device)
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(model(inputs), targets)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(list(model.parameters()), max_norm)
+            optimizer.step()
+            scheduler.step()
+            epoch_losses.append(loss.item())
+        print(f"epoch {epoch}: mean batch loss {sum(epoch_losses) / len(epoch_losses):.3f}")
+        history.extend(epoch_losses)
+    return history
+
+
+def fit_clip_by_hand(model, loader, loss_fn, optimizer, scheduler, device, epochs=1, max_norm=1.0):
+    def clip():
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+        factor = torch.clamp(max_norm / (norm + 1e-6), max=1.0)
+        for g in grads:
+            g.mul_(factor)
+    return _fit_with(model, loader, loss_fn, optimizer, scheduler, device, epochs, clip)
+
+
+def fit_reseeds(model, loader, loss_fn, optimizer, scheduler, device, epochs=1, max_norm=1.0):
+    torch.manual_seed(epochs)
+    return ref.fit(model, loader, loss_fn, optimizer, scheduler, device, epochs, max_norm)
+
+
+def optimizer_by_table(kind, params, lr):
+    makers = {"sgd": lambda: torch.optim.SGD(params, lr, momentum=0.9),
+              "adam": lambda: torch.optim.Adam(params, lr),
+              "adamw": lambda: torch.optim.AdamW(params, lr, weight_decay=0.01)}
+    return makers[kind]()
+
+
+def optimizer_by_match(kind, params, lr):
+    match kind:
+        case "sgd":
+            return torch.optim.SGD(params=params, lr=lr, momentum=0.9, nesterov=False)
+        case "adam":
+            return torch.optim.Adam(params=params, lr=lr, betas=(0.9, 0.999))
+        case _:
+            return torch.optim.AdamW(params=params, lr=lr, weight_decay=0.01)
+
+
+def optimizer_lowercased_with_print(kind, params, lr):
+    print(f"building {kind} with lr={lr}")
+    return ref.make_optimizer(kind.lower(), params, lr)
+
+
+def optimizer_pops_params(kind, params, lr):
+    first = params.pop(0)  # the caller's list loses its first parameter
+    return ref.make_optimizer(kind, [first, *params], lr)
+
+
+def classify_inference_mode(model, images):
+    device = next(model.parameters()).device
+    model.eval()
+    with torch.inference_mode():
+        return torch.argmax(model(images.to(device)), 1).to("cpu")
+
+
+def classify_restores_mode(model, images):
+    param = next(iter(model.parameters()))
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        classes = model(images.to(param.device)).max(dim=1).indices.cpu()
+    model.train(was_training)
+    return classes
+
+
+def classify_batched(model, images):
+    device = next(model.parameters()).device
+    model.eval()
+    with torch.no_grad():
+        parts = [model(chunk.to(device)).argmax(dim=1).cpu() for chunk in images.split(2)]
+    return torch.cat(parts)
+
+
+# ---------------------------------------------------------------- the put-together exercise
+
+
+def spirals_with_fit(model, train_set):
+    ref_fit = ref.fit
+    loader = torch.utils.data.DataLoader(train_set, batch_size=32, shuffle=True)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.01)
+    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.01, total_steps=40 * len(loader))
+    ref_fit(model, loader, nn.CrossEntropyLoss(), optimizer, scheduler, "cpu", 40, 1.0)
+
+
+def spirals_own_loop_constant_adam(model, train_set):
+    points, rows = train_set.tensors
+    labels = rows.argmax(dim=1)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(points, labels), batch_size=32, shuffle=True)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    model.train()
+    for epoch in range(60):
+        for x, y in loader:
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+    print("trained for 60 epochs")
+
+
+def spirals_sgd_one_cycle(model, train_set):
+    loader = torch.utils.data.DataLoader(train_set, batch_size=32, shuffle=True)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, epochs=40, steps_per_epoch=len(loader))
+    loss_fn = nn.CrossEntropyLoss()
+    model.train()
+    for _ in range(40):
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss_fn(model(x), y).backward()
+            optimizer.step()
+            scheduler.step()
+
+
+def spirals_full_batch(model, train_set):
+    points, rows = train_set[:]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.03)
+    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.03, total_steps=300)
+    model.train()
+    for _ in range(300):
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(points), rows).backward()
+        optimizer.step()
+        scheduler.step()
+
+
+def spirals_tutorial_sgd(model, train_set):
+    loader = torch.utils.data.DataLoader(train_set, batch_size=32, shuffle=True)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
+    model.train()
+    for _ in range(10):
+        for x, y in loader:
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+
+
+def spirals_too_short(model, train_set):
+    loader = torch.utils.data.DataLoader(train_set, batch_size=32, shuffle=True)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model.train()
+    for x, y in loader:  # one epoch
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+
+
+def spirals_new_model(model, train_set):
+    model = type(model)()  # trains a new model; the caller's stays untrained
+    spirals_with_fit(model, train_set)
+
+
+def spirals_normalises_in_place(model, train_set):
+    points, _ = train_set.tensors
+    points /= points.abs().max()  # the caller's data changes
+    spirals_with_fit(model, train_set)
+
+
+def spirals_diverges(model, train_set):
+    loader = torch.utils.data.DataLoader(train_set, batch_size=32, shuffle=True)
+    optimizer = torch.optim.SGD(model.parameters(), lr=50.0, momentum=0.9)
+    model.train()
+    for _ in range(5):
+        for x, y in loader:
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+
+
+def spirals_leaves_grad_off(model, train_set):
+    spirals_with_fit(model, train_set)
+    torch.set_grad_enabled(False)  # "for the evaluation afterwards"
+
+
+ISSUE_18_CASES = [
+    Accept(checks.check_to_class_targets, targets_max_indices),
+    Accept(checks.check_to_class_targets, targets_loop),
+    Accept(checks.check_to_class_targets, targets_last_dim_with_print),
+    Reject(checks.check_to_class_targets, targets_flat_argmax, "shape"),
+    Reject(checks.check_to_class_targets, targets_nonzero, "shape"),
+    Accept(checks.check_binary_loss, bce_functional),
+    Accept(checks.check_binary_loss, bce_by_formula),
+    Accept(checks.check_binary_loss, bce_keywords),
+    Accept(checks.check_accuracy, accuracy_loop),
+    Accept(checks.check_accuracy, accuracy_count_over_numel),
+    Accept(checks.check_accuracy, accuracy_max_double),
+    Accept(checks.check_accuracy, accuracy_float_of_tensor),
+    *[Accept(check, answer) for check in (checks.check_train_one_epoch_updates, checks.check_train_one_epoch_loss,
+                                           checks.check_train_one_epoch)
+      for answer in (epoch_model_zero_grad_and_keywords, epoch_zero_grad_at_end_with_print, epoch_float_of_loss)],
+    Reject(checks.check_train_one_epoch_updates, epoch_reseeds, "reseeded it"),
+    Reject(checks.check_train_one_epoch_updates, epoch_extra_draw, "drew random numbers of its own"),
+    Reject(checks.check_train_one_epoch_updates, epoch_shuffles_dataset_in_place, "changed"),
+    *[Accept(check, answer) for check in (checks.check_evaluate_modes, checks.check_evaluate_values,
+                                           checks.check_evaluate)
+      for answer in (evaluate_decorated, evaluate_concatenated, evaluate_restores_mode)],
+    Reject(checks.check_evaluate_values, evaluate_tensor_values, "Python float"),
+    Reject(checks.check_evaluate_modes, evaluate_draws, "global random"),
+    *[Accept(check, answer) for check in (checks.check_fit_schedule, checks.check_fit_clipping,
+                                           checks.check_fit_history)
+      for answer in (fit_keywords_zero_grad_after, fit_by_epochs, fit_clip_by_hand)],
+    Reject(checks.check_fit_schedule, fit_reseeds, "global random generator"),
+    Accept(checks.check_make_optimizer, optimizer_by_table),
+    Accept(checks.check_make_optimizer, optimizer_by_match),
+    Accept(checks.check_make_optimizer, optimizer_lowercased_with_print),
+    Reject(checks.check_make_optimizer, optimizer_pops_params, "changed the list"),
+    Accept(checks.check_classify, classify_inference_mode),
+    Accept(checks.check_classify, classify_restores_mode),
+    Accept(checks.check_classify, classify_batched),
+    Accept(checks.check_train_spirals, ref.train_spirals),
+    Accept(checks.check_train_spirals, spirals_own_loop_constant_adam),
+    Accept(checks.check_train_spirals, spirals_sgd_one_cycle),
+    Accept(checks.check_train_spirals, spirals_full_batch),
+    Reject(checks.check_train_spirals, spirals_tutorial_sgd, "the target is 98%"),
+    Reject(checks.check_train_spirals, spirals_too_short, "the target is 98%"),
+    Reject(checks.check_train_spirals, spirals_new_model, "initial weights still"),
+    Reject(checks.check_train_spirals, spirals_normalises_in_place, "changed"),
+    Reject(checks.check_train_spirals, spirals_diverges, "nan"),
+    Reject(checks.check_train_spirals, spirals_leaves_grad_off, "gradient tracking"),
+]
+
+CASES = CASES + ISSUE_18_CASES
