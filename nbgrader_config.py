@@ -45,12 +45,12 @@ if not (GRADING / "exchange").exists():
     (GRADING / "exchange").chmod(0o777)
 # Lesson sources (.pct.py) build solutions/*.ipynb; learners never need them.
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.pct.py", "runs", "checkpoints"]
-# Autograde (helpers/autograder.py): each kernel in the bubblewrap sandbox, stderr costs no points, deleted
+# Autograde (coursetools/grading/autograder.py): each kernel in the bubblewrap sandbox, stderr costs no points, deleted
 # graded cells restored; nothing a learner submits that Python or Jupyter would import is copied next to
 # the notebook it runs (so a lesson cannot hand out .py files: put shared code in helpers/).
 try:
-    from helpers.autograder import IMPORTABLE, configure
-except ImportError:  # the course is not installed here: `python -m helpers.grading` says so
+    from coursetools.grading.autograder import IMPORTABLE, configure
+except ImportError:  # the course is not installed here: `python -m coursetools.grading` says so
     pass
 else:
     configure(c)

@@ -1,6 +1,6 @@
 """Grading a class in parallel, and the class report, on a small synthetic class.
 
-The same synthetic class (helpers.classroom.synthetic: solutions, blank release,
+The same synthetic class (coursetools.classroom.synthetic: solutions, blank release,
 partial submissions, the tests' wrong answers, a crash, a truncated upload) is
 graded twice, on two copies of the course: one submission at a time, and with
 more workers than cores writing to one SQLite gradebook. Both must agree on
@@ -21,8 +21,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import grading
-from helpers.classroom import grade, report, synthetic
+from coursetools import grading
+from coursetools import report
+from coursetools.results import course_id, gradebook_url
+from coursetools.classroom import grade, synthetic
 
 pytestmark = pytest.mark.slow
 LESSONS = ["00_start_here", "01_tensors"]  # the warm-up and a cheap lesson keep this test short
@@ -73,7 +75,7 @@ def test_gradebook_is_intact_after_concurrent_writes(parallel):
     db = root / "grading" / "gradebook.db"
     with sqlite3.connect(db) as connection:
         assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-    with Gradebook(grade.gradebook_url(root), grade.course_id(root)) as gradebook:
+    with Gradebook(gradebook_url(root), course_id(root)) as gradebook:
         for r in results:
             if r.status == "graded":
                 assert gradebook.find_submission(r.lesson, r.student).score == r.score

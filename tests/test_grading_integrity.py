@@ -21,7 +21,8 @@ import nbformat
 import pytest
 from traitlets.config import Config
 
-from helpers import grading, sandbox, scan
+from coursetools import grading
+from coursetools.grading import sandbox, scan
 from helpers.data import REPO_ROOT
 from tests.test_roundtrip import solution_cells, submit
 

@@ -29,7 +29,7 @@ through a ``user_expressions`` request that IPython evaluates without passing it
 through the learner's input transformers. Its answer carries a secret it read (and
 deleted) before the notebook ran, so a replaced probe cannot answer for it. Code that
 digs the secret out of the kernel (frames, closures, the garbage collector) is what
-:mod:`helpers.scan` flags: the guard raises the bar; the scan and a person close it.
+:mod:`coursetools.grading.scan` flags: the guard raises the bar; the scan and a person close it.
 """
 
 from __future__ import annotations
@@ -106,9 +106,12 @@ def unsandboxed_warning() -> str:
 
 
 def _readable_paths() -> list[Path]:
-    """What the kernel needs to see, read-only: the system, Python, the environment, helpers, the data."""
+    """What the kernel needs to see, read-only: the system, Python, the environment, helpers, the guard, the data."""
+    # Of the course's code, only the learner package (helpers/, beside this package in the same checkout or
+    # site-packages) and this one file, which the kernel runs as its guard: none of the grading tooling.
+    this_file = Path(__file__).resolve()
     paths = [Path("/usr"), Path("/etc"), Path("/sys"), Path(sys.prefix), Path(sys.base_prefix),
-             Path(sys.executable).resolve().parent.parent, Path(__file__).resolve().parent]
+             Path(sys.executable).resolve().parent.parent, this_file.parents[2] / "helpers", this_file]
     for variable in ("COURSE_DATA", "PYTHONPATH"):
         paths += [Path(p) for p in os.environ.get(variable, "").split(os.pathsep) if p]
     found = []

@@ -3,7 +3,7 @@
 :class:`GraderExecute` replaces nbgrader's ``Execute`` preprocessor in autograde (only
 there: ``nbgrader validate`` and the learner's own kernels are unchanged). It
 
-- runs the notebook in the grading kernelspec (:mod:`helpers.sandbox`: bubblewrap,
+- runs the notebook in the grading kernelspec (:mod:`coursetools.grading.sandbox`: bubblewrap,
   limits, the guard), over jupyter_client's ``ipc`` transport (Unix sockets in a
   private folder, because the sandbox has no network);
 - limits the whole notebook's time (``notebook_timeout``) beside nbgrader's per-cell
@@ -14,7 +14,7 @@ there: ``nbgrader validate`` and the learner's own kernels are unchanged). It
   ordinary output that still shows in the feedback.
 
 What it found about each notebook is in :data:`NOTES` (this process) for
-:func:`helpers.grading.autograde` to report.
+:func:`coursetools.grading.autograde` to report.
 
 :func:`configure` is what ``nbgrader_config.py`` calls.
 """
@@ -37,7 +37,7 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import ClearHiddenTests, Execute, OverwriteCells
 from traitlets import Integer
 
-from helpers import sandbox
+from coursetools.grading import sandbox
 
 # What GraderExecute found, by the autograded notebook's path: {"problems": [...], "timed_out": bool, ...}
 NOTES: dict[str, dict[str, Any]] = {}
@@ -58,10 +58,10 @@ def configure(c) -> None:
     defaults = Autograde.class_traits()["autograde_preprocessors"].default()
     expected = [Execute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades, AssignLatePenalties,
                 CheckCellMetadata]
-    assert defaults == expected, "nbgrader's autograde steps changed: review helpers/autograder.py"
+    assert defaults == expected, "nbgrader's autograde steps changed: review coursetools/grading/autograder.py"
     c.Autograde.autograde_preprocessors = [GraderExecute, *defaults[1:]]
     sanitize = Autograde.class_traits()["sanitize_preprocessors"].default()
-    assert OverwriteCells in sanitize, "nbgrader's autograde steps changed: review helpers/autograder.py"
+    assert OverwriteCells in sanitize, "nbgrader's autograde steps changed: review coursetools/grading/autograder.py"
     c.Autograde.sanitize_preprocessors = [RestoringOverwriteCells if p is OverwriteCells else p for p in sanitize]
     # a graded cell the learner deleted, or whose nbgrader metadata was lost, is put back from the source
     c.OverwriteCells.add_missing_cells = True
@@ -71,7 +71,7 @@ def configure(c) -> None:
     from nbgrader.preprocessors import GetGrades
 
     feedback = GenerateFeedback.class_traits()["preprocessors"].default()
-    assert feedback == [GetGrades, CSSHTMLHeaderPreprocessor], "nbgrader's feedback steps changed: review helpers/autograder.py"
+    assert feedback == [GetGrades, CSSHTMLHeaderPreprocessor], "nbgrader's feedback steps changed: review coursetools/grading/autograder.py"
     c.GenerateFeedback.preprocessors = [GetGrades, FeedbackWithoutHiddenTests, CSSHTMLHeaderPreprocessor]
 
 

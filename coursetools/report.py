@@ -32,8 +32,8 @@ import nbformat
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
-from helpers import grading
-from helpers.classroom.grade import course_id, gradebook_url, load_results
+from coursetools import grading
+from coursetools.results import course_id, gradebook_url, load_results
 
 NEEDS_A_PERSON = "needs a person"
 NOT_SUBMITTED = "not submitted"
