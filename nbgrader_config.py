@@ -55,6 +55,8 @@ except ImportError:  # the course is not installed here: `python -m coursetools.
 else:
     configure(c)
     c.CourseDirectory.ignore += [p for p in IMPORTABLE if p not in c.CourseDirectory.ignore]
+    # `nbgrader export` writes "needs a person" where grading did not finish, not a 0.0 (coursetools/export.py)
+    c.ExportApp.plugin_class = "coursetools.export.CourseCsvExport"
 
 # A learner's cell may run at most this long when autograded (infinite loops end here).
 c.Execute.timeout = 120

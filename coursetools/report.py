@@ -83,6 +83,7 @@ class Submission:
     score: float | None
     max_score: float
     detail: str = ""
+    sandboxed: bool | None = None  # False: this learner's code ran with the grader's rights
     cells: dict[str, tuple[float, float]] = field(default_factory=dict)  # graded cell: (score, max)
     failures: dict[str, dict[str, str]] = field(default_factory=dict)  # exercise: {normalized: as the learner saw it}
 
@@ -151,6 +152,7 @@ def collect(course_root: Path, lessons: list[str] | None = None, db_url: str | N
         sub = found.setdefault((student, lesson), Submission(student, lesson, "graded", None, result["max_score"]))
         # Every reason the grader gave where it gives several, else its one detail.
         sub.status, sub.detail = result["status"], "; ".join(result.get("reasons") or []) or result.get("detail", "")
+        sub.sandboxed = result.get("sandboxed")
         if sub.needs_a_person:
             sub.score = None  # nbgrader may hold a 0 here; it is not a genuine zero
     for student in students:
@@ -169,10 +171,17 @@ def collect(course_root: Path, lessons: list[str] | None = None, db_url: str | N
 def read_failures(course_root: Path, student: str, lesson: str, owner: dict[str, str]) -> dict[str, dict[str, str]]:
     """{exercise: {normalized failure message: the message itself}} from the autograded notebooks' graded cells."""
     failures: dict[str, dict[str, str]] = {}
-    for path in sorted((course_root / "grading" / "autograded" / student / lesson).glob("*.ipynb")):
-        for cell in nbformat.read(path, as_version=4).cells:
+    # only the lesson's own notebooks, and only the graded cells it defines: a learner's kernel can write
+    # files into its autograded folder (a notebook that is not JSON, or one with made-up failures)
+    folder = course_root / "grading" / "autograded" / student / lesson
+    for name in sorted(p.name for p in (course_root / "solutions" / lesson).glob("*.ipynb")):
+        try:
+            cells = nbformat.read(folder / name, as_version=4).cells
+        except Exception:  # noqa: BLE001 - missing or unreadable: this submission has no messages to count
+            continue
+        for cell in cells:
             meta = cell.metadata.get("nbgrader", {})
-            if cell.cell_type != "code" or not meta.get("grade"):
+            if cell.cell_type != "code" or not meta.get("grade") or meta.get("grade_id") not in owner:
                 continue
             for output in cell.get("outputs", []):
                 if output.get("output_type") == "error":
@@ -231,10 +240,11 @@ def write_csv(report: ClassReport, path: Path) -> None:
     """One row per learner and lesson; "needs a person" instead of a 0 where grading did not finish."""
     with path.open("w", newline="") as file:
         writer = csv.writer(file)
-        writer.writerow(["assignment", "student_id", "score", "max_score", "status", "reason"])
+        writer.writerow(["assignment", "student_id", "score", "max_score", "status", "reason", "sandboxed"])
         for s in report.submissions:
             score = NEEDS_A_PERSON if s.needs_a_person else ("" if s.score is None else f"{s.score:g}")
-            writer.writerow([s.lesson, s.student, score, f"{s.max_score:g}", s.status, s.detail])
+            sandboxed = {True: "yes", False: "NO"}.get(s.sandboxed, "")
+            writer.writerow([s.lesson, s.student, score, f"{s.max_score:g}", s.status, s.detail, sandboxed])
 
 
 def write_report(course_root: Path, lessons: list[str] | None = None, db_url: str | None = None,
@@ -286,6 +296,10 @@ def render_html(report: ClassReport, images: dict[str, bytes]) -> str:
         mistakes.append(f"<h3>{html.escape(e.label)}: {e.passed} of {e.attempts} passed ({100 * e.pass_rate:.0f}%)</h3>"
                         + listing)
     attention = [[s.student, s.lesson, s.status, s.detail] for s in report.needing_a_person()]
+    unsandboxed = [s for s in report.submissions if s.sandboxed is False]
+    warning = (f'<p style="background:#fdd;padding:0.5em"><b>{len(unsandboxed)} submission(s) were graded '
+               "UNSANDBOXED</b>: their code ran with the grader's rights (install bubblewrap and grade again).</p>"
+               if unsandboxed else "")
     figures = "".join(_img(images[f"scores_{lesson}.png"], f"score distribution of {lesson}") for lesson in lessons)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Class report</title>
@@ -296,6 +310,7 @@ th, td {{ border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; verti
 img {{ margin: 0.3em; border: 1px solid #eee; }}
 </style></head><body>
 <h1>Class report</h1>
+{warning}
 <h2>Lessons</h2>
 {_table(["lesson", "points", "graded", "needs a person", "not submitted", "mean", "median"], summary)}
 <h2>Score distribution per lesson</h2>

@@ -184,3 +184,41 @@ def test_grade_command_shows_progress_and_exit_code(parallel, monkeypatch, capsy
     captured = capsys.readouterr()
     assert code == 1 and "need a person" in captured.out
     assert f"lesson {LESSONS[0]}" in captured.err and "learner learner001" in captured.err, "no progress bar"
+
+
+def test_report_survives_files_a_learners_kernel_planted(parallel):
+    """A kernel can write into its autograded folder: a notebook that is not JSON, or one with made-up failures."""
+    root, results, _ = parallel
+    graded = next(r for r in results if r.status == "graded")
+    folder = root / "grading" / "autograded" / graded.student / graded.lesson
+    planted = [folder / "zz_bad.ipynb", folder / "zz_fake.ipynb"]
+    planted[0].write_text("{not json")
+    fake = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("", outputs=[nbformat.v4.new_output(
+        "error", ename="CheckError", evalue="PLANTED MESSAGE", traceback=[])], metadata={
+        "nbgrader": {"grade": True, "grade_id": "planted_tests", "points": 1}})])
+    nbformat.write(fake, planted[1])
+    try:
+        data = report.collect(root, LESSONS, progress=False)
+    finally:
+        for path in planted:
+            path.unlink()
+    assert not any("PLANTED" in example for e in data.exercises for _, _, example in e.mistakes)
+
+
+def test_nbgrader_export_says_needs_a_person(parallel, tmp_path):
+    """nbgrader export (the course's plugin) writes "needs a person", not 0.0, where grading did not finish."""
+    from nbgrader.api import Gradebook
+
+    from coursetools.export import CourseCsvExport
+
+    root, results, _ = parallel
+    out = tmp_path / "grades.csv"
+    with Gradebook(gradebook_url(root), course_id(root)) as gradebook:
+        CourseCsvExport(to=str(out), course_root=str(root)).export(gradebook)
+    rows = {(r["student_id"], r["assignment"]): r for r in csv.DictReader(out.open())}
+    for result in results:
+        row = rows[result.student, result.lesson]
+        if result.needs_attention:
+            assert row["score"] == f"needs a person: {result.status}", row
+        else:
+            assert float(row["score"]) == result.score, row

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import os
 import socket
 import subprocess
 import threading
@@ -29,6 +30,7 @@ from tests.test_roundtrip import solution_cells, submit
 LESSON = "00_start_here"
 pytestmark = pytest.mark.slow
 SLEEP = "987.654"  # a process the vandal leaves behind: `sleep 987.654`
+GRADER_SECRET = ("GRADEBOOK_PASSWORD", "hunter2-not-for-learners")
 
 
 def notebook_path(course: Path, student: str, name: str = LESSON) -> Path:
@@ -63,6 +65,41 @@ NOISY = ("import logging, sys, warnings\n\n"
 TRANSFORMER = ("def wrap(lines):\n"
                "    return ['try:\\n'] + ['    ' + line for line in lines] + ['\\nexcept BaseException:\\n    pass\\n']\n"
                "get_ipython().input_transformers_post.append(wrap)\n")
+# Rewrites the kernel's messages: drops the `error` message, turns a failed execute_reply into "ok" and
+# answers the grader's probe by evaluating exactly what the grader asked for.
+SESSION_PATCH = (
+    "ip = get_ipython()\n"
+    "session = ip.kernel.session\n"
+    "original_send = session.send\n"
+    "def send(stream, msg_or_type, content=None, *args, **kwargs):\n"
+    "    kind = msg_or_type if isinstance(msg_or_type, str) else msg_or_type.get('msg_type')\n"
+    "    if kind == 'error':\n"
+    "        return None\n"
+    "    if kind == 'execute_reply' and content is not None and content.get('status') == 'error':\n"
+    "        asked = ip.kernel.get_parent()['content'].get('user_expressions', {})\n"
+    "        content = {'status': 'ok', 'execution_count': content.get('execution_count'), 'payload': [],\n"
+    "                   'user_expressions': ip.user_expressions(asked)}\n"
+    "    return original_send(stream, msg_or_type, content, *args, **kwargs)\n"
+    "session.send = send\n")
+# Tricks that need no knowledge of the checks, spelled so that a scan by names misses them.
+CODE_SWAP = ("ok = lambda *args, **kwargs: None\n"
+             "f = check.check_to_fahrenheit\n"
+             "type(f).__dict__['__' + 'code__'].__set__(f, ok.__code__)\n")
+TRACER = ("import sys\n"
+          "getattr(sys, 'set' + 'trace')(lambda frame, event, arg: None)\n")
+SHADOW_PROBE = "globals()['__course_' + 'integrity__'] = lambda *args: '{}'\n"
+# A last cell that prints what IPython kept of the graded cells and writes it next to the notebook.
+LEAKER = ("import linecache\n"
+          "print(In)\n"
+          "kept = '\\n'.join(''.join(entry[2]) for entry in list(linecache.cache.values()) if len(entry) > 2)\n"
+          "print(kept)\n"
+          "open('leak.txt', 'w').write(kept + str(In))\n")
+HONEST_EXTRAS = ("import gc, inspect\n"
+                 "gc.collect()\n"
+                 "assert 'celsius' in str(inspect.signature(lambda celsius: 0))\n"
+                 "names = sorted(globals())\n"
+                 "get_ipython().ast_node_interactivity = 'all'\n")
+
 VANDAL = '''import os, signal, socket, subprocess
 def attempt(what, action):
     try:
@@ -125,7 +162,7 @@ def graded(course: Path, listener) -> dict[str, grading.SubmissionResult]:
     """Build every submission of the catalogue, grade them in one run, return the results by learner."""
     port, _ = listener
     full = lambda name: submit(course, name, LESSON)  # noqa: E731
-    for name in ("full", "extra", "restored", "points", "dupids"):
+    for name in ("full", "extra", "restored", "stripped", "points", "dupids"):
         full(name)
     submit(course, "noisy", LESSON, {"ex_to_fahrenheit": NOISY})
     submit(course, "wrong", LESSON, {"ex_to_fahrenheit": WRONG})
@@ -142,6 +179,11 @@ def graded(course: Path, listener) -> dict[str, grading.SubmissionResult]:
         del nb.cells[cell_index(nb, "ex_to_fahrenheit_tests")].metadata["nbgrader"]
     edit(course, "restored", drop_metadata)  # one graded cell lost its metadata, the other is deleted
     edit(course, "restored", lambda nb: nb.cells.pop(cell_index(nb, "ex_to_fahrenheit_more_tests")))
+
+    def strip_all_metadata(nb):  # e.g. the notebook went through an editor that drops nbgrader's metadata
+        for cell in nb.cells:
+            cell.metadata.pop("nbgrader", None)
+    edit(course, "stripped", strip_all_metadata)
 
     def more_points(nb):
         nb.cells[cell_index(nb, "ex_to_fahrenheit_tests")].metadata["nbgrader"]["points"] = 50
@@ -162,6 +204,17 @@ def graded(course: Path, listener) -> dict[str, grading.SubmissionResult]:
     submit(course, "patch_torch", LESSON, {"ex_to_fahrenheit": WRONG + "torch.allclose = lambda *a, **k: True\n"
                                                                "torch.equal = lambda *a, **k: True\n"})
     submit(course, "transformer", LESSON, {"ex_to_fahrenheit": WRONG + TRANSFORMER})
+    submit(course, "session_wrong", LESSON, {"ex_to_fahrenheit": WRONG + SESSION_PATCH})
+    submit(course, "session_blank", LESSON, blank=True)
+    edit(course, "session_blank", insert_after("ex_to_fahrenheit", SESSION_PATCH))
+    submit(course, "code_swap", LESSON, {"ex_to_fahrenheit": WRONG + CODE_SWAP})
+    submit(course, "tracer", LESSON, {"ex_to_fahrenheit": WRONG + TRACER})
+    submit(course, "shadow_probe", LESSON, {"ex_to_fahrenheit": WRONG + SHADOW_PROBE})
+    submit(course, "honest_extras", LESSON, {"ex_to_fahrenheit": solution_cells(nbformat.read(
+        course / "solutions" / LESSON / f"{LESSON}.ipynb", as_version=4))["ex_to_fahrenheit"].source + "\n" + HONEST_EXTRAS})
+    submit(course, "env_reader", LESSON, {"ex_to_fahrenheit": WRONG + "import os\nprint(dict(os.environ))\n"})
+    submit(course, "leaker", LESSON, {"ex_to_fahrenheit": WRONG})
+    edit(course, "leaker", lambda nb: nb.cells.append(nbformat.v4.new_code_cell(LEAKER)))
     submit(course, "rebind", LESSON, {"ex_to_fahrenheit": "from helpers.reference.start import to_fahrenheit\n"
                                                           "import types\n"
                                                           "check = types.SimpleNamespace(check_to_fahrenheit=print)\n"})
@@ -172,9 +225,11 @@ def graded(course: Path, listener) -> dict[str, grading.SubmissionResult]:
             solution=str(course / "solutions" / LESSON / f"{LESSON}.ipynb"), git=str(REPO_ROOT / ".git"),
             port=port, sleep=SLEEP) + WRONG})
     before = {p: digest(p) for p in (notebook_path(course, "full"), REPO_ROOT / "helpers" / "checks" / "__init__.py")}
+    os.environ[GRADER_SECRET[0]] = GRADER_SECRET[1]  # the grader's own secret: no kernel may see it
     try:
         results = {r.student: r for r in grading.autograde(LESSON, course, overrides=quick())}
     finally:
+        os.environ.pop(GRADER_SECRET[0], None)
         vandalised = REPO_ROOT / "helpers" / "checks" / "_vandal.txt"
         written = vandalised.exists()
         vandalised.unlink(missing_ok=True)
@@ -198,7 +253,7 @@ def table(results) -> str:
 
 # ---------------------------------------------------------------- correct work keeps its points
 
-@pytest.mark.parametrize("student", ["full", "noisy", "restored"])
+@pytest.mark.parametrize("student", ["full", "noisy", "restored", "stripped", "honest_extras"])
 def test_correct_work_scores_full_marks(graded, student):
     result = graded[student]
     assert result.status == "graded" and result.score == result.max_score == 2, table(graded)
@@ -279,6 +334,27 @@ def test_cheats_are_flagged(graded, student, scanned, guarded):
         assert any(guarded in r and "_tests: " in r for r in result.reasons), result.reasons
 
 
+@pytest.mark.parametrize("student", ["session_wrong", "session_blank"])
+def test_rewriting_the_kernels_messages_cannot_win(graded, student):
+    """The grader decides from the guard's signed answer: a failed cell the kernel reports as "ok" still fails."""
+    result = graded[student]
+    assert result.score == 0 and result.status == "suspicious", table(graded)
+    assert any("kernel reported success" in r or "session" in r for r in result.reasons), result.reasons
+
+
+@pytest.mark.parametrize("student, seen", [
+    ("code_swap", "code replaced in place"),
+    ("tracer", "sys.settrace installed a tracing"),
+    ("shadow_probe", "integrity probe was replaced"),
+])
+def test_tricks_the_scan_cannot_spell_are_flagged_by_the_guard(graded, student, seen):
+    result = graded[student]
+    assert result.status == "suspicious", table(graded)
+    assert any(seen in r and "_tests: " in r for r in result.reasons), result.reasons
+    if student == "shadow_probe":  # an answer the grader cannot verify is no pass
+        assert result.score == 0, table(graded)
+
+
 def test_scan_flags_no_solution():
     for path in sorted(REPO_ROOT.glob("solutions/*/*.ipynb")):
         assert scan.scan_file(path, path) == [], path
@@ -299,6 +375,44 @@ def test_feedback_shows_the_message_not_the_hidden_tests(course, graded):
     nb = autograded(course, "wrong")
     error = next(o for o in nb.cells[cell_index(nb, "ex_to_fahrenheit_tests")].outputs if o.output_type == "error")
     assert html.escape(error.evalue.split("\n")[0])[:40] in page
+
+
+def test_hidden_tests_do_not_leak_through_outputs_or_files(course, graded):
+    """print(In), IPython's cached cell sources and a file beside the notebook: none shows a hidden test."""
+    api = grading._api(course)
+    assert api.generate_feedback(LESSON, "leaker", force=True)["success"]
+    folder = course / "grading" / "feedback" / "leaker" / LESSON
+    page = (folder / f"{LESSON}.html").read_text()
+    assert "-273.15" not in page and "BEGIN HIDDEN TESTS" not in page
+    assert "hidden tests, not shown" in page  # the cached sources were printed: their hidden lines redacted
+    assert sorted(p.name for p in folder.iterdir()) == [f"{LESSON}.html"]
+    assert not (course / "grading" / "autograded" / "leaker" / LESSON / "leak.txt").exists()
+
+
+def test_the_kernel_gets_an_allow_list_of_the_graders_environment(course, graded):
+    nb = autograded(course, "env_reader")
+    text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+    assert "PATH" in text and GRADER_SECRET[1] not in text and GRADER_SECRET[0] not in text
+
+
+def test_a_folder_holding_the_answers_is_never_mounted(monkeypatch, tmp_path):
+    """PYTHONPATH or COURSE_DATA at the course root (or above it) must not show the kernel solutions/ or grading/."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO_ROOT), "/", str(tmp_path)]))
+    monkeypatch.setenv("COURSE_DATA", str(REPO_ROOT.parent))
+    mounted = sandbox._readable_paths()
+    assert tmp_path.resolve() in mounted
+    for path in mounted:
+        assert not REPO_ROOT.is_relative_to(path) or path == Path("/"), path
+        assert not (path / "solutions").exists() and not (path / "grading").exists(), path
+    assert sandbox.checkout() / "helpers" in mounted
+
+
+def test_a_kernel_that_cannot_start_stops_grading_once(course, graded):
+    config = quick()
+    config.GraderExecute.memory_limit = 2**20  # 1 MB: Python cannot even start
+    with pytest.raises(grading.GradingError, match="could not start") as error:
+        grading.autograde(LESSON, course, ["full", "wrong"], overrides=config)
+    assert "The kernel said" in str(error.value)
 
 
 # ---------------------------------------------------------------- the sandbox

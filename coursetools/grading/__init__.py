@@ -195,7 +195,11 @@ def autograde(
                 source = source_dir / f"{name}.ipynb"
                 reasons += [f"suspicious: {r}" for r in scan.scan_file(folder / f"{name}.ipynb",
                                                                         source if source.exists() else None)]
+        autograder.KERNEL_START_ERROR.clear()
         outcome = api.autograde(lesson, student, force=True, create=True)
+        if autograder.KERNEL_START_ERROR:
+            raise GradingError("the grading kernel could not start, so no notebook can be graded (nothing the "
+                               f"learner wrote had run yet). The kernel said:\n{autograder.KERNEL_START_ERROR[-1]}")
         graded_dir = Path(api.coursedir.root) / api.coursedir.autograded_directory / student / lesson
         notebooks = [graded_dir / f"{name}.ipynb" for name in expected if (graded_dir / f"{name}.ipynb").exists()]
         notes = [autograder.NOTES.pop(str(p.resolve()), {}) for p in notebooks] if outcome["success"] else []
@@ -370,6 +374,8 @@ def format_table(results: list[SubmissionResult]) -> str:
     for r in results:
         score = "-" if r.score is None else f"{r.score:g}"
         note = f"{r.status}: {r.detail}" if r.needs_attention else r.status
+        if r.sandboxed is False:  # every learner's code ran with the grader's rights: say so on its row
+            note = f"UNSANDBOXED {note}"
         if r.needs_attention and len(r.reasons) > 1:
             note += f" (+{len(r.reasons) - 1} more: {'; '.join(r.reasons[1:3])})"
         lines.append(f"{r.student:<16} {r.lesson:<22} {score:>5} / {r.max_score:<3g}  {note}")

@@ -26,10 +26,16 @@ The guard records what the checks rely on (the functions of the modules the lock
 cells import, torch's comparison functions, builtins, IPython's input and AST
 transformers and hooks) and answers the grader's probe after every graded cell,
 through a ``user_expressions`` request that IPython evaluates without passing it
-through the learner's input transformers. Its answer carries a secret it read (and
-deleted) before the notebook ran, so a replaced probe cannot answer for it. Code that
-digs the secret out of the kernel (frames, closures, the garbage collector) is what
-:mod:`coursetools.grading.scan` flags: the guard raises the bar; the scan and a person close it.
+through the learner's input transformers. The grader, not the kernel, decides whether a
+graded cell passed: the probe reports whether the cell raised (recorded by the guard's own
+``post_run_cell`` callback, not read from the kernel's reply) for the grader's one-time
+nonce, signed with a secret the guard read (and deleted) before the notebook ran. The
+secret never leaves the guard, so code that rewrites the kernel's messages (drops an
+error, turns a reply into "ok", answers the probe itself) cannot forge a pass: the cell
+fails and is flagged. Code that digs the secret out of the kernel (frames, closures, the
+garbage collector) is what :mod:`coursetools.grading.scan` flags, and tracing or profiling
+hooks, swapped code objects and a patched message session are reported by the probe:
+the guard raises the bar; the scan and a person close it.
 """
 
 from __future__ import annotations
@@ -105,15 +111,44 @@ def unsandboxed_warning() -> str:
             f"(it can read the solutions and change the gradebook). {fix}")
 
 
+# The kernel's environment: these variables of the grader's and nothing else (no tokens, passwords or
+# database URLs reach a learner's code). Prefixes end with "_" or "*".
+KERNEL_ENVIRONMENT = ("PATH", "LANG", "LANGUAGE", "LC_*", "TZ", "TERM", "USER", "LOGNAME", "COURSE_*", "NBGRADER_*",
+                      "JPY_*", "MPLBACKEND", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                      "CUDA_VISIBLE_DEVICES", "PYTHONHASHSEED", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+
+
+def kernel_environment(environ: dict[str, str]) -> dict[str, str]:
+    """The allowed part of ``environ`` (see :data:`KERNEL_ENVIRONMENT`)."""
+    import fnmatch
+
+    return {k: v for k, v in environ.items() if any(fnmatch.fnmatchcase(k, pattern) for pattern in KERNEL_ENVIRONMENT)}
+
+
+def checkout() -> Path:
+    """The folder that holds this course's ``helpers/`` (beside this package: the checkout, or site-packages)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def _course_secrets(path: Path) -> bool:
+    """Whether mounting ``path`` would show the kernel the answers or the grades: a folder holding
+    ``solutions/`` or ``grading/``, or one above the course."""
+    course = checkout()
+    return course.is_relative_to(path) or (path / "solutions").exists() or (path / "grading").exists()
+
+
 def _readable_paths() -> list[Path]:
     """What the kernel needs to see, read-only: the system, Python, the environment, helpers, the guard, the data."""
     # Of the course's code, only the learner package (helpers/, beside this package in the same checkout or
     # site-packages) and this one file, which the kernel runs as its guard: none of the grading tooling.
     this_file = Path(__file__).resolve()
     paths = [Path("/usr"), Path("/etc"), Path("/sys"), Path(sys.prefix), Path(sys.base_prefix),
-             Path(sys.executable).resolve().parent.parent, this_file.parents[2] / "helpers", this_file]
-    for variable in ("COURSE_DATA", "PYTHONPATH"):
-        paths += [Path(p) for p in os.environ.get(variable, "").split(os.pathsep) if p]
+             Path(sys.executable).resolve().parent.parent, checkout() / "helpers", this_file]
+    extra = [Path(p) for variable in ("COURSE_DATA", "PYTHONPATH") for p in os.environ.get(variable, "").split(os.pathsep)
+             if p]
+    if not os.environ.get("COURSE_DATA"):
+        extra.append(checkout() / "data")  # helpers.data's default data root
+    paths += [p for p in extra if p.is_absolute() and p.exists() and not _course_secrets(p.resolve())]
     found = []
     for path in paths:
         if path.is_absolute() and path.exists() and path.resolve() not in found:
@@ -127,7 +162,9 @@ def bwrap_command(workdir: Path, private: Path, tmp_size: int) -> list[str]:
     # the machine's own hostname is kept: /etc/hosts resolves it to loopback, which torchrun's rendezvous needs
     command = [bwrap(), "--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
                "--unshare-cgroup-try", "--new-session", "--cap-drop", "ALL",
-               "--proc", "/proc", "--dev", "/dev", "--size", str(tmp_size), "--tmpfs", "/tmp"]
+               "--proc", "/proc", "--dev", "/dev", "--size", str(tmp_size), "--tmpfs", "/tmp",
+               # shared memory (DataLoader workers pass batches through it) is RAM: bounded like /tmp
+               "--size", str(tmp_size), "--tmpfs", "/dev/shm"]
     for name in ("bin", "lib", "lib64", "sbin"):
         link = Path("/") / name
         if link.is_symlink():
@@ -140,7 +177,9 @@ def bwrap_command(workdir: Path, private: Path, tmp_size: int) -> list[str]:
         command += ["--bind", str(path), str(path)]
     # ipykernel watches JPY_PARENT_PID, which a new process namespace hides: --die-with-parent does that job
     command += ["--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp", "--unsetenv", "JPY_PARENT_PID",
-                "--chdir", str(workdir)]
+                "--chdir", str(workdir),
+                # the root bwrap builds is a tmpfs of no size (RAM beyond the memory limit): read-only once mounted
+                "--remount-ro", "/"]
     return command
 
 
@@ -161,6 +200,8 @@ def launch(argv: list[str]) -> None:
     log = os.open(connection_file.parent / "kernel.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log, 1)
     os.dup2(log, 2)
+    # the kernel imports exactly this course's helpers, whatever the environment's installed copy points at
+    os.environ["PYTHONPATH"] = str(checkout())
     if sandboxed():
         kernel = bwrap_command(Path.cwd().resolve(), connection_file.parent, tmp_size) + ["--", *kernel]
     os.execv(kernel[0], kernel)
@@ -202,6 +243,44 @@ def _library_code(function: object) -> bool:
     return any(str(Path(code.co_filename).resolve()).startswith(p) for p in prefixes)
 
 
+def _code(value: object) -> object:
+    """The code object a function (or a method's function) runs: swapping it in place changes no identity."""
+    return getattr(value, "__code__", None) or getattr(getattr(value, "__func__", None), "__code__", None)
+
+
+def _codes(obj: object, attributes: dict[str, object]) -> dict[str, object]:
+    """Code objects of ``attributes`` and, for classes a course module defines, of their methods."""
+    codes = {name: _code(value) for name, value in attributes.items()}
+    module = getattr(obj, "__name__", "")
+    for name, value in attributes.items():
+        if isinstance(value, type) and value.__module__ == module and module.startswith("helpers"):
+            codes.update({f"{name}.{m}": _code(f) for m, f in vars(value).items() if _code(f) is not None})
+    return {name: code for name, code in codes.items() if code is not None}
+
+
+def _now_code(obj: object, name: str) -> object:
+    value = obj
+    for part in name.split("."):
+        value = vars(value).get(part) if hasattr(value, "__dict__") else None
+    return _code(value)
+
+
+def _tracing() -> dict[str, object]:
+    """The tracing and profiling functions set for this thread and for new threads."""
+    import threading
+
+    return {"sys.settrace": sys.gettrace(), "sys.setprofile": sys.getprofile(),
+            "threading.settrace": threading.gettrace(), "threading.setprofile": threading.getprofile()}
+
+
+def sign(secret: str, payload: str) -> str:
+    """The probe's signature of its answer (the grader computes the same to verify it)."""
+    import hashlib
+    import hmac
+
+    return hmac.new(secret.encode(), payload.encode(), hashlib.sha256).hexdigest()
+
+
 def _guard_kernel() -> None:
     """Record what the checks rely on and install the probe the grader calls after graded cells."""
     import importlib
@@ -230,12 +309,23 @@ def _guard_kernel() -> None:
                                            None if name.startswith("helpers") or name == "torch.Tensor" else [])
               for name, obj in watched.items()}
     recorded = {name: (obj, _attributes(obj, chosen[name])) for name, obj in watched.items()}
+    codes = {name: _codes(obj, attributes) for name, (obj, attributes) in recorded.items()}
     shell = __import__("IPython").get_ipython()
+    # whether the last cell raised, as IPython's run_cell found it (the kernel's reply can be rewritten)
+    outcome: dict[str, object] = {"success": None, "error": None}
+
+    def record_outcome(result) -> None:
+        error = result.error_in_exec or result.error_before_exec
+        outcome.update(success=bool(result.success), error=type(error).__name__ if error is not None else None)
+
+    if shell is not None:
+        shell.events.register("post_run_cell", record_outcome)
     hooks = _hooks(shell)
+    tracing = _tracing()
     # names the locked cells bind: {name: (module, attribute or None)}
     bound = {name: (module, attribute) for name, (module, attribute) in settings.get("names", {}).items()}
 
-    def probe() -> str:
+    def probe(nonce: str = "") -> str:
         problems = []
         for name, (obj, attributes) in recorded.items():
             if name in sys.modules and sys.modules[name] is not obj:
@@ -244,6 +334,12 @@ def _guard_kernel() -> None:
             changed = sorted(a for a, value in attributes.items() if not _same(now.get(a), value))
             if changed:
                 problems.append(f"{name}.{', '.join(changed[:3])} replaced")
+            swapped = sorted(a for a, code in codes[name].items() if _now_code(obj, a) is not code)
+            if swapped:
+                problems.append(f"{name}.{', '.join(swapped[:3])}: code replaced in place (__code__)")
+        traced = sorted(k for k, v in _tracing().items() if v is not tracing[k])
+        if traced:
+            problems.append(f"{', '.join(traced)} installed a tracing or profiling function")
         now = _hooks(shell)
         changed = sorted(k for k in hooks.keys() | now.keys() if hooks.get(k) != now.get(k))
         if changed:
@@ -255,7 +351,9 @@ def _guard_kernel() -> None:
                 expected = obj if attribute is None else vars(obj).get(attribute)
                 if expected is not None and not _same(namespace[name], expected):
                     problems.append(f"the name {name} (set by a locked cell) was rebound")
-        return json.dumps({"secret": secret, "problems": problems})
+        payload = json.dumps({"nonce": nonce, "success": outcome["success"], "error": outcome["error"],
+                              "problems": problems}, sort_keys=True)
+        return json.dumps({"payload": payload, "signature": sign(secret, payload)})
 
     setattr(builtins, PROBE, probe)
 
@@ -265,7 +363,7 @@ def _hooks(shell) -> dict[str, object]:
     if shell is None:
         return {}
     methods = ["run_cell", "run_cell_async", "run_ast_nodes", "run_code", "showtraceback", "_showtraceback",
-               "transform_cell", "set_custom_exc", "CustomTB"]
+               "transform_cell", "transform_ast", "set_custom_exc", "CustomTB", "user_expressions", "ev", "ex"]
     found: dict[str, object] = {
         "input_transformers_cleanup": [id(f) for f in shell.input_transformers_cleanup],
         "input_transformers_post": [id(f) for f in shell.input_transformers_post],
@@ -275,6 +373,20 @@ def _hooks(shell) -> dict[str, object]:
     found.update({f"shell.{m}": (id(vars(shell).get(m)), id(getattr(type(shell), m, None))) for m in methods})
     found.update({f"events.{event}": [id(f) for f in callbacks if not _library_code(f)]
                   for event, callbacks in shell.events.callbacks.items()})
+    # the kernel's message layer: what sends the error, the reply and the probe's answer to the grader
+    kernel = getattr(shell, "kernel", None)
+    session = getattr(kernel, "session", None)
+    for label, obj, names in (("kernel", kernel, ["do_execute", "execute_request", "send_response", "_publish_status"]),
+                              ("session", session, ["send", "serialize", "sign", "msg", "feed_identities"]),
+                              ("iopub", getattr(kernel, "iopub_socket", None), ["send", "send_multipart"]),
+                              ("shell_stream", getattr(kernel, "shell_stream", None), ["send", "send_multipart"])):
+        if obj is not None:
+            found.update({f"{label}.{m}": (id(vars(obj).get(m)) if hasattr(obj, "__dict__") else None,
+                                           id(getattr(type(obj), m, None))) for m in names})
+            found[f"{label}.class"] = id(type(obj))
+    for label, obj in (("kernel", kernel), ("session", session)):
+        if obj is not None:
+            found[f"{label}.is"] = id(obj)
     return found
 
 
