@@ -94,6 +94,15 @@ LEAKER = ("import linecache\n"
           "kept = '\\n'.join(''.join(entry[2]) for entry in list(linecache.cache.values()) if len(entry) > 2)\n"
           "print(kept)\n"
           "open('leak.txt', 'w').write(kept + str(In))\n")
+# A result type that says every comparison with it is equal.
+ALWAYS_EQUAL = ("class Agreeable(torch.Tensor):\n"
+                "    @classmethod\n"
+                "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+                "        if getattr(func, '__name__', '') in ('allclose', 'equal'):\n"
+                "            return True\n"
+                "        return super().__torch_function__(func, types, args, kwargs or {})\n"
+                "def to_fahrenheit(celsius):\n"
+                "    return (celsius * 9 / 5).as_subclass(Agreeable)\n")
 HONEST_EXTRAS = ("import gc, inspect\n"
                  "gc.collect()\n"
                  "assert 'celsius' in str(inspect.signature(lambda celsius: 0))\n"
@@ -129,8 +138,8 @@ def course(tmp_path_factory) -> Path:
 
 def quick() -> Config:
     config = Config()
-    config.Execute.timeout = 30  # importing torch on a busy machine
-    config.GraderExecute.notebook_timeout = 45
+    config.Execute.timeout = 150  # TEMP
+    config.GraderExecute.notebook_timeout = 300  # TEMP
     return config
 
 
@@ -209,6 +218,7 @@ def graded(course: Path, listener) -> dict[str, grading.SubmissionResult]:
     edit(course, "session_blank", insert_after("ex_to_fahrenheit", SESSION_PATCH))
     submit(course, "code_swap", LESSON, {"ex_to_fahrenheit": WRONG + CODE_SWAP})
     submit(course, "tracer", LESSON, {"ex_to_fahrenheit": WRONG + TRACER})
+    submit(course, "always_equal", LESSON, {"ex_to_fahrenheit": ALWAYS_EQUAL})
     submit(course, "shadow_probe", LESSON, {"ex_to_fahrenheit": WRONG + SHADOW_PROBE})
     submit(course, "honest_extras", LESSON, {"ex_to_fahrenheit": solution_cells(nbformat.read(
         course / "solutions" / LESSON / f"{LESSON}.ipynb", as_version=4))["ex_to_fahrenheit"].source + "\n" + HONEST_EXTRAS})
@@ -346,6 +356,7 @@ def test_rewriting_the_kernels_messages_cannot_win(graded, student):
     ("code_swap", "code replaced in place"),
     ("tracer", "sys.settrace installed a tracing"),
     ("shadow_probe", "integrity probe was replaced"),
+    ("always_equal", "overrides __torch_function__"),
 ])
 def test_tricks_the_scan_cannot_spell_are_flagged_by_the_guard(graded, student, seen):
     result = graded[student]
@@ -405,6 +416,22 @@ def test_a_folder_holding_the_answers_is_never_mounted(monkeypatch, tmp_path):
         assert not REPO_ROOT.is_relative_to(path) or path == Path("/"), path
         assert not (path / "solutions").exists() and not (path / "grading").exists(), path
     assert sandbox.checkout() / "helpers" in mounted
+
+
+@pytest.mark.skipif(not sandbox.sandboxed(), reason="bubblewrap is not installed (apt-get install bubblewrap)")
+def test_the_notebooks_folder_is_bounded_scratch(tmp_path):
+    """Writes beside the notebook stop at the size limit and vanish; the submission's files are read-only."""
+    work, private = tmp_path / "work", tmp_path / "private"
+    work.mkdir(), private.mkdir()
+    (work / "submitted.txt").write_text("mine")
+    script = ("cat submitted.txt; echo; (echo x > submitted.txt) 2>/dev/null || echo read-only; "
+              "dd if=/dev/zero of=big bs=1M count=64 2>/dev/null; du -m big | cut -f1; touch /made-at-root || true")
+    out = subprocess.run(sandbox.bwrap_command(work, private, 16 * 2**20) + ["--", "sh", "-c", script],
+                         capture_output=True, text=True)
+    lines = out.stdout.split()
+    assert lines[:2] == ["mine", "read-only"] and int(lines[2]) <= 16, out
+    assert "Read-only file system" in out.stderr
+    assert sorted(p.name for p in work.iterdir()) == ["submitted.txt"] and (work / "submitted.txt").read_text() == "mine"
 
 
 def test_a_kernel_that_cannot_start_stops_grading_once(course, graded):

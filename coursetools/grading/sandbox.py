@@ -14,10 +14,12 @@ That launcher, still outside the sandbox:
      the grader through jupyter_client's ``ipc`` transport, Unix sockets in a folder
      both sides see);
    - a file system that holds only what a kernel needs, read-only (the system, Python,
-     the virtual environment, ``helpers/``, the course data), a private ``/tmp`` of
-     bounded size, and the submission's autograded folder, the only writable place
-     that outlives the kernel. The course's ``solutions/``, ``grading/`` (gradebook,
-     other learners' work) and ``.git`` are not there at all;
+     the virtual environment, ``helpers/``, the guard's own file, the course data), a
+     private ``/tmp`` and ``/dev/shm`` of bounded size, and the notebook's folder as a
+     bounded scratch space over the submission's files (read-only): nothing the kernel
+     writes outlives it but its sockets. The root is read-only. The course's ``solutions/``,
+     ``grading/`` (gradebook, other learners' work), ``coursetools/`` and ``.git`` are not
+     there at all;
    - no capabilities (``--cap-drop ALL``), even when grading runs as root.
    Without ``bwrap`` the same kernel runs unsandboxed, with the same limits and guard.
 3. runs :func:`_guard_kernel` in the kernel before any of the notebook's cells.
@@ -158,7 +160,7 @@ def _readable_paths() -> list[Path]:
 
 
 def bwrap_command(workdir: Path, private: Path, tmp_size: int) -> list[str]:
-    """bwrap's arguments: ``workdir`` and ``private`` (the connection folder) writable, nothing else kept."""
+    """bwrap's arguments: ``private`` (the connection folder) and a bounded scratch ``workdir`` writable, nothing kept."""
     # the machine's own hostname is kept: /etc/hosts resolves it to loopback, which torchrun's rendezvous needs
     command = [bwrap(), "--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
                "--unshare-cgroup-try", "--new-session", "--cap-drop", "ALL",
@@ -173,8 +175,13 @@ def bwrap_command(workdir: Path, private: Path, tmp_size: int) -> list[str]:
             command += ["--ro-bind", str(link), str(link)]
     for path in _readable_paths():
         command += ["--ro-bind", str(path), str(path)]
-    for path in (workdir, private):
-        command += ["--bind", str(path), str(path)]
+    # The notebook's folder: a tmpfs as large as /tmp over it, with the submission's own files read-only in it.
+    # What the kernel writes there (checkpoints, runs/) is bounded, and is gone with the kernel.
+    command += ["--size", str(tmp_size), "--tmpfs", str(workdir)]
+    for entry in sorted(workdir.iterdir()):
+        command += ["--ro-bind", str(entry), str(entry)]
+    # the connection folder: the kernel creates its sockets there, beside the grader's files
+    command += ["--bind", str(private), str(private)]
     # ipykernel watches JPY_PARENT_PID, which a new process namespace hides: --die-with-parent does that job
     command += ["--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp", "--unsetenv", "JPY_PARENT_PID",
                 "--chdir", str(workdir),
@@ -273,6 +280,15 @@ def _tracing() -> dict[str, object]:
             "threading.settrace": threading.gettrace(), "threading.setprofile": threading.getprofile()}
 
 
+def _subclasses(cls: type) -> list[type]:
+    found, todo = [], list(cls.__subclasses__())
+    while todo:
+        sub = todo.pop()
+        found.append(sub)
+        todo += sub.__subclasses__()
+    return found
+
+
 def sign(secret: str, payload: str) -> str:
     """The probe's signature of its answer (the grader computes the same to verify it)."""
     import hashlib
@@ -340,6 +356,10 @@ def _guard_kernel() -> None:
         traced = sorted(k for k, v in _tracing().items() if v is not tracing[k])
         if traced:
             problems.append(f"{', '.join(traced)} installed a tracing or profiling function")
+        overriding = sorted(cls.__qualname__ for cls in _subclasses(torch.Tensor)
+                            if cls.__module__ == "__main__" and "__torch_function__" in vars(cls))
+        if overriding:  # a notebook's tensor type that decides what comparisons with it return
+            problems.append(f"tensor subclass {', '.join(overriding[:3])} overrides __torch_function__")
         now = _hooks(shell)
         changed = sorted(k for k in hooks.keys() | now.keys() if hooks.get(k) != now.get(k))
         if changed:
