@@ -34,6 +34,8 @@ c.CourseDirectory.release_directory = "grading/release"
 c.CourseDirectory.submitted_directory = "grading/submitted"
 c.CourseDirectory.autograded_directory = "grading/autograded"
 c.CourseDirectory.feedback_directory = "grading/feedback"
+# `nbgrader zip_collect` (python -m coursetools.classroom collect): a learning platform's download goes here
+c.ZipCollectApp.downloaded_directory = "grading/downloaded"
 c.CourseDirectory.db_url = f"sqlite:///{GRADING / 'gradebook.db'}"
 # Formgrader's "release" and `nbgrader release_assignment` copy to an exchange; this course's
 # lives in grading/ (on a shared JupyterHub, point it at the hub's exchange instead).

@@ -8,6 +8,8 @@ and writes into grading/report/:
 - ``report.html``: one self-contained page (figures embedded as base64 PNG);
 - ``scores_<lesson>.png``: the score distribution of each lesson;
 - ``pass_rate.png``: the pass rate of each exercise, worst first;
+- ``gradebook_import.csv``: one row per learner, one column per lesson, for a learning
+  platform's CSV grade import (a lesson that needs a person is left empty);
 - ``scores.csv``: one row per learner and lesson; a submission that needs a
   person says so in the score column instead of a 0.
 
@@ -247,6 +249,35 @@ def write_csv(report: ClassReport, path: Path) -> None:
             writer.writerow([s.lesson, s.student, score, f"{s.max_score:g}", s.status, s.detail, sandboxed])
 
 
+def write_gradebook_csv(report: ClassReport, path: Path) -> None:
+    """One row per learner, one column of points per lesson: what a learning platform's CSV grade import takes
+    (Moodle's "Import grades: CSV file", Canvas's gradebook import after matching the learner column).
+
+    A lesson that needs a person is left empty (a platform reads an empty cell as "not graded", never as 0)
+    and named in the last column; one not submitted is 0.
+    """
+    lessons = [lesson for lesson in report.lessons if lesson in report.max_scores]
+    by_learner: dict[str, dict[str, Submission]] = {}
+    for s in report.submissions:
+        by_learner.setdefault(s.student, {})[s.lesson] = s
+    with path.open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["student_id", *(f"{lesson} (of {report.max_scores[lesson]:g})" for lesson in lessons),
+                         "needs a person"])
+        for student in sorted(by_learner):
+            row, waiting = [student], []
+            for lesson in lessons:
+                s = by_learner[student].get(lesson)
+                if s is None or s.status == NOT_SUBMITTED:
+                    row.append("0")
+                elif s.needs_a_person or s.score is None:
+                    row.append("")
+                    waiting.append(f"{lesson} ({s.status})")
+                else:
+                    row.append(f"{s.score:g}")
+            writer.writerow([*row, "; ".join(waiting)])
+
+
 def write_report(course_root: Path, lessons: list[str] | None = None, db_url: str | None = None,
                  out: Path | None = None, progress: bool = True) -> Path:
     """Write report.html, the PNG figures and scores.csv into ``out`` (default grading/report/)."""
@@ -261,6 +292,7 @@ def write_report(course_root: Path, lessons: list[str] | None = None, db_url: st
         images[name] = png(figure)
         (out / name).write_bytes(images[name])
     write_csv(report, out / "scores.csv")
+    write_gradebook_csv(report, out / "gradebook_import.csv")
     page = out / "report.html"
     page.write_text(render_html(report, images))
     return page
@@ -324,6 +356,7 @@ learners got each (numbers taken out, so the same mistake on different inputs co
 {"".join(mistakes)}
 <h2>Submissions that need a person ({len(attention)})</h2>
 {_table(["learner", "lesson", "status", "reason"], attention) if attention else "<p>none</p>"}
-<p>Scores as CSV: scores.csv (a submission that needs a person says so instead of 0).</p>
+<p>Scores as CSV: scores.csv (a submission that needs a person says so instead of 0); gradebook_import.csv
+has one row per learner and one column per lesson, for a learning platform's grade import.</p>
 </body></html>
 """

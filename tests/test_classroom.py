@@ -156,6 +156,12 @@ def test_report_page_figures_and_csv(parallel, tmp_path):
         row = by_job[r.student, r.lesson]
         assert row["score"] == ("needs a person" if r.needs_attention else f"{r.score:g}"), row
         assert row["status"] == r.status
+    wide = {row["student_id"]: row for row in csv.DictReader((tmp_path / "gradebook_import.csv").open())}
+    assert len(wide) == len({r.student for r in results})
+    for r in results:
+        cell = next(v for k, v in wide[r.student].items() if k.startswith(f"{r.lesson} (of "))
+        assert cell == ("" if r.needs_attention else f"{r.score:g}"), (r, wide[r.student])
+        assert (f"{r.lesson} ({r.status})" in wide[r.student]["needs a person"]) == r.needs_attention
     if CHROMIUM is None:
         if os.environ.get("CI"):
             pytest.fail("Chromium is missing: .ci/run installs the Debian package `chromium`")
@@ -222,3 +228,29 @@ def test_nbgrader_export_says_needs_a_person(parallel, tmp_path):
             assert row["score"] == f"needs a person: {result.status}", row
         else:
             assert float(row["score"]) == result.score, row
+
+
+@pytest.mark.parametrize("platform, names", [
+    ("canvas", {"doejane": "doejane_12345_67890_{lesson}.ipynb", "roeric": "roeric_LATE_222_333_{lesson}-1.ipynb"}),
+    ("moodle", {"123456": "Jane Doe_123456_assignsubmission_file_/{lesson}.ipynb",
+                "654321": "Ric Roe_654321_assignsubmission_file_{lesson}.ipynb"}),
+])
+def test_collect_a_learning_platforms_download(tmp_path, platform, names):
+    """A Canvas or Moodle "download all submissions" zip ends up as grading/submitted/<learner>/<lesson>/."""
+    import zipfile
+
+    from coursetools.classroom.collect import collect
+
+    lesson = LESSONS[0]
+    root = tmp_path / "course"
+    root.mkdir()
+    grading.copy_course(root, ("solutions", "notebooks"), lessons=[lesson])
+    notebook = (root / "notebooks" / lesson / f"{lesson}.ipynb").read_bytes()
+    archive = tmp_path / "submissions.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for name in names.values():
+            zipped.writestr(name.format(lesson=lesson), notebook)
+        zipped.writestr("stray_readme.txt", "not a submission")
+    assert collect(root, lesson, [archive], platform) == sorted(names)
+    for learner in names:
+        assert (root / "grading" / "submitted" / learner / lesson / f"{lesson}.ipynb").read_bytes() == notebook
