@@ -217,9 +217,11 @@ def graded(course: Path, listener) -> dict[str, grading.SubmissionResult]:
     submit(course, "session_blank", LESSON, blank=True)
     edit(course, "session_blank", insert_after("ex_to_fahrenheit", SESSION_PATCH))
     submit(course, "code_swap", LESSON, {"ex_to_fahrenheit": WRONG + CODE_SWAP})
-    submit(course, "tracer", LESSON, {"ex_to_fahrenheit": WRONG + TRACER})
+    right = solution_cells(nbformat.read(course / "solutions" / LESSON / f"{LESSON}.ipynb", as_version=4))
+    # with a correct answer, so that the graded cells pass and the grader asks the guard
+    submit(course, "tracer", LESSON, {"ex_to_fahrenheit": right["ex_to_fahrenheit"].source + "\n" + TRACER})
     submit(course, "always_equal", LESSON, {"ex_to_fahrenheit": ALWAYS_EQUAL})
-    submit(course, "shadow_probe", LESSON, {"ex_to_fahrenheit": WRONG + SHADOW_PROBE})
+    submit(course, "shadow_probe", LESSON, {"ex_to_fahrenheit": right["ex_to_fahrenheit"].source + "\n" + SHADOW_PROBE})
     submit(course, "honest_extras", LESSON, {"ex_to_fahrenheit": solution_cells(nbformat.read(
         course / "solutions" / LESSON / f"{LESSON}.ipynb", as_version=4))["ex_to_fahrenheit"].source + "\n" + HONEST_EXTRAS})
     submit(course, "env_reader", LESSON, {"ex_to_fahrenheit": WRONG + "import os\nprint(dict(os.environ))\n"})
@@ -395,9 +397,26 @@ def test_hidden_tests_do_not_leak_through_outputs_or_files(course, graded):
     folder = course / "grading" / "feedback" / "leaker" / LESSON
     page = (folder / f"{LESSON}.html").read_text()
     assert "-273.15" not in page and "BEGIN HIDDEN TESTS" not in page
-    assert "hidden tests, not shown" in page  # the cached sources were printed: their hidden lines redacted
     assert sorted(p.name for p in folder.iterdir()) == [f"{LESSON}.html"]
     assert not (course / "grading" / "autograded" / "leaker" / LESSON / "leak.txt").exists()
+
+
+def test_feedback_redacts_hidden_test_lines_wherever_they_appear():
+    """Whatever way a hidden test's text reached an output, feedback shows a note in its place."""
+    from coursetools.grading.autograder import FeedbackWithoutHiddenTests
+
+    hidden = "check.check_to_fahrenheit(to_fahrenheit, inputs=[torch.tensor([-273.15])])"
+    graded = nbformat.v4.new_code_cell(f"check.check_to_fahrenheit(to_fahrenheit)\n### BEGIN HIDDEN TESTS\n{hidden}\n"
+                                       "### END HIDDEN TESTS\n", metadata={"nbgrader": {
+                                           "grade": True, "grade_id": "t", "points": 1, "solution": False,
+                                           "locked": True}})
+    leak = nbformat.v4.new_code_cell("print(In)", outputs=[nbformat.v4.new_output(
+        "stream", name="stdout", text=f"before\n['{hidden}']\nafter\n"), nbformat.v4.new_output(
+        "display_data", data={"text/plain": hidden, "text/html": f"<pre>{hidden}</pre>"})])
+    nb = nbformat.v4.new_notebook(cells=[graded, leak])
+    nb, _ = FeedbackWithoutHiddenTests().preprocess(nb, {})
+    shown = nbformat.writes(nb)
+    assert "-273.15" not in shown and "hidden tests, not shown" in shown and "before" in shown and "after" in shown
 
 
 def test_the_kernel_gets_an_allow_list_of_the_graders_environment(course, graded):
