@@ -15,6 +15,7 @@ import html
 import os
 import socket
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -451,6 +452,30 @@ def test_the_notebooks_folder_is_bounded_scratch(tmp_path):
     assert lines[:2] == ["mine", "read-only"] and int(lines[2]) <= 16, out
     assert "Read-only file system" in out.stderr
     assert sorted(p.name for p in work.iterdir()) == ["submitted.txt"] and (work / "submitted.txt").read_text() == "mine"
+
+
+@pytest.mark.skipif(not sandbox._cgroup_roots().get("pids"), reason="no writable cgroup here (needs root)")
+def test_processes_are_capped_for_the_notebook_as_a_whole():
+    """RLIMIT_NPROC does not bind root: the kernel's control group caps how many processes it runs at once."""
+    name = f"test-{os.getpid()}"
+    child = ("import subprocess, sys\n"
+             "sys.path.insert(0, sys.argv[1])\n"
+             "from coursetools.grading import sandbox\n"
+             f"made = sandbox.cgroup_limits({name!r}, 20, 2**30)\n"
+             "started = 0\n"
+             "try:\n"
+             "    for _ in range(60):\n"
+             "        subprocess.Popen(['sleep', '30'])\n"
+             "        started += 1\n"
+             "except OSError:\n"
+             "    pass\n"
+             "print(len(made), started)\n"
+             "subprocess.run(['pkill', '-f', 'sleep 30'])\n")
+    out = subprocess.run([sys.executable, "-c", child, str(REPO_ROOT)], capture_output=True, text=True, timeout=120)
+    sandbox.remove_cgroups(name)
+    made, started = map(int, out.stdout.split()[:2])
+    assert made >= 1 and started < 20, out
+    assert not any((root / sandbox.CGROUP_PARENT / name).exists() for root in sandbox._cgroup_roots().values())
 
 
 def test_a_kernel_that_cannot_start_stops_grading_once(course, graded):

@@ -87,6 +87,8 @@ class GraderExecute(Execute):
     notebook_timeout = Integer(20 * 60, help="seconds the whole notebook may run when autograded").tag(config=True)
     output_limit = Integer(2 * 2**20, help="bytes of output a notebook may produce (the rest is dropped)").tag(config=True)
     memory_limit = Integer(sandbox.DEFAULT_MEMORY, help="bytes of memory the kernel may allocate").tag(config=True)
+    process_limit = Integer(sandbox.DEFAULT_PROCESSES,
+                            help="processes and threads the notebook may run at once (where cgroups allow)").tag(config=True)
 
     def preprocess(self, nb: NotebookNode, resources: dict, km=None):
         self.kernel_name = sandbox.install_kernelspec()
@@ -110,6 +112,7 @@ class GraderExecute(Execute):
             return super().preprocess(nb, resources, km)
         finally:
             NOTES[path] = self._notes
+            sandbox.remove_cgroups(self._private.name)
             shutil.rmtree(self._private, ignore_errors=True)
             # what the kernel wrote next to its notebook (checkpoints, or a copy of the hidden tests) must not
             # reach the feedback folder, which nbgrader fills with every file of the autograded folder
@@ -135,6 +138,7 @@ class GraderExecute(Execute):
         env[sandbox.ENV_GUARD] = json.dumps({"secret_file": str(self._private / "secret"), "modules": modules,
                                              "names": self._names})
         env[sandbox.ENV_MEMORY] = str(self.memory_limit)
+        env[sandbox.ENV_PROCESSES] = str(self.process_limit)
         kwargs["env"] = env
         return await super().async_start_new_kernel(**kwargs)
 

@@ -60,6 +60,10 @@ ENV_TMP_SIZE = "COURSE_SANDBOX_TMP_SIZE"    # bytes of its private /tmp
 ENV_SANDBOX = "COURSE_SANDBOX"              # "bwrap" (default when installed) or "none"
 ENV_GUARD = "COURSE_SANDBOX_GUARD"          # json: modules to record, file holding the secret
 PROBE = "__course_integrity__"              # the builtin the grader's probe calls
+ENV_PROCESSES = "COURSE_SANDBOX_PROCESSES"  # processes (and threads) the kernel and what it starts may run at once
+ENV_MEMORY_TOTAL = "COURSE_SANDBOX_MEMORY_TOTAL"  # bytes of memory they may use together
+CGROUP_PARENT = "pytorch-course-grader"     # the kernels' control groups live under this one
+DEFAULT_PROCESSES = 512
 DEFAULT_MEMORY = 2 * 2**30
 DEFAULT_FILE_SIZE = 256 * 2**20
 DEFAULT_TMP_SIZE = 512 * 2**20
@@ -190,6 +194,63 @@ def bwrap_command(workdir: Path, private: Path, tmp_size: int) -> list[str]:
     return command
 
 
+def _cgroup_roots() -> dict[str, Path]:
+    """The writable cgroup hierarchies holding the pids and memory controllers: {"pids": ..., "memory": ...}.
+
+    cgroup v1 (one hierarchy per controller, /sys/fs/cgroup/pids) or v2 (one, /sys/fs/cgroup, whose
+    subtree enables them). Empty where there are none this process may write (not root, a container).
+    """
+    base = Path("/sys/fs/cgroup")
+    if (base / "cgroup.controllers").exists():  # v2
+        enabled = (base / "cgroup.subtree_control").read_text().split() if (base / "cgroup.subtree_control").exists() else []
+        return {c: base for c in ("pids", "memory") if c in enabled and os.access(base, os.W_OK)}
+    return {c: base / c for c in ("pids", "memory") if (base / c / "tasks").exists() and os.access(base / c, os.W_OK)}
+
+
+def cgroup_limits(name: str, processes: int, memory: int) -> list[Path]:
+    """Move this process (and so everything it will start) into new control groups capping the number of
+    processes and their memory together; return the groups made, for :func:`remove_cgroups`.
+
+    Per-process limits (``RLIMIT_DATA``) cannot cap a notebook that starts many processes, and
+    ``RLIMIT_NPROC`` does not bind root. Where no cgroup can be made, nothing is capped (best effort).
+    """
+    made: list[Path] = []
+    for controller, root in _cgroup_roots().items():
+        try:
+            parent = root / CGROUP_PARENT
+            parent.mkdir(exist_ok=True)
+            if (root / "cgroup.controllers").exists():  # v2: the parent hands both controllers down
+                (parent / "cgroup.subtree_control").write_text("+pids +memory")
+            group = parent / name
+            group.mkdir(exist_ok=True)
+            made.append(group)
+            v2 = (root / "cgroup.controllers").exists()
+            limits = {"pids": {"pids.max": processes},
+                      "memory": {"memory.max": memory} if v2 else {"memory.limit_in_bytes": memory}}[controller]
+            for file, value in limits.items():
+                (group / file).write_text(str(value))
+            (group / "cgroup.procs").write_text(str(os.getpid()))
+        except OSError:
+            continue
+    return made
+
+
+def remove_cgroups(name: str) -> None:
+    """Remove the control groups :func:`cgroup_limits` made for ``name`` once their processes are gone."""
+    import time
+
+    for root in set(_cgroup_roots().values()):
+        group = root / CGROUP_PARENT / name
+        for _ in range(50):  # the kernel's processes may take a moment to be reaped
+            try:
+                group.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
 def launch(argv: list[str]) -> None:
     """The kernelspec's command: limits, then the kernel, inside bwrap when it is available. Does not return."""
     connection_file = Path(argv[argv.index("-f") + 1]).resolve()
@@ -199,6 +260,9 @@ def launch(argv: list[str]) -> None:
     # RLIMIT_DATA counts what the kernel allocates (heap, tensors), not the libraries it maps
     resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+    # the notebook and every process it starts, together: processes and memory (the connection folder's name)
+    cgroup_limits(connection_file.parent.name, int(os.environ.get(ENV_PROCESSES, DEFAULT_PROCESSES)),
+                  int(os.environ.get(ENV_MEMORY_TOTAL, 2 * memory)))
     # the guard is loaded by path, under a name of its own, so it does not depend on `helpers` importing
     guard = (f"__import__('runpy').run_path({str(Path(__file__).resolve())!r}, run_name='_course_guard')"
              "['_guard_kernel']()")
