@@ -95,6 +95,20 @@ LEAKER = ("import linecache\n"
           "kept = '\\n'.join(''.join(entry[2]) for entry in list(linecache.cache.values()) if len(entry) > 2)\n"
           "print(kept)\n"
           "open('leak.txt', 'w').write(kept + str(In))\n")
+# An AST wrapper that swallows every exception of a cell, installed without naming ast_transformers.
+AST_WRAPPER = ("import ast\n"
+               "ip = get_ipython()\n"
+               "original = ip.transform_ast\n"
+               "def swallow(node):\n"
+               "    node = original(node)\n"
+               "    handler = ast.ExceptHandler(type=None, name=None, body=[ast.Pass()])\n"
+               "    node.body = [ast.Try(body=node.body or [ast.Pass()], handlers=[handler], orelse=[], finalbody=[])]\n"
+               "    return ast.fix_missing_locations(node)\n"
+               "setattr(ip, 'transform_' + 'ast', swallow)\n")
+# The answer key, run from its file.
+RUNPY_KEY = ("import runpy, helpers\n"
+             "key = runpy.run_path(helpers.__path__[0] + '/reference/start.py')\n"
+             "to_fahrenheit = key['to_fahrenheit']\n")
 # A result type that says every comparison with it is equal.
 ALWAYS_EQUAL = ("class Agreeable(torch.Tensor):\n"
                 "    @classmethod\n"
@@ -222,6 +236,8 @@ def graded(course: Path, listener) -> dict[str, grading.SubmissionResult]:
     # with a correct answer, so that the graded cells pass and the grader asks the guard
     submit(course, "tracer", LESSON, {"ex_to_fahrenheit": right["ex_to_fahrenheit"].source + "\n" + TRACER})
     submit(course, "always_equal", LESSON, {"ex_to_fahrenheit": ALWAYS_EQUAL})
+    submit(course, "ast_wrapper", LESSON, {"ex_to_fahrenheit": WRONG + AST_WRAPPER})
+    submit(course, "runpy_key", LESSON, {"ex_to_fahrenheit": RUNPY_KEY})
     submit(course, "shadow_probe", LESSON, {"ex_to_fahrenheit": right["ex_to_fahrenheit"].source + "\n" + SHADOW_PROBE})
     submit(course, "honest_extras", LESSON, {"ex_to_fahrenheit": solution_cells(nbformat.read(
         course / "solutions" / LESSON / f"{LESSON}.ipynb", as_version=4))["ex_to_fahrenheit"].source + "\n" + HONEST_EXTRAS})
@@ -360,11 +376,16 @@ def test_rewriting_the_kernels_messages_cannot_win(graded, student):
     ("tracer", "sys.settrace installed a tracing"),
     ("shadow_probe", "integrity probe was replaced"),
     ("always_equal", "overrides __torch_function__"),
+    ("ast_wrapper", "shell.transform_ast"),
+    ("runpy_key", None),
 ])
 def test_tricks_the_scan_cannot_spell_are_flagged_by_the_guard(graded, student, seen):
     result = graded[student]
     assert result.status == "suspicious", table(graded)
-    assert any(seen in r and "_tests: " in r for r in result.reasons), result.reasons
+    if seen is None:  # what the guard cannot see, the scan names
+        assert any("imports runpy" in r for r in result.reasons), result.reasons
+    else:
+        assert any(seen in r and "_tests: " in r for r in result.reasons), result.reasons
     if student == "shadow_probe":  # an answer the grader cannot verify is no pass
         assert result.score == 0, table(graded)
 
@@ -512,6 +533,7 @@ def test_grading_works_unsandboxed_with_one_warning(course, graded, monkeypatch,
     err = capsys.readouterr().err
     assert err.count("UNSANDBOXED") == 1 and "COURSE_SANDBOX=none is set" in err and "not installed" not in err
     assert first[0].status == "graded" and first[0].score == 2 and first[0].sandboxed is False
+    assert "UNSANDBOXED graded" in grading.format_table(first)  # every row says so, not only one warning
 
 
 def test_answers_to_the_solution_cells_are_what_the_scan_reads():
