@@ -57,20 +57,20 @@ test: $(BIN)/.installed fixture
 	COURSE_DATA=$(abspath $(FIXTURE)) $(BIN)/python -m pytest tests solutions --nbval --nbval-current-env
 
 solutions: $(BIN)/.installed fixture
-	COURSE_DATA=$(abspath $(FIXTURE)) $(BIN)/python -m helpers.authoring build $(LESSONS)
+	COURSE_DATA=$(abspath $(FIXTURE)) $(BIN)/python -m coursetools.authoring build $(LESSONS)
 
 release: $(BIN)/.installed
-	$(BIN)/python -m helpers.grading release $(LESSONS)
+	$(BIN)/python -m coursetools.grading release $(LESSONS)
 
 # JOBS: grading processes (default: one per core).
 grade: $(BIN)/.installed
-	$(BIN)/python -m helpers.classroom grade $(ASSIGNMENT) $(if $(JOBS),--jobs $(JOBS)) $(ARGS)
+	$(BIN)/python -m coursetools.classroom grade $(ASSIGNMENT) $(if $(JOBS),--jobs $(JOBS)) $(ARGS)
 
 report: $(BIN)/.installed
-	$(BIN)/python -m helpers.classroom report $(ASSIGNMENT) $(ARGS)
+	$(BIN)/python -m coursetools.classroom report $(ASSIGNMENT) $(ARGS)
 
 bench: $(BIN)/.installed fixture
-	COURSE_DATA=$(abspath $(FIXTURE)) $(BIN)/python -m helpers.bench
+	COURSE_DATA=$(abspath $(FIXTURE)) $(BIN)/python -m coursetools.bench
 
 # Lesson 08's process launches, RUNS times in a row in one kernel: failures, hangs, seconds per launch, peak memory.
 .PHONY: soak
@@ -78,7 +78,7 @@ soak: $(BIN)/.installed fixture
 	COURSE_DATA=$(abspath $(FIXTURE)) $(BIN)/python -m tests.soak_distributed --runs $(or $(RUNS),20)
 
 bench-class: $(BIN)/.installed fixture
-	COURSE_DATA=$(abspath $(FIXTURE)) $(BIN)/python -m helpers.bench --class $(if $(JOBS),--jobs $(JOBS)) $(ARGS)
+	COURSE_DATA=$(abspath $(FIXTURE)) $(BIN)/python -m coursetools.bench --class $(if $(JOBS),--jobs $(JOBS)) $(ARGS)
 
 clean:
 	rm -rf grading .cache .pytest_cache

@@ -34,6 +34,8 @@ c.CourseDirectory.release_directory = "grading/release"
 c.CourseDirectory.submitted_directory = "grading/submitted"
 c.CourseDirectory.autograded_directory = "grading/autograded"
 c.CourseDirectory.feedback_directory = "grading/feedback"
+# `nbgrader zip_collect` (python -m coursetools.classroom collect): a learning platform's download goes here
+c.ZipCollectApp.downloaded_directory = "grading/downloaded"
 c.CourseDirectory.db_url = f"sqlite:///{GRADING / 'gradebook.db'}"
 # Formgrader's "release" and `nbgrader release_assignment` copy to an exchange; this course's
 # lives in grading/ (on a shared JupyterHub, point it at the hub's exchange instead).
@@ -45,20 +47,22 @@ if not (GRADING / "exchange").exists():
     (GRADING / "exchange").chmod(0o777)
 # Lesson sources (.pct.py) build solutions/*.ipynb; learners never need them.
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.pct.py", "runs", "checkpoints"]
-# Autograde (helpers/autograder.py): each kernel in the bubblewrap sandbox, stderr costs no points, deleted
+# Autograde (coursetools/grading/autograder.py): each kernel in the bubblewrap sandbox, stderr costs no points, deleted
 # graded cells restored; nothing a learner submits that Python or Jupyter would import is copied next to
 # the notebook it runs (so a lesson cannot hand out .py files: put shared code in helpers/).
 try:
-    from helpers.autograder import IMPORTABLE, configure, timeout_func
-except ImportError:  # the course is not installed here: `python -m helpers.grading` says so
+    from coursetools.grading.autograder import IMPORTABLE, configure, timeout_func
+except ImportError:  # the course is not installed here: `python -m coursetools.grading` says so
     timeout_func = None
 else:
     configure(c)
     c.CourseDirectory.ignore += [p for p in IMPORTABLE if p not in c.CourseDirectory.ignore]
+    # `nbgrader export` writes "needs a person" where grading did not finish, not a 0.0 (coursetools/export.py)
+    c.ExportApp.plugin_class = "coursetools.export.CourseCsvExport"
 
 # A learner's cell may run at most this long when autograded (infinite loops end here), except a cell
 # tagged "cpu-timed" (the capstone's training, which its check stops by CPU time): 600 s of clock time,
-# in autograde, Validate and `make progress` alike (helpers/autograder.py, cell_timeout).
+# in autograde, Validate and `make progress` alike (coursetools/grading/autograder.py, cell_timeout).
 c.Execute.timeout = 120
 if timeout_func is not None:
     c.Execute.timeout_func = timeout_func(c.Execute.timeout)

@@ -32,9 +32,9 @@ from pathlib import Path
 import nbformat
 from nbgrader.preprocessors import CheckCellMetadata, ClearOutput, Execute
 from nbgrader.utils import determine_grade, is_grade, is_solution, setenv
+from traitlets.config.loader import PyFileConfigLoader
 
 from helpers.data import REPO_ROOT
-from helpers.grading import load_config
 from helpers.starters import is_untouched_starter
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
@@ -87,7 +87,7 @@ def run_like_validate(notebook: Path, progress_bar=None) -> nbformat.NotebookNod
            outputs, execute) there, with the course's nbgrader configuration and
            the NBGRADER_VALIDATING / NBGRADER_EXECUTION variables Validate sets.
     """
-    config = load_config(REPO_ROOT)
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(REPO_ROOT)).load_config()
     ignore = shutil.ignore_patterns(*config.CourseDirectory.ignore)
     with tempfile.TemporaryDirectory(prefix="course-progress-") as tmp:
         copy = Path(shutil.copytree(notebook.parent, Path(tmp) / notebook.parent.name, ignore=ignore))

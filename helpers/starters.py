@@ -11,7 +11,7 @@ lesson source writes it as its own cell right above the solution cell::
     def broken(...):          # the fixed program, between ### BEGIN/END SOLUTION
         ...
 
-``helpers.authoring`` removes the starter cell from the notebook and keeps its
+``coursetools.authoring`` removes the starter cell from the notebook and keeps its
 source in the solution cell's metadata (``metadata["starter"]``). When nbgrader
 generates the release, :class:`InsertStarters` (registered in
 ``nbgrader_config.py`` right after nbgrader's ``ClearSolutions``) puts that

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from helpers.data import REPO_ROOT, build_offline_mnist, mnist_is_present
-from helpers.grading import copy_course
+from coursetools.grading import copy_course
 
 MNIST_SOURCE = Path(os.environ.get("MNIST_SOURCE", REPO_ROOT.parent / "shared" / "data" / "mnist"))
 

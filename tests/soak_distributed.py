@@ -30,8 +30,8 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
-from helpers.authoring import source_to_notebook
-from helpers.bench import MemoryWatch
+from coursetools.authoring import source_to_notebook
+from coursetools.bench import MemoryWatch
 from helpers.data import REPO_ROOT
 
 SOURCE = REPO_ROOT / "solutions" / "08_distributed" / "08_distributed.pct.py"

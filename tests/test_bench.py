@@ -7,7 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import bench
+from coursetools import bench
 
 MB = 2**20
 # A child process that holds 400 MB of its own pages for two seconds (longer than the 0.2 s sampling period).
@@ -35,8 +35,8 @@ def test_autograde_table_names_the_sandbox_cost(monkeypatch: pytest.MonkeyPatch)
     timings = {(False, 1): {"00_start_here": 2.0, "01_tensors": 4.0}, (True, 1): {"00_start_here": 3.0, "01_tensors": 5.0},
                (True, 2): {"whole course": 5.5}}
     monkeypatch.setattr(bench, "autograde_seconds", lambda sandbox, jobs=1: timings[sandbox, jobs])
-    monkeypatch.setattr("helpers.sandbox.bwrap", lambda: "/usr/bin/bwrap")
-    monkeypatch.setattr("helpers.classroom.grade.default_jobs", lambda: 2)
+    monkeypatch.setattr("coursetools.grading.sandbox.bwrap", lambda: "/usr/bin/bwrap")
+    monkeypatch.setattr("coursetools.classroom.grade.default_jobs", lambda: 2)
     rows, judged = bench.autograde_table()
     assert judged == 5.5
     assert any("one lesson at a time" in row and "6.0" in row and "8.0" in row and "1.33x" in row for row in rows), rows
@@ -45,8 +45,8 @@ def test_autograde_table_names_the_sandbox_cost(monkeypatch: pytest.MonkeyPatch)
 
 def test_autograde_table_without_bubblewrap_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bench, "autograde_seconds", lambda sandbox, jobs=1: {"00_start_here": 2.0})
-    monkeypatch.setattr("helpers.sandbox.bwrap", lambda: None)
-    monkeypatch.setattr("helpers.classroom.grade.default_jobs", lambda: 1)
+    monkeypatch.setattr("coursetools.grading.sandbox.bwrap", lambda: None)
+    monkeypatch.setattr("coursetools.classroom.grade.default_jobs", lambda: 1)
     rows, judged = bench.autograde_table()
     assert judged == 2.0
     assert "bwrap missing" in rows[-2], rows

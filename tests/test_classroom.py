@@ -1,6 +1,6 @@
 """Grading a class in parallel, and the class report, on a small synthetic class.
 
-The same synthetic class (helpers.classroom.synthetic: solutions, blank release,
+The same synthetic class (coursetools.classroom.synthetic: solutions, blank release,
 partial submissions, the tests' wrong answers, a crash, a truncated upload) is
 graded twice, on two copies of the course: one submission at a time, and with
 more workers than cores writing to one SQLite gradebook. Both must agree on
@@ -21,8 +21,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import grading
-from helpers.classroom import grade, report, synthetic
+from coursetools import grading
+from coursetools import report
+from coursetools.results import course_id, gradebook_url
+from coursetools.classroom import grade, synthetic
 
 pytestmark = pytest.mark.slow
 LESSONS = ["00_start_here", "01_tensors"]  # the warm-up and a cheap lesson keep this test short
@@ -73,7 +75,7 @@ def test_gradebook_is_intact_after_concurrent_writes(parallel):
     db = root / "grading" / "gradebook.db"
     with sqlite3.connect(db) as connection:
         assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-    with Gradebook(grade.gradebook_url(root), grade.course_id(root)) as gradebook:
+    with Gradebook(gradebook_url(root), course_id(root)) as gradebook:
         for r in results:
             if r.status == "graded":
                 assert gradebook.find_submission(r.lesson, r.student).score == r.score
@@ -154,6 +156,12 @@ def test_report_page_figures_and_csv(parallel, tmp_path):
         row = by_job[r.student, r.lesson]
         assert row["score"] == ("needs a person" if r.needs_attention else f"{r.score:g}"), row
         assert row["status"] == r.status
+    wide = {row["student_id"]: row for row in csv.DictReader((tmp_path / "gradebook_import.csv").open())}
+    assert len(wide) == len({r.student for r in results})
+    for r in results:
+        cell = next(v for k, v in wide[r.student].items() if k.startswith(f"{r.lesson} (of "))
+        assert cell == ("" if r.needs_attention else f"{r.score:g}"), (r, wide[r.student])
+        assert (f"{r.lesson} ({r.status})" in wide[r.student]["needs a person"]) == r.needs_attention
     if CHROMIUM is None:
         if os.environ.get("CI"):
             pytest.fail("Chromium is missing: .ci/run installs the Debian package `chromium`")
@@ -182,3 +190,67 @@ def test_grade_command_shows_progress_and_exit_code(parallel, monkeypatch, capsy
     captured = capsys.readouterr()
     assert code == 1 and "need a person" in captured.out
     assert f"lesson {LESSONS[0]}" in captured.err and "learner learner001" in captured.err, "no progress bar"
+
+
+def test_report_survives_files_a_learners_kernel_planted(parallel):
+    """A kernel can write into its autograded folder: a notebook that is not JSON, or one with made-up failures."""
+    root, results, _ = parallel
+    graded = next(r for r in results if r.status == "graded")
+    folder = root / "grading" / "autograded" / graded.student / graded.lesson
+    planted = [folder / "zz_bad.ipynb", folder / "zz_fake.ipynb"]
+    planted[0].write_text("{not json")
+    fake = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("", outputs=[nbformat.v4.new_output(
+        "error", ename="CheckError", evalue="PLANTED MESSAGE", traceback=[])], metadata={
+        "nbgrader": {"grade": True, "grade_id": "planted_tests", "points": 1}})])
+    nbformat.write(fake, planted[1])
+    try:
+        data = report.collect(root, LESSONS, progress=False)
+    finally:
+        for path in planted:
+            path.unlink()
+    assert not any("PLANTED" in example for e in data.exercises for _, _, example in e.mistakes)
+
+
+def test_nbgrader_export_says_needs_a_person(parallel, tmp_path):
+    """nbgrader export (the course's plugin) writes "needs a person", not 0.0, where grading did not finish."""
+    from nbgrader.api import Gradebook
+
+    from coursetools.export import CourseCsvExport
+
+    root, results, _ = parallel
+    out = tmp_path / "grades.csv"
+    with Gradebook(gradebook_url(root), course_id(root)) as gradebook:
+        CourseCsvExport(to=str(out), course_root=str(root)).export(gradebook)
+    rows = {(r["student_id"], r["assignment"]): r for r in csv.DictReader(out.open())}
+    for result in results:
+        row = rows[result.student, result.lesson]
+        if result.needs_attention:
+            assert row["score"] == f"needs a person: {result.status}", row
+        else:
+            assert float(row["score"]) == result.score, row
+
+
+@pytest.mark.parametrize("platform, names", [
+    ("canvas", {"doejane": "doejane_12345_67890_{lesson}.ipynb", "roeric": "roeric_LATE_222_333_{lesson}-1.ipynb"}),
+    ("moodle", {"123456": "Jane Doe_123456_assignsubmission_file_/{lesson}.ipynb",
+                "654321": "Ric Roe_654321_assignsubmission_file_{lesson}.ipynb"}),
+])
+def test_collect_a_learning_platforms_download(tmp_path, platform, names):
+    """A Canvas or Moodle "download all submissions" zip ends up as grading/submitted/<learner>/<lesson>/."""
+    import zipfile
+
+    from coursetools.classroom.collect import collect
+
+    lesson = LESSONS[0]
+    root = tmp_path / "course"
+    root.mkdir()
+    grading.copy_course(root, ("solutions", "notebooks"), lessons=[lesson])
+    notebook = (root / "notebooks" / lesson / f"{lesson}.ipynb").read_bytes()
+    archive = tmp_path / "submissions.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for name in names.values():
+            zipped.writestr(name.format(lesson=lesson), notebook)
+        zipped.writestr("stray_readme.txt", "not a submission")
+    assert collect(root, lesson, [archive], platform) == sorted(names)
+    for learner in names:
+        assert (root / "grading" / "submitted" / learner / lesson / f"{lesson}.ipynb").read_bytes() == notebook

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import html
+import os
 import socket
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -21,13 +23,15 @@ import nbformat
 import pytest
 from traitlets.config import Config
 
-from helpers import grading, sandbox, scan
+from coursetools import grading
+from coursetools.grading import sandbox, scan
 from helpers.data import REPO_ROOT
 from tests.test_roundtrip import solution_cells, submit
 
 LESSON = "00_start_here"
 pytestmark = pytest.mark.slow
 SLEEP = "987.654"  # a process the vandal leaves behind: `sleep 987.654`
+GRADER_SECRET = ("GRADEBOOK_PASSWORD", "hunter2-not-for-learners")
 
 
 def notebook_path(course: Path, student: str, name: str = LESSON) -> Path:
@@ -62,6 +66,64 @@ NOISY = ("import logging, sys, warnings\n\n"
 TRANSFORMER = ("def wrap(lines):\n"
                "    return ['try:\\n'] + ['    ' + line for line in lines] + ['\\nexcept BaseException:\\n    pass\\n']\n"
                "get_ipython().input_transformers_post.append(wrap)\n")
+# Rewrites the kernel's messages: drops the `error` message, turns a failed execute_reply into "ok" and
+# answers the grader's probe by evaluating exactly what the grader asked for.
+SESSION_PATCH = (
+    "ip = get_ipython()\n"
+    "session = ip.kernel.session\n"
+    "original_send = session.send\n"
+    "def send(stream, msg_or_type, content=None, *args, **kwargs):\n"
+    "    kind = msg_or_type if isinstance(msg_or_type, str) else msg_or_type.get('msg_type')\n"
+    "    if kind == 'error':\n"
+    "        return None\n"
+    "    if kind == 'execute_reply' and content is not None and content.get('status') == 'error':\n"
+    "        asked = ip.kernel.get_parent()['content'].get('user_expressions', {})\n"
+    "        content = {'status': 'ok', 'execution_count': content.get('execution_count'), 'payload': [],\n"
+    "                   'user_expressions': ip.user_expressions(asked)}\n"
+    "    return original_send(stream, msg_or_type, content, *args, **kwargs)\n"
+    "session.send = send\n")
+# Tricks that need no knowledge of the checks, spelled so that a scan by names misses them.
+CODE_SWAP = ("ok = lambda *args, **kwargs: None\n"
+             "f = check.check_to_fahrenheit\n"
+             "type(f).__dict__['__' + 'code__'].__set__(f, ok.__code__)\n")
+TRACER = ("import sys\n"
+          "getattr(sys, 'set' + 'trace')(lambda frame, event, arg: None)\n")
+SHADOW_PROBE = "globals()['__course_' + 'integrity__'] = lambda *args: '{}'\n"
+# A last cell that prints what IPython kept of the graded cells and writes it next to the notebook.
+LEAKER = ("import linecache\n"
+          "print(In)\n"
+          "kept = '\\n'.join(''.join(entry[2]) for entry in list(linecache.cache.values()) if len(entry) > 2)\n"
+          "print(kept)\n"
+          "open('leak.txt', 'w').write(kept + str(In))\n")
+# An AST wrapper that swallows every exception of a cell, installed without naming ast_transformers.
+AST_WRAPPER = ("import ast\n"
+               "ip = get_ipython()\n"
+               "original = ip.transform_ast\n"
+               "def swallow(node):\n"
+               "    node = original(node)\n"
+               "    handler = ast.ExceptHandler(type=None, name=None, body=[ast.Pass()])\n"
+               "    node.body = [ast.Try(body=node.body or [ast.Pass()], handlers=[handler], orelse=[], finalbody=[])]\n"
+               "    return ast.fix_missing_locations(node)\n"
+               "setattr(ip, 'transform_' + 'ast', swallow)\n")
+# The answer key, run from its file.
+RUNPY_KEY = ("import runpy, helpers\n"
+             "key = runpy.run_path(helpers.__path__[0] + '/reference/start.py')\n"
+             "to_fahrenheit = key['to_fahrenheit']\n")
+# A result type that says every comparison with it is equal.
+ALWAYS_EQUAL = ("class Agreeable(torch.Tensor):\n"
+                "    @classmethod\n"
+                "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+                "        if getattr(func, '__name__', '') in ('allclose', 'equal'):\n"
+                "            return True\n"
+                "        return super().__torch_function__(func, types, args, kwargs or {})\n"
+                "def to_fahrenheit(celsius):\n"
+                "    return (celsius * 9 / 5).as_subclass(Agreeable)\n")
+HONEST_EXTRAS = ("import gc, inspect\n"
+                 "gc.collect()\n"
+                 "assert 'celsius' in str(inspect.signature(lambda celsius: 0))\n"
+                 "names = sorted(globals())\n"
+                 "get_ipython().ast_node_interactivity = 'all'\n")
+
 VANDAL = '''import os, signal, socket, subprocess
 def attempt(what, action):
     try:
@@ -124,7 +186,7 @@ def graded(course: Path, listener) -> dict[str, grading.SubmissionResult]:
     """Build every submission of the catalogue, grade them in one run, return the results by learner."""
     port, _ = listener
     full = lambda name: submit(course, name, LESSON)  # noqa: E731
-    for name in ("full", "extra", "restored", "points", "dupids"):
+    for name in ("full", "extra", "restored", "stripped", "points", "dupids"):
         full(name)
     submit(course, "noisy", LESSON, {"ex_to_fahrenheit": NOISY})
     submit(course, "wrong", LESSON, {"ex_to_fahrenheit": WRONG})
@@ -141,6 +203,11 @@ def graded(course: Path, listener) -> dict[str, grading.SubmissionResult]:
         del nb.cells[cell_index(nb, "ex_to_fahrenheit_tests")].metadata["nbgrader"]
     edit(course, "restored", drop_metadata)  # one graded cell lost its metadata, the other is deleted
     edit(course, "restored", lambda nb: nb.cells.pop(cell_index(nb, "ex_to_fahrenheit_more_tests")))
+
+    def strip_all_metadata(nb):  # e.g. the notebook went through an editor that drops nbgrader's metadata
+        for cell in nb.cells:
+            cell.metadata.pop("nbgrader", None)
+    edit(course, "stripped", strip_all_metadata)
 
     def more_points(nb):
         nb.cells[cell_index(nb, "ex_to_fahrenheit_tests")].metadata["nbgrader"]["points"] = 50
@@ -161,6 +228,22 @@ def graded(course: Path, listener) -> dict[str, grading.SubmissionResult]:
     submit(course, "patch_torch", LESSON, {"ex_to_fahrenheit": WRONG + "torch.allclose = lambda *a, **k: True\n"
                                                                "torch.equal = lambda *a, **k: True\n"})
     submit(course, "transformer", LESSON, {"ex_to_fahrenheit": WRONG + TRANSFORMER})
+    submit(course, "session_wrong", LESSON, {"ex_to_fahrenheit": WRONG + SESSION_PATCH})
+    submit(course, "session_blank", LESSON, blank=True)
+    edit(course, "session_blank", insert_after("ex_to_fahrenheit", SESSION_PATCH))
+    submit(course, "code_swap", LESSON, {"ex_to_fahrenheit": WRONG + CODE_SWAP})
+    right = solution_cells(nbformat.read(course / "solutions" / LESSON / f"{LESSON}.ipynb", as_version=4))
+    # with a correct answer, so that the graded cells pass and the grader asks the guard
+    submit(course, "tracer", LESSON, {"ex_to_fahrenheit": right["ex_to_fahrenheit"].source + "\n" + TRACER})
+    submit(course, "always_equal", LESSON, {"ex_to_fahrenheit": ALWAYS_EQUAL})
+    submit(course, "ast_wrapper", LESSON, {"ex_to_fahrenheit": WRONG + AST_WRAPPER})
+    submit(course, "runpy_key", LESSON, {"ex_to_fahrenheit": RUNPY_KEY})
+    submit(course, "shadow_probe", LESSON, {"ex_to_fahrenheit": right["ex_to_fahrenheit"].source + "\n" + SHADOW_PROBE})
+    submit(course, "honest_extras", LESSON, {"ex_to_fahrenheit": solution_cells(nbformat.read(
+        course / "solutions" / LESSON / f"{LESSON}.ipynb", as_version=4))["ex_to_fahrenheit"].source + "\n" + HONEST_EXTRAS})
+    submit(course, "env_reader", LESSON, {"ex_to_fahrenheit": WRONG + "import os\nprint(dict(os.environ))\n"})
+    submit(course, "leaker", LESSON, {"ex_to_fahrenheit": WRONG})
+    edit(course, "leaker", lambda nb: nb.cells.append(nbformat.v4.new_code_cell(LEAKER)))
     submit(course, "rebind", LESSON, {"ex_to_fahrenheit": "from helpers.reference.start import to_fahrenheit\n"
                                                           "import types\n"
                                                           "check = types.SimpleNamespace(check_to_fahrenheit=print)\n"})
@@ -171,9 +254,11 @@ def graded(course: Path, listener) -> dict[str, grading.SubmissionResult]:
             solution=str(course / "solutions" / LESSON / f"{LESSON}.ipynb"), git=str(REPO_ROOT / ".git"),
             port=port, sleep=SLEEP) + WRONG})
     before = {p: digest(p) for p in (notebook_path(course, "full"), REPO_ROOT / "helpers" / "checks" / "__init__.py")}
+    os.environ[GRADER_SECRET[0]] = GRADER_SECRET[1]  # the grader's own secret: no kernel may see it
     try:
         results = {r.student: r for r in grading.autograde(LESSON, course, overrides=quick())}
     finally:
+        os.environ.pop(GRADER_SECRET[0], None)
         vandalised = REPO_ROOT / "helpers" / "checks" / "_vandal.txt"
         written = vandalised.exists()
         vandalised.unlink(missing_ok=True)
@@ -197,7 +282,7 @@ def table(results) -> str:
 
 # ---------------------------------------------------------------- correct work keeps its points
 
-@pytest.mark.parametrize("student", ["full", "noisy", "restored"])
+@pytest.mark.parametrize("student", ["full", "noisy", "restored", "stripped", "honest_extras"])
 def test_correct_work_scores_full_marks(graded, student):
     result = graded[student]
     assert result.status == "graded" and result.score == result.max_score == 2, table(graded)
@@ -278,6 +363,33 @@ def test_cheats_are_flagged(graded, student, scanned, guarded):
         assert any(guarded in r and "_tests: " in r for r in result.reasons), result.reasons
 
 
+@pytest.mark.parametrize("student", ["session_wrong", "session_blank"])
+def test_rewriting_the_kernels_messages_cannot_win(graded, student):
+    """The grader decides from the guard's signed answer: a failed cell the kernel reports as "ok" still fails."""
+    result = graded[student]
+    assert result.score == 0 and result.status == "suspicious", table(graded)
+    assert any("kernel reported success" in r or "session" in r for r in result.reasons), result.reasons
+
+
+@pytest.mark.parametrize("student, seen", [
+    ("code_swap", "code replaced in place"),
+    ("tracer", "sys.settrace installed a tracing"),
+    ("shadow_probe", "integrity probe was replaced"),
+    ("always_equal", "overrides __torch_function__"),
+    ("ast_wrapper", "shell.transform_ast"),
+    ("runpy_key", None),
+])
+def test_tricks_the_scan_cannot_spell_are_flagged_by_the_guard(graded, student, seen):
+    result = graded[student]
+    assert result.status == "suspicious", table(graded)
+    if seen is None:  # what the guard cannot see, the scan names
+        assert any("imports runpy" in r for r in result.reasons), result.reasons
+    else:
+        assert any(seen in r and "_tests: " in r for r in result.reasons), result.reasons
+    if student == "shadow_probe":  # an answer the grader cannot verify is no pass
+        assert result.score == 0, table(graded)
+
+
 def test_scan_flags_no_solution():
     for path in sorted(REPO_ROOT.glob("solutions/*/*.ipynb")):
         assert scan.scan_file(path, path) == [], path
@@ -298,6 +410,101 @@ def test_feedback_shows_the_message_not_the_hidden_tests(course, graded):
     nb = autograded(course, "wrong")
     error = next(o for o in nb.cells[cell_index(nb, "ex_to_fahrenheit_tests")].outputs if o.output_type == "error")
     assert html.escape(error.evalue.split("\n")[0])[:40] in page
+
+
+def test_hidden_tests_do_not_leak_through_outputs_or_files(course, graded):
+    """print(In), IPython's cached cell sources and a file beside the notebook: none shows a hidden test."""
+    api = grading._api(course)
+    assert api.generate_feedback(LESSON, "leaker", force=True)["success"]
+    folder = course / "grading" / "feedback" / "leaker" / LESSON
+    page = (folder / f"{LESSON}.html").read_text()
+    assert "-273.15" not in page and "BEGIN HIDDEN TESTS" not in page
+    assert sorted(p.name for p in folder.iterdir()) == [f"{LESSON}.html"]
+    assert not (course / "grading" / "autograded" / "leaker" / LESSON / "leak.txt").exists()
+
+
+def test_feedback_redacts_hidden_test_lines_wherever_they_appear():
+    """Whatever way a hidden test's text reached an output, feedback shows a note in its place."""
+    from coursetools.grading.autograder import FeedbackWithoutHiddenTests
+
+    hidden = "check.check_to_fahrenheit(to_fahrenheit, inputs=[torch.tensor([-273.15])])"
+    graded = nbformat.v4.new_code_cell(f"check.check_to_fahrenheit(to_fahrenheit)\n### BEGIN HIDDEN TESTS\n{hidden}\n"
+                                       "### END HIDDEN TESTS\n", metadata={"nbgrader": {
+                                           "grade": True, "grade_id": "t", "points": 1, "solution": False,
+                                           "locked": True}})
+    leak = nbformat.v4.new_code_cell("print(In)", outputs=[nbformat.v4.new_output(
+        "stream", name="stdout", text=f"before\n['{hidden}']\nafter\n"), nbformat.v4.new_output(
+        "display_data", data={"text/plain": hidden, "text/html": f"<pre>{hidden}</pre>"})])
+    nb = nbformat.v4.new_notebook(cells=[graded, leak])
+    nb, _ = FeedbackWithoutHiddenTests().preprocess(nb, {})
+    shown = nbformat.writes(nb)
+    assert "-273.15" not in shown and "hidden tests, not shown" in shown and "before" in shown and "after" in shown
+
+
+def test_the_kernel_gets_an_allow_list_of_the_graders_environment(course, graded):
+    nb = autograded(course, "env_reader")
+    text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+    assert "PATH" in text and GRADER_SECRET[1] not in text and GRADER_SECRET[0] not in text
+
+
+def test_a_folder_holding_the_answers_is_never_mounted(monkeypatch, tmp_path):
+    """PYTHONPATH or COURSE_DATA at the course root (or above it) must not show the kernel solutions/ or grading/."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO_ROOT), "/", str(tmp_path)]))
+    monkeypatch.setenv("COURSE_DATA", str(REPO_ROOT.parent))
+    mounted = sandbox._readable_paths()
+    assert tmp_path.resolve() in mounted
+    for path in mounted:
+        assert not REPO_ROOT.is_relative_to(path) or path == Path("/"), path
+        assert not (path / "solutions").exists() and not (path / "grading").exists(), path
+    assert sandbox.checkout() / "helpers" in mounted
+
+
+@pytest.mark.skipif(not sandbox.sandboxed(), reason="bubblewrap is not installed (apt-get install bubblewrap)")
+def test_the_notebooks_folder_is_bounded_scratch(tmp_path):
+    """Writes beside the notebook stop at the size limit and vanish; the submission's files are read-only."""
+    work, private = tmp_path / "work", tmp_path / "private"
+    work.mkdir(), private.mkdir()
+    (work / "submitted.txt").write_text("mine")
+    script = ("cat submitted.txt; echo; (echo x > submitted.txt) 2>/dev/null || echo read-only; "
+              "dd if=/dev/zero of=big bs=1M count=64 2>/dev/null; du -m big | cut -f1; touch /made-at-root || true")
+    out = subprocess.run(sandbox.bwrap_command(work, private, 16 * 2**20) + ["--", "sh", "-c", script],
+                         capture_output=True, text=True)
+    lines = out.stdout.split()
+    assert lines[:2] == ["mine", "read-only"] and int(lines[2]) <= 16, out
+    assert "Read-only file system" in out.stderr
+    assert sorted(p.name for p in work.iterdir()) == ["submitted.txt"] and (work / "submitted.txt").read_text() == "mine"
+
+
+@pytest.mark.skipif(not sandbox._cgroup_roots().get("pids"), reason="no writable cgroup here (needs root)")
+def test_processes_are_capped_for_the_notebook_as_a_whole():
+    """RLIMIT_NPROC does not bind root: the kernel's control group caps how many processes it runs at once."""
+    name = f"test-{os.getpid()}"
+    child = ("import subprocess, sys\n"
+             "sys.path.insert(0, sys.argv[1])\n"
+             "from coursetools.grading import sandbox\n"
+             f"made = sandbox.cgroup_limits({name!r}, 20, 2**30)\n"
+             "started = 0\n"
+             "try:\n"
+             "    for _ in range(60):\n"
+             "        subprocess.Popen(['sleep', '30'])\n"
+             "        started += 1\n"
+             "except OSError:\n"
+             "    pass\n"
+             "print(len(made), started)\n"
+             "subprocess.run(['pkill', '-f', 'sleep 30'])\n")
+    out = subprocess.run([sys.executable, "-c", child, str(REPO_ROOT)], capture_output=True, text=True, timeout=120)
+    sandbox.remove_cgroups(name)
+    made, started = map(int, out.stdout.split()[:2])
+    assert made >= 1 and started < 20, out
+    assert not any((root / sandbox.CGROUP_PARENT / name).exists() for root in sandbox._cgroup_roots().values())
+
+
+def test_a_kernel_that_cannot_start_stops_grading_once(course, graded):
+    config = quick()
+    config.GraderExecute.memory_limit = 2**20  # 1 MB: Python cannot even start
+    with pytest.raises(grading.GradingError, match="could not start") as error:
+        grading.autograde(LESSON, course, ["full", "wrong"], overrides=config)
+    assert "The kernel said" in str(error.value)
 
 
 # ---------------------------------------------------------------- the sandbox
@@ -326,6 +533,7 @@ def test_grading_works_unsandboxed_with_one_warning(course, graded, monkeypatch,
     err = capsys.readouterr().err
     assert err.count("UNSANDBOXED") == 1 and "COURSE_SANDBOX=none is set" in err and "not installed" not in err
     assert first[0].status == "graded" and first[0].score == 2 and first[0].sandboxed is False
+    assert "UNSANDBOXED graded" in grading.format_table(first)  # every row says so, not only one warning
 
 
 def test_answers_to_the_solution_cells_are_what_the_scan_reads():

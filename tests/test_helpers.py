@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import authoring, data, grading
+from coursetools import authoring, grading
+from helpers import data
 from helpers.checks import CheckError, Mistake, call, expect_close, expect_tensor, same_tensor
 from helpers.timing import time_call
 

@@ -27,9 +27,9 @@ import pytest
 from jupyter_client import BlockingKernelClient
 
 import helpers
-from helpers.authoring import execute
+from coursetools.authoring import execute
 from helpers.data import REPO_ROOT
-from helpers.grading import copy_course
+from coursetools.grading import copy_course
 from tests.test_roundtrip import submit
 
 pytestmark = pytest.mark.slow

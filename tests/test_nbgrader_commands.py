@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import grading
+from coursetools import grading
 from helpers.data import REPO_ROOT
 from tests.test_roundtrip import submit
 

@@ -22,8 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import grading
-from helpers.classroom import grade, report, synthetic
+from coursetools import grading
+from coursetools import report
+from coursetools.classroom import synthetic
+from coursetools.results import course_id, load_results
 
 pytestmark = pytest.mark.slow
 LESSON = "00_start_here"
@@ -92,7 +94,7 @@ def test_two_machines_grade_their_shards_into_one_postgres_gradebook(postgres_ur
     from nbgrader.api import Gradebook
 
     machines = [machine(tmp_path / "machine1"), machine(tmp_path / "machine2")]
-    command = [sys.executable, "-m", "helpers.classroom"]
+    command = [sys.executable, "-m", "coursetools.classroom"]
     # Once, before the shards start: the lesson goes into the new gradebook.
     setup = subprocess.run([*command, "setup", LESSON, "--db-url", postgres_url], cwd=machines[0], capture_output=True,
                            text=True)
@@ -104,14 +106,14 @@ def test_two_machines_grade_their_shards_into_one_postgres_gradebook(postgres_ur
     for shard, (out, err) in zip(shards, outputs):
         assert shard.returncode in (0, 1), f"{out}\n{err[-3000:]}"  # 1: a submission needs a person
 
-    graded_by = [grade.load_results(root) for root in machines]
+    graded_by = [load_results(root) for root in machines]
     everyone = {synthetic.learner_name(i) for i in range(SIZE)}
     assert {s for s, _ in graded_by[0]} | {s for s, _ in graded_by[1]} == everyone
     assert not {s for s, _ in graded_by[0]} & {s for s, _ in graded_by[1]}, "a learner was graded twice"
     results = {student: r for results in graded_by for (student, _), r in results.items()}
 
     profiles = {synthetic.learner_name(i): p for i, p in enumerate(synthetic.profiles(LESSON, _solution(machines[0]), SIZE))}
-    with Gradebook(postgres_url, grade.course_id(machines[0])) as gradebook:
+    with Gradebook(postgres_url, course_id(machines[0])) as gradebook:
         max_score = gradebook.find_assignment(LESSON).max_score
         for student, profile in profiles.items():
             expected = synthetic.expected_score(LESSON, profile, max_score)

@@ -189,7 +189,7 @@ def _solution_notebook():
 
 
 def test_every_cell_that_can_train_the_capstone_has_the_clock_limit_of_a_cpu_timed_cell():
-    from helpers.autograder import CPU_TIMED, CPU_TIMED_TIMEOUT_S, cell_timeout
+    from coursetools.grading.autograder import CPU_TIMED, CPU_TIMED_TIMEOUT_S, cell_timeout
 
     training = [c for c in _solution_notebook().cells if c.cell_type == "code" and any(
         name in c.source for name in ("check_within_budget", "graded_model", "check_build_and_train", "check_held_out"))]
@@ -203,7 +203,7 @@ def test_every_cell_that_can_train_the_capstone_has_the_clock_limit_of_a_cpu_tim
 
 
 def test_nbgrader_config_gives_cpu_timed_cells_their_clock_limit():
-    from helpers.grading import load_config
+    from coursetools.grading import load_config
     from helpers.data import REPO_ROOT
 
     config = load_config(REPO_ROOT)

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader
 
-from helpers import authoring
+from coursetools import authoring
 from helpers.checks import CheckError
 from helpers.checks import debugging as checks
 from helpers.data import REPO_ROOT

@@ -16,8 +16,8 @@ import nbformat
 import pytest
 from traitlets.config import Config
 
-from helpers import grading
-from helpers.authoring import comparable
+from coursetools import grading
+from coursetools.authoring import comparable
 from helpers.data import REPO_ROOT
 from helpers.starters import is_untouched_starter
 

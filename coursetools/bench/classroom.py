@@ -1,12 +1,12 @@
 """Benchmark grading a class: learners per minute one at a time vs in parallel.
 
-Grades the same synthetic class (helpers.classroom.synthetic) twice on a
+Grades the same synthetic class (coursetools.classroom.synthetic) twice on a
 temporary copy of the course, serially (1 job) and in parallel (``--jobs``,
 default one per core), each into a fresh gradebook, checks that both gave every
 submission the same status and score, and prints a table with the projected
 time for 100 and 1,000 learners.
 
-    python -m helpers.bench --class [--learners 20] [--jobs N] [--lessons 00_start_here 01_tensors]
+    python -m coursetools.bench --class [--learners 20] [--jobs N] [--lessons 00_start_here 01_tensors]
     (or: make bench-class)
 """
 
@@ -19,8 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from helpers import grading
-from helpers.classroom import grade, synthetic
+from coursetools import grading
+from coursetools import results
+from coursetools.classroom import grade, synthetic
 
 
 def grade_fresh(root: Path, lessons: list[str], jobs: int) -> tuple[float, list[grading.SubmissionResult]]:
@@ -38,7 +39,7 @@ def _config(root: Path):
     from traitlets.config import Config
 
     config = Config()
-    config.CourseDirectory.db_url = grade.gradebook_url(root)
+    config.CourseDirectory.db_url = results.gradebook_url(root)
     return config
 
 
@@ -51,7 +52,7 @@ def differences(serial: list[grading.SubmissionResult], parallel: list[grading.S
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m helpers.bench --class")
+    parser = argparse.ArgumentParser(prog="python -m coursetools.bench --class")
     parser.add_argument("--learners", type=int, default=20)
     parser.add_argument("--jobs", type=int, default=grade.default_jobs())
     parser.add_argument("--lessons", nargs="+", help="default: every lesson")

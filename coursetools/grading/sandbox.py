@@ -14,10 +14,12 @@ That launcher, still outside the sandbox:
      the grader through jupyter_client's ``ipc`` transport, Unix sockets in a folder
      both sides see);
    - a file system that holds only what a kernel needs, read-only (the system, Python,
-     the virtual environment, ``helpers/``, the course data), a private ``/tmp`` of
-     bounded size, and the submission's autograded folder, the only writable place
-     that outlives the kernel. The course's ``solutions/``, ``grading/`` (gradebook,
-     other learners' work) and ``.git`` are not there at all;
+     the virtual environment, ``helpers/``, the guard's own file, the course data), a
+     private ``/tmp`` and ``/dev/shm`` of bounded size, and the notebook's folder as a
+     bounded scratch space over the submission's files (read-only): nothing the kernel
+     writes outlives it but its sockets. The root is read-only. The course's ``solutions/``,
+     ``grading/`` (gradebook, other learners' work), ``coursetools/`` and ``.git`` are not
+     there at all;
    - no capabilities (``--cap-drop ALL``), even when grading runs as root.
    Without ``bwrap`` the same kernel runs unsandboxed, with the same limits and guard.
 3. runs :func:`_guard_kernel` in the kernel before any of the notebook's cells.
@@ -26,10 +28,16 @@ The guard records what the checks rely on (the functions of the modules the lock
 cells import, torch's comparison functions, builtins, IPython's input and AST
 transformers and hooks) and answers the grader's probe after every graded cell,
 through a ``user_expressions`` request that IPython evaluates without passing it
-through the learner's input transformers. Its answer carries a secret it read (and
-deleted) before the notebook ran, so a replaced probe cannot answer for it. Code that
-digs the secret out of the kernel (frames, closures, the garbage collector) is what
-:mod:`helpers.scan` flags: the guard raises the bar; the scan and a person close it.
+through the learner's input transformers. The grader, not the kernel, decides whether a
+graded cell passed: the probe reports whether the cell raised (recorded by the guard's own
+``post_run_cell`` callback, not read from the kernel's reply) for the grader's one-time
+nonce, signed with a secret the guard read (and deleted) before the notebook ran. The
+secret never leaves the guard, so code that rewrites the kernel's messages (drops an
+error, turns a reply into "ok", answers the probe itself) cannot forge a pass: the cell
+fails and is flagged. Code that digs the secret out of the kernel (frames, closures, the
+garbage collector) is what :mod:`coursetools.grading.scan` flags, and tracing or profiling
+hooks, swapped code objects and a patched message session are reported by the probe:
+the guard raises the bar; the scan and a person close it.
 """
 
 from __future__ import annotations
@@ -52,6 +60,10 @@ ENV_TMP_SIZE = "COURSE_SANDBOX_TMP_SIZE"    # bytes of its private /tmp
 ENV_SANDBOX = "COURSE_SANDBOX"              # "bwrap" (default when installed) or "none"
 ENV_GUARD = "COURSE_SANDBOX_GUARD"          # json: modules to record, file holding the secret
 PROBE = "__course_integrity__"              # the builtin the grader's probe calls
+ENV_PROCESSES = "COURSE_SANDBOX_PROCESSES"  # processes (and threads) the kernel and what it starts may run at once
+ENV_MEMORY_TOTAL = "COURSE_SANDBOX_MEMORY_TOTAL"  # bytes of memory they may use together
+CGROUP_PARENT = "pytorch-course-grader"     # the kernels' control groups live under this one
+DEFAULT_PROCESSES = 512
 DEFAULT_MEMORY = 2 * 2**30
 DEFAULT_FILE_SIZE = 256 * 2**20
 DEFAULT_TMP_SIZE = 512 * 2**20
@@ -105,12 +117,44 @@ def unsandboxed_warning() -> str:
             f"(it can read the solutions and change the gradebook). {fix}")
 
 
+# The kernel's environment: these variables of the grader's and nothing else (no tokens, passwords or
+# database URLs reach a learner's code). Prefixes end with "_" or "*".
+KERNEL_ENVIRONMENT = ("PATH", "LANG", "LANGUAGE", "LC_*", "TZ", "TERM", "USER", "LOGNAME", "COURSE_*", "NBGRADER_*",
+                      "JPY_*", "MPLBACKEND", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                      "CUDA_VISIBLE_DEVICES", "PYTHONHASHSEED", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+
+
+def kernel_environment(environ: dict[str, str]) -> dict[str, str]:
+    """The allowed part of ``environ`` (see :data:`KERNEL_ENVIRONMENT`)."""
+    import fnmatch
+
+    return {k: v for k, v in environ.items() if any(fnmatch.fnmatchcase(k, pattern) for pattern in KERNEL_ENVIRONMENT)}
+
+
+def checkout() -> Path:
+    """The folder that holds this course's ``helpers/`` (beside this package: the checkout, or site-packages)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def _course_secrets(path: Path) -> bool:
+    """Whether mounting ``path`` would show the kernel the answers or the grades: a folder holding
+    ``solutions/`` or ``grading/``, or one above the course."""
+    course = checkout()
+    return course.is_relative_to(path) or (path / "solutions").exists() or (path / "grading").exists()
+
+
 def _readable_paths() -> list[Path]:
-    """What the kernel needs to see, read-only: the system, Python, the environment, helpers, the data."""
+    """What the kernel needs to see, read-only: the system, Python, the environment, helpers, the guard, the data."""
+    # Of the course's code, only the learner package (helpers/, beside this package in the same checkout or
+    # site-packages) and this one file, which the kernel runs as its guard: none of the grading tooling.
+    this_file = Path(__file__).resolve()
     paths = [Path("/usr"), Path("/etc"), Path("/sys"), Path(sys.prefix), Path(sys.base_prefix),
-             Path(sys.executable).resolve().parent.parent, Path(__file__).resolve().parent]
-    for variable in ("COURSE_DATA", "PYTHONPATH"):
-        paths += [Path(p) for p in os.environ.get(variable, "").split(os.pathsep) if p]
+             Path(sys.executable).resolve().parent.parent, checkout() / "helpers", this_file]
+    extra = [Path(p) for variable in ("COURSE_DATA", "PYTHONPATH") for p in os.environ.get(variable, "").split(os.pathsep)
+             if p]
+    if not os.environ.get("COURSE_DATA"):
+        extra.append(checkout() / "data")  # helpers.data's default data root
+    paths += [p for p in extra if p.is_absolute() and p.exists() and not _course_secrets(p.resolve())]
     found = []
     for path in paths:
         if path.is_absolute() and path.exists() and path.resolve() not in found:
@@ -120,11 +164,13 @@ def _readable_paths() -> list[Path]:
 
 
 def bwrap_command(workdir: Path, private: Path, tmp_size: int) -> list[str]:
-    """bwrap's arguments: ``workdir`` and ``private`` (the connection folder) writable, nothing else kept."""
+    """bwrap's arguments: ``private`` (the connection folder) and a bounded scratch ``workdir`` writable, nothing kept."""
     # the machine's own hostname is kept: /etc/hosts resolves it to loopback, which torchrun's rendezvous needs
     command = [bwrap(), "--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
                "--unshare-cgroup-try", "--new-session", "--cap-drop", "ALL",
-               "--proc", "/proc", "--dev", "/dev", "--size", str(tmp_size), "--tmpfs", "/tmp"]
+               "--proc", "/proc", "--dev", "/dev", "--size", str(tmp_size), "--tmpfs", "/tmp",
+               # shared memory (DataLoader workers pass batches through it) is RAM: bounded like /tmp
+               "--size", str(tmp_size), "--tmpfs", "/dev/shm"]
     for name in ("bin", "lib", "lib64", "sbin"):
         link = Path("/") / name
         if link.is_symlink():
@@ -133,12 +179,76 @@ def bwrap_command(workdir: Path, private: Path, tmp_size: int) -> list[str]:
             command += ["--ro-bind", str(link), str(link)]
     for path in _readable_paths():
         command += ["--ro-bind", str(path), str(path)]
-    for path in (workdir, private):
-        command += ["--bind", str(path), str(path)]
+    # The notebook's folder: a tmpfs as large as /tmp over it, with the submission's own files read-only in it.
+    # What the kernel writes there (checkpoints, runs/) is bounded, and is gone with the kernel.
+    command += ["--size", str(tmp_size), "--tmpfs", str(workdir)]
+    for entry in sorted(workdir.iterdir()):
+        command += ["--ro-bind", str(entry), str(entry)]
+    # the connection folder: the kernel creates its sockets there, beside the grader's files
+    command += ["--bind", str(private), str(private)]
     # ipykernel watches JPY_PARENT_PID, which a new process namespace hides: --die-with-parent does that job
     command += ["--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp", "--unsetenv", "JPY_PARENT_PID",
-                "--chdir", str(workdir)]
+                "--chdir", str(workdir),
+                # the root bwrap builds is a tmpfs of no size (RAM beyond the memory limit): read-only once mounted
+                "--remount-ro", "/"]
     return command
+
+
+def _cgroup_roots() -> dict[str, Path]:
+    """The writable cgroup hierarchies holding the pids and memory controllers: {"pids": ..., "memory": ...}.
+
+    cgroup v1 (one hierarchy per controller, /sys/fs/cgroup/pids) or v2 (one, /sys/fs/cgroup, whose
+    subtree enables them). Empty where there are none this process may write (not root, a container).
+    """
+    base = Path("/sys/fs/cgroup")
+    if (base / "cgroup.controllers").exists():  # v2
+        enabled = (base / "cgroup.subtree_control").read_text().split() if (base / "cgroup.subtree_control").exists() else []
+        return {c: base for c in ("pids", "memory") if c in enabled and os.access(base, os.W_OK)}
+    return {c: base / c for c in ("pids", "memory") if (base / c / "tasks").exists() and os.access(base / c, os.W_OK)}
+
+
+def cgroup_limits(name: str, processes: int, memory: int) -> list[Path]:
+    """Move this process (and so everything it will start) into new control groups capping the number of
+    processes and their memory together; return the groups made, for :func:`remove_cgroups`.
+
+    Per-process limits (``RLIMIT_DATA``) cannot cap a notebook that starts many processes, and
+    ``RLIMIT_NPROC`` does not bind root. Where no cgroup can be made, nothing is capped (best effort).
+    """
+    made: list[Path] = []
+    for controller, root in _cgroup_roots().items():
+        try:
+            parent = root / CGROUP_PARENT
+            parent.mkdir(exist_ok=True)
+            if (root / "cgroup.controllers").exists():  # v2: the parent hands both controllers down
+                (parent / "cgroup.subtree_control").write_text("+pids +memory")
+            group = parent / name
+            group.mkdir(exist_ok=True)
+            made.append(group)
+            v2 = (root / "cgroup.controllers").exists()
+            limits = {"pids": {"pids.max": processes},
+                      "memory": {"memory.max": memory} if v2 else {"memory.limit_in_bytes": memory}}[controller]
+            for file, value in limits.items():
+                (group / file).write_text(str(value))
+            (group / "cgroup.procs").write_text(str(os.getpid()))
+        except OSError:
+            continue
+    return made
+
+
+def remove_cgroups(name: str) -> None:
+    """Remove the control groups :func:`cgroup_limits` made for ``name`` once their processes are gone."""
+    import time
+
+    for root in set(_cgroup_roots().values()):
+        group = root / CGROUP_PARENT / name
+        for _ in range(50):  # the kernel's processes may take a moment to be reaped
+            try:
+                group.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.1)
 
 
 def launch(argv: list[str]) -> None:
@@ -150,6 +260,9 @@ def launch(argv: list[str]) -> None:
     # RLIMIT_DATA counts what the kernel allocates (heap, tensors), not the libraries it maps
     resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+    # the notebook and every process it starts, together: processes and memory (the connection folder's name)
+    cgroup_limits(connection_file.parent.name, int(os.environ.get(ENV_PROCESSES, DEFAULT_PROCESSES)),
+                  int(os.environ.get(ENV_MEMORY_TOTAL, 2 * memory)))
     # the guard is loaded by path, under a name of its own, so it does not depend on `helpers` importing
     guard = (f"__import__('runpy').run_path({str(Path(__file__).resolve())!r}, run_name='_course_guard')"
              "['_guard_kernel']()")
@@ -158,6 +271,8 @@ def launch(argv: list[str]) -> None:
     log = os.open(connection_file.parent / "kernel.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log, 1)
     os.dup2(log, 2)
+    # the kernel imports exactly this course's helpers, whatever the environment's installed copy points at
+    os.environ["PYTHONPATH"] = str(checkout())
     if sandboxed():
         kernel = bwrap_command(Path.cwd().resolve(), connection_file.parent, tmp_size) + ["--", *kernel]
     os.execv(kernel[0], kernel)
@@ -199,6 +314,53 @@ def _library_code(function: object) -> bool:
     return any(str(Path(code.co_filename).resolve()).startswith(p) for p in prefixes)
 
 
+def _code(value: object) -> object:
+    """The code object a function (or a method's function) runs: swapping it in place changes no identity."""
+    return getattr(value, "__code__", None) or getattr(getattr(value, "__func__", None), "__code__", None)
+
+
+def _codes(obj: object, attributes: dict[str, object]) -> dict[str, object]:
+    """Code objects of ``attributes`` and, for classes a course module defines, of their methods."""
+    codes = {name: _code(value) for name, value in attributes.items()}
+    module = getattr(obj, "__name__", "")
+    for name, value in attributes.items():
+        if isinstance(value, type) and value.__module__ == module and module.startswith("helpers"):
+            codes.update({f"{name}.{m}": _code(f) for m, f in vars(value).items() if _code(f) is not None})
+    return {name: code for name, code in codes.items() if code is not None}
+
+
+def _now_code(obj: object, name: str) -> object:
+    value = obj
+    for part in name.split("."):
+        value = vars(value).get(part) if hasattr(value, "__dict__") else None
+    return _code(value)
+
+
+def _tracing() -> dict[str, object]:
+    """The tracing and profiling functions set for this thread and for new threads."""
+    import threading
+
+    return {"sys.settrace": sys.gettrace(), "sys.setprofile": sys.getprofile(),
+            "threading.settrace": threading.gettrace(), "threading.setprofile": threading.getprofile()}
+
+
+def _subclasses(cls: type) -> list[type]:
+    found, todo = [], list(cls.__subclasses__())
+    while todo:
+        sub = todo.pop()
+        found.append(sub)
+        todo += sub.__subclasses__()
+    return found
+
+
+def sign(secret: str, payload: str) -> str:
+    """The probe's signature of its answer (the grader computes the same to verify it)."""
+    import hashlib
+    import hmac
+
+    return hmac.new(secret.encode(), payload.encode(), hashlib.sha256).hexdigest()
+
+
 def _guard_kernel() -> None:
     """Record what the checks rely on and install the probe the grader calls after graded cells."""
     import importlib
@@ -227,12 +389,23 @@ def _guard_kernel() -> None:
                                            None if name.startswith("helpers") or name == "torch.Tensor" else [])
               for name, obj in watched.items()}
     recorded = {name: (obj, _attributes(obj, chosen[name])) for name, obj in watched.items()}
+    codes = {name: _codes(obj, attributes) for name, (obj, attributes) in recorded.items()}
     shell = __import__("IPython").get_ipython()
+    # whether the last cell raised, as IPython's run_cell found it (the kernel's reply can be rewritten)
+    outcome: dict[str, object] = {"success": None, "error": None}
+
+    def record_outcome(result) -> None:
+        error = result.error_in_exec or result.error_before_exec
+        outcome.update(success=bool(result.success), error=type(error).__name__ if error is not None else None)
+
+    if shell is not None:
+        shell.events.register("post_run_cell", record_outcome)
     hooks = _hooks(shell)
+    tracing = _tracing()
     # names the locked cells bind: {name: (module, attribute or None)}
     bound = {name: (module, attribute) for name, (module, attribute) in settings.get("names", {}).items()}
 
-    def probe() -> str:
+    def probe(nonce: str = "") -> str:
         problems = []
         for name, (obj, attributes) in recorded.items():
             if name in sys.modules and sys.modules[name] is not obj:
@@ -241,6 +414,16 @@ def _guard_kernel() -> None:
             changed = sorted(a for a, value in attributes.items() if not _same(now.get(a), value))
             if changed:
                 problems.append(f"{name}.{', '.join(changed[:3])} replaced")
+            swapped = sorted(a for a, code in codes[name].items() if _now_code(obj, a) is not code)
+            if swapped:
+                problems.append(f"{name}.{', '.join(swapped[:3])}: code replaced in place (__code__)")
+        traced = sorted(k for k, v in _tracing().items() if v is not tracing[k])
+        if traced:
+            problems.append(f"{', '.join(traced)} installed a tracing or profiling function")
+        overriding = sorted(cls.__qualname__ for cls in _subclasses(torch.Tensor)
+                            if cls.__module__ == "__main__" and "__torch_function__" in vars(cls))
+        if overriding:  # a notebook's tensor type that decides what comparisons with it return
+            problems.append(f"tensor subclass {', '.join(overriding[:3])} overrides __torch_function__")
         now = _hooks(shell)
         changed = sorted(k for k in hooks.keys() | now.keys() if hooks.get(k) != now.get(k))
         if changed:
@@ -252,7 +435,9 @@ def _guard_kernel() -> None:
                 expected = obj if attribute is None else vars(obj).get(attribute)
                 if expected is not None and not _same(namespace[name], expected):
                     problems.append(f"the name {name} (set by a locked cell) was rebound")
-        return json.dumps({"secret": secret, "problems": problems})
+        payload = json.dumps({"nonce": nonce, "success": outcome["success"], "error": outcome["error"],
+                              "problems": problems}, sort_keys=True)
+        return json.dumps({"payload": payload, "signature": sign(secret, payload)})
 
     setattr(builtins, PROBE, probe)
 
@@ -262,7 +447,7 @@ def _hooks(shell) -> dict[str, object]:
     if shell is None:
         return {}
     methods = ["run_cell", "run_cell_async", "run_ast_nodes", "run_code", "showtraceback", "_showtraceback",
-               "transform_cell", "set_custom_exc", "CustomTB"]
+               "transform_cell", "transform_ast", "set_custom_exc", "CustomTB", "user_expressions", "ev", "ex"]
     found: dict[str, object] = {
         "input_transformers_cleanup": [id(f) for f in shell.input_transformers_cleanup],
         "input_transformers_post": [id(f) for f in shell.input_transformers_post],
@@ -272,6 +457,20 @@ def _hooks(shell) -> dict[str, object]:
     found.update({f"shell.{m}": (id(vars(shell).get(m)), id(getattr(type(shell), m, None))) for m in methods})
     found.update({f"events.{event}": [id(f) for f in callbacks if not _library_code(f)]
                   for event, callbacks in shell.events.callbacks.items()})
+    # the kernel's message layer: what sends the error, the reply and the probe's answer to the grader
+    kernel = getattr(shell, "kernel", None)
+    session = getattr(kernel, "session", None)
+    for label, obj, names in (("kernel", kernel, ["do_execute", "execute_request", "send_response", "_publish_status"]),
+                              ("session", session, ["send", "serialize", "sign", "msg", "feed_identities"]),
+                              ("iopub", getattr(kernel, "iopub_socket", None), ["send", "send_multipart"]),
+                              ("shell_stream", getattr(kernel, "shell_stream", None), ["send", "send_multipart"])):
+        if obj is not None:
+            found.update({f"{label}.{m}": (id(vars(obj).get(m)) if hasattr(obj, "__dict__") else None,
+                                           id(getattr(type(obj), m, None))) for m in names})
+            found[f"{label}.class"] = id(type(obj))
+    for label, obj in (("kernel", kernel), ("session", session)):
+        if obj is not None:
+            found[f"{label}.is"] = id(obj)
     return found
 
 

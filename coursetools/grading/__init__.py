@@ -10,8 +10,8 @@ nbgrader alone has three quiet failure modes this module turns into loud ones:
 
 Command line (run from the course root, where nbgrader_config.py is)::
 
-    python -m helpers.grading release              # solutions/ -> notebooks/
-    python -m helpers.grading autograde [LESSON]   # grading/submitted/<student>/<lesson>/
+    python -m coursetools.grading release              # solutions/ -> notebooks/
+    python -m coursetools.grading autograde [LESSON]   # grading/submitted/<student>/<lesson>/
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ _warned_unsandboxed = False
 
 def _warn_if_unsandboxed() -> None:
     global _warned_unsandboxed
-    from helpers import sandbox
+    from coursetools.grading import sandbox
 
     if not sandbox.sandboxed() and not _warned_unsandboxed:
         _warned_unsandboxed = True
@@ -161,8 +161,8 @@ def autograde(
     Steps:
         1. Read each submitted folder: an unreadable notebook, a missing or renamed
            one, or an extra one beside it is noted; the learner's cells are scanned
-           (:mod:`helpers.scan`).
-        2. Run nbgrader's autograde (in the sandbox: :mod:`helpers.autograder`).
+           (:mod:`coursetools.grading.scan`).
+        2. Run nbgrader's autograde (in the sandbox: :mod:`coursetools.grading.autograder`).
         3. Classify the autograded notebook, with nbgrader's own log for the reason
            when it refused, and what the grader's guard found in the kernel.
         4. Read the score, and whether a cell needs manual grading, from the gradebook.
@@ -171,7 +171,7 @@ def autograde(
         GradingError: when the locked setup cell could not import ``helpers`` and a
             clean Python cannot either, because then every score is a meaningless 0.
     """
-    from helpers import autograder, scan
+    from coursetools.grading import autograder, scan
 
     _warn_if_unsandboxed()
     api = _api(course_root, overrides)
@@ -195,7 +195,11 @@ def autograde(
                 source = source_dir / f"{name}.ipynb"
                 reasons += [f"suspicious: {r}" for r in scan.scan_file(folder / f"{name}.ipynb",
                                                                         source if source.exists() else None)]
+        autograder.KERNEL_START_ERROR.clear()
         outcome = api.autograde(lesson, student, force=True, create=True)
+        if autograder.KERNEL_START_ERROR:
+            raise GradingError("the grading kernel could not start, so no notebook can be graded (nothing the "
+                               f"learner wrote had run yet). The kernel said:\n{autograder.KERNEL_START_ERROR[-1]}")
         graded_dir = Path(api.coursedir.root) / api.coursedir.autograded_directory / student / lesson
         notebooks = [graded_dir / f"{name}.ipynb" for name in expected if (graded_dir / f"{name}.ipynb").exists()]
         notes = [autograder.NOTES.pop(str(p.resolve()), {}) for p in notebooks] if outcome["success"] else []
@@ -274,7 +278,7 @@ def _imports_cleanly(notebook: nbformat.NotebookNode) -> bool:
     import subprocess
     import tempfile
 
-    from helpers.autograder import locked_names
+    from coursetools.grading.autograder import locked_names
 
     modules = sorted({m for m, _ in locked_names(notebook).values()})
     code = "import importlib\nfor m in %r:\n    importlib.import_module(m)" % (modules,)
@@ -370,6 +374,8 @@ def format_table(results: list[SubmissionResult]) -> str:
     for r in results:
         score = "-" if r.score is None else f"{r.score:g}"
         note = f"{r.status}: {r.detail}" if r.needs_attention else r.status
+        if r.sandboxed is False:  # every learner's code ran with the grader's rights: say so on its row
+            note = f"UNSANDBOXED {note}"
         if r.needs_attention and len(r.reasons) > 1:
             note += f" (+{len(r.reasons) - 1} more: {'; '.join(r.reasons[1:3])})"
         lines.append(f"{r.student:<16} {r.lesson:<22} {score:>5} / {r.max_score:<3g}  {note}")
@@ -377,7 +383,7 @@ def format_table(results: list[SubmissionResult]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m helpers.grading")
+    parser = argparse.ArgumentParser(prog="python -m coursetools.grading")
     sub = parser.add_subparsers(dest="command", required=True)
     release_cmd = sub.add_parser("release", help="regenerate notebooks/ from solutions/")
     release_cmd.add_argument("lessons", nargs="*")
@@ -408,6 +414,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{len(attention)} submission(s) need a person to look at them (not graded as 0).")
     return 1 if attention else 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -19,8 +19,8 @@ fix-the-bug exercise hands out instead of the stub (see ``helpers.starters``).
 
 Command line::
 
-    python -m helpers.authoring build [LESSON ...]   # .pct.py -> executed .ipynb
-    python -m helpers.authoring check                # stored .ipynb match their .pct.py
+    python -m coursetools.authoring build [LESSON ...]   # .pct.py -> executed .ipynb
+    python -m coursetools.authoring check                # stored .ipynb match their .pct.py
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ def out_of_sync(source: Path) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m helpers.authoring")
+    parser = argparse.ArgumentParser(prog="python -m coursetools.authoring")
     sub = parser.add_subparsers(dest="command", required=True)
     build_cmd = sub.add_parser("build", help="convert and execute lesson sources")
     build_cmd.add_argument("lessons", nargs="*")

@@ -1,6 +1,6 @@
 """Autograde a class: many submissions at once, one shard per machine, one shared gradebook.
 
-Each (learner, lesson) submission is one job for :func:`helpers.grading.autograde`.
+Each (learner, lesson) submission is one job for :func:`coursetools.grading.autograde`.
 Jobs run in worker processes (``jobs`` of them, one per core by default); the
 results are the same as grading one after another because every job only
 touches its own rows of the gradebook and its own ``grading/autograded/<learner>/<lesson>/``.
@@ -25,7 +25,6 @@ Every result is also written to ``grading/results/<lesson>/<learner>.json``
 from __future__ import annotations
 
 import dataclasses
-import json
 import multiprocessing
 import os
 import sys
@@ -37,13 +36,11 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 from traitlets.config import Config
-from traitlets.config.loader import PyFileConfigLoader
 
-from helpers import grading
-from helpers.grading import GradingError, SubmissionResult
+from coursetools import grading
+from coursetools.grading import GradingError, SubmissionResult
+from coursetools.results import course_id, gradebook_url, save_result
 
-# Seconds a SQLite writer waits for another's lock before failing (sqlite3's default is 5).
-SQLITE_LOCK_SECONDS = 60
 # A job that crashed the grader itself (not the learner's notebook) is reported with this status.
 GRADER_FAILED = "grader failed"
 
@@ -74,29 +71,6 @@ def in_shard(student: str, shard: tuple[int, int] | None) -> bool:
         return True
     index, count = shard
     return zlib.crc32(student.encode()) % count == index - 1
-
-
-def gradebook_url(course_root: Path, db_url: str | None = None) -> str:
-    """The gradebook to use: ``db_url``, else nbgrader_config.py's ``CourseDirectory.db_url``.
-
-    A relative SQLite path is made absolute (workers may run anywhere) and SQLite
-    writers are given SQLITE_LOCK_SECONDS to wait for each other.
-    """
-    if db_url is None:
-        config = PyFileConfigLoader("nbgrader_config.py", path=str(course_root)).load_config()
-        db_url = config.CourseDirectory.db_url if "db_url" in config.CourseDirectory else "sqlite:///gradebook.db"
-    if db_url.startswith("sqlite:///"):
-        path, _, query = db_url.removeprefix("sqlite:///").partition("?")
-        if not Path(path).is_absolute():
-            path = str(course_root / path)
-        if "timeout=" not in query:
-            query = "&".join(filter(None, [query, f"timeout={SQLITE_LOCK_SECONDS}"]))
-        db_url = f"sqlite:///{path}?{query}"
-    return db_url
-
-
-def course_id(course_root: Path) -> str:
-    return grading.load_config(course_root).CourseDirectory.course_id
 
 
 def submissions(course_root: Path, lessons: list[str], shard: tuple[int, int] | None = None,
@@ -157,22 +131,7 @@ def grade_one(course_root: str, student: str, lesson: str, overrides: Config) ->
 def _worker_init(threads: int) -> None:
     # Kernels inherit this: jobs x threads stays within the cores instead of oversubscribing them.
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
-
-
-def results_path(course_root: Path, lesson: str, student: str) -> Path:
-    return course_root / "grading" / "results" / lesson / f"{student}.json"
-
-
-def save_result(course_root: Path, result: SubmissionResult) -> None:
-    path = results_path(course_root, result.lesson, result.student)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(dataclasses.asdict(result), indent=1))
-
-
-def load_results(course_root: Path) -> dict[tuple[str, str], dict]:
-    """{(student, lesson): saved result} of every submission graded on this machine."""
-    return {(d["student"], d["lesson"]): d for d in
-            (json.loads(p.read_text()) for p in sorted((course_root / "grading" / "results").glob("*/*.json")))}
+    grading._warned_unsandboxed = True  # grade_class said it once, before the progress bar
 
 
 def grade_class(
@@ -208,6 +167,7 @@ def grade_class(
     todo = submissions(course_root, lessons, shard, students)
     jobs = min(jobs, max(1, len(todo)))
     max_scores = prepare_gradebook(course_root, lessons, sorted({s for s, _ in todo}), config)
+    grading._warn_if_unsandboxed()  # before grading starts, not inside the progress bar
     results: dict[tuple[str, str], SubmissionResult] = {}
     bar = tqdm(total=len(todo), desc="grading", unit="submission", disable=not progress, file=sys.stderr)
 
@@ -258,7 +218,7 @@ def _result(future: Future, pool: ProcessPoolExecutor, running: dict) -> Submiss
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m helpers.classroom")
+    parser = argparse.ArgumentParser(prog="python -m coursetools.classroom")
     sub = parser.add_subparsers(dest="command", required=True)
     grade = sub.add_parser("grade", help="autograde grading/submitted/*/<lesson> in parallel")
     grade.add_argument("lessons", nargs="*")
@@ -288,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"gradebook has {len(lessons)} lesson(s): {', '.join(lessons)}")
             return 0
         if args.command == "report":
-            from helpers.classroom import report as class_report
+            from coursetools import report as class_report
 
             written = class_report.write_report(root, lessons, db_url=args.db_url, out=args.out)
             print(f"class report: {written}")

@@ -47,12 +47,18 @@ MACHINERY = {
     "__builtins__": "builtins", "__subclasses__": "class internals", "excepthook": "sys.excepthook",
     "displayhook": "sys.displayhook",
 }
-FORBIDDEN_CALLS = {"exec", "eval", "compile", "__import__", "setattr", "delattr", "globals", "breakpoint"}
-FORBIDDEN_IMPORTS = {"builtins", "importlib", "ctypes", "gc", "inspect", "cffi", "imp"}
+FORBIDDEN_CALLS = {"exec", "eval", "compile", "__import__", "setattr", "delattr", "breakpoint"}
+FORBIDDEN_IMPORTS = {"builtins", "importlib", "ctypes", "cffi", "imp", "runpy"}  # runpy: run the answer key's file
+# Modules honest code imports (gc.collect() to free memory, inspect.signature): only these of their
+# functions reach other objects' frames, closures or referrers, which is what digging the guard out needs.
+DIGGING = {"gc": {"get_referrers", "get_referents", "get_objects"},
+           "inspect": {"currentframe", "stack", "trace", "getouterframes", "getinnerframes", "getclosurevars",
+                       "getmembers", "getmembers_static", "getgeneratorlocals", "getcoroutinelocals"}}
 COURSE_PRIVATE = ("helpers.checks", "helpers.reference")
 # PyTorch's documented switches, which lessons set (torch.backends.cudnn.benchmark = True)
 SETTINGS = ("torch.backends.", "torch._dynamo.config.", "torch._inductor.config.", "torch.set_float32_matmul_precision")
-IPYTHON_OK = {"run_line_magic", "run_cell_magic", "system", "getoutput"}  # what IPython's own %magics become
+IPYTHON_OK = {"run_line_magic", "run_cell_magic", "system", "getoutput",  # what IPython's own %magics become
+              "ast_node_interactivity"}  # show every expression's value: a display setting
 
 
 def learner_cells(submitted: nbformat.NotebookNode, source: nbformat.NotebookNode | None = None) -> list[tuple[int, str]]:
@@ -107,6 +113,9 @@ def scan_source(source: str, modules: set[str], locked: frozenset[str] = frozens
             targets = [node.module or ""] if isinstance(node, ast.ImportFrom) else names
             if isinstance(node, ast.ImportFrom) and node.module == "helpers":
                 targets = [f"helpers.{n}" for n in names]
+            if isinstance(node, ast.ImportFrom) and node.module in DIGGING:
+                found += [f"imports {node.module}.{n} (other objects' frames, closures or referrers)"
+                          for n in names if n in DIGGING[node.module] or n == "*"]
             for target in targets:
                 if target.startswith(COURSE_PRIVATE):
                     found.append(f"imports {target} (the course's checks or answers)")
@@ -129,6 +138,8 @@ def scan_source(source: str, modules: set[str], locked: frozenset[str] = frozens
                 found.append(f"calls {node.func.id}()")
             elif last in ("register", "unregister") and "events" in name:
                 found.append(f"calls {name}() (IPython's events)")
+        if isinstance(node, ast.Attribute) and root(node) in DIGGING and node.attr in DIGGING[root(node)]:
+            found.append(f"uses {_dotted(node)} (other objects' frames, closures or referrers)")
         if isinstance(node, ast.Attribute):
             if node.attr in MACHINERY and not (node.attr == "modules" and root(node) not in ("sys",)) \
                     and not (node.attr == "events" and "get_ipython" not in _dotted(node) and root(node) != "ip"):

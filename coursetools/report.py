@@ -8,6 +8,8 @@ and writes into grading/report/:
 - ``report.html``: one self-contained page (figures embedded as base64 PNG);
 - ``scores_<lesson>.png``: the score distribution of each lesson;
 - ``pass_rate.png``: the pass rate of each exercise, worst first;
+- ``gradebook_import.csv``: one row per learner, one column per lesson, for a learning
+  platform's CSV grade import (a lesson that needs a person is left empty);
 - ``scores.csv``: one row per learner and lesson; a submission that needs a
   person says so in the score column instead of a 0.
 
@@ -32,8 +34,8 @@ import nbformat
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
-from helpers import grading
-from helpers.classroom.grade import course_id, gradebook_url, load_results
+from coursetools import grading
+from coursetools.results import course_id, gradebook_url, load_results
 
 NEEDS_A_PERSON = "needs a person"
 NOT_SUBMITTED = "not submitted"
@@ -83,6 +85,7 @@ class Submission:
     score: float | None
     max_score: float
     detail: str = ""
+    sandboxed: bool | None = None  # False: this learner's code ran with the grader's rights
     cells: dict[str, tuple[float, float]] = field(default_factory=dict)  # graded cell: (score, max)
     failures: dict[str, dict[str, str]] = field(default_factory=dict)  # exercise: {normalized: as the learner saw it}
 
@@ -151,6 +154,7 @@ def collect(course_root: Path, lessons: list[str] | None = None, db_url: str | N
         sub = found.setdefault((student, lesson), Submission(student, lesson, "graded", None, result["max_score"]))
         # Every reason the grader gave where it gives several, else its one detail.
         sub.status, sub.detail = result["status"], "; ".join(result.get("reasons") or []) or result.get("detail", "")
+        sub.sandboxed = result.get("sandboxed")
         if sub.needs_a_person:
             sub.score = None  # nbgrader may hold a 0 here; it is not a genuine zero
     for student in students:
@@ -169,10 +173,17 @@ def collect(course_root: Path, lessons: list[str] | None = None, db_url: str | N
 def read_failures(course_root: Path, student: str, lesson: str, owner: dict[str, str]) -> dict[str, dict[str, str]]:
     """{exercise: {normalized failure message: the message itself}} from the autograded notebooks' graded cells."""
     failures: dict[str, dict[str, str]] = {}
-    for path in sorted((course_root / "grading" / "autograded" / student / lesson).glob("*.ipynb")):
-        for cell in nbformat.read(path, as_version=4).cells:
+    # only the lesson's own notebooks, and only the graded cells it defines: a learner's kernel can write
+    # files into its autograded folder (a notebook that is not JSON, or one with made-up failures)
+    folder = course_root / "grading" / "autograded" / student / lesson
+    for name in sorted(p.name for p in (course_root / "solutions" / lesson).glob("*.ipynb")):
+        try:
+            cells = nbformat.read(folder / name, as_version=4).cells
+        except Exception:  # noqa: BLE001 - missing or unreadable: this submission has no messages to count
+            continue
+        for cell in cells:
             meta = cell.metadata.get("nbgrader", {})
-            if cell.cell_type != "code" or not meta.get("grade"):
+            if cell.cell_type != "code" or not meta.get("grade") or meta.get("grade_id") not in owner:
                 continue
             for output in cell.get("outputs", []):
                 if output.get("output_type") == "error":
@@ -231,10 +242,40 @@ def write_csv(report: ClassReport, path: Path) -> None:
     """One row per learner and lesson; "needs a person" instead of a 0 where grading did not finish."""
     with path.open("w", newline="") as file:
         writer = csv.writer(file)
-        writer.writerow(["assignment", "student_id", "score", "max_score", "status", "reason"])
+        writer.writerow(["assignment", "student_id", "score", "max_score", "status", "reason", "sandboxed"])
         for s in report.submissions:
             score = NEEDS_A_PERSON if s.needs_a_person else ("" if s.score is None else f"{s.score:g}")
-            writer.writerow([s.lesson, s.student, score, f"{s.max_score:g}", s.status, s.detail])
+            sandboxed = {True: "yes", False: "NO"}.get(s.sandboxed, "")
+            writer.writerow([s.lesson, s.student, score, f"{s.max_score:g}", s.status, s.detail, sandboxed])
+
+
+def write_gradebook_csv(report: ClassReport, path: Path) -> None:
+    """One row per learner, one column of points per lesson: what a learning platform's CSV grade import takes
+    (Moodle's "Import grades: CSV file", Canvas's gradebook import after matching the learner column).
+
+    A lesson that needs a person is left empty (a platform reads an empty cell as "not graded", never as 0)
+    and named in the last column; one not submitted is 0.
+    """
+    lessons = [lesson for lesson in report.lessons if lesson in report.max_scores]
+    by_learner: dict[str, dict[str, Submission]] = {}
+    for s in report.submissions:
+        by_learner.setdefault(s.student, {})[s.lesson] = s
+    with path.open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["student_id", *(f"{lesson} (of {report.max_scores[lesson]:g})" for lesson in lessons),
+                         "needs a person"])
+        for student in sorted(by_learner):
+            row, waiting = [student], []
+            for lesson in lessons:
+                s = by_learner[student].get(lesson)
+                if s is None or s.status == NOT_SUBMITTED:
+                    row.append("0")
+                elif s.needs_a_person or s.score is None:
+                    row.append("")
+                    waiting.append(f"{lesson} ({s.status})")
+                else:
+                    row.append(f"{s.score:g}")
+            writer.writerow([*row, "; ".join(waiting)])
 
 
 def write_report(course_root: Path, lessons: list[str] | None = None, db_url: str | None = None,
@@ -251,6 +292,7 @@ def write_report(course_root: Path, lessons: list[str] | None = None, db_url: st
         images[name] = png(figure)
         (out / name).write_bytes(images[name])
     write_csv(report, out / "scores.csv")
+    write_gradebook_csv(report, out / "gradebook_import.csv")
     page = out / "report.html"
     page.write_text(render_html(report, images))
     return page
@@ -286,6 +328,10 @@ def render_html(report: ClassReport, images: dict[str, bytes]) -> str:
         mistakes.append(f"<h3>{html.escape(e.label)}: {e.passed} of {e.attempts} passed ({100 * e.pass_rate:.0f}%)</h3>"
                         + listing)
     attention = [[s.student, s.lesson, s.status, s.detail] for s in report.needing_a_person()]
+    unsandboxed = [s for s in report.submissions if s.sandboxed is False]
+    warning = (f'<p style="background:#fdd;padding:0.5em"><b>{len(unsandboxed)} submission(s) were graded '
+               "UNSANDBOXED</b>: their code ran with the grader's rights (install bubblewrap and grade again).</p>"
+               if unsandboxed else "")
     figures = "".join(_img(images[f"scores_{lesson}.png"], f"score distribution of {lesson}") for lesson in lessons)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Class report</title>
@@ -296,6 +342,7 @@ th, td {{ border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; verti
 img {{ margin: 0.3em; border: 1px solid #eee; }}
 </style></head><body>
 <h1>Class report</h1>
+{warning}
 <h2>Lessons</h2>
 {_table(["lesson", "points", "graded", "needs a person", "not submitted", "mean", "median"], summary)}
 <h2>Score distribution per lesson</h2>
@@ -309,6 +356,7 @@ learners got each (numbers taken out, so the same mistake on different inputs co
 {"".join(mistakes)}
 <h2>Submissions that need a person ({len(attention)})</h2>
 {_table(["learner", "lesson", "status", "reason"], attention) if attention else "<p>none</p>"}
-<p>Scores as CSV: scores.csv (a submission that needs a person says so instead of 0).</p>
+<p>Scores as CSV: scores.csv (a submission that needs a person says so instead of 0); gradebook_import.csv
+has one row per learner and one column per lesson, for a learning platform's grade import.</p>
 </body></html>
 """

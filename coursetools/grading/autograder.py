@@ -3,18 +3,20 @@
 :class:`GraderExecute` replaces nbgrader's ``Execute`` preprocessor in autograde (only
 there: ``nbgrader validate`` and the learner's own kernels are unchanged). It
 
-- runs the notebook in the grading kernelspec (:mod:`helpers.sandbox`: bubblewrap,
+- runs the notebook in the grading kernelspec (:mod:`coursetools.grading.sandbox`: bubblewrap,
   limits, the guard), over jupyter_client's ``ipc`` transport (Unix sockets in a
   private folder, because the sandbox has no network);
 - limits the whole notebook's time (``notebook_timeout``) beside nbgrader's per-cell
   ``timeout``, and the bytes of output the notebook may send (``output_limit``);
-- probes the guard after every graded cell and records what it found;
+- probes the guard after every graded cell and decides, from the guard's signed answer and
+  not from the kernel's reply, whether the cell passed: a graded cell the guard saw raise, or
+  whose answer is missing or forged, fails (and is flagged) whatever the kernel reported;
 - keeps text written to stderr in a graded cell (a warning, a log line) from costing
   points: nbgrader scores any stderr output as a failure, so the text is kept as an
   ordinary output that still shows in the feedback.
 
 What it found about each notebook is in :data:`NOTES` (this process) for
-:func:`helpers.grading.autograde` to report.
+:func:`coursetools.grading.autograde` to report.
 
 :func:`configure` is what ``nbgrader_config.py`` calls.
 """
@@ -22,6 +24,7 @@ What it found about each notebook is in :data:`NOTES` (this process) for
 from __future__ import annotations
 
 import ast
+import hmac
 import html
 import json
 import os
@@ -37,10 +40,13 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import ClearHiddenTests, Execute, OverwriteCells
 from traitlets import Integer
 
-from helpers import sandbox
+from coursetools.grading import sandbox
 
 # What GraderExecute found, by the autograded notebook's path: {"problems": [...], "timed_out": bool, ...}
 NOTES: dict[str, dict[str, Any]] = {}
+# Set when the grading kernel could not even start (before any of the learner's code ran): the kernel's own
+# error, so that grading stops once with it instead of calling every learner's notebook a crash.
+KERNEL_START_ERROR: list[str] = []
 
 # Files of a submission that Python or Jupyter would import or load from the kernel's folder:
 # nbgrader must not copy them next to the notebook it runs (CourseDirectory.ignore).
@@ -77,10 +83,10 @@ def configure(c) -> None:
     defaults = Autograde.class_traits()["autograde_preprocessors"].default()
     expected = [Execute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades, AssignLatePenalties,
                 CheckCellMetadata]
-    assert defaults == expected, "nbgrader's autograde steps changed: review helpers/autograder.py"
+    assert defaults == expected, "nbgrader's autograde steps changed: review coursetools/grading/autograder.py"
     c.Autograde.autograde_preprocessors = [GraderExecute, *defaults[1:]]
     sanitize = Autograde.class_traits()["sanitize_preprocessors"].default()
-    assert OverwriteCells in sanitize, "nbgrader's autograde steps changed: review helpers/autograder.py"
+    assert OverwriteCells in sanitize, "nbgrader's autograde steps changed: review coursetools/grading/autograder.py"
     c.Autograde.sanitize_preprocessors = [RestoringOverwriteCells if p is OverwriteCells else p for p in sanitize]
     # a graded cell the learner deleted, or whose nbgrader metadata was lost, is put back from the source
     c.OverwriteCells.add_missing_cells = True
@@ -90,7 +96,7 @@ def configure(c) -> None:
     from nbgrader.preprocessors import GetGrades
 
     feedback = GenerateFeedback.class_traits()["preprocessors"].default()
-    assert feedback == [GetGrades, CSSHTMLHeaderPreprocessor], "nbgrader's feedback steps changed: review helpers/autograder.py"
+    assert feedback == [GetGrades, CSSHTMLHeaderPreprocessor], "nbgrader's feedback steps changed: review coursetools/grading/autograder.py"
     c.GenerateFeedback.preprocessors = [GetGrades, FeedbackWithoutHiddenTests, CSSHTMLHeaderPreprocessor]
 
 
@@ -100,6 +106,8 @@ class GraderExecute(Execute):
     notebook_timeout = Integer(20 * 60, help="seconds the whole notebook may run when autograded").tag(config=True)
     output_limit = Integer(2 * 2**20, help="bytes of output a notebook may produce (the rest is dropped)").tag(config=True)
     memory_limit = Integer(sandbox.DEFAULT_MEMORY, help="bytes of memory the kernel may allocate").tag(config=True)
+    process_limit = Integer(sandbox.DEFAULT_PROCESSES,
+                            help="processes and threads the notebook may run at once (where cgroups allow)").tag(config=True)
 
     def preprocess(self, nb: NotebookNode, resources: dict, km=None):
         self.kernel_name = sandbox.install_kernelspec()
@@ -112,14 +120,26 @@ class GraderExecute(Execute):
         self._notes = {"problems": [], "timed_out": False, "output_truncated": False,
                        "sandbox": "bwrap" if sandbox.sandboxed() else "none"}
         self._graded_now = False
+        self._nonce = ""
+        self._verdict: str | None = None  # why the graded cell just run failed, in the grader's judgement
         self._notebook_limit = False
         self.timeout_func = self._cell_timeout
-        path = str(Path(resources.get("metadata", {}).get("path") or ".", f"{resources['unique_key']}.ipynb").resolve())
+        folder = Path(resources.get("metadata", {}).get("path") or ".").resolve()
+        path = str(folder / f"{resources['unique_key']}.ipynb")
+        before = set(folder.iterdir()) if folder.is_dir() else set()
         try:
             return super().preprocess(nb, resources, km)
         finally:
             NOTES[path] = self._notes
+            sandbox.remove_cgroups(self._private.name)
             shutil.rmtree(self._private, ignore_errors=True)
+            # what the kernel wrote next to its notebook (checkpoints, or a copy of the hidden tests) must not
+            # reach the feedback folder, which nbgrader fills with every file of the autograded folder
+            for made in (set(folder.iterdir()) if folder.is_dir() else set()) - before:
+                if made.is_dir() and not made.is_symlink():
+                    shutil.rmtree(made, ignore_errors=True)
+                else:
+                    made.unlink(missing_ok=True)
 
     # ------------------------------------------------------------ the kernel
 
@@ -131,22 +151,31 @@ class GraderExecute(Execute):
         return km
 
     async def async_start_new_kernel(self, **kwargs):
-        env = dict(os.environ)
+        env = sandbox.kernel_environment(dict(os.environ))  # an allow-list: the grader's secrets stay with it
         modules = sorted({module for module, _ in self._names.values()}
                          | {f"{module}.{attribute}" for module, attribute in self._names.values() if attribute})
         env[sandbox.ENV_GUARD] = json.dumps({"secret_file": str(self._private / "secret"), "modules": modules,
                                              "names": self._names})
         env[sandbox.ENV_MEMORY] = str(self.memory_limit)
+        env[sandbox.ENV_PROCESSES] = str(self.process_limit)
         kwargs["env"] = env
         return await super().async_start_new_kernel(**kwargs)
 
     async def async_start_new_kernel_client(self):
-        kc = await super().async_start_new_kernel_client()
+        try:
+            kc = await super().async_start_new_kernel_client()
+        except Exception as error:
+            log = self._private / "kernel.log"
+            said = log.read_text(errors="replace").strip() if log.exists() else ""
+            KERNEL_START_ERROR.append(said[-2000:] or f"{type(error).__name__}: {error}")
+            raise
         execute = kc.execute
 
         def execute_with_probe(code, *args, **kwargs):
             if self._graded_now:
-                kwargs["user_expressions"] = {"integrity": f"{sandbox.PROBE}()"}
+                self._nonce = secrets.token_hex(8)  # one answer per cell: an old answer cannot be replayed
+                kwargs["user_expressions"] = {"integrity": f"{sandbox.PROBE}({self._nonce!r})"}
+                kwargs["store_history"] = False  # not in In/_ih, where a later cell could print the hidden tests
             return execute(code, *args, **kwargs)
 
         kc.execute = execute_with_probe
@@ -174,6 +203,7 @@ class GraderExecute(Execute):
                                          traceback=[f"NotebookTimeoutError: the notebook ran past its "
                                                     f"{self.notebook_timeout} s limit; this cell was not run"])]
             return cell, resources
+        self._verdict = None
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
         finally:
@@ -182,24 +212,43 @@ class GraderExecute(Execute):
             self._notes["timed_out"] = True
         if nbgrader.get("grade") and cell.cell_type == "code":
             cell.outputs = [_kept_stderr(o) for o in cell.outputs]
+            if self._verdict and not any(o.get("output_type") == "error" for o in cell.outputs):
+                # nbgrader scores a cell by its outputs: the grader's verdict becomes one it cannot miss
+                cell.outputs.append(NotebookNode(output_type="error", ename="GraderVerdict", evalue=self._verdict,
+                                                 traceback=[f"GraderVerdict: {self._verdict}"]))
         return cell, resources
 
     def on_cell_executed(self, **kwargs):
         super().on_cell_executed(**kwargs)
         cell, reply = kwargs["cell"], kwargs["execute_reply"]
-        if not cell.metadata.get("nbgrader", {}).get("grade") or reply["content"].get("status") != "ok":
-            return  # a failed graded cell scores 0 whatever was patched (and IPython evaluates no expressions)
-        answer = reply["content"].get("user_expressions", {}).get("integrity", {})
+        if not cell.metadata.get("nbgrader", {}).get("grade") or cell.cell_type != "code":
+            return
         grade_id = cell.metadata["nbgrader"].get("grade_id", "?")
+        if reply is None or reply["content"].get("status") != "ok":
+            # failed (IPython evaluates no expressions then): it must show as failed even if its error was dropped
+            self._verdict = "the cell failed (the kernel's reply says so)"
+            return
+        answer = reply["content"].get("user_expressions", {}).get("integrity", {})
         try:
-            found = json.loads(ast.literal_eval(answer["data"]["text/plain"]))
-            if found.get("secret") != self._secret:
-                raise ValueError("wrong secret")
+            sealed = json.loads(ast.literal_eval(answer["data"]["text/plain"]))
+            payload = sealed["payload"]
+            if not hmac.compare_digest(sealed["signature"], sandbox.sign(self._secret, payload)):
+                raise ValueError("bad signature")
+            found = json.loads(payload)
+            if found["nonce"] != self._nonce:
+                raise ValueError("an answer to another probe")
         except Exception:
             self.log.warning("integrity probe answered %r", answer)
-            self._notes["problems"].append(f"{grade_id}: the grader's integrity probe was replaced or removed")
+            self._notes["problems"].append(f"{grade_id}: the grader's integrity probe was replaced or removed, or "
+                                           "its answer was rewritten")
+            self._verdict = "the grader could not confirm this cell's result (its integrity probe was tampered with)"
             return
         self._notes["problems"] += [f"{grade_id}: {problem}" for problem in found["problems"]]
+        if found["success"] is not True:
+            error = found["error"] or "an error"
+            self._notes["problems"].append(f"{grade_id}: the cell raised {error}, but the kernel reported success "
+                                           "(its messages were rewritten)")
+            self._verdict = f"the cell raised {error} (the kernel's messages said otherwise)"
 
     def output(self, outs, msg, display_id, cell_index):
         content = msg.get("content", {})
@@ -219,6 +268,17 @@ class GraderExecute(Execute):
         return None
 
 
+    def _update_display_id(self, display_id: str, msg: dict) -> None:
+        # update_display replaces what earlier outputs show without passing through output(): count it too
+        if msg["header"]["msg_type"] == "update_display_data":
+            targets = sum(len(v) for v in self._display_id_map.get(display_id, {}).values())
+            self._output_bytes += len(json.dumps(msg.get("content", {}))) * max(targets, 1)
+            if self._output_bytes > self.output_limit:
+                self._notes["output_truncated"] = True
+                return None  # the display keeps what it showed before
+        return super()._update_display_id(display_id, msg)
+
+
 class RestoringOverwriteCells(OverwriteCells):
     """nbgrader's OverwriteCells, whose restoring of missing graded cells does not crash.
 
@@ -233,6 +293,18 @@ class RestoringOverwriteCells(OverwriteCells):
         return {c.metadata.get("nbgrader", {}).get("grade_id"): i for i, c in enumerate(nb.cells)
                 if c.metadata.get("nbgrader", {}).get("grade_id")}
 
+    def _located(self, nb: NotebookNode, source_cells: list) -> dict[str, int]:
+        """Where each source cell is in the submission: by its id, else (a locked cell whose metadata was
+        lost, as when a notebook passes through a tool that drops it) by its unchanged text."""
+        where = self._present(nb)
+        texts: dict[str, int] = {}
+        for i, cell in enumerate(nb.cells):
+            texts.setdefault(cell.source.strip(), i)
+        for cell in source_cells:
+            if cell.name not in where and cell.locked and cell.source.strip() in texts:
+                where[cell.name] = texts[cell.source.strip()]
+        return where
+
     def add_missing_grade_cells(self, nb: NotebookNode, resources: dict):
         source_nb = self.gradebook.find_notebook(self.notebook_id, self.assignment_id)
         source_cells = source_nb.source_cells
@@ -244,7 +316,7 @@ class RestoringOverwriteCells(OverwriteCells):
             self.log.warning(f"Missing grade cell {source_cell.name} encountered, adding to notebook")
             cell = self.missing_cell_transform(source_cell, grade_cells[source_cell.name].max_score,
                                                is_solution=source_cell.name in solutions)
-            where = self._present(nb)
+            where = self._located(nb, source_cells)
             before = [where[c.name] for c in source_cells[:position] if c.name in where]
             nb.cells.insert(max(before) + 1 if before else 0, cell)
         return nb, resources
@@ -261,8 +333,18 @@ class RestoringOverwriteCells(OverwriteCells):
 class FeedbackWithoutHiddenTests(ClearHiddenTests):
     """Feedback: graded cells without their hidden tests, and their errors as one line (the check's message).
 
-    A traceback would quote the hidden test's line; ``ename: evalue`` is what failed and why.
+    A traceback would quote the hidden test's line; ``ename: evalue`` is what failed and why. Whatever
+    else reached an output (a learner's cell printing ``In``, the cell sources IPython keeps, a file's
+    contents) has every line of a hidden test taken out, in every cell.
     """
+
+    def preprocess(self, nb: NotebookNode, resources: dict):
+        self._hidden = hidden_test_lines(nb, self.begin_test_delimeter, self.end_test_delimeter)
+        nb, resources = super().preprocess(nb, resources)
+        for cell in nb.cells:
+            for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+                _redact(output, self._hidden)
+        return nb, resources
 
     def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int):
         cell, resources = super().preprocess_cell(cell, resources, index)
@@ -271,6 +353,43 @@ class FeedbackWithoutHiddenTests(ClearHiddenTests):
                 if output.get("output_type") == "error":
                     output.traceback = [f"\x1b[31m{output.ename}: {output.evalue}\x1b[0m"]
         return cell, resources
+
+
+def hidden_test_lines(nb: NotebookNode, begin: str = "BEGIN HIDDEN TESTS", end: str = "END HIDDEN TESTS") -> set[str]:
+    """The stripped lines of every hidden-test region of the notebook's graded cells (short ones too common to hide)."""
+    lines: set[str] = set()
+    for cell in nb.cells:
+        if cell.cell_type != "code" or not cell.metadata.get("nbgrader", {}).get("grade"):
+            continue
+        inside = False
+        for line in cell.source.splitlines():
+            if begin in line or end in line:
+                inside = begin in line
+                lines.add(line.strip())
+            elif inside and len(line.strip()) >= 12:
+                lines.add(line.strip())
+    return lines
+
+
+_REDACTED = "[a line of the hidden tests, not shown]"
+
+
+def _redact(output: NotebookNode, hidden: set[str]) -> None:
+    """Replace, in place, every line of ``output``'s text that holds a hidden-test line."""
+    def clean(text: str) -> str:
+        return "\n".join(_REDACTED if any(h in line for h in hidden) else line for line in text.split("\n"))
+
+    if not hidden:
+        return
+    if "text" in output:
+        output.text = clean(output.text)
+    for key, value in output.get("data", {}).items():
+        if isinstance(value, str) and (key.startswith("text/") or key in ("application/javascript",)):
+            output.data[key] = clean(value)
+    if "traceback" in output:
+        output.traceback = [clean(line) for line in output.traceback]
+    if "evalue" in output:
+        output.evalue = clean(output.evalue)
 
 
 def _kept_stderr(output: NotebookNode) -> NotebookNode:

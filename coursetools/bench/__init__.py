@@ -8,9 +8,9 @@ learner's whole-course submission with nbgrader, sandboxed (bubblewrap) and not,
 in the same run. Budgets: 90 s and 1.5 GB per notebook, 6 minutes for the whole
 course, 2 minutes to autograde a submission.
 
-    python -m helpers.bench                (or: make bench)
-    python -m helpers.bench --autograde    only the autograde rows
-    python -m helpers.bench --class    (or: make bench-class) grading a class: see helpers.classroom.bench
+    python -m coursetools.bench                (or: make bench)
+    python -m coursetools.bench --autograde    only the autograde rows
+    python -m coursetools.bench --class    (or: make bench-class) grading a class: see coursetools.bench.classroom
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from unittest import mock
 import nbformat
 import psutil
 
-from helpers.authoring import execute
+from coursetools.authoring import execute
 from helpers.data import REPO_ROOT
 
 NOTEBOOK_SECONDS = 90
@@ -84,7 +84,7 @@ def run_one(path: Path) -> dict:
 
 
 def measure(path: Path) -> dict:
-    out = subprocess.run([sys.executable, "-m", "helpers.bench", "--one", str(path)], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "coursetools.bench", "--one", str(path)], capture_output=True, text=True)
     if out.returncode != 0:
         return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed"}
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -93,12 +93,12 @@ def measure(path: Path) -> dict:
 def autograde_seconds(sandbox: bool, jobs: int = 1) -> dict[str, float]:
     """Seconds to autograde one learner's submission of every lesson, in the sandbox or not.
 
-    One job: lesson after lesson with helpers.grading, a time per lesson. More: the whole course at once
-    with helpers.classroom (what `make grade` runs), one time for it all.
+    One job: lesson after lesson with coursetools.grading, a time per lesson. More: the whole course at once
+    with coursetools.classroom (what `make grade` runs), one time for it all.
     """
-    from helpers import grading
-    from helpers import sandbox as sandboxing
-    from helpers.classroom import grade
+    from coursetools import grading
+    from coursetools.grading import sandbox as sandboxing
+    from coursetools.classroom import grade
 
     with mock.patch.dict(os.environ, {sandboxing.ENV_SANDBOX: "bwrap" if sandbox else "none"}):
         with tempfile.TemporaryDirectory() as tmp:
@@ -124,8 +124,8 @@ def autograde_seconds(sandbox: bool, jobs: int = 1) -> dict[str, float]:
 def autograde_table() -> tuple[list[str], float]:
     """Rows timing one learner's whole course autograded, unsandboxed and sandboxed, lesson by lesson and as
     `make grade` runs it (all cores); returns them and the time the budget is judged on (`make grade`'s)."""
-    from helpers import sandbox as sandboxing
-    from helpers.classroom import grade
+    from coursetools.grading import sandbox as sandboxing
+    from coursetools.classroom import grade
 
     boxing = sandboxing.bwrap() is not None
     plain = autograde_seconds(sandbox=False)
@@ -155,7 +155,7 @@ def verdict(ok: bool) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--class"]:
-        from helpers.classroom import bench as class_bench
+        from coursetools.bench import classroom as class_bench
 
         return class_bench.main(argv[1:])
     if argv[:1] == ["--one"]:
@@ -184,6 +184,3 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(rows))
     return 0 if worst and total <= COURSE_SECONDS and grade <= AUTOGRADE_SECONDS else 1
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())
