@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import helpers.checks as checks
 from helpers.checks import CheckError
 from helpers.checks import start as check
 
@@ -19,12 +20,56 @@ def failure(fn) -> CheckError:
     return caught.value
 
 
-def test_wrong_answer_renders_as_one_red_line():
+@pytest.fixture(autouse=True)
+def fresh_kernel():
+    """Each test starts as a fresh kernel does: no failure shown yet."""
+    checks._SHOWN.clear()
+    yield
+    checks._SHOWN.clear()
+
+
+def red(line: str) -> bool:
+    return line.startswith("\x1b[31m") and line.endswith("\x1b[0m")
+
+
+def test_wrong_answer_first_shows_the_symptom_and_how_to_get_more_help():
     error = failure(lambda c: c * 9 / 5)
     lines = error._render_traceback_()
-    assert len(lines) == 1 and lines[0].startswith("\x1b[31m") and lines[0].endswith("\x1b[0m")
-    assert "✘ to_fahrenheit([0.0, 100.0]): you forgot to add 32" in lines[0]
+    assert len(lines) == 2 and all(map(red, lines))
+    assert "✘ to_fahrenheit([0.0, 100.0]) has the right shape and dtype but wrong values" in lines[0]
+    assert "expected: [32.0, 212.0]" in lines[0] and "yours:    [0.0, 180.0]" in lines[0]
+    assert "forgot to add 32" not in lines[0] and checks.WHERE_LABEL not in lines[0]
+    assert checks.MORE_HELP in lines[1]
     assert error.exercise() == "to_fahrenheit"
+    assert "you forgot to add 32" in str(error)  # str() holds every rung: tests and the autograder read it
+
+
+def test_the_same_failure_again_climbs_the_ladder():
+    shown = ["\n".join(failure(lambda c: c * 9 / 5)._render_traceback_()) for _ in range(4)]
+    assert checks.WHERE_LABEL not in shown[0] and checks.MISTAKE_LABEL not in shown[0]
+    assert checks.WHERE_LABEL in shown[1] and checks.MISTAKE_LABEL not in shown[1] and "once more" in shown[1]
+    assert checks.MISTAKE_LABEL in shown[2] and "you forgot to add 32" in shown[2] and "again" not in shown[2]
+    assert shown[3] == shown[2]  # the top rung stays
+
+
+def test_another_failure_starts_at_the_bottom_rung():
+    failure(lambda c: c * 9 / 5)._render_traceback_()
+    other = "\n".join(failure(lambda c: c + 32)._render_traceback_())  # another symptom
+    assert checks.MORE_HELP in other and checks.WHERE_LABEL not in other
+
+
+def test_a_message_without_hints_has_no_ladder():
+    error = CheckError("f(1) should be 2, but yours is 3")
+    assert error._render_traceback_() == ["\x1b[31m\x1b[1m✘ f(1) should be 2, but yours is 3\x1b[0m"]
+    assert str(error) == "f(1) should be 2, but yours is 3"
+
+
+def test_str_holds_every_rung_in_order():
+    error = CheckError("f(1) is 3, expected 2", where="look at the sum", mistake="an off-by-one")
+    assert str(error) == ("f(1) is 3, expected 2\n   Where to look: look at the sum\n   The mistake: an off-by-one")
+    import pickle
+
+    assert str(pickle.loads(pickle.dumps(error))) == str(error)
 
 
 def test_message_without_the_exercise_name_gets_it_in_front():

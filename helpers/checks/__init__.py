@@ -2,10 +2,8 @@
 
 A check calls the learner's function on several inputs, compares each result
 with the reference implementation's, and either prints one pass line or raises
-:class:`CheckError` with a message that names the mistake. Known mistakes are
-recognised by running a deliberately wrong twin of the reference on the same
-input: if the learner's answer equals the wrong twin's, the message says which
-mistake it is, instead of a bare "values differ".
+:class:`CheckError`. Known mistakes are recognised by running a deliberately
+wrong twin of the reference on the same input (:class:`Mistake`).
 
 A lesson's check module looks like::
 
@@ -15,18 +13,63 @@ A lesson's check module looks like::
     def check_flatten_batch(fn, inputs=None):
         inputs = inputs or [torch.randn(2, 3, 4)]
         for x in inputs:
-            got = call(fn, x.clone())
-            expect_tensor(got, ref.flatten_batch(x), what=f"flatten_batch(x of shape {list(x.shape)})",
-                          mistakes=[Mistake("you flattened the batch dimension too", lambda: x.flatten())])
+            got = call(fn, x)    # the caller's own x: call() verifies it is left unchanged
+            expect_tensor(got, ref.flatten_batch(x), what=f"flatten_batch(x of shape {list(x.shape)})", given=x,
+                          mistakes=[Mistake("you flattened the batch dimension too", lambda: x.flatten(),
+                                            where="look at which dims flatten() merges (start_dim)")])
         passed("flatten_batch", len(inputs))
 
 Graded cells call the same check with extra, hidden ``inputs``.
+
+**Rules on by default.** :func:`call` enforces, for every check, what a learner
+can break without changing the returned value:
+
+1. every argument (tensors, lists, dicts, tuples, NumPy arrays, modules with
+   their parameters, buffers, gradients and the train/eval mode of every
+   submodule, optimizers, datasets, data loaders) is the caller's object and
+   is left unchanged;
+2. state that outlives the call is left unchanged: torch's (and CUDA's),
+   Python's and NumPy's global random generators, grad mode, inference mode,
+   the default dtype, anomaly detection, torch's thread count. The caller's
+   state is restored after the call in every case, then the violation is
+   reported.
+
+The comparisons (:func:`expect_tensor`, :func:`expect_close`,
+:func:`expect_value`) add:
+
+3. a returned value still attached to an autograd graph (``requires_grad``,
+   anywhere in a list, tuple or dict) where the reference's is not is wrong
+   (a running total kept without ``.item()``/``.detach()``);
+4. the type the task names: :func:`expect_close` wants a Python number (a
+   0-d tensor is not one); :func:`expect_type` checks "a list of ints" etc.
+
+**Opting out.** Only where the task's text allows it, with a comment directly
+above that quotes it::
+
+    # task: "trains the model in place for one epoch"
+    call(fn, model, loader, optimizer, allow=Allow(changed=(model, optimizer), modes=True))
+    # task: "dropout draws from the global random generator"
+    call(fn, model, x, allow=Allow(global_rng=True))
+    # task: "returns the loss as a tensor, so backward() can run"
+    expect_tensor(got, want, what=what, allow=Allow(graph=True))
+    # task: "returns the accuracy (a number or a one-element tensor)"
+    expect_close(got, want, what=what, number_or_tensor=True)
+
+**Messages: the hint ladder.** ``CheckError(symptom, where=..., mistake=...)``:
+the symptom states precisely what went wrong (the input, what came back, what
+was expected); ``where`` says where to look; ``mistake`` names the mistake,
+only when the evidence shows it. In a notebook the first failure shows the
+symptom and "Run this check again for a hint."; running the same check with
+the same failure again adds ``where``, the third time ``mistake``. ``str(error)``
+(what tests match on, and what the autograder's feedback shows) holds every level.
 """
 
 from __future__ import annotations
 
+import inspect
 import linecache
 import math
+import random
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +79,7 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 
 __all__ = [
+    "Allow",
     "CheckError",
     "Mistake",
     "call",
@@ -44,7 +88,10 @@ __all__ = [
     "expect",
     "expect_close",
     "expect_mode",
+    "expect_no_graph",
     "expect_tensor",
+    "expect_type",
+    "expect_value",
     "HostTensor",
     "host_collate",
     "modes",
@@ -58,17 +105,46 @@ __all__ = [
 _HELPERS = Path(__file__).resolve().parent.parent  # the helpers package folder
 _RED, _BOLD, _RESET = "\x1b[31m", "\x1b[1m", "\x1b[0m"
 
+# How str(CheckError) marks each level after the symptom; tests and rates match on the whole text.
+WHERE_LABEL = "Where to look:"
+MISTAKE_LABEL = "The mistake:"
+MORE_HELP = "Run this check again for a hint."
+# Times each (exercise, symptom) failure was shown in this kernel: the ladder's rung.
+_SHOWN: dict[tuple[str | None, str], int] = {}
+
 
 class CheckError(AssertionError):
-    """A learner's answer is wrong; the message says how and what to try.
+    """A learner's answer is wrong: the symptom, where to look, and the mistake (each optional but the first).
 
-    In a notebook it shows as one short red message that names the exercise and
-    the mistake, not as a traceback through helpers/: IPython renders an exception
-    through its ``_render_traceback_`` method when it has one. When the learner's
-    own code raised (the CheckError's ``__cause__``), the lines of the learner's
-    cells it went through follow. It is still an exception: the cell fails, a
-    graded cell scores 0, and the output's ``ename`` is ``CheckError``.
+    Args:
+        symptom: what went wrong, precisely: the input, what came back, what was expected.
+        where: where to look in the code (e.g. "look at which dim you reduce over").
+        mistake: the named mistake and its fix; only when the evidence shows it.
+
+    In a notebook it shows as a short red message, not a traceback through
+    helpers/: IPython renders an exception through ``_render_traceback_``. The
+    first time a failure is shown it gives the symptom and how to get more
+    help; the same failure shown again adds ``where``, then ``mistake`` (the
+    hint ladder). ``str(error)`` always holds every level. When the learner's
+    own code raised (the ``__cause__``), the lines of the learner's cells it went
+    through follow. It is still an exception: the cell fails, a graded cell
+    scores 0, and the output's ``ename`` is ``CheckError``.
     """
+
+    def __init__(self, symptom: str = "", *, where: str | None = None, mistake: str | None = None) -> None:
+        self.symptom, self.where, self.mistake = symptom, where, mistake
+        super().__init__(self._text(len(self.hints())))
+
+    def __reduce__(self):
+        return (_rebuild_check_error, (self.symptom, self.where, self.mistake))
+
+    def hints(self) -> list[str]:
+        """The rungs above the symptom, in order: where to look, then the mistake."""
+        return [f"{label} {text}" for label, text in ((WHERE_LABEL, self.where), (MISTAKE_LABEL, self.mistake)) if text]
+
+    def _text(self, rungs: int) -> str:
+        """The symptom and the first ``rungs`` hints, one per line."""
+        return "\n".join([self.symptom, *(f"   {hint}" for hint in self.hints()[:rungs])])
 
     def exercise(self) -> str | None:
         """The exercise checked: ``name`` of the ``check_<name>`` in helpers.checks that raised this."""
@@ -78,20 +154,34 @@ class CheckError(AssertionError):
                 return code.co_name.removeprefix("check_")
         return None
 
-    def headline(self) -> str:
-        """The one line a learner sees: the exercise (unless the message starts with it) and the mistake."""
-        message, exercise = str(self), self.exercise()
+    def headline(self, rungs: int | None = None) -> str:
+        """What a learner sees: the exercise (unless the message starts with it), the symptom and ``rungs`` hints."""
+        message, exercise = self._text(len(self.hints()) if rungs is None else rungs), self.exercise()
         named = exercise is None or message.startswith(exercise)
         return f"✘ {message}" if named else f"✘ {exercise}: {message}"
 
+    def rung(self) -> int:
+        """How many hints to show now: one more each time this exercise fails with this symptom in this kernel."""
+        key = (self.exercise(), self.symptom)
+        _SHOWN[key] = _SHOWN.get(key, 0) + 1
+        return min(_SHOWN[key] - 1, len(self.hints()))
+
     def _render_traceback_(self) -> list[str]:
-        lines = [f"{_RED}{_BOLD}{self.headline()}{_RESET}"]
+        rungs = self.rung()
+        lines = [f"{_RED}{_BOLD}{self.headline(rungs)}{_RESET}"]
+        if rungs < len(self.hints()):
+            lines.append(f"{_RED}   ({MORE_HELP}){_RESET}" if rungs == 0 else
+                         f"{_RED}   (Run it once more to see the likely mistake.){_RESET}")
         cause = self.__cause__
         frames = _cell_frames(cause.__traceback__) if cause is not None else []
         if frames:
             lines.append(f"{_RED}your code raised {type(cause).__name__} here:{_RESET}")
             lines += frames
         return lines
+
+
+def _rebuild_check_error(symptom: str, where: str | None, mistake: str | None) -> CheckError:
+    return CheckError(symptom, where=where, mistake=mistake)
 
 
 def _in_helpers(filename: str) -> bool:
@@ -121,21 +211,24 @@ def _cell_frames(tb: TracebackType | None) -> list[str]:
     return shown
 
 
+
 @dataclass(frozen=True)
 class Mistake:
-    """A known wrong answer and the message that explains it.
+    """A known wrong answer and what to tell the learner about it.
 
     Args:
-        message: what the learner did wrong and how to fix it.
+        message: the named mistake and how to fix it (the ladder's last rung).
         wrong_answer: a zero-argument function that computes what the mistaken
             code would return for the current input. Exceptions inside it mean
             "this mistake cannot produce this answer".
         matches: instead of ``wrong_answer``, a predicate on the learner's result.
+        where: where to look (the ladder's middle rung), e.g. "look at which dim you reduce over".
     """
 
     message: str
     wrong_answer: Callable[[], Any] | None = None
     matches: Callable[[Any], bool] | None = None
+    where: str | None = None
 
     def explains(self, got: Any) -> bool:
         try:
@@ -148,7 +241,40 @@ class Mistake:
         return False
 
 
-def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+@dataclass(frozen=True, eq=False)
+class Allow:
+    """What a learner's function may do that the framework's default rules forbid.
+
+    Turn a rule off only where the task's text allows it, with a comment
+    directly above quoting it, e.g. ``# task: "trains the model in place"``.
+
+    Attributes:
+        changed: arguments (by identity) the function may change: everything
+            about them, including a module's train/eval mode.
+        global_rng: it may draw from (or reseed) the global random generators
+            of torch, CUDA, Python's ``random`` and NumPy.
+        grad_mode: it may leave gradient tracking (or inference mode) switched.
+        dtype: it may leave the default dtype changed.
+        anomaly: it may leave anomaly detection switched.
+        threads: it may change torch's thread count.
+        modes: it may change the train/eval mode of module arguments (and only that).
+        graph: (comparisons) the result may hold an autograd graph the reference's does not.
+    """
+
+    changed: tuple = ()
+    global_rng: bool = False
+    grad_mode: bool = False
+    dtype: bool = False
+    anomaly: bool = False
+    threads: bool = False
+    modes: bool = False
+    graph: bool = False
+
+    def lets_change(self, value: Any) -> bool:
+        return any(value is allowed for allowed in self.changed)
+
+
+def _invoke(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     """Call a learner's function, turning a crash into a readable CheckError."""
     name = getattr(fn, "__name__", repr(fn))
     if not callable(fn):
@@ -168,6 +294,65 @@ def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     except Exception as error:
         shown = ", ".join([describe(a) for a in args] + [f"{k}={describe(v)}" for k, v in kwargs.items()])
         raise CheckError(f"{name}({shown}) raised {type(error).__name__}: {error}") from error
+
+
+def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), **kwargs: Any) -> Any:
+    """Call a learner's function on the caller's own arguments and enforce the default rules.
+
+    Pass the originals (not clones). After the call, every argument must be as
+    it was (tensors, lists, dicts, tuples, NumPy arrays, modules, optimizers,
+    datasets, data loaders), and so must the state that outlives the call
+    (global random generators, grad and inference mode, default dtype, anomaly
+    detection, thread count). The caller's global state and the train/eval
+    modes of module arguments are restored in every case, unless ``allow``
+    lets the function change them; then the first violation is raised as a
+    CheckError naming it. A crash of the learner's code becomes a CheckError
+    too. ``allow``: see :class:`Allow`; quote the task text that permits it.
+    """
+    if not callable(fn):
+        return _invoke(fn, args, kwargs)
+    name = getattr(fn, "__name__", "your function")
+    watched = [(label, value, _snapshot(value)) for label, value in _labelled(fn, args, kwargs)
+               if not allow.lets_change(value)]
+    state = _global_state()
+    try:
+        result = _invoke(fn, args, kwargs)
+    finally:
+        after = _global_state()
+        _restore_global_state(state, after, allow)
+        for _, value, before in watched:
+            if not allow.modes:
+                _restore_modes(value, before)
+    for label, value, before in watched:
+        change = _change(before, _snapshot(value), allow)
+        if change:
+            what, fix = change
+            kind = _kind_word(value)
+            raise CheckError(f"{name} changed the {kind} it was given as {label}: {what}",
+                             where="look for operations that write into an argument (in-place methods ending in _, "
+                                   "x[...] = ..., +=, list/dict methods, model.train()/eval(), optimizer.step())",
+                             mistake=f"the {kind} belongs to the caller, who still uses it; {fix}")
+    problem = _state_problem(name, state, after, allow)
+    if problem is not None:
+        raise problem
+    return result
+
+
+def call_unchanged(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), **kwargs: Any) -> Any:
+    """The same as :func:`call` (which now enforces the rules by default); kept while lesson modules still use it."""
+    return call(fn, *args, allow=allow, **kwargs)
+
+
+def _labelled(fn: Callable[..., Any], args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
+    """Each argument with the name the learner's function gives it (`x`), else its position."""
+    try:
+        positional = list(inspect.signature(fn).bind_partial(*args, **kwargs).arguments.items())
+        if len(positional) == len(args) + len(kwargs) and all(
+                v is a for (_, v), a in zip(positional, list(args) + list(kwargs.values()))):
+            return [(f"`{param}`", value) for param, value in positional]
+    except (TypeError, ValueError):
+        pass
+    return [(f"argument {i + 1}", a) for i, a in enumerate(args)] + [(f"`{k}`", v) for k, v in kwargs.items()]
 
 
 def describe(value: Any) -> str:
@@ -204,14 +389,25 @@ def same_value(a: Any, b: Any, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
     return a == b
 
 
+
 def _first_explained(got: Any, mistakes: Iterable[Mistake]) -> Mistake | None:
     return next((m for m in mistakes if m.explains(got)), None)
 
 
-def expect(condition: bool, message: str) -> None:
-    """Raise CheckError(message) unless ``condition`` holds."""
+def expect(condition: bool, message: str, *, where: str | None = None, mistake: str | None = None) -> None:
+    """Raise CheckError(message, where=..., mistake=...) unless ``condition`` holds."""
     if not condition:
-        raise CheckError(message)
+        raise CheckError(message, where=where, mistake=mistake)
+
+
+# Where to look, when a comparison fails and no Mistake says more precisely.
+WHERE_TYPE = "look at what your function returns (every return statement)"
+WHERE_SHAPE = ("look at each operation that changes the shape: reductions (dim=, keepdim=), reshape/view, "
+               "indexing, broadcasting")
+WHERE_DTYPE = "look at where the dtype is decided: literals (0 vs 0.0), dtype= arguments, conversions (.float(), .long())"
+WHERE_DEVICE = "look at where tensors are created (device=) or moved (.to(device))"
+WHERE_VALUES = "work through the small example by hand and compare each step of your code with it"
+WHERE_GRAPH = "look at the returned value: is it computed from tensors that require grad (a model's output, a loss)?"
 
 
 def expect_tensor(
@@ -224,48 +420,61 @@ def expect_tensor(
     rtol: float = 1e-4,
     check_dtype: bool = True,
     given: torch.Tensor | None = None,
+    allow: Allow = Allow(),
 ) -> None:
     """Check that ``got`` equals the reference tensor ``expected``.
 
-    Steps:
-        1. If ``got`` matches one of the known ``mistakes``, raise its message.
-        2. Otherwise compare type, shape, dtype, device and values, in that
-           order, and raise a message for the first that differs. A shape or
-           value difference is diagnosed from how ``got`` relates to
-           ``expected`` (and to the input ``given``, when the check passes
-           it): transposed, a constant factor, rounded, reordered, shifted...
+    The symptom is the first comparison that fails, in the order type, shape,
+    dtype, device, values (with a small worked example when the tensors are
+    small). ``where`` and ``mistake`` come from the first of ``mistakes`` that
+    explains ``got``; failing that, from what ``got``'s relation to
+    ``expected`` (and to the input ``given``, when passed) shows: transposed, a
+    constant factor, rounded, reordered, shifted... Equal values still fail when
+    ``got`` holds an autograd graph and ``expected`` does not, unless
+    ``allow=Allow(graph=True)``.
     """
-    if not isinstance(got, torch.Tensor) or same_value(got, expected, atol, rtol) is False:
-        mistake = _first_explained(got, mistakes)
-        if mistake is not None:
-            raise CheckError(f"{what}: {mistake.message}")
+    found = None
+    if not isinstance(got, torch.Tensor) or not same_value(got, expected, atol, rtol):
+        found = _first_explained(got, mistakes)
+
+    def fail(symptom: str, where: str, cause: str | None = None) -> None:
+        raise CheckError(symptom, where=found.where or where if found else where,
+                         mistake=found.message if found else cause)
+
     if not isinstance(got, torch.Tensor):
-        raise CheckError(f"{what} should return a tensor, but returned {describe(got)}")
+        fail(f"{what} should return a tensor, but returned {describe(got)}", WHERE_TYPE)
     if got.shape != expected.shape:
-        cause = _diagnose_shape(got, expected, given)
-        raise CheckError(f"{what} should have shape {list(expected.shape)}, but yours has shape {list(got.shape)}"
-                         + (f": {cause}" if cause else ""))
+        fail(f"{what} should have shape {list(expected.shape)}, but yours has shape {list(got.shape)}"
+             + _example(got, expected, given), WHERE_SHAPE, _diagnose_shape(got, expected, given))
     if check_dtype and got.dtype != expected.dtype:
-        cause = _diagnose_dtype(got, expected, given)
-        raise CheckError(f"{what} should have dtype {expected.dtype}, but yours has dtype {got.dtype}"
-                         + (f": {cause}" if cause else ""))
+        fail(f"{what} should have dtype {expected.dtype}, but yours has dtype {got.dtype}",
+             WHERE_DTYPE, _diagnose_dtype(got, expected, given))
     if got.device.type != expected.device.type:
-        raise CheckError(f"{what} should be on device '{expected.device.type}', but yours is on '{got.device.type}'")
-    if expected.device.type == "meta":
-        return
-    if not same_value(got.to(expected.dtype), expected, atol, rtol):
-        got = got.detach().to(expected.dtype)
-        cause = _diagnose_values(got, expected, given, atol, rtol)
-        if cause is None:
-            if expected.is_floating_point():
-                diff = (got - expected).abs()
-                index = int(diff.nan_to_num(float("inf")).argmax())
-                shown = f"{got.flatten()[index].item():.6g}, expected {expected.flatten()[index].item():.6g}"
-            else:
-                index = int((got != expected).flatten().nonzero()[0])
-                shown = f"{got.flatten()[index].item()}, expected {expected.flatten()[index].item()}"
-            cause = f"wrong values: at flat index {index} it is {shown}"
-        raise CheckError(f"{what} has the right shape and dtype but {cause}{_example(got, expected, given)}")
+        fail(f"{what} should be on device '{expected.device.type}', but yours is on '{got.device.type}'", WHERE_DEVICE)
+    if expected.device.type != "meta" and not same_value(got.to(expected.dtype), expected, atol, rtol):
+        values = got.detach().to(expected.dtype)
+        cause = _diagnose_values(values, expected, given, atol, rtol)
+        fail(f"{what} has the right shape and dtype but {_wrong_values(values, expected, atol, rtol)}"
+             + _example(values, expected, given), WHERE_VALUES,
+             None if cause is None or cause.startswith("wrong values") else cause)
+    if found is not None:  # equal after a dtype conversion the check ignores, but a known mistake's answer
+        fail(f"{what} is not the expected result", WHERE_VALUES)
+    expect_no_graph(got, expected, what=what, allow=allow)
+
+
+def _wrong_values(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str:
+    """The symptom for same-shape tensors with different values: the first wrong element and how many are wrong."""
+    if expected.is_floating_point() or expected.is_complex():
+        bad = ~torch.isclose(got.double(), expected.double(), atol=atol, rtol=rtol, equal_nan=True) \
+            if not expected.is_complex() else ~torch.isclose(got, expected, atol=atol, rtol=rtol, equal_nan=True)
+        index = int(bad.flatten().nonzero()[0])
+        shown = f"{got.flatten()[index].item():.6g}, expected {expected.flatten()[index].item():.6g}"
+    else:
+        bad = got != expected
+        index = int(bad.flatten().nonzero()[0])
+        shown = f"{got.flatten()[index].item()}, expected {expected.flatten()[index].item()}"
+    return f"wrong values: at flat index {index} it is {shown} ({int(bad.sum())} of {bad.numel()} elements are wrong)"
+
 
 
 # ---------------------------------------------------------------- diagnosis of a wrong tensor
@@ -433,30 +642,39 @@ def _diagnose_shape(got: torch.Tensor, expected: torch.Tensor, given: torch.Tens
 
 def expect_close(
     got: Any, expected: float, *, what: str, mistakes: Sequence[Mistake] = (), atol: float = 1e-5, rtol: float = 1e-4,
-    python_number: bool = False, given: torch.Tensor | None = None,
+    number_or_tensor: bool = False, python_number: bool | None = None, given: torch.Tensor | None = None,
+    allow: Allow = Allow(),
 ) -> None:
-    """Check a Python number (or, unless ``python_number``, a one-element tensor) against the reference number.
+    """Check a Python number against the reference number.
 
+    A one-element tensor is not a Python number: it fails unless
+    ``number_or_tensor=True`` (quote the task that allows it); such a tensor
+    must then not hold an autograd graph unless ``allow=Allow(graph=True)``.
     A wrong number is diagnosed like a wrong tensor: a constant factor (naming
     the input's size it equals, when ``given`` is passed) or a flipped sign.
+    ``python_number`` is ignored (a Python number is what is wanted by default).
     """
-    mistake = None if same_value(_as_number(got), expected, atol, rtol) else _first_explained(got, mistakes)
-    if mistake is not None:
-        raise CheckError(f"{what}: {mistake.message}")
-    if python_number and isinstance(got, torch.Tensor):
-        raise CheckError(f"{what} should be a Python number, but is {describe(got)}; "
-                         "convert a one-element tensor with .item()")
     number = _as_number(got)
+    found = None if same_value(number, expected, atol, rtol) else _first_explained(got, mistakes)
+    where = found.where if found and found.where else None
     if not isinstance(number, (int, float)) or isinstance(number, bool):
-        raise CheckError(f"{what} should be a number, but is {describe(got)}")
+        raise CheckError(f"{what} should be a number ({expected:.6g}), but is {describe(got)}",
+                         where=where or WHERE_TYPE, mistake=found.message if found else None)
     if not same_value(float(number), float(expected), atol, rtol):
-        cause = ""
+        cause = None
         if expected != 0 and number != 0 and math.isfinite(number) and math.isfinite(expected):
             # one number matching a multiple is weak evidence: say so only for a sign or a size of the input
             words = _factor_name(number / expected, given)
             if "sign" in words or " is the size" in words or "number of elements" in words:
-                cause = ": " + words.replace("every value is", "it is").replace("every value has", "it has")
-        raise CheckError(f"{what} should be {expected:.6g}, but yours is {number:.6g}{cause}")
+                cause = words.replace("every value is", "it is").replace("every value has", "it has")
+        raise CheckError(f"{what} should be {expected:.6g}, but yours is {number:.6g}",
+                         where=where or WHERE_VALUES, mistake=found.message if found else cause)
+    if isinstance(got, torch.Tensor) and not number_or_tensor:
+        raise CheckError(f"{what} should be a Python number, but is {describe(got)} (its value, {number:.6g}, is right)",
+                         where=WHERE_TYPE,
+                         mistake="a one-element tensor is not a Python number: .item() converts it (and lets go of "
+                                 "the autograd graph and the device memory it may hold)")
+    expect_no_graph(got, expected, what=what, allow=allow)
 
 
 def _as_number(value: Any) -> Any:
@@ -465,121 +683,452 @@ def _as_number(value: Any) -> Any:
     return value
 
 
-# ---------------------------------------------------------------- what a call must leave as it was
-
-def _snapshot(value: Any, depth: int = 0) -> Any:
-    """What the caller can observe of an argument: tensor values and flags, container contents."""
+def _attached(value: Any, path: str = "", depth: int = 0) -> list[str]:
+    """Where in ``value`` (a tensor, or tensors in lists, tuples and dicts) a tensor requires grad."""
     if isinstance(value, torch.Tensor):
-        data = None if value.device.type == "meta" else value.detach().clone()
-        return ("tensor", value.shape, value.dtype, value.device, value.requires_grad, data)
-    if depth < 3 and isinstance(value, dict):
-        return ("dict", {k: (id(v), _snapshot(v, depth + 1)) for k, v in value.items()})
-    if depth < 3 and isinstance(value, list):
-        return ("list", [(id(v), _snapshot(v, depth + 1)) for v in value])
-    if depth < 3 and isinstance(value, tuple):
-        return ("tuple", [_snapshot(v, depth + 1) for v in value])
-    if type(value).__module__ == "numpy" and hasattr(value, "copy") and hasattr(value, "dtype"):
-        return ("array", value.copy())
+        return [path] if value.requires_grad else []
+    if depth >= _DEPTH:
+        return []
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _attached(v, f"{path}[{k!r}]", depth + 1)]
+    if isinstance(value, (list, tuple)):
+        return [p for i, v in enumerate(value) for p in _attached(v, f"{path}[{i}]", depth + 1)]
+    return []
+
+
+def expect_no_graph(got: Any, expected: Any, *, what: str, allow: Allow = Allow()) -> None:
+    """``got`` holds no tensor that requires grad (a graph kept alive) unless ``expected`` does too, or ``allow.graph``."""
+    if allow.graph or _attached(expected):
+        return
+    paths = _attached(got)
+    if paths:
+        inside = f" (at {paths[0]})" if paths[0] else ""
+        raise CheckError(f"{what} has the right value, but a tensor in it{inside} is still attached to the autograd "
+                         "graph (requires_grad=True); the expected result is not",
+                         where=WHERE_GRAPH,
+                         mistake="a value kept from a computation with gradients holds on to its whole graph (and "
+                                 "its memory): take .item() for a number, or .detach() a tensor you keep or return "
+                                 "(a running total: total += loss.item())")
+
+
+def expect_value(got: Any, expected: Any, *, what: str, mistakes: Sequence[Mistake] = (), atol: float = 1e-5,
+                 rtol: float = 1e-4, allow: Allow = Allow()) -> None:
+    """Check any value (numbers, tensors, lists, tuples, dicts of them) against the reference's, then the graph rule."""
+    if not same_value(got, expected, atol, rtol):
+        found = _first_explained(got, mistakes)
+        raise CheckError(f"{what} should be {describe(expected)}, but yours is {describe(got)}",
+                         where=found.where if found and found.where else WHERE_VALUES,
+                         mistake=found.message if found else None)
+    expect_no_graph(got, expected, what=what, allow=allow)
+
+
+def expect_type(got: Any, kind: Any, *, what: str) -> None:
+    """``got`` is of the type the task names: ``int``, ``float`` (a Python number), ``list[int]``, ``dict[str, float]``...
+
+    ``float`` accepts an int (a Python number) but neither a bool nor a tensor;
+    ``int`` accepts neither a bool nor a tensor. Generic aliases check every
+    item (lists, tuples with ``...``, dicts).
+    """
+    problem = _type_problem(got, kind, "")
+    if problem is None:
+        return
+    path, value = problem
+    at = f" (at {path})" if path else ""
+    tensor = isinstance(value, torch.Tensor)
+    raise CheckError(f"{what} should be {_type_words(kind)}, but{at} it is {describe(value)}",
+                     where=WHERE_TYPE,
+                     mistake="a tensor is not a Python number or list: .item() converts a one-element tensor, "
+                             ".tolist() a whole tensor" if tensor else None)
+
+
+def _type_problem(value: Any, kind: Any, path: str) -> tuple[str, Any] | None:
+    import typing
+
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if kind is Any:
+        return None
+    if kind is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return None if ok else (path, value)
+    if kind is int:
+        return None if isinstance(value, int) and not isinstance(value, bool) else (path, value)
+    if origin is None:
+        return None if isinstance(value, kind) else (path, value)
+    if not isinstance(value, origin):
+        return (path, value)
+    if origin is dict and args:
+        for k, v in value.items():
+            problem = _type_problem(k, args[0], f"{path}[key {k!r}]") or _type_problem(v, args[1], f"{path}[{k!r}]")
+            if problem:
+                return problem
+        return None
+    if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+        if len(value) != len(args):
+            return (path, value)
+        items = list(zip(value, args))
+    else:
+        items = [(v, args[0]) for v in value] if args else []
+    for i, (v, k) in enumerate(items):
+        problem = _type_problem(v, k, f"{path}[{i}]")
+        if problem:
+            return problem
     return None
 
 
-def _change(before: Any, after: Any) -> str | None:
-    """How an argument changed between two snapshots, in words, or None."""
+def _type_words(kind: Any) -> str:
+    import typing
+
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if kind is float:
+        return "a Python number"
+    if kind is int:
+        return "a Python int"
+    if origin is None:
+        return f"a {getattr(kind, '__name__', kind)}"
+    if origin is dict and args:
+        return f"a dict of {_type_words(args[0]).removeprefix('a ')} -> {_type_words(args[1]).removeprefix('a ')}"
+    inner = f" of {_type_words(args[0]).removeprefix('a Python ').removeprefix('a ')}s" if args else ""
+    return f"a {origin.__name__}{inner}"
+
+
+# ---------------------------------------------------------------- what a call must leave as it was
+# A snapshot is what the caller can observe of an argument, as a tagged tuple;
+# _change compares two of them and says in words what changed, and how to avoid it.
+
+_CLONE_LIMIT = 1 << 20   # elements: tensors up to this size are cloned whole
+_SAMPLE = 1 << 14        # larger ones: their sum and this many evenly spaced elements
+_DEPTH = 3               # containers nested deeper are not compared
+
+
+def _tensor_data(t: torch.Tensor) -> Any:
+    if t.device.type == "meta":
+        return None
+    data = t.detach()
+    if data.numel() <= _CLONE_LIMIT:
+        return data.clone()
+    flat = data.reshape(-1)
+    step = flat.numel() // _SAMPLE + 1
+    return ("digest", flat[::step].clone(), float(flat.double().sum()) if not flat.is_complex() else None)
+
+
+def _same_data(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is b
+    if isinstance(a, tuple):
+        return isinstance(b, tuple) and _close(a[1], b[1], 0.0, 0.0) and (a[2] == b[2] or a[2] != a[2] and b[2] != b[2])
+    return not isinstance(b, tuple) and _close(a, b, 0.0, 0.0)
+
+
+def _snapshot(value: Any, depth: int = 0) -> Any:
+    """What the caller can observe of an argument (see the section comment), or None if nothing is compared."""
+    from torch.utils.data import DataLoader, Dataset
+
+    if isinstance(value, torch.Tensor):
+        grad = value.grad if value.is_leaf else None
+        return ("tensor", value.shape, value.dtype, value.device, value.requires_grad, _tensor_data(value),
+                None if grad is None else (id(grad), _tensor_data(grad)))
+    if isinstance(value, torch.nn.Module):
+        return ("module",
+                {n: (id(p), _snapshot(p)) for n, p in value.named_parameters(remove_duplicate=False)},
+                {n: (id(b), _snapshot(b)) for n, b in value.named_buffers(remove_duplicate=False)},
+                {n: m.training for n, m in value.named_modules(remove_duplicate=False)})
+    if isinstance(value, torch.optim.Optimizer):
+        groups = [({k: v for k, v in g.items() if k != "params"}, [id(p) for p in g["params"]])
+                  for g in value.param_groups]
+        return ("optimizer", groups, {id(p): _snapshot(s, 1) for p, s in value.state.items()})
+    if isinstance(value, DataLoader):
+        return ("loader", id(value.dataset), value.batch_size, value.drop_last, id(value.sampler),
+                id(value.batch_sampler), id(value.collate_fn))
+    if isinstance(value, Dataset) and depth < _DEPTH:
+        try:
+            length = len(value)  # type: ignore[arg-type]
+        except TypeError:
+            length = None
+        attrs = {k: (id(v), _snapshot(v, depth + 1)) for k, v in vars(value).items()
+                 if isinstance(v, (torch.Tensor, list, tuple, dict, Dataset)) or _is_array(v)}
+        return ("dataset", length, attrs)
+    if depth < _DEPTH and isinstance(value, dict):
+        return ("dict", {k: (id(v), _snapshot(v, depth + 1)) for k, v in value.items()})
+    if depth < _DEPTH and isinstance(value, list):
+        return ("list", [(id(v), _snapshot(v, depth + 1)) for v in value])
+    if depth < _DEPTH and isinstance(value, tuple):
+        return ("tuple", [_snapshot(v, depth + 1) for v in value])
+    if _is_array(value):
+        return ("array", value.copy())
+    if isinstance(value, (int, float, str, bool, type(None))):
+        return None  # immutable
+    return None
+
+
+def _is_array(value: Any) -> bool:
+    return type(value).__module__ == "numpy" and hasattr(value, "copy") and hasattr(value, "dtype")
+
+
+def _kind_word(value: Any) -> str:
+    from torch.utils.data import DataLoader, Dataset
+
+    for kind, word in ((torch.Tensor, "tensor"), (torch.nn.Module, "model"), (torch.optim.Optimizer, "optimizer"),
+                       (DataLoader, "data loader"), (Dataset, "dataset"), (dict, "dict"), (list, "list"),
+                       (tuple, "tuple")):
+        if isinstance(value, kind):
+            return word
+    return "NumPy array" if _is_array(value) else type(value).__name__
+
+
+_NEW_COPY = "work on a copy (or build a new one) and return that instead"
+
+
+def _change(before: Any, after: Any, allow: Allow = Allow()) -> tuple[str, str] | None:
+    """What changed between two snapshots of one argument (in words) and how to avoid it, or None."""
     if before is None or after is None or before[0] != after[0]:
         return None
     kind = before[0]
     if kind == "tensor":
-        _, shape, dtype, device, requires_grad, data = before
+        _, shape, dtype, device, requires_grad, data, grad = before
         if (shape, dtype, device) != after[1:4]:
-            return "it was reshaped or converted in place (set_, resize_, or similar)"
+            return ("it was reshaped or converted in place (now shape "
+                    f"{list(after[1])}, {after[2]}; it was {list(shape)}, {dtype})",
+                    "resize_, set_ or assigning .data change the caller's tensor; compute a new tensor instead")
         if requires_grad != after[4]:
-            return ("its requires_grad was switched " + ("on" if after[4] else "off")
-                    + "; work on a copy (x.detach().clone().requires_grad_()) instead")
-        if data is not None and not _close(data, after[5], 0.0, 0.0):
-            return ("its values were overwritten: an in-place operation (x -= ..., x[...] = ..., a method ending "
-                    "in _) writes into the caller's tensor; compute a new tensor instead")
+            return ("its requires_grad was switched " + ("on" if after[4] else "off"),
+                    "work on a copy (x.detach().clone().requires_grad_()) instead")
+        if not _same_data(data, after[5]):
+            return ("its values were overwritten",
+                    "an in-place operation (x -= ..., x[...] = ..., a method ending in _) writes into the caller's "
+                    "tensor; compute a new tensor instead (or work on x.clone())")
+        if (grad is None) != (after[6] is None) or (grad is not None and not _same_data(grad[1], after[6][1])):
+            return ("its .grad was " + ("filled" if grad is None else "changed" if after[6] is not None else "cleared"),
+                    "a backward() through the caller's tensor (or zeroing its gradient) writes into its .grad; "
+                    "compute on x.detach() (or under torch.no_grad()) unless the task asks for gradients")
         return None
     if kind == "array":
         import numpy as np
 
         return None if np.array_equal(before[1], after[1], equal_nan=True) else \
-            "its values were overwritten (an in-place change of the caller's array)"
+            ("its values were overwritten", "an in-place change of the caller's array; use a copy (array.copy())")
+    if kind in ("dict", "list", "tuple", "dataset"):
+        return _container_change(kind, before, after, allow)
+    if kind == "module":
+        return _module_change(before, after, allow)
+    if kind == "optimizer":
+        (_, groups, state), (_, groups_after, state_after) = before, after
+        if len(groups) != len(groups_after):
+            return ("param groups were added or removed", "add_param_group changes the caller's optimizer")
+        for i, ((hyper, ids), (hyper_after, ids_after)) in enumerate(zip(groups, groups_after)):
+            if ids != ids_after:
+                return (f"the parameters of param group {i} were replaced", "the optimizer belongs to the caller")
+            for key in hyper:
+                if not same_value(hyper[key], hyper_after.get(key), 0.0, 0.0):
+                    return (f"its {key} (param group {i}) changed from {hyper[key]!r} to {hyper_after.get(key)!r}",
+                            "setting a hyperparameter changes it for the caller too; if a value must differ only "
+                            "here, use your own optimizer")
+        if state.keys() != state_after.keys() or any(
+                _change(state[k], state_after[k]) for k in state if state[k] is not None):
+            return ("its state (step count, momentum or Adam's moments) changed: optimizer.step() ran",
+                    "stepping the caller's optimizer updates its state; the task does not ask for it here")
+        return None
+    if kind == "loader":
+        return None if before == after else ("it was changed", "a data loader belongs to the caller")
+    return None
+
+
+def _container_change(kind: str, before: Any, after: Any, allow: Allow) -> tuple[str, str] | None:
+    if kind == "dataset":
+        if before[1] != after[1]:
+            return (f"its length changed from {before[1]} to {after[1]}", "build a new dataset (or a Subset) instead")
+        old, new = before[2], after[2]
+        for key in old:
+            if key not in new:
+                return (f"its attribute {key!r} was deleted", "build a new dataset instead")
+            if old[key][0] != new[key][0]:
+                return (f"its attribute {key!r} was replaced", "build a new dataset instead")
+            inner = _change(old[key][1], new[key][1], allow)
+            if inner:
+                return (f"its attribute {key!r} changed: {inner[0]}", inner[1])
+        return None
+    if kind == "tuple":
+        return next(((f"item {i} changed: {c[0]}", c[1]) for i, (a, b) in enumerate(zip(before[1], after[1]))
+                     if (c := _change(a, b, allow))), None)
     if kind == "dict":
         old, new = before[1], after[1]
         if old.keys() != new.keys():
             added, removed = sorted(map(str, new.keys() - old.keys())), sorted(map(str, old.keys() - new.keys()))
-            return ("keys were " + " and ".join(part for part in (f"added {added}" if added else "",
-                                                                   f"removed {removed}" if removed else "") if part)
-                    + ": build and return a new dict instead")
+            parts = [f"keys {added} were added" if added else "", f"keys {removed} were removed" if removed else ""]
+            return (" and ".join(p for p in parts if p),
+                    "d[key] = ..., del, pop() and update() change the caller's dict; build and return a new dict")
         for key in old:
             if old[key][0] != new[key][0]:
-                return f"the value under {key!r} was replaced: build and return a new dict instead"
-            inner = _change(old[key][1], new[key][1])
+                return (f"the value under {key!r} was replaced",
+                        "d[key] = ... changes the caller's dict; build and return a new dict")
+            inner = _change(old[key][1], new[key][1], allow)
             if inner:
-                return f"the value under {key!r} changed: {inner}"
+                return (f"the value under {key!r} changed: {inner[0]}", inner[1])
         return None
-    if kind == "list":
-        old, new = before[1], after[1]
-        if len(old) == len(new) and sorted(a[0] for a in old) == sorted(b[0] for b in new) \
-                and any(a[0] != b[0] for a, b in zip(old, new)):
-            return "it was reordered in place (list.sort()?); sorted(...) returns a sorted copy instead"
-        if len(old) != len(new) or any(a[0] != b[0] for a, b in zip(old, new)):
-            return "items were added, removed or replaced: build and return a new list instead"
-        return next((f"item {i} changed: {c}" for i, (a, b) in enumerate(zip(old, new)) if (c := _change(a[1], b[1]))),
-                    None)
-    if kind == "tuple":
-        return next((f"item {i} changed: {c}" for i, (a, b) in enumerate(zip(before[1], after[1]))
-                     if (c := _change(a, b))), None)
+    old, new = [a[0] for a in before[1]], [b[0] for b in after[1]]  # list: by identity of the items
+    if len(old) == len(new) and sorted(old) == sorted(new) and old != new:
+        return ("it was reordered in place", "list.sort() and shuffle() reorder the caller's list; "
+                                             "sorted(...) (or a copy) gives a new one")
+    if len(new) < len(old) and _is_subsequence(new, old):
+        return (f"items were removed ({len(old)} -> {len(new)} items)",
+                "pop(), remove() and del remove them from the caller's list; iterate over it, or over a copy")
+    if len(new) > len(old) and _is_subsequence(old, new):
+        return (f"items were added ({len(old)} -> {len(new)} items)",
+                "append() and extend() add to the caller's list; build and return a new list")
+    if old != new:
+        return ("items were replaced", "lst[i] = ... changes the caller's list; build and return a new list")
+    return next(((f"item {i} changed: {c[0]}", c[1]) for i, (a, b) in enumerate(zip(before[1], after[1]))
+                 if (c := _change(a[1], b[1], allow))), None)
+
+
+def _is_subsequence(short: list, long: list) -> bool:
+    it = iter(long)
+    return all(any(x == y for y in it) for x in short)
+
+
+def _module_change(before: Any, after: Any, allow: Allow) -> tuple[str, str] | None:
+    _, params, buffers, mode = before
+    _, params_after, buffers_after, mode_after = after
+    if mode.keys() != mode_after.keys():
+        return ("submodules were added or removed", "assigning a layer to the caller's model changes it; "
+                                                     "build a new model instead")
+    for what, old, new in (("parameter", params, params_after), ("buffer", buffers, buffers_after)):
+        if old.keys() != new.keys():
+            return (f"{what}s were added or removed", "the model belongs to the caller")
+        for key in old:
+            if old[key][0] != new[key][0]:
+                return (f"its {what} {key!r} was replaced", "the model belongs to the caller")
+            inner = _change(old[key][1], new[key][1], allow)
+            if inner:
+                fix = ("an optimizer step or an in-place update changed the caller's weights"
+                       if inner[0].startswith("its values") else inner[1])
+                return (f"its {what} {key!r} changed: {inner[0].removeprefix('its ')}", fix)
+    if not allow.modes and mode != mode_after:
+        switched = [n or "the model itself" for n in mode if mode[n] != mode_after[n]]
+        shown = ", ".join(switched[:3]) + (" ..." if len(switched) > 3 else "")
+        was = "training" if mode[next(n for n in mode if mode[n] != mode_after[n])] else "eval"
+        now = "eval" if was == "training" else "training"
+        return (f"it was in {was} mode and is left in {now} mode ({shown})",
+                "model.train() and model.eval() switch the caller's model for everything that follows; "
+                "remember model.training before and put it back with model.train(was_training) when you are done")
     return None
 
 
+def _restore_modes(value: Any, before: Any) -> None:
+    """Put the train/eval flags of a module argument (as snapshot) back."""
+    if isinstance(value, torch.nn.Module) and before is not None and before[0] == "module":
+        for name, module in value.named_modules(remove_duplicate=False):
+            if name in before[3]:
+                module.training = before[3][name]
+
+
 def _global_state() -> dict[str, Any]:
-    return {"grad": torch.is_grad_enabled(), "inference": torch.is_inference_mode_enabled(),
-            "dtype": torch.get_default_dtype(), "anomaly": torch.is_anomaly_enabled()}
+    """State outliving a call that the caller can observe."""
+    import numpy as np
+
+    return {"torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None,
+            "random": random.getstate(), "numpy": np.random.get_state(),
+            "grad": torch.is_grad_enabled(), "inference": torch.is_inference_mode_enabled(),
+            "dtype": torch.get_default_dtype(),
+            "anomaly": (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()),
+            "threads": torch.get_num_threads()}
+
+
+def _rng_changed(before: dict, after: dict) -> list[str]:
+    """The global generators whose state differs."""
+    import numpy as np
+
+    changed = []
+    if not torch.equal(before["torch_rng"], after["torch_rng"]):
+        changed.append("torch")
+    if before["cuda_rng"] is not None and after["cuda_rng"] is not None and not all(
+            torch.equal(a, b) for a, b in zip(before["cuda_rng"], after["cuda_rng"])):
+        changed.append("CUDA")
+    if before["random"] != after["random"]:
+        changed.append("Python's random")
+    b, a = before["numpy"], after["numpy"]
+    if b[0] != a[0] or not np.array_equal(b[1], a[1]) or b[2:] != a[2:]:
+        changed.append("NumPy")
+    return changed
+
+
+def _restore_global_state(state: dict, after: dict, allow: Allow) -> None:
+    """Give the caller its state back, except what ``allow`` lets the function change."""
+    import numpy as np
+
+    if not allow.global_rng:
+        torch.set_rng_state(state["torch_rng"])
+        if state["cuda_rng"] is not None:
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        random.setstate(state["random"])
+        np.random.set_state(state["numpy"])
+    if not allow.grad_mode:
+        torch.set_grad_enabled(state["grad"])
+    if not allow.dtype:
+        torch.set_default_dtype(state["dtype"])
+    if not allow.anomaly:
+        torch.autograd.set_detect_anomaly(*state["anomaly"])
+    if not allow.threads and after["threads"] != state["threads"]:
+        torch.set_num_threads(state["threads"])
+
+
+def _reseeded(after: dict) -> int | None:
+    """The small seed k the torch generator was just reset to (manual_seed(k)), if it was."""
+    for k in (*range(101), 123, 1234, 12345, 2024, 2025, 2026, 1337, 31337, 4242, 999, 1000):
+        if torch.equal(torch.Generator().manual_seed(k).get_state(), after["torch_rng"]):
+            return k
+    return None
+
+
+def _state_problem(name: str, state: dict, after: dict, allow: Allow) -> CheckError | None:
+    """A CheckError for the first piece of global state the call left changed (and was not allowed to), or None."""
+    if not allow.global_rng:
+        changed = _rng_changed(state, after)
+        if changed:
+            seed = _reseeded(after) if "torch" in changed else None
+            how = (f"reseeded torch's global random generator (torch.manual_seed({seed}))" if seed is not None
+                   else f"used the global random generator of {' and '.join(changed)} (its state changed)")
+            return CheckError(
+                f"{name} {how}, which the rest of the program shares",
+                where="look for random draws without a generator= argument (torch.randn, randperm, rand, "
+                      "random.shuffle, np.random...), for manual_seed, and for layers built inside the function",
+                mistake="draw from the generator (or seed) the task gives you, e.g. torch.randperm(n, generator=g); "
+                        "seeding or drawing from the global generator changes every random number the caller "
+                        "draws afterwards")
+    if not allow.grad_mode and (after["grad"] != state["grad"] or after["inference"] != state["inference"]):
+        if after["inference"] != state["inference"]:
+            left = f"inference mode switched {'on' if after['inference'] else 'off'}"
+        else:
+            left = f"gradient tracking switched {'on' if after['grad'] else 'off'}"
+        return CheckError(
+            f"{name} left {left} for the rest of the program",
+            where="look for torch.set_grad_enabled(...) or a mode entered without a `with` block",
+            mistake="torch.set_grad_enabled(False) outlives the call; a `with torch.no_grad():` block restores the "
+                    "caller's setting when it ends")
+    if not allow.anomaly and after["anomaly"] != state["anomaly"]:
+        return CheckError(
+            f"{name} left anomaly detection switched {'on' if after['anomaly'][0] else 'off'} for the rest of the "
+            "program",
+            where="look for torch.autograd.set_detect_anomaly",
+            mistake="set_detect_anomaly outlives the call (and makes every backward several times slower); use the "
+                    "`with torch.autograd.detect_anomaly():` block")
+    if not allow.dtype and after["dtype"] != state["dtype"]:
+        return CheckError(
+            f"{name} changed the default dtype for the rest of the program ({state['dtype']} -> {after['dtype']})",
+            where="look for torch.set_default_dtype",
+            mistake="pass dtype= to the functions that need it instead of changing the default for everyone")
+    if not allow.threads and after["threads"] != state["threads"]:
+        return CheckError(
+            f"{name} changed torch's thread count for the rest of the program "
+            f"({state['threads']} -> {after['threads']})",
+            where="look for torch.set_num_threads",
+            mistake="the thread count is the caller's setting; if you must change it, put it back before returning")
+    return None
 
 
 def modes(model: torch.nn.Module) -> dict[str, bool]:
     """``training`` of the model and every submodule, by name ("" is the model itself)."""
     return {name: module.training for name, module in model.named_modules()}
-
-
-def call_unchanged(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """``call`` on the caller's own arguments, then verify the call left them, and PyTorch's global state, as they were.
-
-    Pass the originals (not clones): a function that writes into the caller's
-    tensor, dict or list, switches requires_grad on an argument, or leaves
-    gradient tracking or the default dtype changed for the caller fails with a
-    message that says which. Modules are not compared here (see :func:`modes`);
-    use plain :func:`call` where the task asks for a change in place.
-    """
-    name = getattr(fn, "__name__", "your function")
-    snapshots = [(f"argument {i + 1}", a, _snapshot(a)) for i, a in enumerate(args)]
-    snapshots += [(f"argument {k}", v, _snapshot(v)) for k, v in kwargs.items()]
-    state = _global_state()
-    try:
-        result = call(fn, *args, **kwargs)
-    finally:
-        changed_state = _global_state()
-        torch.set_grad_enabled(state["grad"])  # give the caller (and the rest of the check) its state back
-        torch.set_default_dtype(state["dtype"])
-        torch.autograd.set_detect_anomaly(state["anomaly"])
-    for label, value, before in snapshots:
-        change = _change(before, _snapshot(value))
-        if change:
-            raise CheckError(f"{name} changed its {label} ({describe(value)}), which belongs to the caller: {change}")
-    if changed_state["grad"] != state["grad"]:
-        switched = "off" if state["grad"] else "on"
-        raise CheckError(f"{name} left gradient tracking switched {switched} for the rest of the program "
-                         f"(torch.set_grad_enabled({not state['grad']}) outlives the call). Use a `with torch.no_grad():` "
-                         "block, which restores the caller's setting when it ends")
-    if changed_state["anomaly"] != state["anomaly"]:
-        raise CheckError(f"{name} left anomaly detection switched {'on' if changed_state['anomaly'] else 'off'} for "
-                         "the rest of the program (torch.autograd.set_detect_anomaly outlives the call; it makes every "
-                         "backward several times slower). Use the `with torch.autograd.detect_anomaly():` block")
-    if changed_state["dtype"] != state["dtype"]:
-        raise CheckError(f"{name} changed the default dtype for the rest of the program "
-                         f"({state['dtype']} -> {changed_state['dtype']}); pass dtype= to the functions that need it")
-    return result
 
 
 def expect_mode(model: torch.nn.Module, training: bool, what: str, when: str = "afterwards") -> None:
