@@ -372,7 +372,9 @@ def check_average_gradients(fn: Callable[[nn.Module], None], inputs: Sequence[Gr
                                     "dist.get_world_size(), not by a fixed number", lambda want=want: want * world_size / 2),
                         ]
                         mistakes.append(Mistake("it is still this rank's own shard gradient: "
-                                                + _unchanged_grad_cause(exchanges), lambda shard=shard: shard))
+                                                + _unchanged_grad_cause(exchanges), lambda shard=shard: shard,
+                                                where="look at the tensor you give all_reduce, and where the "
+                                                      "result is afterwards"))
                         expect_tensor(got[name], want, what=what, mistakes=mistakes, atol=1e-6)
                 checks += 1
     passed("average_gradients", checks)
@@ -514,13 +516,17 @@ def check_epoch_batches(fn: Callable[..., Any], inputs: Sequence[EpochCase] | No
                                      "so that one step of all ranks together uses the global batch")
                 in_order = (list(range(case.n)) * 2)[:len(sum(want[0], [])) * world_size][rank::world_size]
                 if case.n > 2 and all(epoch == in_order for epoch in seen):
-                    raise CheckError(f"{what}: rank {rank} saw its samples in index order {in_order} in every epoch: "
-                                     "nothing shuffled them. DistributedSampler(dataset) shuffles by default; "
-                                     "shuffle=False turns that off")
+                    raise CheckError(f"{what}: rank {rank} saw its samples in index order {in_order} in every epoch, "
+                                     f"expected the shuffled {want}",
+                                     where="look at what shuffles the samples: the sampler's arguments",
+                                     mistake="nothing shuffled them: DistributedSampler(dataset) shuffles by default; "
+                                             "shuffle=False turns that off")
                 if case.epochs > 1 and all(epoch == seen[0] for epoch in seen[1:]):
-                    raise CheckError(f"{what}: rank {rank} saw the same shuffled order {seen[0]} in every epoch: the "
-                                     "sampler the DataLoader uses shuffles with seed + epoch, and its epoch never "
-                                     "changed. sampler.set_epoch(epoch) at the start of each epoch sets it")
+                    raise CheckError(f"{what}: rank {rank} saw the same shuffled order {seen[0]} in every epoch, "
+                                     "expected a new order each epoch",
+                                     where="look at what tells the DataLoader's sampler which epoch it is",
+                                     mistake="the sampler shuffles with seed + epoch, and its epoch never changed: "
+                                             "sampler.set_epoch(epoch) at the start of each epoch sets it")
                 raise CheckError(f"{what}: rank {rank} should see the batches {want}, but saw {got}")
             checks += 1
     passed("epoch_batches", checks)
@@ -846,24 +852,33 @@ def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] 
                        f"but returned {describe(got)}")
                 if got and all(isinstance(k, str) and k.startswith("module.") for k in got):
                     raise CheckError(f"{what}: rank {rank} returned keys that start with 'module.' "
-                                     f"({next(iter(got))!r}), the single-process run's have none: that is the DDP "
-                                     "wrapper's state_dict; the plain model's is ddp_model.module.state_dict()")
+                                     f"({next(iter(got))!r}), the single-process run's have none",
+                                     where="look at which model's state_dict you return",
+                                     mistake="that is the DDP wrapper's state_dict; the plain model's is "
+                                             "ddp_model.module.state_dict()")
                 expect(set(got) == set(expected), f"{what}: rank {rank} returned the keys {sorted(got)}, expected "
                        f"the model's {sorted(expected)}")
                 share = case.n // world_size * case.epochs
                 if reads > share:
                     raise CheckError(f"{what}: rank {rank} read {reads} samples from the dataset in {case.epochs} "
-                                     f"epoch(s); its share is {share} ({case.n} // {world_size} per epoch). Each "
-                                     "rank should load only its own share of every batch (a DistributedSampler)")
+                                     f"epoch(s); its share is {share} ({case.n} // {world_size} per epoch)",
+                                     where="look at which indices each rank reads from the dataset",
+                                     mistake="each rank should load only its own share of every batch (a "
+                                             "DistributedSampler gives a DataLoader exactly that)")
                 results.append(got)
             for rank in range(1, world_size):
                 if any(not torch.allclose(results[rank][k], results[0][k], atol=1e-5) for k in expected):
-                    raise CheckError(f"{what}: rank {rank} ended with other weights than rank 0. Every rank starts "
-                                     "from the same weights under DistributedDataParallel, so the gradients were not "
-                                     "averaged across the ranks: is the model wrapped in DistributedDataParallel, and "
-                                     "is the wrapper the model that computes the loss?")
+                    raise CheckError(f"{what}: rank {rank} ended with other weights than rank 0; the "
+                                     "single-process run has one set of weights",
+                                     where="look at which model computes the loss in each step",
+                                     mistake="every rank starts from the same weights under DistributedDataParallel, "
+                                             "so the gradients were not averaged across the ranks: is the model "
+                                             "wrapped in DistributedDataParallel, and is the wrapper the model that "
+                                             "computes the loss?")
             for key, want in expected.items():
-                mistakes = [Mistake(message, lambda twin=twin, key=key: twin[key]) for message, twin in twins]
+                mistakes = [Mistake(message, lambda twin=twin, key=key: twin[key],
+                                    where="look at which samples each rank takes in each step, in which order")
+                            for message, twin in twins]
                 expect_tensor(results[0][key], want, what=f"{what}: the weights {key} after training, against the "
                               "single-process run's", mistakes=mistakes, atol=1e-5)
             checks += 1
