@@ -127,3 +127,57 @@ def test_a_taken_port_is_named():
     port = ref.free_port()
     with check.occupied(port), pytest.raises(CheckError, match="already in use"):
         check.run_group(check._all_reduce_ranks, port=port)
+
+
+# ---------------------------------------------------------------- the torchrun script's backend choice
+
+def _lesson_script() -> str:
+    """The text of the script lesson 08 writes to runs/ddp_mnist.py (the same in the learner's notebook)."""
+    from pathlib import Path
+
+    source = (Path(__file__).resolve().parents[1] / "solutions" / "08_distributed" / "08_distributed.pct.py").read_text()
+    start = source.index("SCRIPT.write_text('''\\\n") + len("SCRIPT.write_text('''\\\n")
+    return source[start:source.index("''')", start)]
+
+
+@pytest.fixture(scope="module")
+def lesson_script(tmp_path_factory):
+    import importlib.util
+
+    path = tmp_path_factory.mktemp("script") / "ddp_mnist.py"
+    path.write_text(_lesson_script())
+    spec = importlib.util.spec_from_file_location("lesson08_ddp_mnist", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("gpus,backend", [(0, "gloo"), (1, "gloo"), (2, "nccl"), (4, "nccl")])
+def test_two_processes_use_nccl_only_with_a_gpu_each(lesson_script, gpus, backend):
+    chosen, why = lesson_script.choose_backend(2, gpus)
+    assert chosen == backend
+    assert why and (("no GPU" in why) if gpus == 0 else (f"{gpus} GPU" in why))
+
+
+def test_one_process_on_one_gpu_uses_nccl(lesson_script):
+    assert lesson_script.choose_backend(1, 1)[0] == "nccl"
+    assert lesson_script.choose_backend(1, 0)[0] == "gloo"
+
+
+def test_the_script_takes_its_device_from_the_choice(lesson_script):
+    """No other path to CUDA: the script sets a CUDA device only when the choice was NCCL, and prints the reason."""
+    text = _lesson_script()
+    assert "torch.cuda.is_available()" not in text
+    assert text.count("torch.cuda.set_device") == 1 and 'if backend == "nccl":\n        torch.cuda.set_device' in text
+    assert "LOCAL_WORLD_SIZE" in text and "({why})" in text
+
+
+def test_lesson_uses_no_private_cpu_probe_and_shards_on_a_cpu_mesh():
+    """Issue 20: no private torch.cpu._ probe, no bf16 because CUDA exists; fully_shard gets the CPU mesh."""
+    from pathlib import Path
+
+    source = (Path(__file__).resolve().parents[1] / "solutions" / "08_distributed" / "08_distributed.pct.py").read_text()
+    assert "torch.cpu._" not in source and "bf16-mixed\" if" not in source
+    calls = [line for line in source.splitlines() if "fully_shard(" in line and "import" not in line]
+    assert calls and all("mesh=mesh" in line for line in calls)
+    assert 'init_device_mesh("cpu"' in source

@@ -277,15 +277,54 @@ def _grads(model: nn.Module) -> dict[str, torch.Tensor | None]:
     return {name: None if p.grad is None else p.grad.detach().clone() for name, p in model.named_parameters()}
 
 
+class _Exchanges(NamedTuple):
+    """What a rank's ``fn(model)`` passed to ``dist.all_reduce`` (watched in this child only)."""
+
+    calls: int = 0        # all_reduce calls
+    on_grads: int = 0     # of those, on a tensor sharing memory with a parameter's .grad
+    on_weights: int = 0   # of those, on a tensor sharing memory with a parameter itself
+
+
 def _grad_target(rank: int, world_size: int, fn: Callable[[nn.Module], None], cases: list[GradCase]) -> list[tuple]:
     out = []
+    real_all_reduce = dist.all_reduce
     for case in cases:
         model, x, y = _grad_data(case)
         nn.functional.mse_loss(model(x[rank::world_size]), y[rank::world_size]).backward()
         own = _grads(model)
-        fn(model)
-        out.append((own, _grads(model)))
+        grad_memory = {p.grad.data_ptr() for p in model.parameters() if p.grad is not None}
+        weight_memory = {p.data_ptr() for p in model.parameters()}
+        seen = {"calls": 0, "on_grads": 0, "on_weights": 0}
+
+        def all_reduce(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            memory = tensor.data_ptr() if isinstance(tensor, torch.Tensor) else None
+            seen["calls"] += 1
+            seen["on_grads"] += memory in grad_memory
+            seen["on_weights"] += memory in weight_memory
+            return real_all_reduce(tensor, *args, **kwargs)
+
+        dist.all_reduce = all_reduce
+        try:
+            fn(model)
+        finally:
+            dist.all_reduce = real_all_reduce
+        out.append((own, _grads(model), _Exchanges(**seen)))
     return out
+
+
+def _unchanged_grad_cause(exchanges: _Exchanges) -> str:
+    """Why a rank's .grad can still be its own shard's gradient, as far as the all_reduce calls show."""
+    if exchanges.calls == 0:
+        return "dist.all_reduce was never called: the ranks never exchanged their gradients"
+    if exchanges.on_grads == 0 and exchanges.on_weights:
+        return (f"dist.all_reduce was called {exchanges.calls} time(s), on the parameters (the weights) and never "
+                "on their .grad: the gradients were not exchanged")
+    if exchanges.on_grads == 0:
+        return (f"dist.all_reduce was called {exchanges.calls} time(s), but never on a parameter's .grad itself: "
+                "all_reduce changes the tensor it is given, in place, so the result stayed in that other tensor "
+                "(a copy?) and .grad kept this rank's own value. Reduce p.grad itself, or write the result back")
+    return ("dist.all_reduce was called on the gradients, but .grad holds this rank's own value afterwards: was the "
+            "result replaced by the value from before the exchange?")
 
 
 def _whole_batch_grads(case: GradCase) -> dict[str, torch.Tensor]:
@@ -313,7 +352,7 @@ def check_average_gradients(fn: Callable[[nn.Module], None], inputs: Sequence[Gr
                 rank0_ok = all(per_rank[0][index][1][k] is not None
                                and torch.allclose(per_rank[0][index][1][k], v, atol=1e-6) for k, v in expected.items())
                 for rank in range(world_size):
-                    own, got = per_rank[rank][index]
+                    own, got, exchanges = per_rank[rank][index]
                     for name, want in expected.items():
                         what = f"with {world_size} processes, rank {rank}'s {name}.grad"
                         expect(got[name] is not None, f"{what} is None afterwards: average the gradients, keep them")
@@ -332,9 +371,10 @@ def check_average_gradients(fn: Callable[[nn.Module], None], inputs: Sequence[Gr
                             Mistake(f"it is the sum divided by 2, but the world size is {world_size}: divide by "
                                     "dist.get_world_size(), not by a fixed number", lambda want=want: want * world_size / 2),
                         ]
-                        mistakes.append(Mistake("it is still this rank's own shard gradient: the ranks never exchanged "
-                                                "their gradients. all_reduce every parameter's .grad",
-                                                lambda shard=shard: shard))
+                        mistakes.append(Mistake("it is still this rank's own shard gradient: "
+                                                + _unchanged_grad_cause(exchanges), lambda shard=shard: shard,
+                                                where="look at the tensor you give all_reduce, and where the "
+                                                      "result is afterwards"))
                         expect_tensor(got[name], want, what=what, mistakes=mistakes, atol=1e-6)
                 checks += 1
     passed("average_gradients", checks)
@@ -474,10 +514,19 @@ def check_epoch_batches(fn: Callable[..., Any], inputs: Sequence[EpochCase] | No
                     raise CheckError(f"{what}: rank {rank}'s batches hold {max(sizes)} samples; each process should "
                                      f"load global_batch_size // world_size = {case.global_batch_size // world_size}, "
                                      "so that one step of all ranks together uses the global batch")
+                in_order = (list(range(case.n)) * 2)[:len(sum(want[0], [])) * world_size][rank::world_size]
+                if case.n > 2 and all(epoch == in_order for epoch in seen):
+                    raise CheckError(f"{what}: rank {rank} saw its samples in index order {in_order} in every epoch, "
+                                     f"expected the shuffled {want}",
+                                     where="look at what shuffles the samples: the sampler's arguments",
+                                     mistake="nothing shuffled them: DistributedSampler(dataset) shuffles by default; "
+                                             "shuffle=False turns that off")
                 if case.epochs > 1 and all(epoch == seen[0] for epoch in seen[1:]):
-                    raise CheckError(f"{what}: rank {rank} saw the same order in every epoch: call "
-                                     "sampler.set_epoch(epoch) at the start of each epoch (the sampler shuffles with "
-                                     "seed + epoch, and the epoch never changed)")
+                    raise CheckError(f"{what}: rank {rank} saw the same shuffled order {seen[0]} in every epoch, "
+                                     "expected a new order each epoch",
+                                     where="look at what tells the DataLoader's sampler which epoch it is",
+                                     mistake="the sampler shuffles with seed + epoch, and its epoch never changed: "
+                                             "sampler.set_epoch(epoch) at the start of each epoch sets it")
                 raise CheckError(f"{what}: rank {rank} should see the batches {want}, but saw {got}")
             checks += 1
     passed("epoch_batches", checks)
@@ -692,3 +741,145 @@ def check_save_and_load(fn: Callable[..., Any], inputs: Sequence[SaveCase] | Non
                     expect_tensor(weights[key], want, what=f"{what}: rank {rank}'s {key} afterwards")
             checks += 1
     passed("save_and_load", checks)
+
+
+# ---------------------------------------------------------------- put together: train_distributed
+
+class WholeCase(NamedTuple):
+    """A put-together case: seed, samples, global batch size, epochs, world size, input features, classes."""
+
+    seed: int = 1
+    n: int = 24
+    batch_size: int = 8
+    epochs: int = 2
+    world_size: int = 2
+    features: int = 5
+    classes: int = 3
+
+
+class _ReadCounting(torch.utils.data.Dataset):
+    """A dataset of (features, label) items that remembers how many items were read from it."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        self.x, self.y, self.reads = x, y, 0
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        self.reads += 1
+        return self.x[index], int(self.y[index])
+
+
+def _whole_data(case: WholeCase) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(300 + case.seed)
+    return torch.randn(case.n, case.features, generator=g), torch.randint(0, case.classes, (case.n,), generator=g)
+
+
+def _whole_model(case: WholeCase) -> Callable[[], nn.Module]:
+    def make_model() -> nn.Module:
+        return nn.Sequential(nn.Linear(case.features, 6), nn.ReLU(), nn.Linear(6, case.classes))
+    return make_model
+
+
+def _whole_target(rank: int, world_size: int, fn: Callable[..., Any], cases: list[WholeCase]) -> list[tuple]:
+    out = []
+    for case in cases:
+        x, y = _whole_data(case)
+        dataset = _ReadCounting(x, y)
+        torch.manual_seed(4321 + rank)  # whatever state each process happens to have: only `seed` may matter
+        result = fn(_whole_model(case), dataset, case.epochs, case.batch_size, 0.1, case.seed)
+        if isinstance(result, dict):
+            result = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in result.items()}
+        out.append((result, dataset.reads))
+    return out
+
+
+def _single_run(case: WholeCase, batch_size: int, order: Callable[[int], list[int]]) -> dict[str, torch.Tensor]:
+    """The given single-process training with another batch size or order of the samples (epoch -> order)."""
+    x, y = _whole_data(case)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(case.seed)
+        model = _whole_model(case)()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        for epoch in range(case.epochs):
+            indices = order(epoch)
+            for start in range(0, len(indices), batch_size):
+                batch = indices[start:start + batch_size]
+                optimizer.zero_grad()
+                nn.functional.cross_entropy(model(x[batch]), y[batch]).backward()
+                optimizer.step()
+        return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] | None = None) -> None:
+    """On every rank, ``fn`` reads only its share of the data and ends with the given single-process run's weights."""
+    inputs = inputs or [WholeCase()]
+    checks = 0
+    for world_size, cases in _by_world_size(inputs).items():
+        per_rank = run_group(_whole_target, fn, cases, world_size=world_size, what="train_distributed")
+        for index, case in enumerate(cases):
+            x, y = _whole_data(case)
+            with torch.random.fork_rng(devices=[]):
+                expected = ref.train_one_process(_whole_model(case), _ReadCounting(x, y), case.epochs,
+                                                 case.batch_size, 0.1, case.seed)
+
+            def shuffled(seed: int) -> Callable[[int], list[int]]:
+                return lambda epoch: torch.randperm(case.n, generator=torch.Generator().manual_seed(seed)).tolist()
+
+            twins = [
+                ("every epoch used the first epoch's order: the sampler shuffles with seed + epoch, and its epoch "
+                 "never changed (sampler.set_epoch(epoch) sets it)",
+                 _single_run(case, case.batch_size, lambda epoch: shuffled(case.seed)(0))),
+                (f"the steps took {world_size} x {case.batch_size} samples: each process loaded the whole "
+                 f"batch_size; it should load batch_size // world_size = {case.batch_size // world_size}",
+                 _single_run(case, case.batch_size * world_size,
+                             lambda epoch: shuffled(case.seed + epoch)(epoch))),
+                ("the samples came in the order of a sampler seeded with 0 + epoch, not with `seed` + epoch: "
+                 "DistributedSampler(dataset, seed=...) takes the seed", _single_run(
+                     case, case.batch_size, lambda epoch: shuffled(epoch)(epoch))),
+                ("the samples were not shuffled (index order every epoch): DistributedSampler shuffles by default; "
+                 "shuffle=False turns that off", _single_run(case, case.batch_size, lambda epoch: list(range(case.n)))),
+            ]
+            twins = [(message, twin) for message, twin in twins
+                     if any(not torch.allclose(twin[k], expected[k], atol=1e-5) for k in expected)]
+            what = (f"train_distributed(make_model, dataset of {case.n}, epochs={case.epochs}, "
+                    f"batch_size={case.batch_size}, lr=0.1, seed={case.seed}) with {world_size} processes")
+            results = []
+            for rank in range(world_size):
+                got, reads = per_rank[rank][index]
+                expect(isinstance(got, dict), f"{what}: rank {rank} should return the model's state_dict(), "
+                       f"but returned {describe(got)}")
+                if got and all(isinstance(k, str) and k.startswith("module.") for k in got):
+                    raise CheckError(f"{what}: rank {rank} returned keys that start with 'module.' "
+                                     f"({next(iter(got))!r}), the single-process run's have none",
+                                     where="look at which model's state_dict you return",
+                                     mistake="that is the DDP wrapper's state_dict; the plain model's is "
+                                             "ddp_model.module.state_dict()")
+                expect(set(got) == set(expected), f"{what}: rank {rank} returned the keys {sorted(got)}, expected "
+                       f"the model's {sorted(expected)}")
+                share = case.n // world_size * case.epochs
+                if reads > share:
+                    raise CheckError(f"{what}: rank {rank} read {reads} samples from the dataset in {case.epochs} "
+                                     f"epoch(s); its share is {share} ({case.n} // {world_size} per epoch)",
+                                     where="look at which indices each rank reads from the dataset",
+                                     mistake="each rank should load only its own share of every batch (a "
+                                             "DistributedSampler gives a DataLoader exactly that)")
+                results.append(got)
+            for rank in range(1, world_size):
+                if any(not torch.allclose(results[rank][k], results[0][k], atol=1e-5) for k in expected):
+                    raise CheckError(f"{what}: rank {rank} ended with other weights than rank 0; the "
+                                     "single-process run has one set of weights",
+                                     where="look at which model computes the loss in each step",
+                                     mistake="every rank starts from the same weights under DistributedDataParallel, "
+                                             "so the gradients were not averaged across the ranks: is the model "
+                                             "wrapped in DistributedDataParallel, and is the wrapper the model that "
+                                             "computes the loss?")
+            for key, want in expected.items():
+                mistakes = [Mistake(message, lambda twin=twin, key=key: twin[key],
+                                    where="look at which samples each rank takes in each step, in which order")
+                            for message, twin in twins]
+                expect_tensor(results[0][key], want, what=f"{what}: the weights {key} after training, against the "
+                              "single-process run's", mistakes=mistakes, atol=1e-5)
+            checks += 1
+    passed("train_distributed", checks)

@@ -171,3 +171,41 @@ def simulate_data_parallel(make_model: Callable[[], nn.Module], inputs: torch.Te
         for optimizer in optimizers:
             optimizer.step()
     return [{k: v.detach().clone() for k, v in m.state_dict().items()} for m in models]
+
+
+def _collate(items: list[tuple[torch.Tensor, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.stack([x for x, _ in items]), torch.tensor([int(y) for _, y in items])
+
+
+def train_one_process(make_model: Callable[[], nn.Module], dataset: Dataset, epochs: int, batch_size: int,
+                      lr: float, seed: int) -> dict[str, torch.Tensor]:
+    """The lesson's given single-process training: SGD with momentum, a new shuffled order every epoch."""
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    for epoch in range(epochs):
+        order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed + epoch)).tolist()
+        for start in range(0, len(order), batch_size):
+            images, labels = _collate([dataset[i] for i in order[start:start + batch_size]])
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(images), labels).backward()
+            optimizer.step()
+    return model.state_dict()
+
+
+def train_distributed(make_model: Callable[[], nn.Module], dataset: Dataset, epochs: int, batch_size: int,
+                      lr: float, seed: int) -> dict[str, torch.Tensor]:
+    """:func:`train_one_process` with DDP: every rank reads its share of each batch, weights equal to the
+    single-process run's (``len(dataset)`` a multiple of ``batch_size``, ``batch_size`` of the world size)."""
+    torch.manual_seed(seed)
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    sampler = DistributedSampler(dataset, shuffle=True, seed=seed)
+    loader = DataLoader(dataset, batch_size=batch_size // dist.get_world_size(), sampler=sampler)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for images, labels in loader:
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(images), labels).backward()
+            optimizer.step()
+    return model.module.state_dict()

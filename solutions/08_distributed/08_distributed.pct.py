@@ -15,7 +15,7 @@
 # **Gloo** backend connects processes over TCP, here on `127.0.0.1`. Where a cell
 # needs GPUs, it says so in one line and skips.
 #
-# There are 7 graded exercises worth 20 points. The checks start a real group of
+# There are 8 graded exercises worth 20 points. The checks start a real group of
 # processes, run your function on every rank, and read back what each rank wrote.
 
 # %% locked="setup"
@@ -42,10 +42,11 @@ from torchvision import datasets, transforms
 
 from helpers.checks import distributed as check
 from helpers.data import MNIST_MEAN, MNIST_STD, data_root
+from helpers.distributed import again_if_unconnected
 
 RUN_DIR = Path("runs")                 # scripts and files this lesson writes, next to the notebook
 COLLECTIVE_TIMEOUT = timedelta(seconds=30)  # how long one collective may wait for the other ranks
-LAUNCH_TIMEOUT_S = 90                  # how long a whole launch may take before it is killed
+LAUNCH_TIMEOUT_S = 300                 # how long a whole launch may take before it is killed (busy machines are slow)
 shutil.rmtree(RUN_DIR, ignore_errors=True)  # every run of the notebook starts clean
 RUN_DIR.mkdir()
 # torch.multiprocessing logs the process ids it stops when a rank fails; the lesson prints the error itself.
@@ -140,15 +141,14 @@ else:
 # in use" (you will see it happen in section 8). The cure is to ask the operating
 # system for a port that is free right now.
 #
-# ### Exercise 1 (2 points): `free_port`
+# ### Exercise 1 (1 point): `free_port`
 #
 # Write `free_port()` that returns a TCP port on `127.0.0.1` that nothing uses.
 # The check runs a real process group on your port, and asks again while a
 # "job" still holds the first port.
 #
-# *Hint:* binding a socket to port 0 lets the system choose a free port;
-# `sock.getsockname()` returns `(host, port)`. Close the socket before returning
-# (use it in a `with` block), or the port stays taken.
+# *Hint:* look up what port 0 means to a socket's `bind`, and how a socket tells
+# you its own address. A port your function still holds open is not free.
 
 # %% solution="ex_free_port"
 def free_port() -> int:
@@ -163,7 +163,7 @@ def free_port() -> int:
 # %% check="ex_free_port_check"
 check.check_free_port(free_port)
 
-# %% graded="ex_free_port_tests" points=2
+# %% graded="ex_free_port_tests" points=1
 check.check_free_port(free_port)
 ### BEGIN HIDDEN TESTS
 check.check_free_port(free_port, inputs=[2, 3])
@@ -188,9 +188,7 @@ check.check_free_port(free_port, inputs=[2, 3])
 #
 # And one habit specific to forking: this kernel has already run PyTorch with
 # several threads, and a forked copy of a thread pool can deadlock. Each child
-# uses one thread (`torch.set_num_threads(1)`). (`torchrun` sets `OMP_NUM_THREADS=1`
-# for its workers for a similar reason; Binder's start script sets it to the CPUs
-# the container may use.)
+# uses one thread (`torch.set_num_threads(1)`).
 
 # %%
 def _join_group(rank: int, worker, world_size: int, port: int, args: tuple, timeout: timedelta,
@@ -212,24 +210,20 @@ def run_on_ranks(worker, *args, world_size: int = 2, timeout_s: float = LAUNCH_T
     """Run ``worker(rank, world_size, *args)`` in ``world_size`` forked processes; return what rank 0 returned."""
     handle, result_file = tempfile.mkstemp(suffix=".pt", dir=RUN_DIR)  # where rank 0 leaves its result
     os.close(handle)
-    for attempt in range(3):
+
+    def launch():
         group = mp.start_processes(_join_group, args=(worker, world_size, free_port(), args, collective_timeout,
                                                       result_file),
-                                   nprocs=world_size,
-                                   start_method="fork", join=False)
+                                   nprocs=world_size, start_method="fork", join=False)
         deadline = time.monotonic() + timeout_s
-        try:
-            while not group.join(timeout=max(deadline - time.monotonic(), 0)):  # raises if a rank failed
-                if time.monotonic() >= deadline:
-                    for process in group.processes:
-                        process.kill()
-                    raise TimeoutError(f"the group did not finish within {timeout_s} s")
-            return torch.load(result_file, weights_only=False)
-        except mp.ProcessRaisedException as error:
-            # On a busy machine a rank can give up connecting before its partner is up; that failure
-            # happens before the worker ran, so starting again on a new port is safe.
-            if "connectFullMesh" not in str(error) or attempt == 2:
-                raise
+        while not group.join(timeout=max(deadline - time.monotonic(), 0)):  # raises if a rank failed
+            if time.monotonic() >= deadline:
+                for process in group.processes:
+                    process.kill()
+                raise TimeoutError(f"the group did not finish within {timeout_s} s")
+        return torch.load(result_file, weights_only=False)
+
+    return again_if_unconnected(launch)  # on a busy machine, a rank that gave up connecting: again, new port
 
 
 # %% [markdown]
@@ -299,16 +293,16 @@ print(f"stopped by the timeout after about {round(time.perf_counter() - started)
 # %% [markdown]
 # ## 4. Averaging gradients with `all_reduce`
 #
-# ### Exercise 2 (4 points): `average_gradients`
+# ### Exercise 2 (3 points): `average_gradients`
 #
 # Each rank has computed the gradient of its own shard. Write
 # `average_gradients(model)` that replaces every parameter's `.grad` with its
 # **mean over all ranks**, on every rank, in place.
 #
-# Two graded cells: 2 processes (2 points), 3 processes (2 points).
+# Two graded cells: 2 processes (2 points), 3 processes (1 point).
 #
-# *Hint:* `dist.all_reduce(tensor)` sums in place, over all ranks, and gives every
-# rank the result; `dist.get_world_size()`. Skip parameters whose `.grad` is None.
+# *Hint:* the collective of the first group above; it changes the tensor it is
+# given, in place. A parameter that took no part in the loss has `.grad` None.
 
 # %% solution="ex_average_gradients"
 def average_gradients(model: nn.Module) -> None:
@@ -331,7 +325,7 @@ check.check_average_gradients(average_gradients, inputs=[check.GradCase(0, 5, 8,
 check.check_average_gradients(average_gradients, inputs=[check.GradCase(3, 6, 4, 2), check.GradCase(4, 2, 10, 2)])
 ### END HIDDEN TESTS
 
-# %% graded="ex_average_gradients_three_tests" points=2
+# %% graded="ex_average_gradients_three_tests" points=1
 check.check_average_gradients(average_gradients, inputs=[check.GradCase(5, 5, 9, 3)])
 ### BEGIN HIDDEN TESTS
 check.check_average_gradients(average_gradients, inputs=[check.GradCase(6, 3, 12, 3)])
@@ -340,20 +334,17 @@ check.check_average_gradients(average_gradients, inputs=[check.GradCase(6, 3, 12
 # %% [markdown]
 # ### Exercise 3 (2 points): data-parallel training by hand
 #
-# Now train with it. Write `train_by_hand(make_model, inputs, targets, steps, seed, lr)`.
-# Every rank runs it with the **whole** batch `inputs`, `targets` and must:
+# Now train with it. Write `train_by_hand(make_model, inputs, targets, steps, seed, lr)`,
+# run on every rank with the **whole** batch `inputs`, `targets`. The contract:
 #
-# 1. call `torch.manual_seed(seed)` and build `model = make_model()`: the **same
-#    seed on every rank**, so that every replica starts from the same weights;
-# 2. take its shard: `inputs[rank::world_size]` (and the same for `targets`),
-#    with `rank = dist.get_rank()`, `world_size = dist.get_world_size()`;
-# 3. for `steps` steps with `torch.optim.SGD(model.parameters(), lr=lr)`: zero the
-#    gradients, `nn.functional.mse_loss` on the shard, backward, your
-#    `average_gradients(model)`, optimizer step;
-# 4. return `model.state_dict()`.
+# - the model is `make_model()`, built after `torch.manual_seed(seed)`;
+# - rank `r` of `world_size` trains only on its shard, the samples `r`, `r + world_size`, ...;
+# - `steps` steps of plain SGD with learning rate `lr` on the mean squared error,
+#   the ranks exchanging gradients with your `average_gradients`;
+# - it returns this rank's `model.state_dict()`.
 #
 # The check compares the weights of every rank with one process trained on the
-# whole batch: they must be equal.
+# whole batch for the same steps: they must be equal.
 
 # %% solution="ex_train_by_hand"
 def train_by_hand(make_model, inputs: torch.Tensor, targets: torch.Tensor, steps: int, seed: int,
@@ -423,9 +414,9 @@ for rank in range(2):
 # Two graded cells: a dataset that divides evenly (1 point); padding and later
 # epochs (2 points).
 #
-# *Hint:* `torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch)).tolist()`;
-# the padded length is `math.ceil(n / world_size) * world_size`; when `n` is smaller
-# than the padding, repeat the list as often as needed.
+# *Hint:* `torch.randperm` takes a `generator`, which you can seed. Work out the
+# padded length by hand for n=7 on 2 ranks, then for n=2 on 3 ranks: the padding
+# can be longer than the list it repeats.
 
 # %% solution="ex_shard_indices"
 def shard_indices(n: int, rank: int, world_size: int, epoch: int, seed: int = 0) -> list[int]:
@@ -544,13 +535,12 @@ def ddp_versus_one_process(rank: int, world_size: int) -> bool:
 print("DDP on 2 processes == 1 process on the whole batch:", run_on_ranks(ddp_versus_one_process))
 
 # %% [markdown]
-# ### Exercise 6 (3 points): `train_ddp`
+# ### Exercise 6 (2 points): `train_ddp`
 #
-# Write `train_ddp(make_model, inputs, targets, steps, seed, lr)`: the same as
-# `train_by_hand`, with `DistributedDataParallel` doing the averaging. Wrap the
-# model right after building it, give the optimizer the wrapper's parameters, and
-# return the **plain** model's weights: `ddp_model.module.state_dict()` (the
-# wrapper's own keys start with `module.`, lesson 06).
+# Write `train_ddp(make_model, inputs, targets, steps, seed, lr)`: the contract of
+# `train_by_hand`, with `DistributedDataParallel` exchanging the gradients instead of
+# your function. It returns the **plain** model's weights, with the keys a model
+# built by `make_model()` has (the wrapper's own keys start with `module.`, lesson 06).
 
 # %% solution="ex_train_ddp"
 def train_ddp(make_model, inputs: torch.Tensor, targets: torch.Tensor, steps: int, seed: int,
@@ -573,7 +563,7 @@ def train_ddp(make_model, inputs: torch.Tensor, targets: torch.Tensor, steps: in
 # %% check="ex_train_ddp_check"
 check.check_train_ddp(train_ddp)
 
-# %% graded="ex_train_ddp_tests" points=3
+# %% graded="ex_train_ddp_tests" points=2
 check.check_train_ddp(train_ddp)
 ### BEGIN HIDDEN TESTS
 check.check_train_ddp(train_ddp, inputs=[check.TrainCase(9, 5, 0.05, 2, 16), check.TrainCase(10, 3, 0.1, 3, 12)])
@@ -679,6 +669,19 @@ DIGITS_FILE = "mnist_digits.pt"
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 
 
+def choose_backend(local_processes, gpus):
+    """NCCL with one GPU per process if this machine has a GPU for each of its processes, else Gloo on the CPU.
+
+    Returns the backend and the reason, in words.
+    """
+    if gpus >= local_processes:
+        return "nccl", f"{gpus} GPU(s) for {local_processes} process(es) on this machine: one GPU each"
+    if gpus:
+        return "gloo", (f"{gpus} GPU(s) for {local_processes} processes on this machine: NCCL needs a GPU "
+                        "per process, so Gloo on the CPU")
+    return "gloo", "no GPU on this machine: Gloo on the CPU"
+
+
 def hello(rank, world_size, port, out):
     """For mp.spawn: join a group, all_reduce, rank 0 writes the total to `out`."""
     torch.set_num_threads(1)
@@ -711,11 +714,10 @@ def main():
     # torchrun sets these for every process it starts
     rank, local_rank, world_size = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"])
     torch.set_num_threads(1)  # the processes share this machine's cores (and results do not depend on threads)
-    if torch.cuda.is_available():
-        torch.cuda.set_device(local_rank)
-        device, backend = torch.device("cuda", local_rank), "nccl"
-    else:
-        device, backend = torch.device("cpu"), "gloo"
+    backend, why = choose_backend(int(os.environ["LOCAL_WORLD_SIZE"]), torch.cuda.device_count())
+    device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
+    if backend == "nccl":
+        torch.cuda.set_device(device)
     dist.init_process_group(backend, timeout=timedelta(seconds=60))  # env://: MASTER_ADDR, MASTER_PORT, ...
     try:
         if rank == 0 and not os.path.exists(DIGITS_FILE):
@@ -729,7 +731,7 @@ def main():
         where = [None] * world_size
         dist.all_gather_object(where, f"rank {rank} (local rank {local_rank}): {len(sampler)} digits per epoch")
         if rank == 0:
-            print(f"{world_size} processes, backend {backend}:", "; ".join(where))
+            print(f"{world_size} processes, backend {backend} ({why}):", "; ".join(where))
         torch.manual_seed(0)  # the same initial weights on every rank
         model = nn.Sequential(nn.Flatten(), nn.Linear(28 * 28, 64), nn.ReLU(), nn.Linear(64, 10)).to(device)
         model = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
@@ -768,9 +770,18 @@ print("mp.spawn with a function from a file: all_reduce gave", torch.load(RUN_DI
 #
 # For real training, the script is the unit: `torchrun` (the command behind
 # `python -m torch.distributed.run`) starts `--nproc_per_node` copies of it, gives
-# each its `RANK`, `LOCAL_RANK`, `WORLD_SIZE`, `MASTER_ADDR` and `MASTER_PORT`, and
-# watches them: if one fails, it stops the others. The script reads its rank from
-# the environment and joins with `init_process_group(backend)` (`env://`).
+# each its `RANK`, `LOCAL_RANK`, `WORLD_SIZE`, `LOCAL_WORLD_SIZE` (processes on this
+# machine), `MASTER_ADDR` and `MASTER_PORT`, and watches them: if one fails, it stops
+# the others. The script reads its rank from the environment and joins with
+# `init_process_group(backend)` (`env://`).
+#
+# The script's `choose_backend` picks NCCL, with process `local_rank` on
+# `cuda:{local_rank}`, only when the machine has a GPU for each of its processes:
+# NCCL refuses two ranks on one GPU, and `cuda:1` does not exist on a one-GPU
+# machine. Otherwise it uses Gloo on the CPU, and rank 0 prints which and why.
+# When it starts more than one process, `torchrun` also sets `OMP_NUM_THREADS=1`: each
+# process would otherwise start a thread per core, and N processes would run N
+# times more threads than there are cores (oversubscription), which is slower.
 #
 # **Changed:** `torchrun` replaces `python -m torch.distributed.launch`, which passed
 # a `--local_rank` argument to the script; read `os.environ["LOCAL_RANK"]` instead.
@@ -781,16 +792,18 @@ print("mp.spawn with a function from a file: all_reduce gave", torch.load(RUN_DI
 # group of the operating system) when it is exceeded.
 #
 # Every process here, the launcher included, is a whole Python with PyTorch
-# loaded. Measured on the course's machine, each takes about 0.35 GB with PyPI's
-# CUDA build of PyTorch and about 0.2 GB with the CPU-only build, so a launch of two
-# workers needs roughly 0.6 to 1.1 GB beside the kernel. On a small machine
-# (mybinder.org allows 2 GB) close other notebooks before launching.
+# loaded, a few hundred MB each, so a launch of two workers needs about a gigabyte
+# beside the kernel. On a small machine (mybinder.org allows 2 GB) close other
+# notebooks before launching.
 
 # %%
-def run_command(*commands: list[str], timeout_s: float = LAUNCH_TIMEOUT_S) -> list[subprocess.CompletedProcess]:
-    """Run the commands at the same time; kill them and their children after ``timeout_s``."""
+def run_command(*commands: list[str], envs: list[dict] | None = None,
+                timeout_s: float = LAUNCH_TIMEOUT_S) -> list[subprocess.CompletedProcess]:
+    """Run the commands at the same time (command i with environment ``envs[i]``, default this kernel's);
+    kill them and their children after ``timeout_s``."""
+    envs = envs or [None] * len(commands)
     running = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=RUN_DIR,
-                                start_new_session=True) for c in commands]
+                                env=env, start_new_session=True) for c, env in zip(commands, envs)]
     deadline, done = time.monotonic() + timeout_s, []
     try:
         for process in running:
@@ -841,18 +854,24 @@ print("...", clash[clash.index("name: EADDRINUSE"):].strip())
 # is the elastic variant, which also tolerates nodes joining late or restarting.)
 #
 # Two "nodes" on this machine, each with one process: the same world size as
-# before, so the same training, and the same weights.
+# before, so the same training, and the same weights. Real machines do not share
+# GPUs, but these two "machines" would: each `torchrun` would see every GPU and put
+# its process on `cuda:0`. So each node sees only its own GPU through the variable
+# `CUDA_VISIBLE_DEVICES` when there are two, and none otherwise (Gloo on the CPU).
 
 # %%
 port = free_port()
 node = TORCHRUN + ["--nnodes=2", "--nproc_per_node=1", "--master_addr=127.0.0.1", f"--master_port={port}"]
+own_gpu = torch.cuda.device_count() >= 2
+node_envs = [{**os.environ, "CUDA_VISIBLE_DEVICES": str(node_rank) if own_gpu else ""} for node_rank in (0, 1)]
 node0, node1 = run_command(node + ["--node_rank=0", SCRIPT.name, "--out", "two_nodes.pt"],
-                           node + ["--node_rank=1", SCRIPT.name, "--out", "two_nodes.pt"])
+                           node + ["--node_rank=1", SCRIPT.name, "--out", "two_nodes.pt"], envs=node_envs)
 print(node0.stdout if node0.returncode == 0 else node0.stderr[-2000:])
 if node1.returncode != 0:
     print(node1.stderr[-2000:])
-one, two = torch.load(RUN_DIR / "standalone.pt"), torch.load(RUN_DIR / "two_nodes.pt")
-print("same weights as the single-machine run:", all(torch.equal(one[k], two[k]) for k in one))
+one = torch.load(RUN_DIR / "standalone.pt", map_location="cpu")
+two = torch.load(RUN_DIR / "two_nodes.pt", map_location="cpu")
+print("same weights as the single-machine run:", all(torch.allclose(one[k], two[k], atol=1e-6) for k in one))
 
 # %% [markdown]
 # On a cluster run by **SLURM**, you ask for nodes and tasks in a batch script
@@ -905,19 +924,23 @@ print(f"stage 1 on {split_model.stage1[0].weight.device}, stage 2 on {split_mode
 # reduced and scattered so each rank gets its own slice (reduce-scatter). The
 # current API is `fully_shard` (FSDP2; it replaces the `FullyShardedDataParallel`
 # wrapper class): call it on each layer, then on the whole model. Parameters become
-# `DTensor`s, and `.full_tensor()` gathers one. It runs on Gloo too:
+# `DTensor`s, and `.full_tensor()` gathers one. It runs on Gloo too, given a
+# **device mesh** of CPU ranks (without one, `fully_shard` builds its mesh on the
+# GPU when the machine has one, while these ranks keep their models on the CPU):
 
 # %%
+from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
 from torch.distributed.fsdp import fully_shard  # noqa: E402
 
 
 def fsdp_step(rank: int, world_size: int) -> list[str]:
+    mesh = init_device_mesh("cpu", (world_size,))  # every rank of the group, on the CPU
     torch.manual_seed(0)
     model = make_regressor()
     for layer in model:
         if isinstance(layer, nn.Linear):
-            fully_shard(layer)
-    fully_shard(model)
+            fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     for _ in range(5):
         optimizer.zero_grad()
@@ -957,11 +980,12 @@ print("FSDP on 2 processes == 1 process on the whole batch:",
 # `torch.amp.GradScaler` (lesson 07), `fused=True` optimizers, and
 # `DistributedDataParallel`. New code does not need Apex.
 #
-# ## 11. The same run in PyTorch Lightning
+# ## 11. The script's training in PyTorch Lightning
 #
 # Lightning writes the loop and the distributed plumbing for you. You describe the
 # model, one training step and the optimizer in a `LightningModule`; the `Trainer`
-# does the rest. Here the same classifier as the script's, on the same 2,000 digits:
+# does the rest. Here the script's classifier, on the same 2,000 digits, with the
+# same 64 digits per optimizer step, 2 processes and 2 epochs:
 
 # %%
 import lightning as L  # noqa: E402
@@ -995,20 +1019,19 @@ class LitClassifier(L.LightningModule):
 transform = transforms.Compose([transforms.ToTensor(), transforms.Normalize((MNIST_MEAN,), (MNIST_STD,))])
 train_digits = Subset(datasets.MNIST(data_root(), train=True, download=True, transform=transform), range(2000))
 test_digits = Subset(datasets.MNIST(data_root(), train=False, download=True, transform=transform), range(1000))
-bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cuda.is_available()  # bf16 math in hardware, else full precision
 
 # %% [markdown]
 # The `Trainer`'s arguments, and the plain PyTorch each one replaces:
 #
 # | `Trainer` argument | plain PyTorch in this lesson |
 # | --- | --- |
-# | `accelerator="cpu"` (`"gpu"`) | `backend = "gloo"` (`"nccl"`), `device = cuda:{local_rank}` |
+# | `accelerator="cpu"` (`"gpu"`) | `backend = "gloo"` (`"nccl"` with `device = cuda:{local_rank}`) |
 # | `devices=2` | `torchrun --nproc_per_node=2` / `nprocs=2`: one process per device |
 # | `num_nodes=1` | `torchrun --nnodes=1 --node_rank=...` |
 # | `strategy="ddp_notebook"` | fork the kernel, `init_process_group`, `DistributedDataParallel(model)` (`"ddp"` runs the script again per process, like torchrun, and cannot run from a notebook) |
-# | (automatic) | `DistributedSampler(dataset)`, `sampler.set_epoch(epoch)`; the per-process `batch_size` stays yours |
-# | `precision="bf16-mixed"` | `with torch.autocast(device_type, dtype=torch.bfloat16):` around forward and loss (lesson 07) |
-# | `accumulate_grad_batches=2` | `loss.backward()` on 2 batches, then `optimizer.step()`; DDP's `no_sync()` skips the all-reduce on the first |
+# | (automatic) | `DistributedSampler(dataset, shuffle=...)`, `sampler.set_epoch(epoch)`; the per-process `batch_size` stays yours |
+# | `precision="32-true"` (`"bf16-mixed"`) | full precision (`with torch.autocast(device_type, dtype=torch.bfloat16):` around forward and loss, lesson 07) |
+# | `accumulate_grad_batches=2` | `(loss / 2).backward()` on 2 batches, then `optimizer.step()`: the gradient of their mean (lesson 07); DDP's `no_sync()` skips the all-reduce on the first |
 # | `self.log(..., sync_dist=True)` | `dist.all_reduce` of the loss before rank 0 prints |
 # | `max_epochs=2` | `for epoch in range(2):` |
 # | `trainer.fit` returning | `destroy_process_group()`; rank 0's weights end up in this kernel's `model` |
@@ -1016,10 +1039,12 @@ bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cuda.is_available()  # bf1
 # %% tags=["nbval-ignore-output"]
 lit_model = LitClassifier()
 trainer = L.Trainer(accelerator="cpu", devices=2, num_nodes=1, strategy="ddp_notebook",
-                    precision="bf16-mixed" if bf16 else "32-true", accumulate_grad_batches=2, max_epochs=2,
+                    precision="32-true", accumulate_grad_batches=2, max_epochs=2,
                     enable_progress_bar=False, enable_model_summary=False, logger=False, enable_checkpointing=False)
 started = time.perf_counter()
-trainer.fit(lit_model, DataLoader(train_digits, batch_size=32))  # 32 per process: 64 per step, as the script
+# 16 per process x 2 processes x 2 accumulated batches = 64 digits per optimizer step, as the script's;
+# shuffle=True: Lightning gives each process a shuffling DistributedSampler, as the script does by hand
+trainer.fit(lit_model, DataLoader(train_digits, batch_size=16, shuffle=True))
 print(f"trained in {time.perf_counter() - started:.1f} s, precision {trainer.precision}")
 
 # %%
@@ -1030,9 +1055,90 @@ print(f"mean training loss in the last epoch: {trainer.callback_metrics['train_l
 print(f"test accuracy on {len(test_digits)} digits: {correct / len(test_digits):.0%}")
 
 # %% [markdown]
-# (`precision="bf16-mixed"` is used when the CPU has bfloat16 instructions, or on a
-# GPU; elsewhere PyTorch would emulate it slowly, so this cell trains in full precision.)
+# This run and the script's take the same 64 digits per optimizer step for 2 epochs,
+# but they are not the same run to the bit: Lightning batches and accumulates by its
+# own rules (each epoch ends with a smaller batch, which it accumulates alone), and
+# any difference changes the path of the weights. Compare the loss above with the
+# script's last epoch: similar, not equal.
 #
+# This Trainer trains in full precision (`"32-true"`): on a CPU, bfloat16 is fast only
+# where the processor has instructions for it and is emulated slowly elsewhere. On a
+# GPU (`accelerator="gpu"`), `precision="bf16-mixed"` is the usual choice where
+# `torch.cuda.is_bf16_supported()` says the GPU supports it (lesson 07).
+#
+# ## 12. Put it together: from one process to DDP
+#
+# Here is a training function that runs in one process. It is the kind of code you
+# will want to spread over several GPUs one day:
+
+# %%
+def train_one_process(make_model, dataset, epochs: int, batch_size: int, lr: float,
+                      seed: int) -> dict[str, torch.Tensor]:
+    """SGD with momentum on (features, label) items; a new shuffled order every epoch."""
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    for epoch in range(epochs):
+        order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed + epoch)).tolist()
+        for start in range(0, len(order), batch_size):
+            items = [dataset[i] for i in order[start:start + batch_size]]
+            images, labels = torch.stack([x for x, _ in items]), torch.tensor([y for _, y in items])
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(images), labels).backward()
+            optimizer.step()
+    return model.state_dict()
+
+
+# %% [markdown]
+# ### Exercise 8 (3 points): `train_distributed`
+#
+# Write `train_distributed(make_model, dataset, epochs, batch_size, lr, seed)`, run on
+# every rank of a process group, that trains **the same model to the same weights** as
+# `train_one_process` with the same arguments, while each rank reads from `dataset`
+# only **its own share** of the samples. `batch_size` is the batch of the
+# one-process run, a multiple of the world size, and `len(dataset)` is a multiple of
+# `batch_size`. Every rank returns the plain model's `state_dict()`.
+#
+# The check runs it in real groups of 2 and 3 processes, on datasets, models and
+# seeds you have not seen, counts what each rank reads, and compares every rank's
+# weights with `train_one_process`'s (up to rounding, 1e-5).
+#
+# *Hint:* find out which order of the samples `train_one_process` uses in each epoch,
+# and which part of that order one step of all ranks together covers. Sections 5
+# and 6 have every piece you need.
+
+# %% solution="ex_train_distributed"
+def train_distributed(make_model, dataset, epochs: int, batch_size: int, lr: float,
+                      seed: int) -> dict[str, torch.Tensor]:
+    """train_one_process's training on every rank of a group, each rank reading only its share of the data."""
+    ### BEGIN SOLUTION
+    torch.manual_seed(seed)  # the same start on every rank
+    ddp_model = DistributedDataParallel(make_model())
+    sgd = torch.optim.SGD(ddp_model.parameters(), lr=lr, momentum=0.9)
+    sampler = DistributedSampler(dataset, seed=seed)  # the same order as randperm with seed + epoch
+    loader = DataLoader(dataset, batch_size=batch_size // dist.get_world_size(), sampler=sampler)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for x, y in loader:
+            sgd.zero_grad()
+            nn.functional.cross_entropy(ddp_model(x), y).backward()
+            sgd.step()
+    return ddp_model.module.state_dict()
+    ### END SOLUTION
+
+
+# %% check="ex_train_distributed_check"
+check.check_train_distributed(train_distributed)
+
+# %% graded="ex_train_distributed_tests" points=3
+check.check_train_distributed(train_distributed)
+### BEGIN HIDDEN TESTS
+check.check_train_distributed(train_distributed, inputs=[check.WholeCase(3, 36, 12, 3, 3, 4, 5),
+                                                         check.WholeCase(5, 16, 4, 1, 2, 3, 2),
+                                                         check.WholeCase(8, 12, 3, 2, 3, 2, 2)])
+### END HIDDEN TESTS
+
+# %% [markdown]
 # ## Summary
 #
 # - Averaging the gradients of equal shards gives the whole batch's gradient: data

@@ -3,7 +3,9 @@
 Every case runs the learner-style function in a real Gloo group of processes.
 """
 
+import math
 import socket
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -74,6 +76,17 @@ def weights_averaged(model):
     for p in model.parameters():
         dist.all_reduce(p.data)
         p.data /= dist.get_world_size()
+
+
+def grads_reduced_into_copies(model):
+    for p in model.parameters():
+        total = p.grad.clone()
+        dist.all_reduce(total)
+        total /= dist.get_world_size()  # the average, left in the copy
+
+
+def grads_never_reduced(model):
+    world_size = dist.get_world_size()  # noqa: F841  (and then nothing)
 
 
 def grads_only_on_rank0(model):
@@ -222,6 +235,16 @@ def epochs_without_sampler(dataset, global_batch_size, epochs):
     return [[batch.tolist() for batch in loader] for _ in range(epochs)]
 
 
+def epochs_not_shuffled(dataset, global_batch_size, epochs):
+    sampler = DistributedSampler(dataset, shuffle=False)
+    loader = DataLoader(dataset, batch_size=global_batch_size // dist.get_world_size(), sampler=sampler)
+    seen = []
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)  # called, but with shuffle=False the epoch changes nothing
+        seen.append([batch.tolist() for batch in loader])
+    return seen
+
+
 def epochs_global_batch_per_process(dataset, global_batch_size, epochs):
     sampler = DistributedSampler(dataset)
     loader = DataLoader(dataset, batch_size=global_batch_size, sampler=sampler)
@@ -267,42 +290,417 @@ def save_barrier_inside_rank0(model, path):
     model.load_state_dict(torch.load(path, map_location="cpu"))
 
 
+# ---------------------------------------------------------------- correct answers written differently
+
+
+def port_from_socket_module():
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        probe.bind(("", 0))
+        host, port = probe.getsockname()
+    finally:
+        probe.close()
+    print("chose port", port)
+    return port
+
+
+def port_create_server():
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        return server.getsockname()[1]
+
+
+def port_with_reuse():
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(("localhost", 0))
+        return int(probe.getsockname()[1])
+
+
+def grads_flattened_once(model):
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat, op=dist.ReduceOp.SUM)  # one exchange, written back below
+    flat /= dist.get_world_size()
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset:offset + g.numel()].view_as(g))
+        offset += g.numel()
+
+
+def grads_new_tensor(model):
+    size = float(dist.get_world_size())
+    for p in model.parameters():
+        if p.grad is None:
+            continue
+        dist.all_reduce(p.grad.data)
+        p.grad = p.grad / size
+
+
+def grads_multiplied(model):
+    for name, p in model.named_parameters():
+        if p.grad is not None:
+            dist.all_reduce(tensor=p.grad)
+            p.grad.mul_(1 / dist.get_world_size())
+
+
+def by_hand_keywords(make_model, inputs, targets, steps, seed, lr):
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(params=model.parameters(), lr=lr)
+    shard = slice(dist.get_rank(), None, dist.get_world_size())
+    for step in range(steps):
+        prediction = model(inputs[shard])
+        loss = nn.MSELoss()(prediction, targets[shard])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        ref.average_gradients(model)
+        optimizer.step()
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def by_hand_chunks(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr)
+    index = torch.arange(rank, len(inputs), world_size)  # the same samples as inputs[rank::world_size]
+    x, y = inputs.index_select(0, index), targets.index_select(0, index)
+    for _ in range(steps):
+        model.zero_grad()
+        ((model(x) - y) ** 2).mean().backward()
+        ref.average_gradients(model)
+        optimizer.step()
+    print("rank", rank, "done")
+    return model.state_dict()
+
+
+def by_hand_manual_update(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    x, y = inputs[rank::world_size], targets[rank::world_size]
+    for _ in range(steps):
+        for p in model.parameters():
+            p.grad = None
+        nn.functional.mse_loss(model(x), y).backward()
+        ref.average_gradients(model)
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= lr * p.grad
+    return model.state_dict()
+
+
+def ddp_keywords(make_model, inputs, targets, steps, seed, lr):
+    torch.manual_seed(seed)
+    ddp_model = DistributedDataParallel(module=make_model())
+    optimizer = torch.optim.SGD(params=ddp_model.parameters(), lr=lr)
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    for _ in range(steps):
+        optimizer.zero_grad(set_to_none=True)
+        loss = nn.MSELoss()(ddp_model(inputs[rank::world_size]), targets[rank::world_size])
+        loss.backward()
+        optimizer.step()
+    return ddp_model.module.state_dict()
+
+
+def ddp_prefix_stripped(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(inputs[rank::world_size]), targets[rank::world_size]).backward()
+        optimizer.step()
+    return {k.removeprefix("module."): v for k, v in model.state_dict().items()}
+
+
+def ddp_plain_model_kept(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    wrapped = DistributedDataParallel(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)  # the same Parameter objects as the wrapper's
+    x, y = inputs[rank::world_size], targets[rank::world_size]
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(wrapped(x), y).backward()
+        optimizer.step()
+    return model.state_dict()
+
+
+def shard_by_loop(n, rank, world_size, epoch, seed=0):
+    generator = torch.Generator()
+    generator.manual_seed(seed + epoch)
+    order = [int(i) for i in torch.randperm(n, generator=generator)]
+    per_rank = math.ceil(n / world_size)
+    padded = [order[i % n] for i in range(per_rank * world_size)]
+    return [padded[i] for i in range(rank, len(padded), world_size)]
+
+
+def shard_by_sampler(n, rank, world_size, epoch, seed=0):
+    sampler = DistributedSampler(range(n), num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
+    sampler.set_epoch(epoch)
+    return list(sampler)
+
+
+def shard_as_tensor_ops(n, rank, world_size, epoch, seed=0):
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch))
+    total = -(-n // world_size) * world_size
+    order = order.repeat(-(-total // n))[:total]
+    return order[rank::world_size].tolist()
+
+
+def epochs_keywords(dataset, global_batch_size, epochs):
+    world_size = dist.get_world_size()
+    sampler = DistributedSampler(dataset=dataset, shuffle=True, seed=0)
+    loader = DataLoader(dataset=dataset, batch_size=global_batch_size // world_size, sampler=sampler, shuffle=False)
+    result = []
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch=epoch)
+        result.append([[int(i) for i in batch] for batch in loader])
+    return result
+
+
+def epochs_explicit_rank(dataset, global_batch_size, epochs):
+    sampler = DistributedSampler(dataset, num_replicas=dist.get_world_size(), rank=dist.get_rank())
+    per_process = global_batch_size // dist.get_world_size()
+    seen = []
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        seen.append([batch.tolist() for batch in DataLoader(dataset, batch_size=per_process, sampler=sampler)])
+    return seen
+
+
+def epochs_batched_by_hand(dataset, global_batch_size, epochs):
+    sampler = DistributedSampler(dataset)
+    per_process = global_batch_size // dist.get_world_size()
+    seen = []
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        order = [dataset[i] for i in sampler]
+        seen.append([order[i:i + per_process] for i in range(0, len(order), per_process)])
+    return seen
+
+
+def save_with_path_object(model, path):
+    path = Path(path)
+    if dist.get_rank() == 0:
+        with open(path, "wb") as file:
+            torch.save(model.state_dict(), file)
+    dist.barrier()
+    state = torch.load(path, map_location=torch.device("cpu"), weights_only=True)
+    model.load_state_dict(state)
+
+
+def save_barrier_both_sides(model, path):
+    dist.barrier()
+    if dist.get_rank() == 0:
+        torch.save(model.state_dict(), str(path))
+        print("saved", path)
+    dist.barrier()
+    model.load_state_dict(torch.load(path, map_location="cpu"))
+
+
+def save_other_ranks_load(model, path):
+    rank = dist.get_rank()
+    if rank == 0:
+        torch.save(model.state_dict(), path)
+    dist.barrier()
+    if rank != 0:  # rank 0 already holds these weights
+        model.load_state_dict(torch.load(path, map_location="cpu"))
+
+
+# ---------------------------------------------------------------- train_distributed (put together)
+
+
+def _ddp_run(make_model, dataset, epochs, batch_size, lr, seed, *, sampler_kwargs=None, per_process=None,
+             set_epoch=True, wrap=True, return_wrapper=False):
+    torch.manual_seed(seed)
+    model = make_model()
+    trained = DistributedDataParallel(model) if wrap else model
+    optimizer = torch.optim.SGD(trained.parameters(), lr=lr, momentum=0.9)
+    sampler = DistributedSampler(dataset, **(sampler_kwargs if sampler_kwargs is not None else {"seed": seed}))
+    size = per_process or batch_size // dist.get_world_size()
+    loader = DataLoader(dataset, batch_size=size, sampler=sampler)
+    for epoch in range(epochs):
+        if set_epoch:
+            sampler.set_epoch(epoch)
+        for images, labels in loader:
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(trained(images), labels).backward()
+            optimizer.step()
+    return trained.state_dict() if return_wrapper else model.state_dict()
+
+
+def whole_without_set_epoch(make_model, dataset, epochs, batch_size, lr, seed):
+    return _ddp_run(make_model, dataset, epochs, batch_size, lr, seed, set_epoch=False)
+
+
+def whole_batch_per_process(make_model, dataset, epochs, batch_size, lr, seed):
+    return _ddp_run(make_model, dataset, epochs, batch_size, lr, seed, per_process=batch_size)
+
+
+def whole_sampler_default_seed(make_model, dataset, epochs, batch_size, lr, seed):
+    return _ddp_run(make_model, dataset, epochs, batch_size, lr, seed, sampler_kwargs={})
+
+
+def whole_not_shuffled(make_model, dataset, epochs, batch_size, lr, seed):
+    return _ddp_run(make_model, dataset, epochs, batch_size, lr, seed, sampler_kwargs={"seed": seed, "shuffle": False})
+
+
+def whole_never_wrapped(make_model, dataset, epochs, batch_size, lr, seed):
+    return _ddp_run(make_model, dataset, epochs, batch_size, lr, seed, wrap=False)
+
+
+def whole_wrapper_state(make_model, dataset, epochs, batch_size, lr, seed):
+    return _ddp_run(make_model, dataset, epochs, batch_size, lr, seed, return_wrapper=True)
+
+
+def whole_reads_everything(make_model, dataset, epochs, batch_size, lr, seed):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    for epoch in range(epochs):
+        order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed + epoch)).tolist()
+        items = [dataset[i] for i in order]  # every sample, on every rank
+        for start in range(0, len(items), batch_size):
+            batch = items[start:start + batch_size][rank::world_size]
+            images, labels = torch.stack([x for x, _ in batch]), torch.tensor([y for _, y in batch])
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(images), labels).backward()
+            optimizer.step()
+    return model.module.state_dict()
+
+
+def whole_explicit_replicas(make_model, dataset, epochs, batch_size, lr, seed):
+    world_size, rank = dist.get_world_size(), dist.get_rank()
+    torch.manual_seed(seed)
+    ddp_model = DistributedDataParallel(module=make_model())
+    optimizer = torch.optim.SGD(params=ddp_model.parameters(), lr=lr, momentum=0.9)
+    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed,
+                                 drop_last=False)
+    loader = DataLoader(dataset, batch_size=batch_size // world_size, sampler=sampler, shuffle=False)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for step, (images, labels) in enumerate(loader):
+            optimizer.zero_grad(set_to_none=True)
+            loss = nn.CrossEntropyLoss()(ddp_model(images), labels)
+            loss.backward()
+            optimizer.step()
+        if rank == 0:
+            print(f"epoch {epoch}: last loss {loss.item():.3f}")
+    return {k: v.clone() for k, v in ddp_model.module.state_dict().items()}
+
+
+def whole_batches_by_hand(make_model, dataset, epochs, batch_size, lr, seed):
+    world_size = dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    ddp_model = DistributedDataParallel(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    sampler = DistributedSampler(dataset, seed=seed)
+    per_process = batch_size // world_size
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        mine = list(sampler)
+        for start in range(0, len(mine), per_process):
+            items = [dataset[i] for i in mine[start:start + per_process]]
+            images = torch.stack([x for x, _ in items])
+            labels = torch.tensor([y for _, y in items])
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(ddp_model(images), labels).backward()
+            optimizer.step()
+    return model.state_dict()
+
+
+def whole_seed_per_rank_broadcast(make_model, dataset, epochs, batch_size, lr, seed):
+    torch.manual_seed(seed + dist.get_rank())  # DDP broadcasts rank 0's weights: the start is rank 0's, seed
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    sampler = DistributedSampler(dataset, seed=seed)
+    loader = DataLoader(dataset, batch_size=batch_size // dist.get_world_size(), sampler=sampler)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for images, labels in loader:
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(images), labels).backward()
+            optimizer.step()
+    return model.module.state_dict()
+
+
 CASES = [
     Accept(checks.check_free_port, ref.free_port),
+    Accept(checks.check_free_port, port_from_socket_module),
+    Accept(checks.check_free_port, port_create_server),
+    Accept(checks.check_free_port, port_with_reuse),
     Reject(checks.check_free_port, port_fixed, "a fixed port clashes"),
     Reject(checks.check_free_port, port_tuple, "getsockname() gives (host, port)"),
     Reject(checks.check_free_port, port_zero, "binding port 0 asks the system"),
     Reject(checks.check_free_port, port_kept_open, "close the socket"),
     Reject(checks.check_free_port, port_as_text, "should return the port as an int"),
     Accept(checks.check_average_gradients, ref.average_gradients),
+    Accept(checks.check_average_gradients, grads_flattened_once),
+    Accept(checks.check_average_gradients, grads_new_tensor),
+    Accept(checks.check_average_gradients, grads_multiplied),
     Reject(checks.check_average_gradients, grads_summed, "the sum over the 2 ranks, not the average"),
     Reject(checks.check_average_gradients, grads_halved, "divided by 2, but the world size is 3"),
     Reject(checks.check_average_gradients, grads_reduced_to_rank0, "dist.reduce gives it to one rank"),
-    Reject(checks.check_average_gradients, weights_averaged, "the ranks never exchanged their gradients"),
+    Reject(checks.check_average_gradients, weights_averaged, "on the parameters (the weights) and never on their .grad"),
+    Reject(checks.check_average_gradients, grads_reduced_into_copies, "never on a parameter's .grad itself"),
+    Reject(checks.check_average_gradients, grads_never_reduced, "dist.all_reduce was never called"),
     Reject(checks.check_average_gradients, grads_only_on_rank0, "waited in a collective that another rank never called"),
     Accept(checks.check_train_by_hand, ref.train_by_hand),
+    Accept(checks.check_train_by_hand, by_hand_keywords),
+    Accept(checks.check_train_by_hand, by_hand_chunks),
+    Accept(checks.check_train_by_hand, by_hand_manual_update),
     Reject(checks.check_train_by_hand, by_hand_seed_per_rank, "a different seed per rank"),
     Reject(checks.check_train_by_hand, by_hand_no_average, "the gradients were never averaged"),
     Reject(checks.check_train_by_hand, by_hand_summed_loss, "the loss is summed over the shard"),
     Accept(checks.check_train_ddp, ref.train_ddp),
+    Accept(checks.check_train_ddp, ddp_keywords),
+    Accept(checks.check_train_ddp, ddp_prefix_stripped),
+    Accept(checks.check_train_ddp, ddp_plain_model_kept),
     Reject(checks.check_train_ddp, ddp_wrapper_state, "return ddp_model.module.state_dict()"),
     Reject(checks.check_train_ddp, ddp_never_wrapped, "wrap the model in DistributedDataParallel"),
     Reject(checks.check_train_ddp, ddp_seeded_with_rank, "a run seeded with 0, not with `seed`"),
     Reject(checks.check_train_ddp, ddp_summed_loss, "the loss is summed over the shard"),
     Accept(checks.check_shard_indices, ref.shard_indices),
+    Accept(checks.check_shard_indices, shard_by_loop),
+    Accept(checks.check_shard_indices, shard_by_sampler),
+    Accept(checks.check_shard_indices, shard_as_tensor_ops),
     Reject(checks.check_shard_indices, shard_no_padding, "the ranks got different numbers of indices"),
     Reject(checks.check_shard_indices, shard_drop_last, "that is drop_last=True"),
     Reject(checks.check_shard_indices, shard_contiguous, "deals them out like cards"),
     Reject(checks.check_shard_indices, shard_ignores_epoch, "the same order as epoch 0"),
     Reject(checks.check_shard_indices, shard_unshuffled, "are not shuffled"),
     Accept(checks.check_epoch_batches, ref.epoch_batches),
-    Reject(checks.check_epoch_batches, epochs_without_set_epoch, "call sampler.set_epoch(epoch)"),
+    Accept(checks.check_epoch_batches, epochs_keywords),
+    Accept(checks.check_epoch_batches, epochs_explicit_rank),
+    Accept(checks.check_epoch_batches, epochs_batched_by_hand),
+    Reject(checks.check_epoch_batches, epochs_without_set_epoch, "its epoch never changed"),
+    Reject(checks.check_epoch_batches, epochs_not_shuffled, "nothing shuffled them"),
     Reject(checks.check_epoch_batches, epochs_without_sampler, "pass sampler=DistributedSampler(dataset)"),
     Reject(checks.check_epoch_batches, epochs_global_batch_per_process, "global_batch_size // world_size"),
     Reject(checks.check_epoch_batches, epochs_shuffle_and_sampler, "mutually exclusive with shuffle"),
     Accept(checks.check_save_and_load, ref.save_and_load),
+    Accept(checks.check_save_and_load, save_with_path_object),
+    Accept(checks.check_save_and_load, save_barrier_both_sides),
+    Accept(checks.check_save_and_load, save_other_ranks_load),
     Reject(checks.check_save_and_load, save_on_every_rank, "only rank 0 should save"),
     Reject(checks.check_save_and_load, save_without_barrier, "(FileNotFoundError): call dist.barrier()"),
     Reject(checks.check_save_and_load, save_load_on_rank0_only, "never loaded the checkpoint"),
     Reject(checks.check_save_and_load, save_barrier_inside_rank0, "call dist.barrier() between saving and loading"),
+    Accept(checks.check_train_distributed, ref.train_distributed),
+    Accept(checks.check_train_distributed, whole_explicit_replicas),
+    Accept(checks.check_train_distributed, whole_batches_by_hand),
+    Accept(checks.check_train_distributed, whole_seed_per_rank_broadcast),
+    Reject(checks.check_train_distributed, whole_without_set_epoch, "its epoch never changed"),
+    Reject(checks.check_train_distributed, whole_batch_per_process, "each process loaded the whole batch_size"),
+    Reject(checks.check_train_distributed, whole_sampler_default_seed, "a sampler seeded with 0 + epoch"),
+    Reject(checks.check_train_distributed, whole_not_shuffled, "the samples were not shuffled"),
+    Reject(checks.check_train_distributed, whole_never_wrapped, "ended with other weights than rank 0"),
+    Reject(checks.check_train_distributed, whole_wrapper_state, "that is the DDP wrapper's state_dict"),
+    Reject(checks.check_train_distributed, whole_reads_everything, "only its own share"),
 ]
