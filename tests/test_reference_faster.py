@@ -122,3 +122,26 @@ def test_train_epoch_on_device_syncs_once_and_frees_gradients():
     assert syncs == [".item()"]
     assert set(arrivals) == {"none"}
     assert isinstance(result, float)
+
+
+@pytest.mark.parametrize("kind, args, error", [
+    ("mps", (torch.device("mps"),), TypeError),  # torch.mps.synchronize() takes no argument
+    ("cuda", (torch.device("mps"),), ValueError),  # torch.cuda.synchronize wants a CUDA device
+    ("cuda", ("cpu",), ValueError),
+    ("cuda", (0, 1), TypeError),
+])
+def test_sync_stand_ins_reject_what_the_real_ones_reject(kind, args, error):
+    with pytest.raises(error):
+        checks._reject_like_the_real(kind, "cuda", args, {})
+
+
+@pytest.mark.parametrize("kind, args", [("cuda", ()), ("cuda", (torch.device("cuda", 1),)), ("cuda", (2,)),
+                                        ("cuda", ("cuda:0",)), ("mps", ()), ("accelerator", (torch.device("cuda"),))])
+def test_sync_stand_ins_accept_what_the_real_ones_accept(kind, args):
+    checks._reject_like_the_real(kind, "cuda", args, {})
+
+
+def test_a_disabled_scaler_stand_in_scales_by_nothing():
+    scaler = checks.ScalerSpy(1024.0, enabled=False)
+    loss = torch.tensor(2.0)
+    assert not scaler.is_enabled() and scaler.scale(loss).item() == 2.0

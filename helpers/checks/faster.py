@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 import statistics
 import warnings
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
@@ -32,7 +33,7 @@ from unittest import mock
 import torch
 from torch import nn
 
-from helpers.checks import CheckError, Mistake, call, describe, expect, expect_close, expect_tensor, passed, \
+from helpers.checks import Allow, CheckError, Mistake, call, describe, expect, expect_close, expect_tensor, passed, \
     substitute
 from helpers.reference import faster as ref
 
@@ -42,8 +43,11 @@ from helpers.reference import faster as ref
 @contextlib.contextmanager
 def _patched_syncs(on_sync: Callable[[str, tuple, dict], None], cuda_available: bool | None = None) -> Iterator[None]:
     """While open, torch.cuda/mps/accelerator.synchronize call ``on_sync(kind, args, kwargs)`` instead."""
+    accelerator = "cuda" if cuda_available else "mps"
+
     def spy(kind: str) -> Callable[..., None]:
         def sync(*args: Any, **kwargs: Any) -> None:
+            _reject_like_the_real(kind, accelerator, args, kwargs)
             on_sync(kind, args, kwargs)
         return sync
 
@@ -55,6 +59,26 @@ def _patched_syncs(on_sync: Callable[[str, tuple, dict], None], cuda_available: 
         if cuda_available is not None:
             stack.enter_context(mock.patch.object(torch.cuda, "is_available", lambda: cuda_available))
         yield
+
+
+def _reject_like_the_real(kind: str, accelerator: str, args: tuple, kwargs: dict) -> None:
+    """Raise what the real synchronize raises for these arguments (the spies are no more lenient than it)."""
+    if kind == "mps":
+        if args or kwargs:
+            raise TypeError("synchronize() takes 0 positional arguments but 1 was given")
+        return
+    if len(args) + len(kwargs) > 1 or set(kwargs) - {"device"}:
+        raise TypeError(f"synchronize() got unexpected arguments {args} {kwargs}")
+    device = kwargs.get("device", args[0] if args else None)
+    if device is None or isinstance(device, int):
+        return
+    try:
+        device_type = torch.device(device).type
+    except (TypeError, RuntimeError) as error:
+        raise ValueError(f"Expected a torch.device, a str or an int, got {device!r}") from error
+    wanted = "cuda" if kind == "cuda" else accelerator
+    if device_type != wanted:
+        raise ValueError(f"Expected a {wanted} device, but got: {device}")
 
 
 def _sync_index(args: tuple, kwargs: dict) -> int | None | str:
@@ -84,25 +108,33 @@ def check_synchronize(fn: Callable[[torch.device], None], inputs: Sequence[torch
         kinds = [kind for kind, _, _ in seen]
         if device.type == "cpu":
             if seen:
-                raise CheckError(f"{what}: called torch.{kinds[0]}.synchronize, but a CPU has nothing to wait for "
-                                 "(each CPU operation has finished when it returns), and torch.cuda.synchronize() "
-                                 "raises on a machine without CUDA: do nothing when device.type == 'cpu'")
+                raise CheckError(f"{what} called torch.{kinds[0]}.synchronize; for the CPU it should call nothing",
+                                 where="look at what your function does when device.type == 'cpu'",
+                                 mistake="a CPU has nothing to wait for (each CPU operation has finished when it "
+                                         "returns), and torch.cuda.synchronize() raises on a machine without CUDA")
         elif device.type == "cuda":
             cuda_calls = [(args, kwargs) for kind, args, kwargs in seen if kind in ("cuda", "accelerator")]
-            expect("mps" not in kinds, f"{what}: called torch.mps.synchronize for a CUDA device; "
-                   "use torch.cuda.synchronize(device)")
-            expect(bool(cuda_calls), f"{what}: nothing was synchronized: for a CUDA device call "
-                   "torch.cuda.synchronize(device), which waits until the GPU has finished its queued work")
+            expect("mps" not in kinds, f"{what} called torch.mps.synchronize; a CUDA device needs CUDA's",
+                   where="look at which synchronize you call for device.type == 'cuda'",
+                   mistake="torch.mps.synchronize waits for Apple's GPU only")
+            expect(bool(cuda_calls), f"{what} synchronized nothing; a CUDA device needs a wait",
+                   where="look at what your function does when device.type == 'cuda'",
+                   mistake="for a CUDA device call torch.cuda.synchronize(device), which waits until the GPU has "
+                           "finished its queued work")
             if device.index is not None:
                 indices = {_sync_index(args, kwargs) for args, kwargs in cuda_calls}
-                expect(device.index in indices, f"{what}: you waited for the current GPU (torch.cuda.synchronize() "
-                       f"without an argument), not for GPU {device.index}: pass the device, "
-                       "torch.cuda.synchronize(device)")
+                expect(device.index in indices, f"{what} waited for the current GPU, not for GPU {device.index}",
+                       where="look at the arguments of your torch.cuda.synchronize call",
+                       mistake=f"torch.cuda.synchronize() without an argument waits for the current GPU, not for "
+                               f"GPU {device.index}: pass the device")
         elif device.type == "mps":
             expect(any(kind in ("mps", "accelerator") for kind in kinds),
-                   f"{what}: nothing was synchronized: for Apple's GPU (device type 'mps') call torch.mps.synchronize()")
-            expect("cuda" not in kinds, f"{what}: called torch.cuda.synchronize for an 'mps' device; "
-                   "use torch.mps.synchronize()")
+                   f"{what} synchronized nothing; an Apple GPU needs a wait",
+                   where="look at what your function does when device.type == 'mps'",
+                   mistake="for Apple's GPU (device type 'mps') call torch.mps.synchronize()")
+            expect("cuda" not in kinds, f"{what} called torch.cuda.synchronize; an 'mps' device needs its own",
+                   where="look at which synchronize you call for device.type == 'mps'",
+                   mistake="CUDA's synchronize does not wait for Apple's GPU: use torch.mps.synchronize()")
     passed("synchronize", len(devices))
 
 
@@ -202,9 +234,11 @@ def _expect_calls(world: FakeDevice, case: TimingCase, what: str) -> None:
            "and clock() - start (the check passes a fake clock, so time.perf_counter() cannot be seen)")
     expected = case.warmup + case.repeat
     if world.calls == case.repeat and case.warmup > 0:
-        raise CheckError(f"{what}: fn ran {world.calls} times, all of them timed: there is no warm-up. The first "
-                         f"call pays one-off costs (here it took {_FIRST_CALL:g} s instead of about 0.02 s); call fn "
-                         "warmup times before timing anything")
+        raise CheckError(f"{what}: fn ran {world.calls} times, all of them timed; expected {case.warmup} untimed "
+                         f"calls first, then {case.repeat} timed ones",
+                         where="look at what happens before your first clock read",
+                         mistake=f"there is no warm-up. The first call pays one-off costs (here it took "
+                                 f"{_FIRST_CALL:g} s instead of about 0.02 s); call fn warmup times before timing")
     expect(world.calls == expected, f"{what}: fn ran {world.calls} times; it should run warmup + repeat = "
            f"{case.warmup} + {case.repeat} = {expected} times (untimed warm-up calls first, then the timed ones)")
 
@@ -217,20 +251,26 @@ def check_median_time_sync(fn: Callable[..., float], inputs: Sequence[TimingCase
         what = f"median_time on a GPU (warmup={case.warmup}, repeat={case.repeat})"
         _expect_calls(world, case, what)
         syncs = sum(1 for event, _ in world.events if event == "sync")
-        expect(syncs > 0, f"{what}: synchronize was never called. On a GPU, fn() returns as soon as its work is "
-               f"queued, so without synchronize(device) before each clock read you measure only the queueing "
-               f"(about {_HOST * 1e3:g} ms here, instead of about 25 ms)")
+        expect(syncs > 0, f"{what}: synchronize was never called; the timed runs measured about {_HOST * 1e3:g} ms "
+               "instead of about 25 ms",
+               where="look at what happens just before each clock read",
+               mistake="on a GPU, fn() returns as soon as its work is queued, so without synchronize(device) before "
+                       "each clock read you measure only the queueing")
         for i, (event, busy) in enumerate(world.events):
             if event != "clock" or not busy:
                 continue
             starts_timing = any(e == "fn" for e, _ in world.events[i + 1:i + 2])
             if starts_timing:
                 raise CheckError(f"{what}: you started the clock while earlier work (the warm-up) was still running "
-                                 "on the GPU, so that time is added to the first timed run: call "
-                                 "synchronize(device) before start = clock() too, not only after fn()")
+                                 "on the GPU, so that time is added to the first timed run",
+                                 where="look at what happens just before start = clock()",
+                                 mistake="the GPU was still busy when the clock started: synchronize before "
+                                         "starting the clock too, not only after fn()")
             raise CheckError(f"{what}: you read the clock after fn() before its work had finished, so you measured "
-                             "only the time to queue it: call synchronize(device) after fn() and before the second "
-                             "clock read")
+                             "only the time to queue it",
+                             where="look at what happens between fn() and the second clock read",
+                             mistake="fn() only queues its work on a GPU: wait for it (synchronize) before "
+                                     "reading the clock again")
     passed("median_time (warm-up and synchronize)", len(cases))
 
 
@@ -369,7 +409,9 @@ def _accumulation_run(step: Callable[..., Any], case: StepCase, stale: bool = Tr
         if stale:
             _stale(model, case.seed)
         micro = _batches(case)
-        result = call(step, model, optimizer, nn.functional.cross_entropy, micro) if learner else \
+        # task: "makes one optimizer step from the list of k equal-sized (inputs, targets) micro-batches"
+        result = call(step, model, optimizer, nn.functional.cross_entropy, micro,
+                      allow=Allow(changed=(model, optimizer))) if learner else \
             step(model, optimizer, nn.functional.cross_entropy, micro)
         return result, _params(model), steps[0]
 
@@ -433,12 +475,13 @@ def check_accumulation_update(fn: Callable[..., float], inputs: Sequence[StepCas
              "optimizer.zero_grad() before the first micro-batch and divide each loss by k",
              lambda: _variant(case, divide=False, zero_each=False, zero_first=False)),
         ]
+        symptom = (f"{what}: the parameters after your step differ from one SGD step on all {k * case.size} "
+                   f"samples at once (largest difference {max((a - b).abs().max().item() for a, b in zip(got, want)):.3g})")
+        where = "look at how the micro-batch losses are scaled and where the gradients are cleared"
         for message, twin in wrong:
             if _same_params(got, twin()):
-                raise CheckError(f"{what}: {message.format(k=k)}")
-        raise CheckError(f"{what}: the parameters after your step differ from one SGD step on all "
-                         f"{k * case.size} samples at once (largest difference "
-                         f"{max((a - b).abs().max().item() for a, b in zip(got, want)):.3g})")
+                raise CheckError(symptom, where=where, mistake=message.format(k=k))
+        raise CheckError(symptom, where=where)
     passed("accumulated_step (equals one large-batch step)", len(cases))
 
 
@@ -507,8 +550,9 @@ class ScalerSpy:
     gradient is finite; ``update()`` is recorded.
     """
 
-    def __init__(self, factor: float = 1024.0) -> None:
-        self.factor = factor
+    def __init__(self, factor: float = 1024.0, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.factor = factor if enabled else 1.0  # a disabled GradScaler scales by nothing
         self.calls: list[str] = []
         self._unscaled: set[int] = set()
 
@@ -545,7 +589,7 @@ class ScalerSpy:
         return self.factor
 
     def is_enabled(self) -> bool:
-        return True
+        return self.enabled
 
 
 def _amp_model(seed: int) -> tuple[nn.Sequential, AutocastSpy]:
@@ -575,11 +619,14 @@ def _amp_run(fn: Callable[..., float], case: AmpCase, factor: float) -> AmpRun:
         before = _params(model)
         optimizer = torch.optim.SGD(model.parameters(), lr=LR)
         steps = _count_steps(optimizer)
-        scaler = ScalerSpy(factor)
+        # as in the lesson: a working scaler for float16, a disabled one (enabled=False) for bfloat16
+        scaler = ScalerSpy(factor, enabled=case.dtype == torch.float16)
         inputs, targets = _amp_data(case)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            result = call(fn, model, optimizer, nn.functional.cross_entropy, inputs, targets, scaler, case.dtype)
+            # task: "one training step with automatic mixed precision" (scaler.update() adapts the scaler)
+            result = call(fn, model, optimizer, nn.functional.cross_entropy, inputs, targets, scaler, case.dtype,
+                          allow=Allow(changed=(model, optimizer, scaler)))
         return AmpRun(result, _params(model), before, spy, scaler, steps[0], [str(w.message) for w in caught])
 
 
@@ -644,6 +691,14 @@ def check_amp_scaler(fn: Callable[..., float], inputs: Sequence[AmpCase] | None 
         run = _amp_run(fn, case, factor=1024.0)
         what = f"mixed_precision_step with a GradScaler (dtype={case.dtype})"
         calls = run.scaler.calls
+        if not run.scaler.is_enabled():  # bfloat16: a disabled scaler, which an answer may also leave unused
+            expect(run.steps == 1, f"{what}, a disabled scaler: the optimizer stepped {run.steps} times; "
+                   "one training step steps it once")
+            _, want = _float32_step(case)
+            error = _relative_update_error(run.params, want, run.before)
+            expect(error < AMP_TOLERANCE, f"{what}, a disabled scaler: the parameter update differs from the "
+                   f"float32 step by {error:.1%}")
+            continue
         expect("scale" in calls, f"{what}: scaler.scale(loss) was never called, so backward ran on the unscaled "
                "loss: in float16, small gradients underflow to zero. Call scaler.scale(loss).backward()")
         if "step" not in calls:
@@ -720,7 +775,9 @@ def check_checkpointed_forward(fn: Callable[..., torch.Tensor], inputs: Sequence
                 warnings.simplefilter("always")
                 out = call(fn, blocks, x)
                 what = f"checkpointed_forward({len(blocks)} blocks, input requires_grad={case.input_requires_grad})"
-                expect_tensor(out, want_out, what=what, check_dtype=True)
+                # task: "Output and gradients must equal the plain blocks(inputs)": the output keeps its graph
+                expect_tensor(out.detach() if isinstance(out, torch.Tensor) else out, want_out, what=what,
+                              check_dtype=True)
                 said = " ".join(str(w.message) for w in caught)
                 reentrant = "None of the inputs have requires_grad=True" in said
                 implicit = "use_reentrant parameter should be passed explicitly" in said
@@ -796,7 +853,9 @@ def _epoch_run(fn: Callable[..., float], case: StepCase, learner: bool = True) -
             p.register_hook(record(p))
         batches = _batches(case)
         with _counting_syncs() as syncs:
-            result = call(fn, model, optimizer, nn.functional.cross_entropy, batches) if learner else \
+            # task: "trains on every (inputs, targets) in batches"
+            result = call(fn, model, optimizer, nn.functional.cross_entropy, batches,
+                          allow=Allow(changed=(model, optimizer))) if learner else \
                 fn(model, optimizer, nn.functional.cross_entropy, batches)
         return result, _params(model), syncs, arrivals
 
@@ -829,3 +888,112 @@ def check_train_epoch_on_device(fn: Callable[..., float], inputs: Sequence[StepC
             Mistake(f"that is the sum over the {n} batches; return the mean loss per batch", lambda: want * n),
         ])
     passed("train_epoch_on_device", len(cases))
+
+
+# ---------------------------------------------------------------- put it together: the same training, faster
+
+
+class TrainCase(NamedTuple):
+    """A training run: seed, training and validation images, epochs and batch size."""
+
+    seed: int
+    n_train: int
+    n_val: int
+    epochs: int
+    batch_size: int
+
+
+SPEED_GOAL = 1.3  # the task: "at least 1.3x faster"
+SPEED_ROUNDS = 5
+
+
+def _train_model(seed: int) -> nn.Sequential:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(8 * 14 * 14, 10))
+
+
+def _train_data(case: TrainCase) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(700 + case.seed)
+    return (torch.rand(case.n_train, 1, 28, 28, generator=g), torch.randint(0, 10, (case.n_train,), generator=g),
+            torch.rand(case.n_val, 1, 28, 28, generator=g), torch.randint(0, 10, (case.n_val,), generator=g))
+
+
+def _train_what(case: TrainCase) -> str:
+    return (f"fast_train({case.n_train} images, {case.n_val} validation images, epochs={case.epochs}, "
+            f"batch_size={case.batch_size})")
+
+
+def _expect_same_training(fn: Callable[..., Any], case: TrainCase) -> None:
+    """The learner's run gives slow_train's history and final weights (up to float rounding)."""
+    what = _train_what(case)
+    with torch.random.fork_rng(devices=[]):
+        want_model, got_model = _train_model(case.seed), _train_model(case.seed)
+        data = _train_data(case)
+        want = ref.slow_train(want_model, *data, epochs=case.epochs, batch_size=case.batch_size)
+        # task: "trains model in place, exactly as slow_train does"
+        got = call(fn, got_model, *data, epochs=case.epochs, batch_size=case.batch_size,
+                   allow=Allow(changed=(got_model,)))
+    expect(isinstance(got, list) and len(got) == len(want),
+           f"{what} returned {describe(got)}; slow_train returns a list of {len(want)} (loss, accuracy) pairs, "
+           "one per epoch", where="look at what you return: one pair per epoch, as slow_train does")
+    for epoch, (pair, (loss, accuracy)) in enumerate(zip(got, want)):
+        expect(isinstance(pair, (tuple, list)) and len(pair) == 2,
+               f"{what}: epoch {epoch} gave {describe(pair)}, not a (loss, accuracy) pair")
+        expect_close(pair[0], loss, what=f"{what}: epoch {epoch}'s mean training loss", rtol=1e-4, atol=1e-6)
+        expect_close(pair[1], accuracy, what=f"{what}: epoch {epoch}'s validation accuracy", rtol=0, atol=1e-6)
+    for (name, got_p), want_p in zip(got_model.named_parameters(), want_model.parameters()):
+        expect(torch.allclose(got_p.detach(), want_p.detach(), rtol=1e-4, atol=1e-5),
+               f"{what}: after training, parameter {name} differs from slow_train's by up to "
+               f"{(got_p.detach() - want_p.detach()).abs().max().item():.2g}",
+               where="a speed-up must not change the arithmetic: the same batches in the same order, the same "
+                     "optimizer and learning rate, float32")
+
+
+def check_fast_train_results(fn: Callable[..., Any], inputs: Sequence[TrainCase] | None = None) -> None:
+    """fast_train gives slow_train's (loss, accuracy) history and final weights."""
+    cases = inputs if inputs is not None else [TrainCase(0, 40, 12, 2, 16)]
+    for case in cases:
+        _expect_same_training(fn, case)
+    passed("fast_train (the same results)", len(cases))
+
+
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """One intra-op thread while timing: CPU time then measures work, not threads waiting for each other."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _cpu_seconds(fn: Callable[..., Any], case: TrainCase) -> float:
+    model, data = _train_model(case.seed), _train_data(case)
+    start = time.process_time()
+    fn(model, *data, epochs=case.epochs, batch_size=case.batch_size)
+    return time.process_time() - start
+
+
+def paired_speedup(fn: Callable[..., Any], case: TrainCase, rounds: int = SPEED_ROUNDS) -> list[float]:
+    """slow_train's CPU seconds / fn's, in ``rounds`` alternating rounds after one warm-up of each."""
+    with _one_thread(), torch.random.fork_rng(devices=[]):
+        _cpu_seconds(ref.slow_train, case), _cpu_seconds(fn, case)
+        return [_cpu_seconds(ref.slow_train, case) / max(_cpu_seconds(fn, case), 1e-9) for _ in range(rounds)]
+
+
+def check_fast_train_speed(fn: Callable[..., Any], inputs: Sequence[TrainCase] | None = None) -> None:
+    """fast_train gives slow_train's results and takes at most 1/1.3 of its CPU time (median of paired rounds)."""
+    cases = inputs if inputs is not None else [TrainCase(0, 96, 64, 2, 16)]
+    for case in cases:
+        _expect_same_training(fn, case)  # a speed-up that changes the results does not count
+        ratios = paired_speedup(fn, case)
+        speedup = statistics.median(ratios)
+        expect(speedup >= SPEED_GOAL,
+               f"{_train_what(case)}: {speedup:.2f}x as fast as slow_train (CPU time, median of {len(ratios)} "
+               f"paired rounds: {min(ratios):.2f}x to {max(ratios):.2f}x); the goal is at least {SPEED_GOAL}x",
+               where="profile slow_train (section 3) or time its parts, and look for work that does not change "
+                     "the results: work repeated every epoch, syncs, debugging tools, autograd where no "
+                     "gradient is needed")
+    passed(f"fast_train (at least {SPEED_GOAL}x faster)", len(cases))

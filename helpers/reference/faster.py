@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import statistics
 import time
+import warnings
 from typing import Any, Callable, Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
+
+from helpers.data import MNIST_MEAN, MNIST_STD
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -150,3 +154,65 @@ def train_epoch_on_device(
         optimizer.step()
         total = total + loss.detach()
     return (total / len(batches)).item()
+
+
+# ---------------------------------------------------------------- put it together: the same training, faster
+
+History = list[tuple[float, float]]
+
+
+def slow_train(model: nn.Module, images: torch.Tensor, digits: torch.Tensor, val_images: torch.Tensor,
+               val_digits: torch.Tensor, epochs: int = 2, batch_size: int = 16) -> History:
+    """The lesson's given slow script (the notebook shows this same code): trains ``model`` in place with AdamW.
+
+    Returns one (mean training loss per batch, validation accuracy) pair per epoch. Slow on purpose: anomaly
+    detection on, every image normalised on its own in every epoch, a sync after every step, zero-filled
+    gradients, and a validation that scores one image at a time with autograd recording.
+    """
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    history = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # detect_anomaly warns that it is slow
+        with torch.autograd.detect_anomaly():
+            for _ in range(epochs):
+                model.train()
+                total = 0.0
+                for start in range(0, len(images), batch_size):
+                    batch = torch.stack([(image - MNIST_MEAN) / MNIST_STD
+                                         for image in images[start:start + batch_size]])
+                    optimizer.zero_grad(set_to_none=False)
+                    loss = F.cross_entropy(model(batch), digits[start:start + batch_size])
+                    loss.backward()
+                    optimizer.step()
+                    total += loss.item()
+                model.eval()
+                correct = 0
+                for image, digit in zip(val_images, val_digits):
+                    scores = model(((image - MNIST_MEAN) / MNIST_STD).unsqueeze(0))
+                    correct += int(scores.argmax(dim=1).item() == digit.item())
+                history.append((total / len(range(0, len(images), batch_size)), correct / len(val_images)))
+    return history
+
+
+def fast_train(model: nn.Module, images: torch.Tensor, digits: torch.Tensor, val_images: torch.Tensor,
+               val_digits: torch.Tensor, epochs: int = 2, batch_size: int = 16) -> History:
+    """The same results as ``slow_train``, at least 1.3x faster: the waste removed, the arithmetic kept."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    normalized = (images - MNIST_MEAN) / MNIST_STD  # once, for all images at once
+    val_normalized = (val_images - MNIST_MEAN) / MNIST_STD
+    batches = list(zip(normalized.split(batch_size), digits.split(batch_size)))
+    history = []
+    for _ in range(epochs):
+        model.train()
+        running = torch.zeros(())
+        for inputs, targets in batches:
+            optimizer.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            running += loss.detach()
+        model.eval()
+        with torch.no_grad():
+            hits = (model(val_normalized).argmax(dim=1) == val_digits).sum()
+        history.append((running.item() / len(batches), hits.item() / len(val_digits)))
+    return history

@@ -1,7 +1,7 @@
 """Three wrong exercises: timing without warm-up, no scaler.update(), accumulation without loss / k."""
 
 WRONG_CELLS = {
-    # every call is timed, the first (slow) one too: warm-up and synchronize (0 of 2), the median (0 of 2)
+    # every call is timed, the first (slow) one too: warm-up and synchronize (0 of 2), the median (0 of 1)
     "ex_median_time": (
         "def median_time(fn, device, warmup=2, repeat=5, clock=time.perf_counter):\n"
         "    times = []\n"

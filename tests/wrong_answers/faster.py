@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
+from unittest import mock
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -484,6 +486,273 @@ def epoch_stacked_losses(model, optimizer, loss_fn, batches):
     return torch.stack(losses).mean().item()
 
 
+# ---------------------------------------------------------------- written differently, and the default rules
+
+
+def sync_keyword(device):
+    # Correct: the device by keyword, and the CPU handled first.
+    if device.type == "cpu":
+        return
+    if device.type == "cuda":
+        torch.cuda.synchronize(device=device)
+    else:
+        torch.mps.synchronize()
+
+
+def sync_match(device):
+    # Correct: a match statement on the device type, with an extra print.
+    match device.type:
+        case "cuda":
+            torch.cuda.synchronize(device)
+        case "mps":
+            torch.mps.synchronize()
+        case _:
+            print("nothing to wait for on", device)
+
+
+def sync_mps_with_device(device):
+    # torch.mps.synchronize() takes no argument: the real one raises TypeError.
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize(device)
+
+
+def sync_cuda_for_every_gpu(device):
+    # The real torch.cuda.synchronize raises ValueError for an 'mps' device.
+    if device.type != "cpu":
+        torch.cuda.synchronize(device)
+
+
+def time_numpy_median(fn, device, warmup=2, repeat=5, clock=time.perf_counter):
+    # Correct: a while loop for the warm-up and NumPy's median.
+    import numpy as np
+    done = 0
+    while done < warmup:
+        fn()
+        done += 1
+    times = []
+    for _ in range(repeat):
+        synchronize(device)
+        start = clock()
+        fn()
+        synchronize(device)
+        times.append(clock() - start)
+    return float(np.median(times))
+
+
+def lr_ratio_first(base_lr, base_batch_size, batch_size):
+    # Correct: the ratio first, keyword-free.
+    ratio = batch_size / base_batch_size
+    return ratio * base_lr
+
+
+def lr_divided(base_lr, base_batch_size, batch_size):
+    # Correct: the learning rate per sample, times the new batch size.
+    return float(base_lr / base_batch_size * batch_size)
+
+
+def accumulate_one_backward(model, optimizer, loss_fn, micro_batches):
+    # Correct: the mean of the micro-batch losses, one backward.
+    optimizer.zero_grad()
+    losses = [loss_fn(model(x), y) for x, y in micro_batches]
+    loss = torch.stack(losses).mean()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def accumulate_pops_the_list(model, optimizer, loss_fn, micro_batches):
+    # Empties the caller's list.
+    optimizer.zero_grad()
+    k = len(micro_batches)
+    total = 0.0
+    while micro_batches:
+        x, y = micro_batches.pop()
+        loss = loss_fn(model(x), y) / k
+        loss.backward()
+        total += loss.item()
+    optimizer.step()
+    return total
+
+
+def accumulate_returns_tensor(model, optimizer, loss_fn, micro_batches):
+    optimizer.zero_grad()
+    k = len(micro_batches)
+    total = torch.zeros(())
+    for x, y in micro_batches:
+        loss = loss_fn(model(x), y) / k
+        loss.backward()
+        total = total + loss.detach()
+    optimizer.step()
+    return total
+
+
+def amp_scaler_only_when_enabled(model, optimizer, loss_fn, inputs, targets, scaler, dtype):
+    # Correct: a disabled scaler (bfloat16) is left out.
+    optimizer.zero_grad(set_to_none=True)
+    with torch.autocast(inputs.device.type, dtype=dtype):
+        loss = loss_fn(model(inputs), targets)
+    if scaler.is_enabled():
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        loss.backward()
+        optimizer.step()
+    return float(loss)
+
+
+def amp_keyword_arguments(model, optimizer, loss_fn, inputs, targets, scaler, dtype):
+    # Correct: keywords everywhere, the loss read before the step.
+    optimizer.zero_grad()
+    with torch.autocast(device_type=inputs.device.type, dtype=dtype, enabled=True):
+        loss = loss_fn(input=model(inputs), target=targets)
+    value = loss.item()
+    scaler.scale(outputs=loss).backward()
+    scaler.step(optimizer=optimizer)
+    scaler.update()
+    return value
+
+
+def amp_returns_tensor(model, optimizer, loss_fn, inputs, targets, scaler, dtype):
+    optimizer.zero_grad()
+    with torch.autocast(device_type=inputs.device.type, dtype=dtype):
+        loss = loss_fn(model(inputs), targets)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return loss.detach()
+
+
+def checkpoint_with_reduce(blocks, inputs):
+    # Correct: functools.reduce over the blocks.
+    import functools
+    return functools.reduce(lambda x, block: checkpoint(block, x, use_reentrant=False), blocks, inputs)
+
+
+def checkpoint_by_index(blocks, inputs):
+    # Correct: an index loop with an extra print.
+    out = inputs
+    for i in range(len(blocks)):
+        out = checkpoint(blocks[i], out, use_reentrant=False)
+    print("checkpointed", len(blocks), "blocks")
+    return out
+
+
+def checkpoint_input_requires_grad(blocks, inputs):
+    # Makes the caller's input require grad, so even reentrant checkpointing passes gradients.
+    inputs.requires_grad_()
+    x = inputs
+    for block in blocks:
+        x = checkpoint(block, x, use_reentrant=False)
+    return x
+
+
+def epoch_in_place_total(model, optimizer, loss_fn, batches):
+    # Correct: an in-place running total on the device, divided at the end.
+    total = torch.zeros(())
+    for inputs, targets in batches:
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        total += loss.detach()
+    return total.item() / len(batches)
+
+
+def epoch_pops_batches(model, optimizer, loss_fn, batches):
+    # Empties the caller's list of batches.
+    n = len(batches)
+    total = torch.zeros(())
+    while batches:
+        inputs, targets = batches.pop(0)
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        total = total + loss.detach()
+    return (total / n).item()
+
+
+# ---------------------------------------------------------------- put it together: fast_train
+
+MEAN, STD = 0.1307, 0.3081
+
+
+def _epochs(model, images, digits, val_images, val_digits, epochs, batch_size, *, normalize=True, bf16=False,
+            val_on_train=False, lr=1e-3, reverse=False, drop_last=False):
+    """A family of fast_train variants: the right one with every flag at its default."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    x = (images - MEAN) / STD if normalize else images
+    vx = (val_images - MEAN) / STD if normalize else val_images
+    if val_on_train:
+        vx, val_digits = x, digits
+    batches = list(zip(x.split(batch_size), digits.split(batch_size)))
+    if drop_last and len(images) % batch_size:
+        batches = batches[:-1]
+    if reverse:
+        batches = batches[::-1]
+    history = []
+    for _ in range(epochs):
+        model.train()
+        total = torch.zeros(())
+        for inputs, targets in batches:
+            optimizer.zero_grad()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss = torch.nn.functional.cross_entropy(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            total += loss.detach().float()
+        model.eval()
+        with torch.no_grad():
+            accuracy = (model(vx).argmax(1) == val_digits).float().mean().item()
+        history.append((total.item() / len(batches), accuracy))
+    return history
+
+
+def fast_train_flags(**flags):
+    def fast_train(model, images, digits, val_images, val_digits, epochs=2, batch_size=16):
+        return _epochs(model, images, digits, val_images, val_digits, epochs, batch_size, **flags)
+    return fast_train
+
+
+def fast_train_compiled_loop(model, images, digits, val_images, val_digits, epochs=2, batch_size=16):
+    # Correct: an index loop over precomputed slices, an extra print, the list built by a comprehension.
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, vx = (images - MEAN) / STD, (val_images - MEAN) / STD
+    history = []
+    for epoch in range(epochs):
+        model.train()
+        losses = []
+        for start in range(0, len(images), batch_size):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(x[start:start + batch_size]),
+                                                     digits[start:start + batch_size])
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.detach())
+        model.eval()
+        with torch.inference_mode():
+            correct = (model(vx).argmax(dim=1) == val_digits).sum().item()
+        history.append((torch.stack(losses).sum().item() / len(losses), correct / len(val_digits)))
+        print(f"epoch {epoch}: {history[-1]}")
+    return history
+
+
+def fast_train_only_anomaly_off(model, images, digits, val_images, val_digits, epochs=2, batch_size=16):
+    # Correct too: slow_train with anomaly detection removed (enough on its own here).
+    with mock.patch.object(torch.autograd, "detect_anomaly", contextlib.nullcontext):
+        return ref.slow_train(model, images, digits, val_images, val_digits, epochs, batch_size)
+
+
+def fast_train_modifies_images(model, images, digits, val_images, val_digits, epochs=2, batch_size=16):
+    # Normalises the caller's images in place.
+    images.sub_(MEAN).div_(STD)
+    val_images.sub_(MEAN).div_(STD)
+    return _epochs(model, images, digits, val_images, val_digits, epochs, batch_size, normalize=False)
+
+
 CASES = [
     Accept(checks.check_synchronize, ref.synchronize),
     Accept(checks.check_synchronize, sync_with_accelerator),
@@ -551,4 +820,43 @@ CASES = [
     Reject(checks.check_train_epoch_on_device, epoch_never_zeroed, "left over from the previous step"),
     Reject(checks.check_train_epoch_on_device, epoch_returns_sum, "the sum over the"),
     Reject(checks.check_train_epoch_on_device, epoch_returns_tensor, "should return a Python float"),
+    Accept(checks.check_synchronize, sync_keyword),
+    Accept(checks.check_synchronize, sync_match),
+    Reject(checks.check_synchronize, sync_mps_with_device, "raised TypeError"),
+    Reject(checks.check_synchronize, sync_cuda_for_every_gpu, "Expected a cuda device"),
+    Accept(checks.check_median_time_sync, time_numpy_median),
+    Accept(checks.check_median_time_value, time_numpy_median),
+    Accept(checks.check_scaled_learning_rate, lr_ratio_first),
+    Accept(checks.check_scaled_learning_rate, lr_divided),
+    Accept(checks.check_accumulation_update, accumulate_one_backward),
+    Accept(checks.check_accumulation_steps, accumulate_one_backward),
+    Reject(checks.check_accumulation_update, accumulate_pops_the_list, "changed the list"),
+    Reject(checks.check_accumulation_steps, accumulate_returns_tensor, "Python number"),
+    Accept(checks.check_amp_autocast, amp_scaler_only_when_enabled),
+    Accept(checks.check_amp_scaler, amp_scaler_only_when_enabled),
+    Accept(checks.check_amp_autocast, amp_keyword_arguments),
+    Accept(checks.check_amp_scaler, amp_keyword_arguments),
+    Reject(checks.check_amp_autocast, amp_returns_tensor, "Python number"),
+    Accept(checks.check_checkpointed_forward, checkpoint_with_reduce),
+    Accept(checks.check_checkpointed_forward, checkpoint_by_index),
+    Reject(checks.check_checkpointed_forward, checkpoint_input_requires_grad, "requires_grad"),
+    Accept(checks.check_train_epoch_on_device, epoch_in_place_total),
+    Reject(checks.check_train_epoch_on_device, epoch_pops_batches, "changed the list"),
+    Accept(checks.check_fast_train_results, ref.fast_train),
+    Accept(checks.check_fast_train_results, fast_train_flags()),
+    Accept(checks.check_fast_train_results, fast_train_compiled_loop),
+    Accept(checks.check_fast_train_results, fast_train_only_anomaly_off),
+    Accept(checks.check_fast_train_speed, ref.fast_train),
+    Accept(checks.check_fast_train_speed, fast_train_compiled_loop),
+    Accept(checks.check_fast_train_speed, fast_train_only_anomaly_off),
+    Reject(checks.check_fast_train_results, fast_train_flags(normalize=False),
+           "mean training loss"),
+    Reject(checks.check_fast_train_results, fast_train_flags(bf16=True), "mean training loss"),
+    Reject(checks.check_fast_train_results, fast_train_flags(val_on_train=True), "validation accuracy"),
+    Reject(checks.check_fast_train_results, fast_train_flags(lr=4e-3), "mean training loss"),
+    Reject(checks.check_fast_train_results, fast_train_flags(reverse=True), "mean training loss"),
+    Reject(checks.check_fast_train_results, fast_train_flags(drop_last=True), "mean training loss"),
+    Reject(checks.check_fast_train_results, fast_train_modifies_images, "changed the tensor"),
+    Reject(checks.check_fast_train_speed, ref.slow_train, "the goal is at least 1.3x"),
+    Reject(checks.check_fast_train_speed, fast_train_flags(bf16=True), "mean training loss"),
 ]
