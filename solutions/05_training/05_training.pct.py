@@ -677,7 +677,7 @@ plt.show()
 # %% [markdown]
 # **Gradient clipping** protects against the occasional huge gradient (a bad
 # batch, an early unstable phase) that would throw the weights far off.
-# `torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)` treats all
+# `torch.nn.utils.clip_grad_norm_`, given the parameters and a maximum norm, treats all
 # gradients as one long vector and, if its length exceeds `max_norm`, scales them
 # all down to that length; their direction is unchanged. It goes between
 # `backward()` (which makes the gradients) and `step()` (which uses them), and it

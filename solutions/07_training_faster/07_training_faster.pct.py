@@ -711,8 +711,8 @@ else:
 # caught up: `.item()`, `.cpu()`, `.tolist()`, `.numpy()`, `float(t)`, `print(t)`,
 # and an `if` on a tensor. While it waits, it cannot queue the next step's work,
 # so the GPU then idles too. One `.item()` per step in the baseline loop is such
-# a sync point. Keep running totals on the device (`total = total + loss.detach()`;
-# `detach()` so the total does not keep every step's graph alive) and read them
+# a sync point. Keep running totals as tensors on the device, detached from the
+# graph (otherwise the total keeps every step's graph alive), and read them
 # once per epoch. In the same spirit: `torch.cuda.empty_cache()` inside the loop
 # releases PyTorch's cached GPU memory, which the next step must then request
 # again, slowly; it belongs nowhere in a training loop.

@@ -296,7 +296,7 @@ print(f"stopped by the timeout after about {round(time.perf_counter() - started)
 # ### Exercise 2 (3 points): `average_gradients`
 #
 # Each rank has computed the gradient of its own shard. Write
-# `average_gradients(model)` that replaces every parameter's `.grad` with its
+# `average_gradients`, taking a model, that replaces every parameter's `.grad` with its
 # **mean over all ranks**, on every rank, in place.
 #
 # Two graded cells: 2 processes (2 points), 3 processes (1 point).
@@ -337,11 +337,12 @@ check.check_average_gradients(average_gradients, inputs=[check.GradCase(6, 3, 12
 # Now train with it. Write `train_by_hand(make_model, inputs, targets, steps, seed, lr)`,
 # run on every rank with the **whole** batch `inputs`, `targets`. The contract:
 #
-# - the model is `make_model()`, built after `torch.manual_seed(seed)`;
+# - the model comes from `make_model`, built right after torch's global generator is seeded with `seed`
+#   (so every rank starts from the same weights);
 # - rank `r` of `world_size` trains only on its shard, the samples `r`, `r + world_size`, ...;
 # - `steps` steps of plain SGD with learning rate `lr` on the mean squared error,
 #   the ranks exchanging gradients with your `average_gradients`;
-# - it returns this rank's `model.state_dict()`.
+# - it returns this rank's state dict (the model's parameters and buffers by name).
 #
 # The check compares the weights of every rank with one process trained on the
 # whole batch for the same steps: they must be equal.
