@@ -335,7 +335,9 @@ def check_fit_line_with_sgd(fn: Callable, inputs: Sequence[tuple[torch.Tensor, t
     inputs = inputs if inputs is not None else _line_examples()
     for x, y, lr, steps in inputs:
         what = f"fit_line_with_sgd(x, y, lr={lr}, steps={steps})"
-        got = _run(fn, x, y, lr, steps)
+        # task: "the fit of exercise 4 (same start, same number of updates)": the start is fixed and nothing is drawn
+        # at random, so drawing from the global generator (an nn.Linear's first weights, then set to 0) changes nothing
+        got = _run(fn, x, y, lr, steps, allow=Allow(global_rng=True))
         _check_sgd_result(got, what)
         mistakes = _fit_line_mistakes(x, y, lr, steps, _sgd_params,
                                       "Call optimizer.zero_grad() at the start of every step")
@@ -352,7 +354,8 @@ def check_loss_log(fn: Callable, inputs: Sequence[tuple[torch.Tensor, torch.Tens
     inputs = inputs if inputs is not None else _line_examples()
     for x, y, lr, steps in inputs:
         what = f"the losses from fit_line_with_sgd(x, y, lr={lr}, steps={steps})"
-        got = _run(fn, x, y, lr, steps)
+        # task: "the fit of exercise 4 (same start, same number of updates)": nothing random, see check_fit_line_with_sgd
+        got = _run(fn, x, y, lr, steps, allow=Allow(global_rng=True))
         _check_sgd_result(got, what.replace("the losses from ", ""))
         losses = got[2]
         expect(isinstance(losses, list), f"{what} should be a list, not {describe(losses)}")
