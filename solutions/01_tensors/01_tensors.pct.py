@@ -267,7 +267,8 @@ check.check_to_channels_first(to_channels_first, inputs=[torch.randn(3, 7, 5, 3,
 # ### Exercise 4 (1 point): flatten all but the batch
 #
 # Write `flatten_batch(x)` that turns `[N, d1, d2, ...]` into `[N, d1*d2*...]`.
-# It must work when `x` is not contiguous (for example after a transpose).
+# It must work when `x` is not contiguous (for example after a transpose), and for
+# any sizes, a batch of one or dimensions of size 1 included.
 
 # %% solution="ex_flatten_batch"
 def flatten_batch(x: torch.Tensor) -> torch.Tensor:
@@ -284,7 +285,8 @@ check.check_flatten_batch(flatten_batch)
 check.check_flatten_batch(flatten_batch)
 ### BEGIN HIDDEN TESTS
 g = torch.Generator().manual_seed(102)
-check.check_flatten_batch(flatten_batch, inputs=[torch.randn(5, 2, 3, 4, generator=g).permute(0, 3, 1, 2), torch.randn(2, 9, generator=g)])
+check.check_flatten_batch(flatten_batch, inputs=[torch.randn(5, 2, 3, 4, generator=g).permute(0, 3, 1, 2), torch.randn(2, 9, generator=g),
+                                                 torch.randn(1, 3, 1, generator=g)])
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -448,8 +450,9 @@ print("argmax per row:", scores.argmax(dim=1), " argmin overall:", scores.argmin
 # %% [markdown]
 # ### Exercise 7 (2 points): centre the columns
 #
-# Write `center_columns(x)` for a `[N, D]` tensor: subtract from each column its
-# own mean, so that every column of the result averages 0.
+# Write `center_columns(x)` for a `[N, D]` floating-point tensor: subtract from each
+# column its own mean, so that every column of the result averages 0. The result
+# keeps `x`'s dtype.
 #
 # *Hint:* reduce over the rows and keep the dimension so the result broadcasts.
 
@@ -468,7 +471,8 @@ check.check_center_columns(center_columns)
 check.check_center_columns(center_columns)
 ### BEGIN HIDDEN TESTS
 g = torch.Generator().manual_seed(104)
-check.check_center_columns(center_columns, inputs=[torch.randn(7, 5, generator=g) * 3 + 1, torch.tensor([[1.0, 2.0], [3.0, 6.0]])])
+check.check_center_columns(center_columns, inputs=[torch.randn(7, 5, generator=g) * 3 + 1, torch.tensor([[1.0, 2.0], [3.0, 6.0]]),
+                                                   torch.randn(4, 3, generator=g, dtype=torch.float64)])
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -521,7 +525,7 @@ print("vector @ vector is a dot product:", torch.tensor([1.0, 2.0]) @ torch.tens
 #
 # Given `a` of shape `[N, D]` and `b` of shape `[M, D]`, write `pairwise_dot(a, b)`
 # returning the `[N, M]` matrix whose element `[i, j]` is the dot product of
-# `a[i]` and `b[j]`. One matrix product does it.
+# `a[i]` and `b[j]`, in the inputs' dtype. One matrix product does it.
 
 # %% solution="ex_pairwise_dot"
 def pairwise_dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -538,7 +542,8 @@ check.check_pairwise_dot(pairwise_dot)
 check.check_pairwise_dot(pairwise_dot)
 ### BEGIN HIDDEN TESTS
 g = torch.Generator().manual_seed(106)
-check.check_pairwise_dot(pairwise_dot, inputs=[(torch.randn(4, 3, generator=g), torch.randn(6, 3, generator=g)), (torch.randn(1, 8, generator=g), torch.randn(1, 8, generator=g))])
+check.check_pairwise_dot(pairwise_dot, inputs=[(torch.randn(4, 3, generator=g), torch.randn(6, 3, generator=g)), (torch.randn(1, 8, generator=g), torch.randn(1, 8, generator=g)),
+                                               (torch.randn(3, 2, generator=g, dtype=torch.float64), torch.randn(2, 2, generator=g, dtype=torch.float64))])
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -570,7 +570,34 @@ def flatten_3d_only(x):
 def hidden_flatten_batch(fn):
     g = torch.Generator().manual_seed(102)
     checks.check_flatten_batch(fn, inputs=[torch.randn(5, 2, 3, 4, generator=g).permute(0, 3, 1, 2),
-                                           torch.randn(2, 9, generator=g)])
+                                           torch.randn(2, 9, generator=g), torch.randn(1, 3, 1, generator=g)])
+
+
+def flatten_then_squeeze(x):
+    return x.flatten(1).squeeze()  # drops the batch dimension of a batch of one
+
+
+def hidden_center_columns(fn):
+    g = torch.Generator().manual_seed(104)
+    checks.check_center_columns(fn, inputs=[torch.randn(7, 5, generator=g) * 3 + 1, torch.tensor([[1.0, 2.0], [3.0, 6.0]]),
+                                            torch.randn(4, 3, generator=g, dtype=torch.float64)])
+
+
+def center_as_float32(x):
+    x = x.float()  # float64 input loses its precision
+    return x - x.mean(dim=0, keepdim=True)
+
+
+def hidden_pairwise_dot(fn):
+    g = torch.Generator().manual_seed(106)
+    checks.check_pairwise_dot(fn, inputs=[(torch.randn(4, 3, generator=g), torch.randn(6, 3, generator=g)),
+                                          (torch.randn(1, 8, generator=g), torch.randn(1, 8, generator=g)),
+                                          (torch.randn(3, 2, generator=g, dtype=torch.float64),
+                                           torch.randn(2, 2, generator=g, dtype=torch.float64))])
+
+
+def dot_as_float32(a, b):
+    return a.float() @ b.float().T  # float64 inputs lose their precision
 
 
 def positive_empty_breaks(x):
@@ -598,3 +625,14 @@ CASES += [
 CASES += [Reject(hidden_positive_values, positive_with_zeros, "kept the zeros")]
 
 CASES += [Accept(hidden_flatten_batch, flatten_function), Accept(hidden_positive_values, positive_flattened)]
+
+# Found by a learner who never read the checks: a batch of one, and float64 inputs, in the hidden tests.
+CASES += [
+    Reject(hidden_flatten_batch, flatten_then_squeeze, "should have shape [1, 3]"),
+    Reject(hidden_center_columns, center_as_float32, "dtype torch.float64"),
+    Reject(hidden_pairwise_dot, dot_as_float32, "dtype torch.float64"),
+    Reject(hidden_center_columns, center_rows, "each row's mean"),
+    Reject(hidden_pairwise_dot, dot_transposed, "your result is transposed"),
+    *[Accept(hidden_center_columns, f) for f in (ref.center_columns, center_broadcast, center_sum, center_loop)],
+    *[Accept(hidden_pairwise_dot, f) for f in (ref.pairwise_dot, dot_einsum, dot_broadcast, dot_mm, dot_loop)],
+]
