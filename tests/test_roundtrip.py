@@ -125,14 +125,25 @@ def test_dead_kernel_and_infinite_loop_are_reported_not_zeroed(failure_course: P
     assert "kernel died" in table and "timed out" in table
 
 
-def test_broken_helpers_import_fails_loudly(failure_course: Path, tmp_path: Path, monkeypatch):
+def test_the_graders_environment_cannot_break_the_kernels_helpers(failure_course: Path, tmp_path: Path, monkeypatch):
+    """A broken `helpers` first on the grader's PYTHONPATH (or an installed copy of another checkout) does not reach
+    the kernel: it imports the helpers of the course being graded, and correct work keeps its points."""
     fake = tmp_path / "site" / "helpers"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError('helpers is broken in this environment')\n")
-    monkeypatch.setenv("PYTHONPATH", str(fake.parent))  # kernels started from here see the broken package first
+    monkeypatch.setenv("PYTHONPATH", str(fake.parent))
     submit(failure_course, "anyone", "00_start_here")
+    result = grading.autograde("00_start_here", failure_course, ["anyone"])[0]
+    assert result.status == "graded" and result.score == result.max_score == 2, grading.format_table([result])
+
+
+def test_broken_helpers_import_fails_loudly(failure_course: Path, monkeypatch):
+    """Where `helpers` fails to import in the locked setup cell and in a clean Python too, grading stops."""
+    monkeypatch.setattr(grading, "classify", lambda nb: ("helpers missing", "ImportError: helpers is broken"))
+    monkeypatch.setattr(grading, "_imports_cleanly", lambda nb: False)
+    submit(failure_course, "someone", "00_start_here")
     with pytest.raises(grading.GradingError, match="helpers` failed to import"):
-        grading.autograde("00_start_here", failure_course, ["anyone"])
+        grading.autograde("00_start_here", failure_course, ["someone"])
 
 
 def test_grade_command_exit_codes(failure_course: Path, monkeypatch, capsys):

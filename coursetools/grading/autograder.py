@@ -96,7 +96,8 @@ def configure(c) -> None:
     from nbgrader.preprocessors import GetGrades
 
     feedback = GenerateFeedback.class_traits()["preprocessors"].default()
-    assert feedback == [GetGrades, CSSHTMLHeaderPreprocessor], "nbgrader's feedback steps changed: review coursetools/grading/autograder.py"
+    assert feedback == [GetGrades, CSSHTMLHeaderPreprocessor], \
+        "nbgrader's feedback steps changed: review coursetools/grading/autograder.py"
     c.GenerateFeedback.preprocessors = [GetGrades, FeedbackWithoutHiddenTests, CSSHTMLHeaderPreprocessor]
 
 

@@ -845,14 +845,19 @@ def _tensor_data(t: torch.Tensor) -> Any:
         return _bytes(data)
     flat = data.reshape(-1)
     step = flat.numel() // _SAMPLE + 1
-    return ("digest", _bytes(flat[::step]), float(flat.double().sum()) if not flat.is_complex() else None)
+    return ("digest", _bytes(flat[::step]), _TENSOR_ITEM(flat.double().sum()) if not flat.is_complex() else None)
+
+
+# The framework's own reads of tensor values go through the original methods: a check's spy on Tensor.cpu,
+# .numpy() or float() (counting a learner's sync points) must not count the framework's snapshots.
+_TENSOR_CPU, _TENSOR_NUMPY, _TENSOR_ITEM = torch.Tensor.cpu, torch.Tensor.numpy, torch.Tensor.item
 
 
 def _bytes(t: torch.Tensor) -> bytes:
     """The values' bytes: compared exactly (a NaN left in place is unchanged, any write is seen) and single-threaded,
     which stays fast on a loaded machine where torch's parallel comparisons do not."""
     plain = t.resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8)
-    return plain.cpu().numpy().tobytes()
+    return _TENSOR_NUMPY(_TENSOR_CPU(plain)).tobytes()
 
 
 def _same_data(a: Any, b: Any) -> bool:

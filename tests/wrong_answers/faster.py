@@ -860,3 +860,23 @@ CASES = [
     Reject(checks.check_fast_train_speed, ref.slow_train, "the goal is at least 1.3x"),
     Reject(checks.check_fast_train_speed, fast_train_flags(bf16=True), "mean training loss"),
 ]
+
+
+# Correct answers that also talk: an extra print (or keyword arguments) must cost nothing.
+def _talkative(answer):
+    def talkative(*args, **kwargs):
+        print(f"running {answer.__name__} with {len(args)} positional and {len(kwargs)} keyword argument(s)")
+        return answer(*args, **kwargs)
+    talkative.__name__ = f"{answer.__name__}_with_a_print"
+    return talkative
+
+
+CASES += [
+    Accept(checks.check_median_time_sync, _talkative(time_numpy_median)),
+    Accept(checks.check_median_time_value, _talkative(time_numpy_median)),
+    Accept(checks.check_scaled_learning_rate, _talkative(lr_divided)),
+    Accept(checks.check_accumulation_update, _talkative(accumulate_with_modulo)),
+    Accept(checks.check_accumulation_steps, _talkative(accumulate_with_modulo)),
+    Accept(checks.check_train_epoch_on_device, _talkative(epoch_in_place_total)),
+    Accept(checks.check_fast_train_speed, _talkative(fast_train_compiled_loop)),
+]
