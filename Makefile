@@ -8,7 +8,7 @@ FIXTURE := .cache/course-data
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help lab instructor progress test release solutions grade report bench bench-class fixture clean
+.PHONY: hub-proxy help lab instructor progress test release solutions grade report bench bench-class fixture clean
 
 help:
 	@echo "make lab        open JupyterLab on the course (learners start here)"
@@ -22,12 +22,13 @@ help:
 	@echo "make bench      time and measure every solution notebook and one autograde"
 	@echo "make soak       run lesson 08's distributed cells 20 times in a row: failures, hangs, time per launch [RUNS=N]"
 	@echo "make bench-class  learners per minute grading a synthetic class, serial vs parallel [JOBS=N]"
+	@echo "make hub-proxy  install JupyterHub's proxy (configurable-http-proxy, pinned) into hub/node_modules (docs/hub-runbook.md)"
 
 $(BIN)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 is required, found {sys.version.split()[0]}"'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test,grading]"
+	$(BIN)/python -m pip install --quiet -e ".[test,grading,hub]"
 	touch $@
 
 $(FIXTURE)/MNIST/raw/t10k-labels-idx1-ubyte: | $(BIN)/.installed
@@ -82,3 +83,11 @@ bench-class: $(BIN)/.installed fixture
 
 clean:
 	rm -rf grading .cache .pytest_cache
+
+# JupyterHub's proxy for hub/jupyterhub_config.py, at the version hub/package-lock.json pins (needs node >= 18 and npm).
+HUB_PROXY := hub/node_modules/.bin/configurable-http-proxy
+hub-proxy: $(HUB_PROXY)
+
+$(HUB_PROXY): hub/package.json hub/package-lock.json
+	cd hub && npm ci --no-audit --no-fund --loglevel=error
+	touch $@

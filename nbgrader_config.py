@@ -23,7 +23,9 @@ GRADING.mkdir(exist_ok=True)
 if str(Path(sys.executable).parent) not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
-c.CourseDirectory.course_id = "pytorch-course"
+# On the course hub (hub/jupyterhub_config.py), each course's Formgrader runs in its own clone and the hub names the
+# course and the shared exchange through these variables; everywhere else the defaults below hold.
+c.CourseDirectory.course_id = os.environ.get("COURSE_ID", "pytorch-course")
 c.CourseDirectory.root = "."
 c.CourseDirectory.source_directory = "solutions"
 # nbgrader generates each lesson into grading/release/, and only a generation that succeeded
@@ -41,10 +43,14 @@ c.CourseDirectory.db_url = f"sqlite:///{GRADING / 'gradebook.db'}"
 # lives in grading/ (on a shared JupyterHub, point it at the hub's exchange instead).
 # It exists from the start, with the permissions nbgrader gives an exchange it creates, so that
 # the Formgrader offers "release" on a fresh clone.
-c.Exchange.root = str(GRADING / "exchange")
-if not (GRADING / "exchange").exists():
-    (GRADING / "exchange").mkdir()
-    (GRADING / "exchange").chmod(0o777)
+if os.environ.get("COURSE_EXCHANGE_ROOT"):
+    c.Exchange.root = os.environ["COURSE_EXCHANGE_ROOT"]
+    c.Exchange.path_includes_course = True
+else:
+    c.Exchange.root = str(GRADING / "exchange")
+    if not (GRADING / "exchange").exists():
+        (GRADING / "exchange").mkdir()
+        (GRADING / "exchange").chmod(0o777)
 # Lesson sources (.pct.py) build solutions/*.ipynb; learners never need them.
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.pct.py", "runs", "checkpoints"]
 # Autograde (coursetools/grading/autograder.py): each kernel in the bubblewrap sandbox, stderr costs no points, deleted
