@@ -85,7 +85,8 @@ roles: list[dict] = [
 services: list[dict] = []
 for course in COURSES:
     name = course["id"]
-    groups[f"formgrade-{name}"] = {"users": list(course.get("instructors", []))}
+    # the grader account too: its Formgrader asks the hub which courses its own user grades (JupyterHubAuthPlugin)
+    groups[f"formgrade-{name}"] = {"users": [*course.get("instructors", []), course["grader"]]}
     groups[f"nbgrader-{name}"] = {"users": list(course.get("learners", []))}
     roles += [
         # instructors open the course's Formgrader, and their Course List finds it
@@ -94,11 +95,11 @@ for course in COURSES:
         # learners' Assignments panel finds the course
         {"name": f"nbgrader-{name}", "groups": [f"nbgrader-{name}"],
          "scopes": ["list:services", f"read:services!service={name}"]},
-        # the Formgrader reads its learners and adds the ones an instructor enrols to nbgrader-<course>
-        # (JupyterHubAuthPlugin.add_student_to_course), and no other course's group
+        # the Formgrader reads its own account's groups and its learners, and adds the learners an instructor
+        # enrols to nbgrader-<course> (JupyterHubAuthPlugin.add_student_to_course); no other course's groups
         {"name": f"service-{name}", "services": [name],
          "scopes": ["list:groups", f"read:groups!group=nbgrader-{name}", f"groups!group=nbgrader-{name}",
-                    f"read:users!group=nbgrader-{name}"]},
+                    f"read:users!group=nbgrader-{name}", f"read:users!group=formgrade-{name}"]},
     ]
     services.append({
         "name": name,
@@ -114,8 +115,10 @@ for course in COURSES:
             "COURSE_ID": name,
             **({"COURSE_DATA": os.environ["COURSE_DATA"]} if os.environ.get("COURSE_DATA") else {}),
         },
-        # the instructor sees the Formgrader in the hub's Services menu
+        # the instructor sees the Formgrader in the hub's Services menu, and is not asked to authorize it:
+        # the hub's administrator configured it for the course
         "display": True,
+        "oauth_no_confirm": True,
     })
 c.JupyterHub.load_groups = groups
 c.JupyterHub.load_roles = roles
