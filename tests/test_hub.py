@@ -41,7 +41,7 @@ import pytest
 
 from coursetools import grading
 from coursetools.grading.autograder import hidden_test_lines
-from coursetools.classroom.synthetic import solution_cells, tests_module
+from coursetools.classroom import synthetic  # (its tests_module, imported by name, would be collected as a test)
 from helpers.data import REPO_ROOT
 
 pytestmark = pytest.mark.slow
@@ -439,9 +439,9 @@ def _wait_for_formgrader(hub: Hub, course: Course) -> None:
 def answered(notebook: nbformat.NotebookNode, profile: str, marker: str) -> nbformat.NotebookNode:
     """The fetched notebook with a learner's answers pasted in: "full", "blank" or "partial" (lesson 00's
     tests/partial_submissions answer), each solution cell signed with ``marker`` so feedback can be traced."""
-    solutions = solution_cells(nbformat.read(REPO_ROOT / "solutions" / LESSON / f"{LESSON}.ipynb", as_version=4))
-    wrong = tests_module(f"partial_submissions.lesson_{LESSON}").WRONG_CELLS
-    for grade_id, cell in solution_cells(notebook).items():
+    solutions = synthetic.solution_cells(nbformat.read(REPO_ROOT / "solutions" / LESSON / f"{LESSON}.ipynb", as_version=4))
+    wrong = synthetic.tests_module(f"partial_submissions.lesson_{LESSON}").WRONG_CELLS
+    for grade_id, cell in synthetic.solution_cells(notebook).items():
         if profile == "full" or (profile == "partial" and grade_id not in wrong):
             cell.source = solutions[grade_id].source
         elif profile == "partial":
@@ -451,7 +451,8 @@ def answered(notebook: nbformat.NotebookNode, profile: str, marker: str) -> nbfo
 
 
 def expected_score(profile: str) -> float:
-    return {"full": 2.0, "blank": 0.0, "partial": tests_module(f"partial_submissions.lesson_{LESSON}").EXPECTED_SCORE}[profile]
+    partial = synthetic.tests_module(f"partial_submissions.lesson_{LESSON}").EXPECTED_SCORE
+    return {"full": 2.0, "blank": 0.0, "partial": partial}[profile]
 
 
 def hidden_tests() -> set[str]:
