@@ -331,6 +331,13 @@ def accuracy_inference_mode(model, images, labels):
         return model(images).argmax(dim=1).eq(labels).float().mean().item()
 
 
+def accuracy_grad_left_off(model, images, labels):
+    """Right accuracy, but switches gradient tracking off for the rest of the notebook."""
+    model.eval()
+    torch.set_grad_enabled(False)
+    return (model(images).argmax(dim=1) == labels).float().mean().item()
+
+
 def accuracy_each_submodule(model, images, labels):
     """Correct, if roundabout: every submodule's flag set by hand."""
     for module in model.modules():
@@ -519,7 +526,7 @@ CASES = [
     Reject(checks.check_loss_from_table, table_clamped, "clamping moves label 10 onto class 9"),
     Reject(checks.check_loss_from_table, table_modulo, "% 10 turns label 10 into class 0"),
     Reject(checks.check_loss_from_table, table_detached, "backward() cannot follow"),
-    Reject(checks.check_loss_from_table, table_in_place, "afterwards the caller's label_column holds"),
+    Reject(checks.check_loss_from_table, table_in_place, "changed the tensor it was given as `label_column`"),
 
     Accept(checks.check_gated_block, ref.GatedBlock),
     Accept(checks.check_gated_block, ClonedGate),
@@ -549,6 +556,7 @@ CASES = [
     Reject(checks.check_accuracy, accuracy_no_switch, SAME),
     Reject(checks.check_accuracy, accuracy_back_to_train, "afterwards these submodules are in training mode"),
     Reject(checks.check_accuracy, accuracy_tensor, "expected a Python number"),
+    Reject(checks.check_accuracy, accuracy_grad_left_off, "gradient tracking"),
 
     Accept(checks.check_dataset_accuracy, ref.dataset_accuracy),
     Accept(checks.check_dataset_accuracy, dataset_accuracy_one_pass),
