@@ -554,15 +554,45 @@ def _train_data(case: TrainCase) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(case.batch, 3, generator=g), torch.randn(case.batch, 2, generator=g)
 
 
+def _row_indices(batch: Any, x: torch.Tensor) -> list[int]:
+    """Which rows of ``x`` the rows of ``batch`` are (-1 for a row that is none of them)."""
+    if not isinstance(batch, torch.Tensor) or batch.dim() != 2 or batch.shape[1] != x.shape[1]:
+        return []
+    rows = batch.detach().to("cpu", torch.float32)
+    return [next((i for i in range(len(x)) if torch.equal(row, x[i])), -1) for row in rows]
+
+
+def _recording_factory(x: torch.Tensor) -> tuple[Callable[[], nn.Module], list[dict[str, Any]]]:
+    """``make_regressor`` that records, for every model it builds, its first weights and the rows of ``x`` each
+    forward with gradients saw (a forward pre-hook: it fires inside a DistributedDataParallel wrapper too)."""
+    built: list[dict[str, Any]] = []
+
+    def make_model() -> nn.Module:
+        model = make_regressor()
+        record: dict[str, Any] = {"initial": {k: v.detach().clone() for k, v in model.state_dict().items()},
+                                  "forwards": []}
+
+        def seen(module: nn.Module, args: tuple) -> None:
+            if torch.is_grad_enabled() and args:
+                record["forwards"].append(_row_indices(args[0], x))
+
+        model.register_forward_pre_hook(seen)
+        built.append(record)
+        return model
+
+    return make_model, built
+
+
 def _train_target(rank: int, world_size: int, fn: Callable[..., Any], cases: list[TrainCase]) -> list[Any]:
     out = []
     for case in cases:
         x, y = _train_data(case)
+        make_model, built = _recording_factory(x)
         torch.manual_seed(1234 + rank)  # whatever state each process happens to have: only `seed` may matter
-        result = fn(make_regressor, x, y, case.steps, case.seed, case.lr)
+        result = fn(make_model, x, y, case.steps, case.seed, case.lr)
         if isinstance(result, dict):
             result = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in result.items()}
-        out.append(result)
+        out.append((result, built))
     return out
 
 
@@ -578,6 +608,65 @@ def _whole_batch(case: TrainCase) -> dict[str, torch.Tensor]:
     return _simulated(case._replace(world_size=1))[0]
 
 
+def _built_with(seed: int) -> dict[str, torch.Tensor]:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return make_regressor().state_dict()
+
+
+def _expect_training_contract(what: str, case: TrainCase, rank: int, built: list[dict[str, Any]]) -> int:
+    """The contract's how: models from make_model() right after manual_seed(seed), trained on this rank's shard
+    only. Returns how many forwards with gradients the trained model(s) ran (one per step is expected)."""
+    world_size = case.world_size
+    if not built:
+        raise CheckError(f"{what}: rank {rank} never called make_model(): the model must come from it")
+    trained = [record for record in built if record["forwards"]] or built[-1:]
+    start = _built_with(case.seed)
+    for record in trained:
+        first = record["initial"]
+        if all(torch.equal(first[k], start[k]) for k in start):
+            continue
+        candidates = [(case.seed + rank, "a different seed per rank (seed + rank): seed with `seed` itself on "
+                       "every rank"),
+                      (rank, "the rank as the seed: seed with `seed` on every rank"),
+                      (0, "the seed 0 instead of the `seed` argument"),
+                      (1234 + rank, "the model was built from the generator's state before the call: "
+                       "torch.manual_seed(seed) must come before make_model(), not after it (or be missing)")]
+        cause = next((text for s, text in candidates if s != case.seed
+                      and all(torch.equal(first[k], v) for k, v in _built_with(s).items())), None)
+        key = next(iter(start))
+        raise CheckError(f"{what}: rank {rank}'s model started from other weights than make_model() gives right "
+                         f"after torch.manual_seed({case.seed}) ({key}[0, 0] is {first[key].flatten()[0].item():.6g}, "
+                         f"expected {start[key].flatten()[0].item():.6g})",
+                         where="look at where you seed torch's global generator, with what, and where you build "
+                               "the model",
+                         mistake=cause and f"the ranks' models were seeded wrongly: {cause}. The contract: every "
+                                           "rank builds its model right after torch.manual_seed(seed)")
+    shard = list(range(rank, case.batch, world_size))
+    covered: set[int] = set()
+    for record in trained:
+        for step, rows in enumerate(record["forwards"]):
+            covered.update(rows)
+            if rows and set(rows) <= set(shard):
+                continue
+            cause = None
+            if sorted(rows) == list(range(case.batch)):
+                cause = ("every rank trained on the whole batch: the averaged gradient is then the same, so the "
+                         "weights match, but every rank did the work of all of them")
+            elif rows == list(range(case.batch))[rank * len(shard):(rank + 1) * len(shard)]:
+                cause = ("that is a contiguous block of the batch (chunk, split or a slice [start:stop]); the "
+                         "contract deals the samples out like cards: inputs[rank::world_size]")
+            raise CheckError(f"{what}: forward {step + 1} of rank {rank}'s model (with gradients) saw the samples "
+                             f"{rows} of the {case.batch}; rank {rank}'s shard is {shard}, the samples r, "
+                             f"r + world_size, ...",
+                             where="look at which rows of inputs and targets each rank gives its model",
+                             mistake=cause)
+    if covered and covered != set(shard):
+        raise CheckError(f"{what}: rank {rank}'s model trained on the samples {sorted(covered)} only; its shard is "
+                         f"{shard}", where="look at which rows of inputs each rank gives its model")
+    return sum(len(record["forwards"]) for record in trained)
+
+
 def _check_training(fn: Callable[..., Any], inputs: Sequence[TrainCase], name: str, extra: Callable[[TrainCase], list]) -> int:
     checks = 0
     for world_size, cases in _by_world_size(inputs).items():
@@ -585,8 +674,9 @@ def _check_training(fn: Callable[..., Any], inputs: Sequence[TrainCase], name: s
         for index, case in enumerate(cases):
             expected = _whole_batch(case)
             what = f"{name}(..., steps={case.steps}, seed={case.seed}, lr={case.lr}) with {world_size} processes"
-            for rank in range(world_size):
-                got = per_rank[rank][index]
+            forwards = []
+            for rank in range(world_size):  # the contract on every rank first: one rank's slip skews all weights
+                got, built = per_rank[rank][index]
                 expect(isinstance(got, dict), f"{what}: rank {rank} should return the model's state_dict(), "
                        f"but returned {describe(got)}")
                 if got and all(isinstance(k, str) and k.startswith("module.") for k in got):
@@ -594,10 +684,19 @@ def _check_training(fn: Callable[..., Any], inputs: Sequence[TrainCase], name: s
                                      "wrapper's state_dict; return ddp_model.module.state_dict(), the plain model's")
                 expect(set(got) == set(expected), f"{what}: rank {rank} returned the keys {sorted(got)}, expected the "
                        f"model's {sorted(expected)}")
-                twins = extra(case)
+                forwards.append(_expect_training_contract(what, case, rank, built))
+            twins = extra(case)
+            for rank in range(world_size):
+                got = per_rank[rank][index][0]
                 for key, want in expected.items():
-                    mistakes = [Mistake(message, lambda twin=twin, rank=rank, key=key: twin[min(rank, len(twin) - 1)][key])
-                                for message, twin in twins]
+                    mistakes = []
+                    if forwards[rank] != case.steps:
+                        mistakes.append(Mistake(f"rank {rank}'s model ran {forwards[rank]} forward passes with gradients "
+                                                f"for steps={case.steps}: one step is one forward, backward and "
+                                                "optimizer step; count the loop", matches=lambda got: True,
+                                                where="look at how many times your loop runs"))
+                    mistakes += [Mistake(message, lambda twin=twin, rank=rank, key=key: twin[min(rank, len(twin) - 1)][key])
+                                 for message, twin in twins]
                     expect_tensor(got[key], want, what=f"{what}: rank {rank}'s {key} after training", mistakes=mistakes,
                                   atol=1e-5)
             checks += 1
@@ -608,6 +707,8 @@ _NOT_AVERAGED = ("the ranks ended with different weights, each trained on its ow
                  "never averaged across the ranks")
 _SUMMED_LOSS = ("the loss is summed over the shard: use the mean (the default reduction), so that the average over "
                 "the ranks is the whole batch's mean")
+_ACCUMULATED = ("the gradients of every step were added to those of the steps before: clear them before each "
+                "backward (optimizer.zero_grad()); backward() adds to .grad")
 
 
 def check_train_by_hand(fn: Callable[..., Any], inputs: Sequence[TrainCase] | None = None) -> None:
@@ -615,13 +716,10 @@ def check_train_by_hand(fn: Callable[..., Any], inputs: Sequence[TrainCase] | No
     inputs = inputs or [TrainCase()]
 
     def twins(case: TrainCase) -> list:
-        ranks = range(case.world_size)
-        return [("the ranks started from different weights (a different seed per rank, e.g. seed + rank): call "
-                 "torch.manual_seed(seed) with the same seed on every rank before building the model",
-                 _simulated(case, seeds=[case.seed + r for r in ranks])),
-                (_NOT_AVERAGED + ": call average_gradients(model) after backward() and before optimizer.step()",
+        return [(_NOT_AVERAGED + ": call average_gradients(model) after backward() and before optimizer.step()",
                  _simulated(case, average=False)),
-                (_SUMMED_LOSS, _simulated(case, reduction="sum"))]
+                (_SUMMED_LOSS, _simulated(case, reduction="sum")),
+                (_ACCUMULATED, _simulated(case, accumulate=True))]
 
     # graded with the reference average_gradients: a bug there costs exercise 2's points, not these too
     with torch.random.fork_rng(devices=[]), substitute(fn, average_gradients=ref.average_gradients):
@@ -634,13 +732,13 @@ def check_train_ddp(fn: Callable[..., Any], inputs: Sequence[TrainCase] | None =
     inputs = inputs or [TrainCase()]
 
     def twins(case: TrainCase) -> list:
-        out = [(_NOT_AVERAGED + ": wrap the model in DistributedDataParallel before training, and train the wrapper",
-                _simulated(case, average=False)),
-               (_SUMMED_LOSS, _simulated(case, reduction="sum"))]
-        if case.seed:
-            out.append(("the weights are those of a run seeded with 0, not with `seed`: call torch.manual_seed(seed) "
-                        "before building the model", _simulated(case, seeds=[0] * case.world_size)))
-        return out
+        return [(_NOT_AVERAGED + ": wrap the model in DistributedDataParallel before training, and train the wrapper",
+                 _simulated(case, average=False)),
+                (_SUMMED_LOSS, _simulated(case, reduction="sum")),
+                (_ACCUMULATED, _simulated(case, accumulate=True)),
+                (f"the weights are those of a run with the learning rate times the world size ({case.world_size} x "
+                 f"{case.lr}): DistributedDataParallel averages the gradients, so the one-process lr stays as it is",
+                 _simulated(case._replace(lr=case.lr * case.world_size)))]
 
     with torch.random.fork_rng(devices=[]):
         checks = _check_training(fn, inputs, "train_ddp", twins)

@@ -142,6 +142,89 @@ def by_hand_summed_loss(make_model, inputs, targets, steps, seed, lr):
     return model.state_dict()
 
 
+def by_hand_shard_by_split(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    x, y = inputs.split(len(inputs) // world_size)[rank], targets.split(len(targets) // world_size)[rank]
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        ref.average_gradients(model)
+        optimizer.step()
+    return model.state_dict()
+
+
+def by_hand_every_sample(make_model, inputs, targets, steps, seed, lr):
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = ((model(inputs) - targets) ** 2).mean()  # the same mean on every rank: averaging changes nothing
+        loss.backward()
+        ref.average_gradients(model)
+        optimizer.step()
+    return model.state_dict()
+
+
+def by_hand_built_then_seeded(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    torch.manual_seed(seed)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(inputs[rank::world_size]), targets[rank::world_size]).backward()
+        ref.average_gradients(model)
+        optimizer.step()
+    return model.state_dict()
+
+
+def by_hand_grads_kept(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    x, y = inputs[rank::world_size], targets[rank::world_size]
+    for _ in range(steps):
+        nn.functional.mse_loss(model(x), y).backward()
+        ref.average_gradients(model)
+        optimizer.step()
+    return model.state_dict()
+
+
+def by_hand_one_step_more(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    x, y = inputs[rank::world_size], targets[rank::world_size]
+    for _ in range(steps + 1):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        ref.average_gradients(model)
+        optimizer.step()
+    return model.state_dict()
+
+
+def by_hand_shard_reversed(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    x, y = inputs[rank::world_size].flip(0), targets[rank::world_size].flip(0)  # order inside a mean is free
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        ref.average_gradients(model)
+        optimizer.step()
+        with torch.no_grad():
+            model(x)  # an extra look without gradients is not training
+    return model.state_dict()
+
+
 # ---------------------------------------------------------------- train_ddp
 
 
@@ -181,6 +264,63 @@ def ddp_summed_loss(make_model, inputs, targets, steps, seed, lr):
     for _ in range(steps):
         optimizer.zero_grad()
         nn.functional.mse_loss(model(inputs[rank::world_size]), targets[rank::world_size], reduction="sum").backward()
+        optimizer.step()
+    return model.module.state_dict()
+
+
+def ddp_seed_plus_rank(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed + rank)  # DDP's broadcast hides it: rank 0's weights win
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(inputs[rank::world_size]), targets[rank::world_size]).backward()
+        optimizer.step()
+    return model.module.state_dict()
+
+
+def ddp_whole_batch(make_model, inputs, targets, steps, seed, lr):
+    torch.manual_seed(seed)
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(inputs), targets).backward()
+        optimizer.step()
+    return model.module.state_dict()
+
+
+def ddp_never_seeded(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(inputs[rank::world_size]), targets[rank::world_size]).backward()
+        optimizer.step()
+    return model.module.state_dict()
+
+
+def ddp_lr_times_world(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr * world_size)  # "linear scaling", wrong here
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(inputs[rank::world_size]), targets[rank::world_size]).backward()
+        optimizer.step()
+    return model.module.state_dict()
+
+
+def ddp_grads_kept(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        nn.functional.mse_loss(model(inputs[rank::world_size]), targets[rank::world_size]).backward()
         optimizer.step()
     return model.module.state_dict()
 
@@ -655,7 +795,13 @@ CASES = [
     Accept(checks.check_train_by_hand, by_hand_keywords),
     Accept(checks.check_train_by_hand, by_hand_chunks),
     Accept(checks.check_train_by_hand, by_hand_manual_update),
+    Accept(checks.check_train_by_hand, by_hand_shard_reversed),
     Reject(checks.check_train_by_hand, by_hand_seed_per_rank, "a different seed per rank"),
+    Reject(checks.check_train_by_hand, by_hand_shard_by_split, "a contiguous block of the batch"),
+    Reject(checks.check_train_by_hand, by_hand_every_sample, "every rank trained on the whole batch"),
+    Reject(checks.check_train_by_hand, by_hand_built_then_seeded, "must come before make_model()"),
+    Reject(checks.check_train_by_hand, by_hand_grads_kept, "backward() adds to .grad"),
+    Reject(checks.check_train_by_hand, by_hand_one_step_more, "ran 4 forward passes with gradients for steps=3"),
     Reject(checks.check_train_by_hand, by_hand_no_average, "the gradients were never averaged"),
     Reject(checks.check_train_by_hand, by_hand_summed_loss, "the loss is summed over the shard"),
     Accept(checks.check_train_ddp, ref.train_ddp),
@@ -664,7 +810,12 @@ CASES = [
     Accept(checks.check_train_ddp, ddp_plain_model_kept),
     Reject(checks.check_train_ddp, ddp_wrapper_state, "return ddp_model.module.state_dict()"),
     Reject(checks.check_train_ddp, ddp_never_wrapped, "wrap the model in DistributedDataParallel"),
-    Reject(checks.check_train_ddp, ddp_seeded_with_rank, "a run seeded with 0, not with `seed`"),
+    Reject(checks.check_train_ddp, ddp_seeded_with_rank, "the rank as the seed"),
+    Reject(checks.check_train_ddp, ddp_seed_plus_rank, "a different seed per rank (seed + rank)"),
+    Reject(checks.check_train_ddp, ddp_whole_batch, "every rank trained on the whole batch"),
+    Reject(checks.check_train_ddp, ddp_never_seeded, "the model was built from the generator's state"),
+    Reject(checks.check_train_ddp, ddp_lr_times_world, "the learning rate times the world size"),
+    Reject(checks.check_train_ddp, ddp_grads_kept, "backward() adds to .grad"),
     Reject(checks.check_train_ddp, ddp_summed_loss, "the loss is summed over the shard"),
     Accept(checks.check_shard_indices, ref.shard_indices),
     Accept(checks.check_shard_indices, shard_by_loop),
