@@ -263,7 +263,11 @@ class GradCase(NamedTuple):
 
 
 def _small_model(n_features: int) -> nn.Module:
-    return nn.Sequential(nn.Linear(n_features, 4), nn.Tanh(), nn.Linear(4, 2))
+    """A small regressor with one parameter that takes no part in the loss (its .grad stays None, as the hint
+    warns): Sequential's forward runs its modules only, never a parameter registered on it directly."""
+    model = nn.Sequential(nn.Linear(n_features, 4), nn.Tanh(), nn.Linear(4, 2))
+    model.register_parameter("unused", nn.Parameter(torch.zeros(3)))
+    return model
 
 
 def _grad_data(case: GradCase) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
@@ -297,6 +301,8 @@ def _grad_target(rank: int, world_size: int, fn: Callable[[nn.Module], None], ca
         seen = {"calls": 0, "on_grads": 0, "on_weights": 0}
 
         def all_reduce(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            if tensor is None:
+                raise CheckError(_NONE_GRAD.format(rank=rank, error="dist.all_reduce was given None"))
             memory = tensor.data_ptr() if isinstance(tensor, torch.Tensor) else None
             seen["calls"] += 1
             seen["on_grads"] += memory in grad_memory
@@ -340,21 +346,39 @@ def _by_world_size(cases: Sequence[Any]) -> dict[int, list[Any]]:
     return groups
 
 
+_NONE_GRAD = ("average_gradients(model) failed on rank {rank}: {error}. The model has a parameter that takes no part in "
+              "the loss (`unused`), so its .grad is None: there is nothing to average for it; skip it")
+
+
+def _explain_none_grad(rank: int, report: _Report) -> str | None:
+    """Arithmetic on None: the parameter whose .grad is None (it took no part in the loss)."""
+    if report.error in ("TypeError", "AttributeError") and "NoneType" in report.message:
+        return _NONE_GRAD.format(rank=rank, error=f"{report.error}: {report.message.strip().splitlines()[0]}")
+    return None
+
+
 def check_average_gradients(fn: Callable[[nn.Module], None], inputs: Sequence[GradCase] | None = None) -> None:
     """After ``fn(model)`` on every rank, every rank holds the whole-batch gradient."""
     inputs = inputs or [GradCase(), GradCase(1, 3, 9, 3)]
     checks = 0
     with torch.random.fork_rng(devices=[]):
         for world_size, cases in _by_world_size(inputs).items():
-            per_rank = run_group(_grad_target, fn, cases, world_size=world_size, what="average_gradients(model)")
+            per_rank = run_group(_grad_target, fn, cases, world_size=world_size, what="average_gradients(model)",
+                                 explain=_explain_none_grad)
             for index, case in enumerate(cases):
                 expected = _whole_batch_grads(case)
                 rank0_ok = all(per_rank[0][index][1][k] is not None
-                               and torch.allclose(per_rank[0][index][1][k], v, atol=1e-6) for k, v in expected.items())
+                               and torch.allclose(per_rank[0][index][1][k], v, atol=1e-6) for k, v in expected.items()
+                               if v is not None)
                 for rank in range(world_size):
                     own, got, exchanges = per_rank[rank][index]
                     for name, want in expected.items():
                         what = f"with {world_size} processes, rank {rank}'s {name}.grad"
+                        if want is None:  # took no part in the loss: nothing to average (zeros are as good)
+                            expect(got[name] is None or not got[name].any(), f"{what} was None before the call (the "
+                                   f"parameter takes no part in the loss) and is {describe(got[name])} afterwards: "
+                                   "leave it None")
+                            continue
                         expect(got[name] is not None, f"{what} is None afterwards: average the gradients, keep them")
                         shard = own[name]
                         mistakes = []

@@ -55,18 +55,18 @@ def port_as_text():
 
 
 def grads_summed(model):
-    for p in model.parameters():
+    for p in [p for p in model.parameters() if p.grad is not None]:
         dist.all_reduce(p.grad)
 
 
 def grads_halved(model):
-    for p in model.parameters():
+    for p in [p for p in model.parameters() if p.grad is not None]:
         dist.all_reduce(p.grad)
         p.grad /= 2
 
 
 def grads_reduced_to_rank0(model):
-    for p in model.parameters():
+    for p in [p for p in model.parameters() if p.grad is not None]:
         dist.reduce(p.grad, dst=0)
         if dist.get_rank() == 0:
             p.grad /= dist.get_world_size()
@@ -79,7 +79,7 @@ def weights_averaged(model):
 
 
 def grads_reduced_into_copies(model):
-    for p in model.parameters():
+    for p in [p for p in model.parameters() if p.grad is not None]:
         total = p.grad.clone()
         dist.all_reduce(total)
         total /= dist.get_world_size()  # the average, left in the copy
@@ -99,6 +99,27 @@ def grads_mismatched_collective(model):
         ref.average_gradients(model)
     else:
         dist.barrier()  # a different collective: both ranks wait until the timeout
+
+
+def grads_every_parameter(model):
+    world_size = dist.get_world_size()
+    for p in model.parameters():  # a parameter outside the loss has .grad None
+        dist.all_reduce(tensor=p.grad, op=dist.ReduceOp.SUM)
+        p.grad.div_(world_size)
+
+
+def grads_scaled_first(model):
+    for p in model.parameters():
+        p.grad *= 1 / dist.get_world_size()  # None *= ... before any collective
+        dist.all_reduce(p.grad)
+
+
+def grads_none_as_zeros(model):
+    for p in model.parameters():
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)  # a zero gradient moves nothing, like None
+        dist.all_reduce(p.grad)
+        p.grad /= dist.get_world_size()
 
 
 # ---------------------------------------------------------------- train_by_hand
@@ -784,6 +805,9 @@ CASES = [
     Accept(checks.check_average_gradients, grads_flattened_once),
     Accept(checks.check_average_gradients, grads_new_tensor),
     Accept(checks.check_average_gradients, grads_multiplied),
+    Accept(checks.check_average_gradients, grads_none_as_zeros),
+    Reject(checks.check_average_gradients, grads_every_parameter, "dist.all_reduce was given None"),
+    Reject(checks.check_average_gradients, grads_scaled_first, "its .grad is None: there is nothing to average"),
     Reject(checks.check_average_gradients, grads_summed, "the sum over the 2 ranks, not the average"),
     Reject(checks.check_average_gradients, grads_halved, "divided by 2, but the world size is 3"),
     Reject(checks.check_average_gradients, grads_reduced_to_rank0, "dist.reduce gives it to one rank"),
