@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterator, NamedTuple, Sequence
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.utils.data.distributed import DistributedSampler
 
 from helpers.checks import CheckError, Mistake, call, describe, expect, expect_tensor, passed
 from helpers.checks import substitute
@@ -420,11 +421,20 @@ def _shard_target(rank: int, world_size: int, fn: Callable[..., Any], cases: lis
 
 
 def _as_index_list(value: Any) -> list[int] | None:
-    if isinstance(value, torch.Tensor) and value.dim() == 1 and not value.is_floating_point():
-        return value.tolist()
-    if isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        return list(value)
+    """``value`` if it is a list of ints (the type both tasks name), else None."""
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return value
     return None
+
+
+def _not_a_list_of_ints(value: Any) -> str:
+    """What ``value`` is instead of a list of ints, and how it becomes one."""
+    if isinstance(value, torch.Tensor):
+        return f"a tensor ({describe(value)}): .tolist() turns it into a list of ints"
+    if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
+        return (f"a {type(value).__name__} of tensors ({describe(value[0])}, ...): .tolist() on the tensor gives "
+                "Python ints")
+    return describe(value)
 
 
 def _shuffled(n: int, seed: int) -> list[int]:
@@ -433,7 +443,7 @@ def _shuffled(n: int, seed: int) -> list[int]:
 
 def check_shard_indices(fn: Callable[..., list[int]], inputs: Sequence[ShardCase] | None = None) -> None:
     """Every rank's ``fn(n, rank, world_size, epoch, seed)`` equals DistributedSampler's indices for it."""
-    inputs = inputs or [ShardCase(12, 2, 0, 0), ShardCase(12, 2, 1, 0), ShardCase(7, 2, 0, 0)]
+    inputs = inputs or [ShardCase(12, 2, 0, 0), ShardCase(12, 2, 1, 0), ShardCase(7, 2, 0, 0), ShardCase(1, 3, 0, 2)]
     checks = 0
     for world_size, cases in _by_world_size(inputs).items():
         per_rank = run_group(_shard_target, fn, cases, world_size=world_size, what="shard_indices")
@@ -443,14 +453,17 @@ def check_shard_indices(fn: Callable[..., list[int]], inputs: Sequence[ShardCase
             got = [_as_index_list(per_rank[rank][index]) for rank in range(world_size)]
             for rank, value in enumerate(got):
                 expect(value is not None, f"{what.replace('rank=r', f'rank={rank}')} should return a list of ints, "
-                       f"but returned {describe(per_rank[rank][index])}")
+                       f"but returned {_not_a_list_of_ints(per_rank[rank][index])}")
             lengths = [len(value) for value in got]
+            per = -(-n // world_size)
             if len(set(lengths)) > 1:
+                longer = per * world_size - n > n
                 raise CheckError(f"{what}: the ranks got different numbers of indices ({lengths}). Then one rank runs "
                                  "one more step than the other and waits forever in its all_reduce. Pad: repeat "
                                  "indices from the start of the shuffled list until the length is a multiple of "
-                                 "world_size, as DistributedSampler does")
-            per = -(-n // world_size)
+                                 "world_size, as DistributedSampler does"
+                                 + (f". Here the padding ({per * world_size - n}) is longer than the list ({n}): "
+                                    "the list repeats more than once" if longer else ""))
             order = _shuffled(n, seed + epoch)
             if lengths[0] == n // world_size and n % world_size:
                 raise CheckError(f"{what}: each rank got {lengths[0]} indices and {n % world_size} of the {n} samples "
@@ -510,6 +523,31 @@ def _epoch_target(rank: int, world_size: int, fn: Callable[..., Any], cases: lis
     return out
 
 
+def _sampler_batches(case: EpochCase, world_size: int, rank: int, seed: int,
+                     epoch_of: Callable[[int], int]) -> list[list[list[int]]]:
+    """What a DistributedSampler seeded with ``seed``, told the epoch ``epoch_of(epoch)``, gives ``rank``."""
+    sampler = DistributedSampler(range(case.n), num_replicas=world_size, rank=rank, seed=seed)
+    per_process = case.global_batch_size // world_size
+    out = []
+    for epoch in range(case.epochs):
+        sampler.set_epoch(epoch_of(epoch))
+        order = list(sampler)
+        out.append([order[i:i + per_process] for i in range(0, len(order), per_process)])
+    return out
+
+
+def _epoch_twins(case: EpochCase, world_size: int, rank: int) -> list[tuple[str, list]]:
+    """Wrong answers whose batches can be told apart from the right ones, and their causes. The ranks are checked
+    in order, so a later rank fails only where rank 0 was right: an epoch off by one would have shifted rank 0 too,
+    and a seed per rank is the seed 0 on rank 0 (rank 1 seeded with 1 in epoch e sees what seed 0 gives in e + 1)."""
+    if rank:
+        return [(f"rank {rank}'s order is that of a sampler seeded with its rank ({rank}): every rank must shuffle "
+                 "with the same seed (the default, 0), or the ranks' shares overlap and some samples are never seen",
+                 _sampler_batches(case, world_size, rank, rank, lambda e: e))]
+    return [("epoch e saw the order the sampler gives for epoch e + 1: set_epoch takes the loop's epoch, "
+             "counting from 0 (sampler.set_epoch(epoch))", _sampler_batches(case, world_size, rank, 0, lambda e: e + 1))]
+
+
 def check_epoch_batches(fn: Callable[..., Any], inputs: Sequence[EpochCase] | None = None) -> None:
     """Each rank sees its own share of the data, in a new order every epoch, in per-process batches."""
     inputs = inputs or [EpochCase()]
@@ -522,8 +560,15 @@ def check_epoch_batches(fn: Callable[..., Any], inputs: Sequence[EpochCase] | No
             for rank in range(world_size):
                 raw, want = per_rank[rank][index]
                 got = _as_batches(raw)
-                expect(got is not None, f"{what}: rank {rank} should return a list (one per epoch) of lists of "
-                       f"batches (lists of ints, batch.tolist()), but returned {describe(raw)}")
+                if got is None:
+                    batch = next((b for epoch in raw for b in epoch), None) if isinstance(raw, (list, tuple)) and all(
+                        isinstance(epoch, (list, tuple)) for epoch in raw) else None
+                    shown = _not_a_list_of_ints(batch) if batch is not None else describe(raw)
+                    raise CheckError(f"{what}: rank {rank} should return a list (one per epoch) of lists of batches, "
+                                     f"each a list of ints (batch.tolist()); its first batch is {shown}"
+                                     if batch is not None else
+                                     f"{what}: rank {rank} should return a list (one per epoch) of lists of batches "
+                                     f"(lists of ints, batch.tolist()), but returned {shown}")
                 if got == want:
                     continue
                 expect(len(got) == case.epochs, f"{what}: rank {rank} returned {len(got)} epochs, expected {case.epochs}")
@@ -551,6 +596,11 @@ def check_epoch_batches(fn: Callable[..., Any], inputs: Sequence[EpochCase] | No
                                      where="look at what tells the DataLoader's sampler which epoch it is",
                                      mistake="the sampler shuffles with seed + epoch, and its epoch never changed: "
                                              "sampler.set_epoch(epoch) at the start of each epoch sets it")
+                for cause, twin in _epoch_twins(case, world_size, rank):
+                    if got == twin:
+                        raise CheckError(f"{what}: rank {rank} should see the batches {want}, but saw {got}",
+                                         where="look at the sampler's arguments and at what you give set_epoch",
+                                         mistake=cause)
                 raise CheckError(f"{what}: rank {rank} should see the batches {want}, but saw {got}")
             checks += 1
     passed("epoch_batches", checks)

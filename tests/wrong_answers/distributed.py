@@ -380,6 +380,20 @@ def shard_unshuffled(n, rank, world_size, epoch, seed=0):
     return indices[rank::world_size]
 
 
+def shard_tensor(n, rank, world_size, epoch, seed=0):
+    return torch.tensor(ref.shard_indices(n, rank, world_size, epoch, seed))
+
+
+def shard_list_of_tensors(n, rank, world_size, epoch, seed=0):
+    return list(torch.tensor(ref.shard_indices(n, rank, world_size, epoch, seed)))
+
+
+def shard_padded_once(n, rank, world_size, epoch, seed=0):
+    order = _perm(n, seed + epoch)
+    missing = -(-n // world_size) * world_size - n
+    return (order + order[:missing])[rank::world_size]  # too short when the padding is longer than n
+
+
 # ---------------------------------------------------------------- epoch_batches
 
 
@@ -420,6 +434,36 @@ def epochs_shuffle_and_sampler(dataset, global_batch_size, epochs):
     sampler = DistributedSampler(dataset)
     loader = DataLoader(dataset, batch_size=global_batch_size // dist.get_world_size(), sampler=sampler, shuffle=True)
     return [[batch.tolist() for batch in loader] for _ in range(epochs)]
+
+
+def epochs_tensor_batches(dataset, global_batch_size, epochs):
+    sampler = DistributedSampler(dataset)
+    loader = DataLoader(dataset, batch_size=global_batch_size // dist.get_world_size(), sampler=sampler)
+    seen = []
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        seen.append(list(loader))
+    return seen
+
+
+def epochs_counted_from_one(dataset, global_batch_size, epochs):
+    sampler = DistributedSampler(dataset)
+    loader = DataLoader(dataset, batch_size=global_batch_size // dist.get_world_size(), sampler=sampler)
+    seen = []
+    for epoch in range(1, epochs + 1):
+        sampler.set_epoch(epoch)
+        seen.append([batch.tolist() for batch in loader])
+    return seen
+
+
+def epochs_seeded_per_rank(dataset, global_batch_size, epochs):
+    sampler = DistributedSampler(dataset, seed=dist.get_rank())
+    loader = DataLoader(dataset, batch_size=global_batch_size // dist.get_world_size(), sampler=sampler)
+    seen = []
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        seen.append([batch.tolist() for batch in loader])
+    return seen
 
 
 # ---------------------------------------------------------------- save_and_load
@@ -845,6 +889,9 @@ CASES = [
     Accept(checks.check_shard_indices, shard_by_loop),
     Accept(checks.check_shard_indices, shard_by_sampler),
     Accept(checks.check_shard_indices, shard_as_tensor_ops),
+    Reject(checks.check_shard_indices, shard_tensor, "a tensor ("),
+    Reject(checks.check_shard_indices, shard_list_of_tensors, "a list of tensors"),
+    Reject(checks.check_shard_indices, shard_padded_once, "is longer than the list (1)"),
     Reject(checks.check_shard_indices, shard_no_padding, "the ranks got different numbers of indices"),
     Reject(checks.check_shard_indices, shard_drop_last, "that is drop_last=True"),
     Reject(checks.check_shard_indices, shard_contiguous, "deals them out like cards"),
@@ -854,6 +901,9 @@ CASES = [
     Accept(checks.check_epoch_batches, epochs_keywords),
     Accept(checks.check_epoch_batches, epochs_explicit_rank),
     Accept(checks.check_epoch_batches, epochs_batched_by_hand),
+    Reject(checks.check_epoch_batches, epochs_tensor_batches, "its first batch is a tensor"),
+    Reject(checks.check_epoch_batches, epochs_counted_from_one, "the order the sampler gives for epoch e + 1"),
+    Reject(checks.check_epoch_batches, epochs_seeded_per_rank, "a sampler seeded with its rank (1)"),
     Reject(checks.check_epoch_batches, epochs_without_set_epoch, "its epoch never changed"),
     Reject(checks.check_epoch_batches, epochs_not_shuffled, "nothing shuffled them"),
     Reject(checks.check_epoch_batches, epochs_without_sampler, "pass sampler=DistributedSampler(dataset)"),
