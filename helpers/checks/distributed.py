@@ -844,36 +844,83 @@ def _record(folder: str, rank: int, event: str) -> None:
         log.write(event + "\n")
 
 
-def _save_target(rank: int, world_size: int, fn: Callable[..., Any], case: SaveCase, folder: str) -> tuple:
-    """Rank 0 holds the trained weights, the others older ones. torch.save, torch.load and barrier are watched
-    (this child's copies only), and rank 0 writes only once another rank has moved on (saved, loaded, or reached
-    the barrier), so a missing barrier shows every time, not by chance."""
-    real_save, real_load, real_barrier = torch.save, torch.load, dist.barrier
+_RELEASING = {"save", "load", "barrier", "sync", "done"}  # a rank that did one of these has moved on, or is waiting
+_SYNCS = ("all_reduce", "broadcast", "broadcast_object_list", "all_gather", "all_gather_object", "gather", "reduce",
+          "scatter", "recv")  # other collectives that can hold a rank until rank 0 gets there
 
-    def save(*args: Any, **kwargs: Any) -> Any:
-        _record(folder, rank, "save")
+
+def _wait_for_the_others(folder: str, world_size: int) -> None:
+    """Hold rank 0's write until another rank has loaded (or is waiting, or finished): a missing barrier then
+    shows every time. A rank's first event is "start"; 10 s after every rank started, rank 0 goes on anyway
+    (a rank waiting somewhere the spies do not see), and never later than the collectives' timeout allows."""
+    started_all = None
+    give_up = time.monotonic() + COLLECTIVE_TIMEOUT_S / 2 + 10
+    while time.monotonic() < give_up:
+        events = [_events(folder, r) for r in range(1, world_size)]
+        if any(_RELEASING & set(e) for e in events):
+            return
+        if started_all is None and all(events):
+            started_all = time.monotonic()
+        if started_all is not None and time.monotonic() > started_all + 10:
+            return
+        time.sleep(0.01)
+
+
+def _save_target(rank: int, world_size: int, fn: Callable[..., Any], case: SaveCase, folder: str) -> tuple:
+    """Rank 0 holds the trained weights, the others older ones. torch.save, torch.load, barrier and the other
+    collectives are watched (this child's copies only), and rank 0 writes only once another rank has moved on
+    (a load finished, a barrier or another collective reached, the function returned), so a missing barrier
+    shows every time, not by chance."""
+    real_save, real_load, real_barrier = torch.save, torch.load, dist.barrier
+    real_syncs = {name: getattr(dist, name) for name in _SYNCS}
+
+    def save(obj: Any, *args: Any, **kwargs: Any) -> Any:
+        _record(folder, rank, "save-module" if isinstance(obj, nn.Module) else "save")
         if rank == 0:
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and not any(_events(folder, r) for r in range(1, world_size)):
-                time.sleep(0.01)
-        return real_save(*args, **kwargs)
+            _wait_for_the_others(folder, world_size)
+        return real_save(obj, *args, **kwargs)
 
     def load(*args: Any, **kwargs: Any) -> Any:
-        _record(folder, rank, "load")
-        return real_load(*args, **kwargs)
+        try:
+            return real_load(*args, **kwargs)
+        finally:  # after the read: rank 0 must not start writing while this rank still reads
+            _record(folder, rank, "load")
 
     def barrier(*args: Any, **kwargs: Any) -> Any:
         _record(folder, rank, "barrier")
         return real_barrier(*args, **kwargs)
 
+    def sync(name: str) -> Callable[..., Any]:
+        def collective(*args: Any, **kwargs: Any) -> Any:
+            _record(folder, rank, "sync")
+            return real_syncs[name](*args, **kwargs)
+        return collective
+
     torch.save, torch.load, dist.barrier = save, load, barrier
+    for name in _SYNCS:
+        setattr(dist, name, sync(name))
     model = nn.Linear(4, 3)
     model.load_state_dict(_weights(case.seed if rank == 0 else case.seed + 100 + rank))
+    _record(folder, rank, "start")
     try:
         fn(model, Path(folder) / "model.pt")
     finally:
+        _record(folder, rank, "done")
         torch.save, torch.load, dist.barrier = real_save, real_load, real_barrier
+        for name, real in real_syncs.items():
+            setattr(dist, name, real)
     return {k: v.detach().clone() for k, v in model.state_dict().items()}, _events(folder, rank)
+
+
+def _barrier_on_some_ranks(folder: str, world_size: int) -> str | None:
+    """The ranks that called dist.barrier() and those that did not, when only some did."""
+    called = [r for r in range(world_size) if "barrier" in _events(folder, r)]
+    if called and len(called) < world_size:
+        missing = [r for r in range(world_size) if r not in called]
+        return (f"rank(s) {called} called dist.barrier(), rank(s) {missing} did not: a barrier waits until every "
+                "rank has called it, so every rank must call it (outside `if rank == 0:`), after the save and "
+                "before the load")
+    return None
 
 
 def check_save_and_load(fn: Callable[..., Any], inputs: Sequence[SaveCase] | None = None) -> None:
@@ -888,27 +935,46 @@ def check_save_and_load(fn: Callable[..., Any], inputs: Sequence[SaveCase] | Non
 
             def explain(rank: int, report: _Report) -> str | None:
                 if rank > 0 and report.error == "FileNotFoundError":
-                    return (f"save_and_load: rank {rank} tried to load the file before rank 0 had written it "
-                            "(FileNotFoundError): call dist.barrier() between saving and loading")
+                    early = (f"save_and_load: rank {rank} tried to load the file before rank 0 had written it "
+                             "(FileNotFoundError)")
+                    uneven = _barrier_on_some_ranks(folder, case.world_size)
+                    return f"{early}: {uneven}" if uneven else f"{early}: call dist.barrier() between saving and loading"
                 return None
 
             results = run_group(_save_target, fn, case, folder, world_size=case.world_size,
                                 what="save_and_load(model, path)", explain=explain)
             trained = _weights(case.seed)
             what = f"save_and_load with {case.world_size} processes"
-            writers = [rank for rank, (_, events) in enumerate(results) if "save" in events]
+            writers = [rank for rank, (_, events) in enumerate(results) if {"save", "save-module"} & set(events)]
             if any(rank > 0 for rank in writers):
                 raise CheckError(f"{what}: rank {max(writers)} wrote the checkpoint too: only rank 0 should save "
                                  "(`if dist.get_rank() == 0:`); several processes writing one file can corrupt it")
             expect(writers == [0], f"{what}: rank 0 never saved the model: torch.save(model.state_dict(), path) on rank 0")
+            if "save-module" in results[0][1]:
+                raise CheckError(f"{what}: rank 0 saved the model object itself (torch.save(model, path)); the task "
+                                 "saves model.state_dict(), the weights by name",
+                                 where="look at what you give torch.save",
+                                 mistake="a pickled module needs its class's code to load (and weights_only=False, "
+                                         "which runs whatever the file holds); a state_dict loads into any model "
+                                         "of that shape")
             for rank, (weights, events) in enumerate(results):
                 if case.older_file and all(torch.equal(weights[k], older[k]) for k in older):
-                    raise CheckError(f"{what}: rank {rank} loaded the file before rank 0 had written it (it read the "
-                                     "older checkpoint that was still there): call dist.barrier() between saving "
-                                     "and loading")
+                    early = (f"{what}: rank {rank} loaded the file before rank 0 had written it (it read the "
+                             "older checkpoint that was still there)")
+                    uneven = _barrier_on_some_ranks(folder, case.world_size)
+                    raise CheckError(f"{early}: {uneven}" if uneven else
+                                     f"{early}: call dist.barrier() between saving and loading")
                 if rank > 0 and "load" not in events:
                     raise CheckError(f"{what}: rank {rank} never loaded the checkpoint: every rank must load it "
                                      "(after the barrier) to get rank 0's weights")
+                own = _weights(case.seed + 100 + rank)
+                if rank > 0 and all(torch.equal(weights[k], own[k]) for k in own):
+                    raise CheckError(f"{what}: rank {rank} called torch.load, but the model it was given still holds "
+                                     "its own weights from before the call",
+                                     where="look at where the weights torch.load returned go",
+                                     mistake="model.load_state_dict(state) copies them into the caller's model; "
+                                             "assigning to a name (model = ...) or loading into another model "
+                                             "leaves the caller's model as it was")
                 for key, want in trained.items():
                     expect_tensor(weights[key], want, what=f"{what}: rank {rank}'s {key} afterwards")
             checks += 1

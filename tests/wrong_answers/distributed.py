@@ -495,6 +495,30 @@ def save_barrier_inside_rank0(model, path):
     model.load_state_dict(torch.load(path, map_location="cpu"))
 
 
+def save_module_pickled(model, path):
+    if dist.get_rank() == 0:
+        torch.save(model, path)
+    dist.barrier()
+    model.load_state_dict(torch.load(path, map_location="cpu", weights_only=False).state_dict())
+
+
+def save_loaded_into_a_copy(model, path):
+    if dist.get_rank() == 0:
+        torch.save(model.state_dict(), path)
+    dist.barrier()
+    fresh = nn.Linear(4, 3)
+    fresh.load_state_dict(torch.load(path, map_location="cpu"))
+    model = fresh  # noqa: F841  (rebinds the local name only)
+
+
+def save_barrier_only_after_load(model, path):
+    if dist.get_rank() == 0:
+        torch.save(model.state_dict(), path)
+        dist.barrier()  # rank 0 waits here, the other ranks have already read the file
+    else:
+        model.load_state_dict(torch.load(path, map_location="cpu"))
+
+
 # ---------------------------------------------------------------- correct answers written differently
 
 
@@ -716,6 +740,13 @@ def save_other_ranks_load(model, path):
         model.load_state_dict(torch.load(path, map_location="cpu"))
 
 
+def save_synced_by_all_reduce(model, path):
+    if dist.get_rank() == 0:
+        torch.save(model.state_dict(), path)
+    dist.all_reduce(torch.zeros(1))  # any collective every rank reaches works as a barrier
+    model.load_state_dict(torch.load(path, map_location="cpu"))
+
+
 # ---------------------------------------------------------------- train_distributed (put together)
 
 
@@ -916,7 +947,11 @@ CASES = [
     Reject(checks.check_save_and_load, save_on_every_rank, "only rank 0 should save"),
     Reject(checks.check_save_and_load, save_without_barrier, "(FileNotFoundError): call dist.barrier()"),
     Reject(checks.check_save_and_load, save_load_on_rank0_only, "never loaded the checkpoint"),
-    Reject(checks.check_save_and_load, save_barrier_inside_rank0, "call dist.barrier() between saving and loading"),
+    Accept(checks.check_save_and_load, save_synced_by_all_reduce),
+    Reject(checks.check_save_and_load, save_barrier_inside_rank0, "rank(s) [0] called dist.barrier(), rank(s) [1] did not"),
+    Reject(checks.check_save_and_load, save_module_pickled, "saved the model object itself"),
+    Reject(checks.check_save_and_load, save_loaded_into_a_copy, "still holds its own weights from before the call"),
+    Reject(checks.check_save_and_load, save_barrier_only_after_load, "every rank must call it"),
     Accept(checks.check_train_distributed, ref.train_distributed),
     Accept(checks.check_train_distributed, whole_explicit_replicas),
     Accept(checks.check_train_distributed, whole_batches_by_hand),
