@@ -222,6 +222,41 @@ def _expect_port(port: Any, what: str) -> int:
     return port
 
 
+@contextmanager
+def _watching_binds() -> Iterator[list[tuple[int, int]]]:
+    """Record (socket type, port it got) for every socket bound through Python's socket module meanwhile."""
+    bound: list[tuple[int, int]] = []
+    real_bind = socket.socket.bind
+
+    def bind(self: socket.socket, address: Any) -> None:
+        real_bind(self, address)
+        name = self.getsockname()
+        if isinstance(name, tuple) and len(name) >= 2:
+            bound.append((self.type, name[1]))
+
+    socket.socket.bind = bind  # type: ignore[method-assign]
+    try:
+        yield bound
+    finally:
+        socket.socket.bind = real_bind  # type: ignore[method-assign]
+
+
+_ASK_THE_SYSTEM = "bind a TCP socket to port 0 and return the port the system chose for it"
+
+
+def _expect_bound(port: int, bound: list[tuple[int, int]]) -> None:
+    """The port came from a TCP socket that was bound to it during the call (so it was free then)."""
+    kinds = {kind for kind, got in bound if got == port}
+    if socket.SOCK_STREAM in kinds:
+        return
+    if kinds:
+        raise CheckError(f"free_port() returned {port}, a port it got for a UDP socket (SOCK_DGRAM); the group's rank "
+                         "0 listens on TCP, and a free UDP port says nothing about TCP's: use a SOCK_STREAM socket "
+                         "(socket.socket()'s default)")
+    raise CheckError(f"free_port() returned {port}, but no socket was bound to that port during the call: nothing "
+                     f"asked the system whether it is free (another program may be using it): {_ASK_THE_SYSTEM}")
+
+
 def check_free_port(fn: Callable[[], int], inputs: Sequence[int] | None = None) -> None:
     """``fn()`` returns a port nothing uses, even while other jobs hold the ports it gave before.
 
@@ -233,11 +268,21 @@ def check_free_port(fn: Callable[[], int], inputs: Sequence[int] | None = None) 
         with ExitStack() as running_jobs:
             held: list[int] = []
             for job in range(jobs + 1):
-                port = _expect_port(call(fn), "free_port()")
+                with _watching_binds() as bound:
+                    try:
+                        port = call(fn)
+                    except CheckError as error:
+                        if "global random generator" not in str(error) or any(k == socket.SOCK_STREAM for k, _ in bound):
+                            raise
+                        raise CheckError("free_port() drew from a global random generator and bound no TCP socket "
+                                         "during the call: a port picked at random may be in use by another program; "
+                                         + _ASK_THE_SYSTEM) from None
+                port = _expect_port(port, "free_port()")
                 if port in held:
                     raise CheckError(f"free_port() returned {port} again while another job was using it: a fixed "
                                      "port clashes ('Address already in use') as soon as two jobs share a "
                                      "machine. Bind port 0 and return the port the system chose")
+                _expect_bound(port, bound)
                 if _port_in_use(port):
                     raise CheckError(f"port {port} is still in use after free_port() returned it: close the socket "
                                      "before returning (a `with socket.socket() as probe:` block does)")

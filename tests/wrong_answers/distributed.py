@@ -51,6 +51,27 @@ def port_as_text():
     return str(ref.free_port())
 
 
+def port_fixed_but_tested():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 29517))  # free now, but the next job asks for the same one
+    return 29517
+
+
+def port_drawn_by_torch():
+    return int(torch.randint(30000, 60000, ()))  # never asks whether anything listens there
+
+
+def port_private_random():
+    import random
+    return random.Random().randrange(20000, 40000)
+
+
+def port_udp():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 # ---------------------------------------------------------------- average_gradients
 
 
@@ -545,6 +566,19 @@ def port_with_reuse():
         return int(probe.getsockname()[1])
 
 
+def port_random_until_free():
+    import random
+    draw = random.Random()
+    while True:
+        candidate = draw.randrange(20000, 60000)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", candidate))
+            except OSError:
+                continue  # taken: try another
+        return candidate
+
+
 def grads_flattened_once(model):
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     flat = torch.cat([g.reshape(-1) for g in grads])
@@ -871,7 +905,12 @@ CASES = [
     Accept(checks.check_free_port, port_from_socket_module),
     Accept(checks.check_free_port, port_create_server),
     Accept(checks.check_free_port, port_with_reuse),
-    Reject(checks.check_free_port, port_fixed, "a fixed port clashes"),
+    Accept(checks.check_free_port, port_random_until_free),
+    Reject(checks.check_free_port, port_fixed, "no socket was bound to that port during the call"),
+    Reject(checks.check_free_port, port_fixed_but_tested, "Address already in use"),
+    Reject(checks.check_free_port, port_drawn_by_torch, "drew from a global random generator and bound no TCP socket"),
+    Reject(checks.check_free_port, port_private_random, "nothing asked the system whether it is free"),
+    Reject(checks.check_free_port, port_udp, "a port it got for a UDP socket"),
     Reject(checks.check_free_port, port_tuple, "getsockname() gives (host, port)"),
     Reject(checks.check_free_port, port_zero, "binding port 0 asks the system"),
     Reject(checks.check_free_port, port_kept_open, "close the socket"),
