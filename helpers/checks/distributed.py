@@ -1041,16 +1041,20 @@ class WholeCase(NamedTuple):
 
 
 class _ReadCounting(torch.utils.data.Dataset):
-    """A dataset of (features, label) items that remembers how many items were read from it."""
+    """A dataset of (features, label) items that remembers which items were read from it, in order."""
 
     def __init__(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        self.x, self.y, self.reads = x, y, 0
+        self.x, self.y, self.order = x, y, []
+
+    @property
+    def reads(self) -> int:
+        return len(self.order)
 
     def __len__(self) -> int:
         return len(self.x)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        self.reads += 1
+        self.order.append(int(index))
         return self.x[index], int(self.y[index])
 
 
@@ -1074,17 +1078,19 @@ def _whole_target(rank: int, world_size: int, fn: Callable[..., Any], cases: lis
         result = fn(_whole_model(case), dataset, case.epochs, case.batch_size, 0.1, case.seed)
         if isinstance(result, dict):
             result = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in result.items()}
-        out.append((result, dataset.reads))
+        out.append((result, dataset.order))
     return out
 
 
-def _single_run(case: WholeCase, batch_size: int, order: Callable[[int], list[int]]) -> dict[str, torch.Tensor]:
-    """The given single-process training with another batch size or order of the samples (epoch -> order)."""
+def _single_run(case: WholeCase, batch_size: int, order: Callable[[int], list[int]],
+                momentum: float = 0.9) -> dict[str, torch.Tensor]:
+    """The given single-process training with another batch size, order of the samples (epoch -> order) or
+    momentum."""
     x, y = _whole_data(case)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(case.seed)
         model = _whole_model(case)()
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=momentum)
         for epoch in range(case.epochs):
             indices = order(epoch)
             for start in range(0, len(indices), batch_size):
@@ -1093,6 +1099,28 @@ def _single_run(case: WholeCase, batch_size: int, order: Callable[[int], list[in
                 nn.functional.cross_entropy(model(x[batch]), y[batch]).backward()
                 optimizer.step()
         return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _expect_steps(what: str, case: WholeCase, world_size: int, reads: list[list[int]], cause: str | None) -> None:
+    """Each step, the ranks together read the one-process run's batch (in any split among them): the first step
+    where they did not, from the order each rank read the dataset in (per-process batches of
+    batch_size // world_size)."""
+    per = case.batch_size // world_size
+    if per == 0 or any(len(read) != case.n // world_size * case.epochs for read in reads):
+        return  # not read in equal shares: the weights' message says more than a step would
+    steps = case.n // case.batch_size
+    for epoch in range(case.epochs):
+        order = _shuffled(case.n, case.seed + epoch)
+        for step in range(steps):
+            want = order[step * case.batch_size:(step + 1) * case.batch_size]
+            at = (epoch * steps + step) * per
+            got = [index for read in reads for index in read[at:at + per]]
+            if sorted(got) != sorted(want):
+                raise CheckError(f"{what}: in epoch {epoch}, step {step + 1} the ranks together read the samples "
+                                 f"{sorted(got)}; the one-process run's batch there is {sorted(want)} (its order: "
+                                 f"randperm with seed + epoch)",
+                                 where="look at which samples each rank takes in each step, in which order",
+                                 mistake=cause)
 
 
 def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] | None = None) -> None:
@@ -1123,6 +1151,8 @@ def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] 
                      case, case.batch_size, lambda epoch: shuffled(epoch)(epoch))),
                 ("the samples were not shuffled (index order every epoch): DistributedSampler shuffles by default; "
                  "shuffle=False turns that off", _single_run(case, case.batch_size, lambda epoch: list(range(case.n)))),
+                ("the weights are those of plain SGD: train_one_process's optimizer has momentum=0.9",
+                 _single_run(case, case.batch_size, lambda epoch: shuffled(case.seed + epoch)(epoch), momentum=0.0)),
             ]
             twins = [(message, twin) for message, twin in twins
                      if any(not torch.allclose(twin[k], expected[k], atol=1e-5) for k in expected)]
@@ -1130,7 +1160,8 @@ def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] 
                     f"batch_size={case.batch_size}, lr=0.1, seed={case.seed}) with {world_size} processes")
             results = []
             for rank in range(world_size):
-                got, reads = per_rank[rank][index]
+                got, read = per_rank[rank][index]
+                reads = len(read)
                 expect(isinstance(got, dict), f"{what}: rank {rank} should return the model's state_dict(), "
                        f"but returned {describe(got)}")
                 if got and all(isinstance(k, str) and k.startswith("module.") for k in got):
@@ -1158,6 +1189,10 @@ def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] 
                                              "so the gradients were not averaged across the ranks: is the model "
                                              "wrapped in DistributedDataParallel, and is the wrapper the model that "
                                              "computes the loss?")
+            if any(not torch.allclose(results[0][k], expected[k], atol=1e-5) for k in expected):
+                _expect_steps(what, case, world_size, [per_rank[rank][index][1] for rank in range(world_size)],
+                              next((message for message, twin in twins
+                                    if all(torch.allclose(results[0][k], twin[k], atol=1e-5) for k in expected)), None))
             for key, want in expected.items():
                 mistakes = [Mistake(message, lambda twin=twin, key=key: twin[key],
                                     where="look at which samples each rank takes in each step, in which order")

@@ -803,6 +803,40 @@ def _ddp_run(make_model, dataset, epochs, batch_size, lr, seed, *, sampler_kwarg
     return trained.state_dict() if return_wrapper else model.state_dict()
 
 
+def whole_own_block_shuffled(make_model, dataset, epochs, batch_size, lr, seed):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    share = len(dataset) // world_size
+    mine = list(range(rank * share, (rank + 1) * share))  # the same block every epoch
+    torch.manual_seed(seed)
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    per = batch_size // world_size
+    for epoch in range(epochs):
+        order = torch.randperm(share, generator=torch.Generator().manual_seed(seed + epoch)).tolist()
+        for start in range(0, share, per):
+            items = [dataset[mine[j]] for j in order[start:start + per]]
+            images, labels = torch.stack([a for a, _ in items]), torch.tensor([b for _, b in items])
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(images), labels).backward()
+            optimizer.step()
+    return model.module.state_dict()
+
+
+def whole_without_momentum(make_model, dataset, epochs, batch_size, lr, seed):
+    torch.manual_seed(seed)
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    sampler = DistributedSampler(dataset, seed=seed)
+    loader = DataLoader(dataset, batch_size=batch_size // dist.get_world_size(), sampler=sampler)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for images, labels in loader:
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(images), labels).backward()
+            optimizer.step()
+    return model.module.state_dict()
+
+
 def whole_without_set_epoch(make_model, dataset, epochs, batch_size, lr, seed):
     return _ddp_run(make_model, dataset, epochs, batch_size, lr, seed, set_epoch=False)
 
@@ -995,6 +1029,8 @@ CASES = [
     Accept(checks.check_train_distributed, whole_explicit_replicas),
     Accept(checks.check_train_distributed, whole_batches_by_hand),
     Accept(checks.check_train_distributed, whole_seed_per_rank_broadcast),
+    Reject(checks.check_train_distributed, whole_own_block_shuffled, "in epoch 0, step 1 the ranks together read"),
+    Reject(checks.check_train_distributed, whole_without_momentum, "train_one_process's optimizer has momentum=0.9"),
     Reject(checks.check_train_distributed, whole_without_set_epoch, "its epoch never changed"),
     Reject(checks.check_train_distributed, whole_batch_per_process, "each process loaded the whole batch_size"),
     Reject(checks.check_train_distributed, whole_sampler_default_seed, "a sampler seeded with 0 + epoch"),
