@@ -683,7 +683,9 @@ def _row_indices(batch: Any, x: torch.Tensor) -> list[int]:
 
 def _recording_factory(x: torch.Tensor) -> tuple[Callable[[], nn.Module], list[dict[str, Any]]]:
     """``make_regressor`` that records, for every model it builds, its first weights and the rows of ``x`` each
-    forward with gradients saw (a forward pre-hook: it fires inside a DistributedDataParallel wrapper too)."""
+    training forward saw: a forward whose output a backward pass reached (a forward hook and a hook on its
+    output; both fire inside a DistributedDataParallel wrapper too). A forward only looked at (a logged loss,
+    an evaluation) is not training."""
     built: list[dict[str, Any]] = []
 
     def make_model() -> nn.Module:
@@ -691,11 +693,17 @@ def _recording_factory(x: torch.Tensor) -> tuple[Callable[[], nn.Module], list[d
         record: dict[str, Any] = {"initial": {k: v.detach().clone() for k, v in model.state_dict().items()},
                                   "forwards": []}
 
-        def seen(module: nn.Module, args: tuple) -> None:
-            if torch.is_grad_enabled() and args:
-                record["forwards"].append(_row_indices(args[0], x))
+        def seen(module: nn.Module, args: tuple, output: Any) -> None:
+            if args and isinstance(output, torch.Tensor) and output.requires_grad:
+                rows = _row_indices(args[0], x)
 
-        model.register_forward_pre_hook(seen)
+                def reached(grad: torch.Tensor, rows: list[int] = rows) -> None:
+                    if not any(r is rows for r in record["forwards"]):
+                        record["forwards"].append(rows)
+
+                output.register_hook(reached)
+
+        model.register_forward_hook(seen)
         built.append(record)
         return model
 

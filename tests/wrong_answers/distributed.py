@@ -267,6 +267,22 @@ def by_hand_shard_reversed(make_model, inputs, targets, steps, seed, lr):
     return model.state_dict()
 
 
+def by_hand_logs_whole_loss(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    for step in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(inputs[rank::world_size]), targets[rank::world_size]).backward()
+        average_gradients_here = ref.average_gradients
+        average_gradients_here(model)
+        optimizer.step()
+        if rank == 0:  # a look at the whole batch's loss, gradients on but never used
+            print(f"step {step}: loss {nn.functional.mse_loss(model(inputs), targets).item():.4f}")
+    return model.state_dict()
+
+
 # ---------------------------------------------------------------- train_ddp
 
 
@@ -968,6 +984,7 @@ CASES = [
     Accept(checks.check_train_by_hand, by_hand_chunks),
     Accept(checks.check_train_by_hand, by_hand_manual_update),
     Accept(checks.check_train_by_hand, by_hand_shard_reversed),
+    Accept(checks.check_train_by_hand, by_hand_logs_whole_loss),
     Reject(checks.check_train_by_hand, by_hand_seed_per_rank, "a different seed per rank"),
     Reject(checks.check_train_by_hand, by_hand_shard_by_split, "a contiguous block of the batch"),
     Reject(checks.check_train_by_hand, by_hand_every_sample, "every rank trained on the whole batch"),
