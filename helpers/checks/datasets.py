@@ -187,7 +187,8 @@ def check_fix_length(fn: Callable[[torch.Tensor, int], torch.Tensor],
                                         matches=lambda t: isinstance(t, torch.Tensor) and n < length
                                         and t.dtype != signal.dtype and t.shape == (length,)
                                         and t.dtype == torch.promote_types(signal.dtype,
-                                                                           torch.get_default_dtype()))])
+                                                                           torch.get_default_dtype()),
+                                        where="look at the dtype of the zeros you pad with")])
     passed(f"fix_length ({part})" if part != "both" else "fix_length", len(chosen))
 
 
@@ -378,7 +379,8 @@ def _lengths_mistakes(lengths: list[int], longest: int, numels: list[int] | None
     mistakes = [
         Mistake("you counted the non-zero values of each padded row, but a sequence may hold zeros itself (this "
                 "batch's do): take each sequence's length before padding, len(sequence)",
-                lambda: nonzero if nonzero is not None and nonzero.tolist() != lengths else _not_this()),
+                lambda: nonzero if nonzero is not None and nonzero.tolist() != lengths else _not_this(),
+                where="look at where the lengths come from"),
         Mistake("lengths should be a tensor: torch.tensor([...]) (int64)",
                 matches=lambda t: isinstance(t, (list, tuple)) and list(t) == lengths),
         Mistake(f"those are the lengths after padding (all {longest}): record each sequence's own length",
@@ -457,7 +459,8 @@ def _stats_mistakes(dataset: TensorDataset, batch_size: int, which: str) -> list
                         lambda: sum(b.mean().item() for b in batches) / len(batches)),
                 Mistake(f"that is the mean times {pixels}, the number of pixels per image: you counted images "
                         "(len(images)), not pixels; n must count every pixel (images.numel())",
-                        lambda: images.sum().item() / len(images) if pixels > 1 else _not_this()),
+                        lambda: images.sum().item() / len(images) if pixels > 1 else _not_this(),
+                        where="look at what your count n adds up per batch"),
                 Mistake("that is the mean of the first batch only; go through the whole dataset",
                         lambda: batches[0].mean().item() if len(batches) > 1 else None)]
     per_image = [torch.stack([img.std(correction=c) for img in images]).mean().item() for c in (0, 1)]

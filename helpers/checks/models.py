@@ -296,9 +296,11 @@ def _forward_mistakes(reference: nn.Module, x: torch.Tensor) -> list[Mistake]:
                 lambda: _conv_net_variant(reference, x, pool=F.avg_pool2d)),
         Mistake("you flattened the feature maps channels-last (height, width, channel order, as in Keras/TensorFlow); "
                 "PyTorch's maps are [N, C, H, W], and fc1's weights expect torch.flatten(x, 1) of that order",
-                lambda: _conv_net_variant(reference, x, flatten=_channels_last_flatten)),
+                lambda: _conv_net_variant(reference, x, flatten=_channels_last_flatten),
+                where="look at how forward flattens the last feature maps"),
         *[Mistake(f"the ReLU after {layer} is missing: apply F.relu after every layer except the last",
-                  (lambda layer=layer: _conv_net_variant(reference, x, linear_after=layer)))
+                  (lambda layer=layer: _conv_net_variant(reference, x, linear_after=layer)),
+                  where=f"look at what forward does with {layer}'s output")
           for layer in _hidden_layers(reference)],
     ]
 
@@ -311,7 +313,7 @@ def _model_mistakes(model: nn.Module, x: torch.Tensor) -> list[Mistake]:
             Mistake("your forward gives a different output for the same input on every call, even in eval mode: it "
                     "draws random numbers itself. The task's network has no dropout; note that F.dropout(x, p) "
                     "drops values in eval mode too unless given training=self.training",
-                    matches=lambda got: _random_in_eval(model, x))]
+                    matches=lambda got: _random_in_eval(model, x), where="look for randomness in forward")]
 
 
 def _check_layers(cls: Any, name: str, reference_cls: Callable[[], nn.Module], size: int,
@@ -595,11 +597,12 @@ def _smoothing_mistakes(logits: torch.Tensor, targets: torch.Tensor, smoothing: 
         Mistake("log_probs[:, targets] picks, for every row, the column of every target: an [N, N] matrix, not one "
                 "value per sample. Pick each row's own target with gather(1, targets.unsqueeze(1)) or "
                 "log_probs[torch.arange(N), targets]",
-                lambda: reduce((1 - smoothing) * -log_probs[:, targets] + smoothing * -log_probs.mean(dim=1))),
+                lambda: reduce((1 - smoothing) * -log_probs[:, targets] + smoothing * -log_probs.mean(dim=1)),
+                where="look at how each sample's log-probability of its own target is picked"),
         Mistake("the uniform part is the mean of -log p over the C classes (each class gets smoothing / C); you "
                 "summed it, which weights it C times",
                 lambda: reduce((1 - smoothing) * nll + smoothing * -log_probs.sum(dim=1))
-                if smoothing != 0 else _not_this_mistake()),
+                if smoothing != 0 else _not_this_mistake(), where="look at how the uniform part reduces over the classes"),
         Mistake("softmax must run over the classes (dim=1), not over the batch (dim=0)",
                 lambda: reduce((1 - smoothing) * -F.log_softmax(logits, dim=0).gather(1, targets.unsqueeze(1)).squeeze(1)
                        + smoothing * -F.log_softmax(logits, dim=0).mean(dim=1))),
@@ -899,7 +902,7 @@ def check_predict(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor],
                     lambda: logits.argmax()),
             Mistake("those are the largest logits themselves (max's values); the prediction is where they are, the "
                     "class index: argmax(dim=1), or max(dim=1).indices",
-                    lambda: logits.max(dim=1).values),
+                    lambda: logits.max(dim=1).values, where="look at which of max's two results you return"),
         ])
     passed("predict", len(inputs))
 
