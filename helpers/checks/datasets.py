@@ -477,7 +477,7 @@ def _stats_mistakes(dataset: TensorDataset, batch_size: int, which: str) -> list
                 lambda: images.var(correction=0).item()),
         Mistake("your variance came out negative, so its square root is complex: sum(x**2) / n - mean**2 is never "
                 "negative when the sums and n describe the same pixels; n must count every pixel (images.numel())",
-                matches=lambda got: isinstance(got, complex)),
+                matches=lambda got: isinstance(got, complex), where="look at the count you divide the sums by"),
     ]
 
 
@@ -569,6 +569,7 @@ def check_split_train_val(fn: Callable[[Dataset, float, int], tuple[Subset, Subs
     inputs = inputs if inputs is not None else [
         (TensorDataset(torch.arange(20)), 0.25, 0),
         (TensorDataset(torch.arange(103)), 0.1, 7),
+        (TensorDataset(torch.arange(6)), 0.1, 2),  # int(0.6) = 0: an empty validation part
     ]
     for dataset, fraction, seed in inputs:
         n = len(dataset)

@@ -830,7 +830,8 @@ def check_predict(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor],
                   inputs: Sequence[tuple[ModelFactory, torch.Tensor]] | None = None) -> None:
     """predict runs model(x) in eval mode without autograd and returns the class index of each image."""
     inputs = inputs if inputs is not None else [(_dropout_mlp, _randn(8, 1, 28, 28, seed=30)),
-                                                (ref.MnistNet, _randn(3, 1, 28, 28, seed=31))]
+                                                (ref.MnistNet, _randn(3, 1, 28, 28, seed=31)),
+                                                (_dropout_cnn, _randn(1, 1, 28, 28, seed=32))]  # a batch of one
     for seed, (factory, images) in enumerate(inputs):
         model = _seeded(factory, 40 + seed)
         model.train()  # how a model usually arrives after training

@@ -1117,3 +1117,14 @@ CASES += [
     Reject(checks.check_make_loaders, loaders_sampler_generator, "your sampler has its own generator"),
     Accept(checks.check_make_loaders, loaders_device_type_in),
 ]
+
+
+def split_negative_slices(dataset, val_fraction, seed):
+    """Wrong: the parts cut with negative slices, so n_val = 0 gives validation everything and training nothing."""
+    n_val = int(len(dataset) * val_fraction)
+    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed)).tolist()
+    return Subset(dataset, order[:-n_val]), Subset(dataset, order[-n_val:])
+
+CASES += [
+    Reject(checks.check_split_train_val, split_negative_slices, "expected 6 for training and int(6 * 0.1) = 0"),
+]

@@ -1140,3 +1140,15 @@ CASES += [
     Reject(checks.check_label_smoothing_loss, LossPositionalSmoothing, "pass the smoothing by keyword"),
     Reject(checks.check_predict, predict_max_values, "max's values"),
 ]
+
+
+def predict_squeezed(model, images):
+    """Wrong: squeezes the logits, so a batch of one loses its batch dimension."""
+    model.eval()
+    with torch.no_grad():
+        return model(images).squeeze().argmax(dim=-1)
+
+
+CASES += [
+    Reject(checks.check_predict, predict_squeezed, "should have shape [1]"),
+]
