@@ -257,7 +257,8 @@ def test_state_changes_are_named_and_given_back(fn, symptom, allow):
     rng = torch.get_rng_state(), random.getstate(), np.random.get_state()[1].copy()
     settings = torch.is_grad_enabled(), torch.is_anomaly_enabled(), torch.get_default_dtype(), torch.get_num_threads()
     error = rejects(fn, 3)
-    assert symptom in error.symptom and error.where and error.mistake, str(error)
+    assert symptom in error.symptom and error.where, str(error)
+    assert error.mistake or "global random generator" in symptom, str(error)  # no generator given: symptom only
     assert torch.equal(rng[0], torch.get_rng_state()) and rng[1] == random.getstate()
     assert np.array_equal(rng[2], np.random.get_state()[1])
     assert settings == (torch.is_grad_enabled(), torch.is_anomaly_enabled(), torch.get_default_dtype(),
@@ -282,6 +283,16 @@ def test_state_is_given_back_when_the_learners_code_crashes():
     error = rejects(crashes, 1)
     assert "raised ValueError: boom" in str(error)
     assert torch.is_grad_enabled() and torch.equal(rng, torch.get_rng_state())
+
+
+def test_the_global_generator_message_names_a_cause_only_when_randomness_was_given():
+    def shuffles(order, generator=None):
+        return torch.randperm(len(order)).tolist()  # ignores the generator it is given
+
+    given = rejects(shuffles, [1, 2, 3], generator=torch.Generator().manual_seed(0))
+    assert "draw from the generator (or seed) the task gives you" in given.mistake, str(given)
+    not_given = rejects(shuffles, [1, 2, 3])
+    assert not_given.mistake is None and "hands it no generator" in not_given.symptom, str(not_given)
 
 
 def test_a_given_generator_may_be_used():

@@ -14,8 +14,10 @@ import hashlib
 import html
 import os
 import socket
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -540,3 +542,36 @@ def test_answers_to_the_solution_cells_are_what_the_scan_reads():
     nb = nbformat.read(REPO_ROOT / "solutions" / LESSON / f"{LESSON}.ipynb", as_version=4)
     cells = {text for _, text in scan.learner_cells(nb, nb)}
     assert {c.source for c in solution_cells(nb).values()} <= cells
+
+
+@pytest.mark.skipif(not sandbox._cgroup_roots().get("memory"), reason="no writable memory cgroup here (needs root)")
+def test_the_connection_folder_is_bounded_by_the_kernels_memory():
+    """The kernel must write its sockets into the connection folder; anything else it writes there is bounded.
+
+    The folder lives in shared memory, whose pages count against the kernel's memory cgroup: a kernel capped
+    at 64 MiB that writes 200 MiB there is stopped well before the end.
+    """
+    root = sandbox.private_root()
+    assert root == "/dev/shm"
+    private = Path(tempfile.mkdtemp(prefix="grader-test-", dir=root))
+    name = private.name
+    child = ("import sys\n"
+             "sys.path.insert(0, sys.argv[1])\n"
+             "from coursetools.grading import sandbox\n"
+             f"sandbox.cgroup_limits({name!r}, 64, 64 * 2**20)\n"
+             "written = 0\n"
+             "try:\n"
+             "    for i in range(50):\n"
+             f"        with open({str(private)!r} + f'/junk{{i}}', 'wb') as out:\n"
+             "            out.write(b'x' * 4 * 2**20)\n"
+             "        written += 4\n"
+             "finally:\n"
+             "    print(written, flush=True)\n")
+    try:
+        out = subprocess.run([sys.executable, "-c", child, str(REPO_ROOT)], capture_output=True, text=True, timeout=120)
+        written = int(out.stdout.split()[0]) if out.stdout.split() else 0
+        kept = sum(p.stat().st_size for p in private.iterdir()) // 2**20
+        assert written < 200 and kept <= 64, (written, kept, out)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+        sandbox.remove_cgroups(name)

@@ -137,6 +137,38 @@ def test_held_out_digits_are_the_test_split():
     assert len(labels) == len(mnist_dataset(train=False)) and images.shape[1:] == (1, 28, 28)
 
 
+def test_a_training_that_reads_the_held_out_digits_fails_and_the_next_one_starts_clean():
+    from helpers.data import mnist_dataset
+
+    def peeks(train_set, time_budget_s):
+        try:
+            mnist_dataset(train=False)
+        except Exception:
+            pass  # hiding the read does not hide it from the watch
+        return ref.build_model()
+
+    def honest(train_set, time_budget_s):
+        return ref.build_model()
+
+    result = checks._train(peeks, _tiny_set(), budget_s=10, limit_s=15, threads=1, seed=0)
+    assert result.model is None and "opened t10k-images-idx3-ubyte while it trained" in str(result.error)
+    checks.held_out_digits()  # the grader's own read, outside any training
+    result = checks._train(honest, _tiny_set(), budget_s=10, limit_s=15, threads=1, seed=0)
+    assert result.error is None
+
+
+def test_a_model_random_in_eval_mode_is_noticed_and_the_random_state_kept():
+    class AlwaysDropout(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.dropout(x.flatten(1)[:, :10], 0.5)
+
+    images, model = torch.randn(16, 1, 28, 28), ref.build_model().eval()
+    state = torch.get_rng_state()
+    assert checks._random_in_eval(AlwaysDropout().eval(), images)
+    assert not checks._random_in_eval(model, images)
+    assert torch.equal(torch.get_rng_state(), state)
+
+
 def test_graded_run_is_cached_per_function():
     calls = []
 

@@ -118,8 +118,9 @@ def test_reentrant_checkpoint_really_loses_the_first_blocks_gradients():
 
 
 def test_train_epoch_on_device_syncs_once_and_frees_gradients():
-    result, _, syncs, arrivals = checks._epoch_run(ref.train_epoch_on_device, checks.StepCase(1, 4, 5), learner=False)
-    assert syncs == [".item()"]
+    result, _, syncs, arrivals, _ = checks._epoch_run(ref.train_epoch_on_device, checks.StepCase(1, 4, 5),
+                                                      learner=False)
+    assert [sync.how for sync in syncs] == [".item()"] and not syncs[0].requires_grad
     assert set(arrivals) == {"none"}
     assert isinstance(result, float)
 

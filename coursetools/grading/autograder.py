@@ -112,7 +112,9 @@ class GraderExecute(Execute):
 
     def preprocess(self, nb: NotebookNode, resources: dict, km=None):
         self.kernel_name = sandbox.install_kernelspec()
-        self._private = Path(tempfile.mkdtemp(prefix="grader-"))  # short: Unix socket paths are <= 107 bytes
+        # short: Unix socket paths are <= 107 bytes. The kernel must write there (its sockets); in shared memory,
+        # whatever else it writes there counts against its control group's memory limit, so it is bounded.
+        self._private = Path(tempfile.mkdtemp(prefix="grader-", dir=sandbox.private_root()))
         self._secret = secrets.token_hex(16)
         (self._private / "secret").write_text(self._secret)
         self._names = locked_names(nb)

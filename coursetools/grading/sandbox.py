@@ -207,6 +207,20 @@ def _cgroup_roots() -> dict[str, Path]:
     return {c: base / c for c in ("pids", "memory") if (base / c / "tasks").exists() and os.access(base / c, os.W_OK)}
 
 
+def private_root() -> str | None:
+    """Where the grader makes a kernel's connection folder: shared memory when a memory cgroup caps the kernel.
+
+    The kernel creates its sockets in that folder, so it must be writable from inside the sandbox. Pages
+    written to a tmpfs are charged to the writer's memory cgroup: there, anything else the kernel writes
+    into the folder stops at the kernel's memory limit. Without such a cgroup, the usual temporary folder
+    (None), where only the per-file size limit (RLIMIT_FSIZE) applies.
+    """
+    shm = Path("/dev/shm")
+    if _cgroup_roots().get("memory") and shm.is_dir() and os.access(shm, os.W_OK):
+        return str(shm)
+    return None
+
+
 def cgroup_limits(name: str, processes: int, memory: int) -> list[Path]:
     """Move this process (and so everything it will start) into new control groups capping the number of
     processes and their memory together; return the groups made, for :func:`remove_cgroups`.

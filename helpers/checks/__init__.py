@@ -347,10 +347,23 @@ def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), **kwargs: A
             raise CheckError(f"{name} changed the {kind} it was given as {label}: {what}",
                              where=f"look at every line that uses {label}: {_WRITES.get(kind, 'anything that changes it')}",
                              mistake=f"the {kind} belongs to the caller, who still uses it; {fix}")
-    problem = _state_problem(name, state, after, allow)
+    problem = _state_problem(name, state, after, allow, randomness_given=_gives_randomness(fn, args, kwargs))
     if problem is not None:
         raise problem
     return result
+
+
+_RANDOMNESS_NAMES = ("seed", "generator", "rng", "g")
+
+
+def _gives_randomness(fn: Callable[..., Any], args: tuple, kwargs: dict) -> bool:
+    """Whether the call hands the function its own randomness: a generator, or an argument named like a seed."""
+    for label, value in _labelled(fn, args, kwargs):
+        if isinstance(value, (torch.Generator, random.Random)) or label.strip("`").lower() in _RANDOMNESS_NAMES:
+            return True
+        if type(value).__module__.startswith("numpy.random"):
+            return True
+    return False
 
 
 # What changes an argument of each kind in place: where to look when one changed.
@@ -1138,21 +1151,30 @@ def _reseeded(after: dict) -> int | None:
     return None
 
 
-def _state_problem(name: str, state: dict, after: dict, allow: Allow) -> CheckError | None:
-    """A CheckError for the first piece of global state the call left changed (and was not allowed to), or None."""
+def _state_problem(name: str, state: dict, after: dict, allow: Allow, *,
+                   randomness_given: bool = True) -> CheckError | None:
+    """A CheckError for the first piece of global state the call left changed (and was not allowed to), or None.
+
+    ``randomness_given``: the call handed the function a generator or a seed, so the named mistake can point
+    at it; otherwise the message says only what the evidence shows (the global generator moved).
+    """
     if not allow.global_rng:
         changed = _rng_changed(state, after)
         if changed:
             seed = _reseeded(after) if "torch" in changed else None
             how = (f"reseeded torch's global random generator (torch.manual_seed({seed}))" if seed is not None
                    else f"used the global random generator of {' and '.join(changed)} (its state changed)")
+            where = ("look for random draws without a generator= argument (torch.randn, randperm, rand, "
+                     "random.shuffle, np.random...), for manual_seed, and for layers built inside the function")
+            if randomness_given:
+                return CheckError(
+                    f"{name} {how}, which the rest of the program shares", where=where,
+                    mistake="draw from the generator (or seed) the task gives you, e.g. torch.randperm(n, "
+                            "generator=g); seeding or drawing from the global generator changes every random "
+                            "number the caller draws afterwards")
             return CheckError(
-                f"{name} {how}, which the rest of the program shares",
-                where="look for random draws without a generator= argument (torch.randn, randperm, rand, "
-                      "random.shuffle, np.random...), for manual_seed, and for layers built inside the function",
-                mistake="draw from the generator (or seed) the task gives you, e.g. torch.randperm(n, generator=g); "
-                        "seeding or drawing from the global generator changes every random number the caller "
-                        "draws afterwards")
+                f"{name} {how}, which the rest of the program shares; the task hands it no generator and asks "
+                "for nothing random from it", where=where)
     if not allow.grad_mode and (after["grad"] != state["grad"] or after["inference"] != state["inference"]):
         if after["inference"] != state["inference"]:
             left = f"inference mode switched {'on' if after['inference'] else 'off'}"

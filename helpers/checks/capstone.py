@@ -25,17 +25,21 @@ cached here (:func:`graded_run`), so the later graded cells only read it:
 
 The held-out digits (``train=False``: MNIST's test split; 2,000 digits in the
 offline fixture) are read only by :func:`held_out_accuracy`, which the hidden
-tests call. Nothing stops a learner's own code from reading them too; the
-instructor guide in the README says what can be checked.
+tests call. A training that opens their files (``t10k-*``) through Python fails
+with a message (:class:`_HeldOutWatch`); learner code can still read them in
+another cell, or without Python's ``open``: the instructor guide in the README
+says what else can be checked.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import os
 import random
 import resource
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -391,6 +395,25 @@ def _per_batch_mean(model: nn.Module, dataset: Dataset, batch_size: int) -> floa
     return sum(scores) / len(scores)
 
 
+def _expect_mode_kept_in_eval(fn: Callable, model: nn.Module, dataset: Dataset, batch_size: int,
+                              expected: float) -> None:
+    """A model that comes in eval mode leaves in eval mode: the mode it came in, and the mode it predicts in."""
+    model.eval()
+    what = f"accuracy_on(model in eval mode, dataset of {len(dataset)}, batch_size={batch_size})"
+    # task: "afterwards the model may stay in evaluation mode or go back to the mode it came in"; "It may draw
+    # from the global random generator". Here both are eval mode: the mode is checked below, by name.
+    got = call(fn, model, dataset, batch_size, allow=Allow(modes=True, global_rng=True))
+    training = [f"{name or 'the model'} ({type(m).__name__})" for name, m in model.named_modules() if m.training]
+    if training:
+        raise CheckError(f"{what} left {', '.join(training[:3])} in training mode; it came in eval mode, and the task "
+                         "allows only eval mode or the mode it came in",
+                         where="look at what you do to the model's mode after predicting",
+                         mistake="model.train() switches to training mode whatever mode the model came in: remember "
+                                 "model.training before model.eval(), and afterwards restore it with "
+                                 "model.train(was_training), or leave the model in eval mode")
+    expect_close(got, expected, what=what)
+
+
 def check_accuracy_on(fn: Callable, inputs: Sequence[tuple[int, int, int]] | None = None) -> None:
     """``fn(model, dataset, batch_size)``: the fraction correct, predicted in eval mode, without gradient tracking.
 
@@ -405,9 +428,14 @@ def check_accuracy_on(fn: Callable, inputs: Sequence[tuple[int, int, int]] | Non
             expected = ref.accuracy_on(copy.deepcopy(model), dataset, batch_size)
         model.train()
         seen: list[tuple[bool, list[str]]] = []  # per forward: grad tracking, submodules in training mode
-        model.register_forward_hook(lambda module, *_: seen.append(
-            (torch.is_grad_enabled(), [f"{name or 'the model'} ({type(m).__name__})"
-                                       for name, m in module.named_modules() if m.training])))
+        sizes: list[int] = []  # per forward: the number of images
+
+        def note(module: nn.Module, args: tuple, output: Any) -> None:
+            sizes.append(len(args[0]))
+            seen.append((torch.is_grad_enabled(), [f"{name or 'the model'} ({type(m).__name__})"
+                                                   for name, m in module.named_modules() if m.training]))
+
+        model.register_forward_hook(note)
         what = f"accuracy_on(model in training mode, dataset of {n}, batch_size={batch_size})"
         # task: "Predict in evaluation mode": switching the caller's model to eval is part of the job
         # and "It may draw from the global random generator": a DataLoader draws its base seed from it. The model's
@@ -431,6 +459,11 @@ def check_accuracy_on(fn: Callable, inputs: Sequence[tuple[int, int, int]] | Non
                where="look at what surrounds the forward passes",
                mistake="with gradient tracking on, every intermediate result is stored for a backward pass that "
                        "never comes: predict inside `with torch.no_grad():` (or torch.inference_mode())")
+        expect(max(sizes, default=0) <= batch_size,
+               f"{what}: the model was given {max(sizes, default=0)} images in one forward pass, more than "
+               f"batch_size={batch_size}", where="look at the batch size you predict with",
+               mistake="predict batch_size images at a time, the number the caller gives (a whole dataset in one "
+                       "batch may not fit in memory): DataLoader(dataset, batch_size=batch_size)")
         expect_close(got, expected, what=what, mistakes=[
             Mistake("that is the mean of the per-batch accuracies; the last, smaller batch then counts as much as "
                     "a full one. Count correct predictions over all batches and divide by len(dataset)",
@@ -441,6 +474,7 @@ def check_accuracy_on(fn: Callable, inputs: Sequence[tuple[int, int, int]] | Non
             Mistake("that is a percentage; return the fraction (0 to 1)", lambda: expected * 100,
                     where="look at what you return"),
         ])
+        _expect_mode_kept_in_eval(fn, model, dataset, batch_size, expected)
     passed("accuracy_on", len(inputs))
 
 
@@ -468,6 +502,31 @@ def _expect_logits(out: Any, n: int, what: str) -> None:
     expect(bool(torch.isfinite(out).all()), f"{what}: the model's scores contain nan or inf")
 
 
+def _expect_fresh_weights(fn: Callable, first: nn.Module, second: nn.Module) -> None:
+    """The weights come from the global generator as the caller left it: not reseeded, not from a fixed seed."""
+    what = "build_model()"
+    states = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        # task: "its layers draw their first weights from the global random generator"
+        call(fn, allow=Allow(global_rng=True))
+        states.append(torch.get_rng_state())
+    if torch.equal(states[0], states[1]):
+        raise CheckError(f"{what} leaves the global random generator of torch in the same state whatever state it "
+                         "found (called after torch.manual_seed(1), then after torch.manual_seed(2)): it seeds it",
+                         where="look for torch.manual_seed (or torch.random.seed, set_rng_state) in build_model",
+                         mistake="seeding inside build_model resets every random number the rest of the program "
+                                 "draws afterwards: leave seeding to the caller (the grader seeds before training)")
+    if isinstance(first, nn.Module) and isinstance(second, nn.Module):
+        pairs = list(zip(first.parameters(), second.parameters()))
+        expect(not pairs or not all(a.shape == b.shape and torch.equal(a, b) for a, b in pairs),
+               f"{what} returned two models with the same initial weights in two calls, with the global random "
+               "generator in another state each time",
+               where="look at where the initial weights come from",
+               mistake="every call should start from fresh random weights, drawn from the global generator as the "
+                       "caller left it: do not seed a generator inside build_model")
+
+
 def check_build_model(fn: Callable, inputs: Sequence[int] | None = None) -> None:
     """``fn()``: a new nn.Module on every call, mapping ``[N, 1, 28, 28]`` images to ``[N, 10]`` logits."""
     sizes = inputs or [5, 1]
@@ -485,6 +544,7 @@ def check_build_model(fn: Callable, inputs: Sequence[int] | None = None) -> None
                "call", where="look at where the layers are created",
                mistake="build the layers inside the function, so every training starts from fresh weights")
         expect(any(True for _ in first.parameters()), f"{what}: the model has no parameters to train")
+        _expect_fresh_weights(fn, first, second)
         g = torch.Generator().manual_seed(7)
         for n in sizes:
             x = torch.randn(n, 1, 28, 28, generator=g)
@@ -531,6 +591,7 @@ class TrainingResult:
     val_correct: int | None = None
     error: CheckError | None = None
     held_out: tuple[int, int] | None = None  # (correct, total), filled in by held_out_accuracy
+    random_in_eval: bool = False  # two forward passes of the same images in eval mode gave different scores
 
 
 class _OutOfTime(BaseException):
@@ -587,6 +648,60 @@ def validation_estimate(correct: int, total: int, tiers: Sequence[float] = TIERS
             f"{high:.1%}). Held-out tiers: {outlooks}")
 
 
+# The held-out digits' files: torchvision's MNIST reads its test split (train=False) from
+# t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte (.gz when downloaded), whatever the root.
+HELD_OUT_FILE_PREFIX = "t10k-"
+
+
+class _HeldOutWatch:
+    """Notes the first file of the held-out digits that Python opens while a graded training runs.
+
+    A Python audit hook (``sys.addaudithook``) sees every ``open`` (``open``, ``io.open``,
+    ``os.open``, ``np.load``, torchvision's readers...). It is installed once, on the first graded
+    training, and cannot be removed; outside a training it returns after one comparison, and a
+    training raises a few hundred audit events in all, so it costs nothing measurable. Code that
+    reads the files without Python's ``open`` (a C library, another process) is not seen: the
+    README's instructor guide says what else to check.
+    """
+
+    def __init__(self) -> None:
+        self.active = False
+        self.opened: str | None = None
+        self.installed = False
+
+    def __call__(self, event: str, args: tuple) -> None:
+        if event != "open" or not self.active or self.opened is not None:
+            return
+        try:
+            path = os.fsdecode(args[0])
+        except (TypeError, IndexError, ValueError):  # a file descriptor, not a path
+            return
+        if os.path.basename(path).startswith(HELD_OUT_FILE_PREFIX):
+            self.opened = path
+
+    def start(self) -> "_HeldOutWatch":
+        """Watch from now on, forgetting what an earlier training opened."""
+        if not self.installed:
+            sys.addaudithook(self)
+            self.installed = True
+        self.opened, self.active = None, True
+        return self
+
+    def stop(self) -> None:
+        self.active = False
+
+
+_held_out_watch = _HeldOutWatch()
+
+
+def _held_out_read_error(name: str, path: str) -> CheckError:
+    return CheckError(f"{name} opened {os.path.basename(path)} while it trained: a file of MNIST's test split, "
+                      "the held-out digits the model is graded on. The rules allow it only the train_set it is "
+                      "given, so this training cannot be graded",
+                      where="look for datasets.MNIST(..., train=False) or anything else inside build_and_train that "
+                            "reads the test split")
+
+
 def _describe_return(result: Any) -> str | None:
     """Why ``result`` is not a model, in words, or None when it is one."""
     if isinstance(result, nn.Module):
@@ -617,6 +732,7 @@ def _train(fn: Callable, train_set: Dataset, budget_s: float, limit_s: float, th
             previous = signal.signal(signal.SIGPROF, _raise_out_of_time)
             signal.setitimer(signal.ITIMER_PROF, limit_s)
         cpu_start, start = cpu_seconds(), time.perf_counter()
+        watch = _held_out_watch.start()
         try:
             # task: "The grader seeds PyTorch, NumPy and `random` with 0 before calling your function": training
             # draws from the global generators (initial weights, dropout, shuffling). The thread rule has its own
@@ -640,6 +756,7 @@ def _train(fn: Callable, train_set: Dataset, budget_s: float, limit_s: float, th
                                "or by the grader's limit on a cell's clock time, before the training finished. "
                                "Run the cell that defines build_and_train again to train again")
         finally:
+            watch.stop()
             seconds = time.perf_counter() - start
             cpu_used = cpu_seconds() - cpu_start
             if alarm:
@@ -647,6 +764,8 @@ def _train(fn: Callable, train_set: Dataset, budget_s: float, limit_s: float, th
                 signal.signal(signal.SIGPROF, previous)
             left_threads = torch.get_num_threads()
             torch.set_num_threads(saved_threads)
+    if watch.opened is not None:  # whatever else went wrong: the rule broken comes first
+        error = _held_out_read_error(name, watch.opened)
     if error is None and cpu_used > limit_s:
         error = CheckError(f"{name} used {cpu_used:.1f} s of CPU time, more than the time limit of {limit_s:.0f} s (the "
                            f"{budget_s:.0f} s budget plus {limit_s / budget_s - 1:.0%})",
@@ -674,6 +793,20 @@ def _prepared(model: nn.Module, name: str, images: torch.Tensor) -> None:
         raise CheckError(f"{name}'s model cannot be moved to the CPU: {type(error).__name__}: {error}") from error
     model.eval()
     _expect_logits(_forward(model, images, f"{name}'s model"), len(images), f"{name}'s model")
+
+
+def _random_in_eval(model: nn.Module, images: torch.Tensor) -> bool:
+    """True when the prepared (eval-mode) model gives different scores for the same images in two calls."""
+    with _KeptRandomState():
+        first = _forward(model, images, "the graded model")
+        second = _forward(model, images, "the graded model")
+    return not torch.equal(first, second)
+
+
+RANDOM_IN_EVAL = ("Your model gave different scores for the same 16 images in two calls after model.eval(): "
+                  "something random stays switched on in eval mode")
+RANDOM_IN_EVAL_WHERE = ("look for randomness in forward that model.eval() does not switch off, e.g. F.dropout "
+                        "without training=self.training (nn.Dropout follows the mode by itself)")
 
 
 def check_build_and_train(fn: Callable, inputs: Sequence[int] | None = None) -> None:
@@ -717,6 +850,7 @@ def graded_run(fn: Callable, run: GradedRun | None = None) -> TrainingResult:
         try:
             images, _ = ref.stack_dataset(Subset(val, range(16)))
             _prepared(result.model, getattr(fn, "__name__", "build_and_train"), images)
+            result.random_in_eval = _random_in_eval(result.model, images)
             with _KeptRandomState():
                 result.val_accuracy = ref.accuracy_on(result.model, val)
                 result.val_correct = round(result.val_accuracy * len(val))
@@ -728,10 +862,11 @@ def graded_run(fn: Callable, run: GradedRun | None = None) -> TrainingResult:
 
 
 def _report(result: TrainingResult, run: GradedRun) -> str:
+    note = f"\nNote: {RANDOM_IN_EVAL}; {RANDOM_IN_EVAL_WHERE}." if result.random_in_eval else ""
     return (f"trained on {result.train_size:,} digits in {result.cpu_seconds:.1f} s of CPU time "
             f"({result.seconds:.1f} s on the clock, {run.threads} thread{'s' if run.threads > 1 else ''}; "
             f"budget {run.budget_s:.0f} s, stopped at {run.limit_s:.0f} s).\n"
-            + validation_estimate(result.val_correct, run.val_digits))
+            + validation_estimate(result.val_correct, run.val_digits) + note)
 
 
 def check_within_budget(fn: Callable, inputs: Sequence[GradedRun] | None = None) -> None:
@@ -793,11 +928,13 @@ def _check_tier(fn: Callable, threshold: float, inputs: Sequence[GradedRun] | No
     for run in inputs or [GradedRun()]:
         correct, total = held_out_accuracy(fn, run)
         accuracy = correct / total
-        val = graded_run(fn, run).val_accuracy
+        result = graded_run(fn, run)
         if accuracy < threshold:
+            random_note = f". {RANDOM_IN_EVAL}" if result.random_in_eval else ""
             raise CheckError(f"held-out accuracy {accuracy:.2%} ({correct:,} of {total:,} digits) is below "
-                             f"{threshold:.1%} (your validation accuracy was {val:.2%}); this cell needs "
-                             f"at most {math.floor(total * (1 - threshold) + 1e-9):,} mistakes")
+                             f"{threshold:.1%} (your validation accuracy was {result.val_accuracy:.2%}); this cell "
+                             f"needs at most {math.floor(total * (1 - threshold) + 1e-9):,} mistakes{random_note}",
+                             where=RANDOM_IN_EVAL_WHERE if result.random_in_eval else None)
         print(f"✔ held-out accuracy {accuracy:.2%} ({correct:,} of {total:,} digits) reaches {threshold:.1%}")
 
 

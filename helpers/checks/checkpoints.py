@@ -31,7 +31,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from helpers.checks import Allow, CheckError, call, describe, expect, passed, same_value, substitute
+from helpers.checks import (Allow, CheckError, call, describe, expect, passed, same_tensor, same_value,
+                           substitute)
 from helpers.reference import checkpoints as ref
 
 N_FEATURES, N_CLASSES = 6, 3
@@ -422,8 +423,24 @@ def _run_resumable(fn: Callable[..., Any], case: Case) -> tuple[int, bool, int, 
     The learner's function runs with the reference save_checkpoint and load_checkpoint (one bug
     loses one exercise: those two have their own checks).
     """
-    with substitute(fn, save_checkpoint=ref.save_checkpoint, load_checkpoint=ref.load_checkpoint):
+    _RESUME_LOG.clear()
+    save, load = ref.save_checkpoint, ref.load_checkpoint  # now: the reference's own names are swapped below too
+
+    def saving(path, model, optimizer, scheduler, generator, epoch, loss):
+        _RESUME_LOG.append(("save", epoch))
+        return save(path, model, optimizer, scheduler, generator, epoch, loss)
+
+    def loading(path, model, optimizer, scheduler, generator):
+        start = load(path, model, optimizer, scheduler, generator)
+        _RESUME_LOG.append(("load", start))
+        return start
+
+    with substitute(fn, save_checkpoint=saving, load_checkpoint=loading):
         return _run_resumable_as_is(fn, case)
+
+
+# What the last _run_resumable saw the learner's function do: ("save", epoch), ("load", start) and ("restart", None)
+_RESUME_LOG: list[tuple[str, Any]] = []
 
 
 def _run_resumable_as_is(fn: Callable[..., Any], case: Case) -> tuple[int, bool, int, dict, dict | None]:
@@ -443,6 +460,7 @@ def _run_resumable_as_is(fn: Callable[..., Any], case: Case) -> tuple[int, bool,
             raise CheckError(f"{name} raised {type(error).__name__}: {error}") from error
         saved = torch.load(path, map_location="cpu", weights_only=False) if path.exists() else None
         r = _setup(case, restart=True)
+        _RESUME_LOG.append(("restart", None))
         try:
             fn(r.model, r.optimizer, r.scheduler, r.loader, r.generator, case.epochs, path, second)
         except Exception as error:
@@ -458,14 +476,38 @@ def _expect_epochs(case: Case, first: int, crashed: bool, second: int, saved: di
            f"stopped calling run_epoch after {first} epochs; loop over range(start, epochs)")
     expect(saved is not None, f"{what}: the job was stopped after {k} finished epochs and no checkpoint file "
            "existed: save a checkpoint at the end of every epoch, not only at the end of training")
+    log = list(_RESUME_LOG)
+    restart = log.index(("restart", None)) if ("restart", None) in log else len(log)
+    saved_before = [e for kind, e in log[:restart] if kind == "save"]
+    saved_after = [e for kind, e in log[restart:] if kind == "save"]
+    loaded = [e for kind, e in log[restart:] if kind == "load"]
+    expect(not (isinstance(saved, dict) and saved.get("epoch") == k),
+           f"{what}: the job was stopped during epoch {k} (epochs 0 to {k - 1} had finished), and the checkpoint it "
+           f"left records epoch {k} as finished", where="look at where in the loop you save",
+           mistake="you saved before run_epoch ran: a checkpoint marks its epoch finished, so save after "
+                   "run_epoch returns")
+    if second == n and loaded:
+        raise CheckError(f"{what}: after the restart your function loaded the checkpoint (load_checkpoint returned "
+                         f"{loaded[0]}) and then ran {second} epochs; {n - k} were left ({n} in all)",
+                         where="look at where your loop over the epochs stops",
+                         mistake="epochs is the number of epochs in total, not how many more to run: loop over "
+                                 "range(start, epochs)")
     expect(second != n, f"{what}: after the restart your function ran all {n} epochs again: when the checkpoint "
            "file exists, load it and start at the epoch load_checkpoint returns (the saved epoch + 1)")
     expect(second != n - k + 1, f"{what}: after the restart epoch {k} ran again (off by one): the saved epoch "
            "is finished, so resume at saved epoch + 1")
-    expect(second != n - k - 1, f"{what}: after the restart one epoch too few ran ({second} instead of {n - k}); "
-           "range(start, epochs) already stops at the last epoch")
+    if second == n - k - 1 and loaded and saved_after and saved_after[0] == loaded[0] + 1:
+        raise CheckError(f"{what}: after the restart one epoch too few ran ({second} instead of {n - k}): "
+                         f"load_checkpoint returned {loaded[0]}, and the first epoch saved after it was "
+                         f"{saved_after[0]}", where="look at what you do with load_checkpoint's result",
+                         mistake="load_checkpoint already returns the next epoch to run (the saved epoch + 1); "
+                                 "adding 1 to it skips an epoch")
+    expect(second != n - k - 1, f"{what}: after the restart one epoch too few ran ({second} instead of {n - k})",
+           where="look at the bounds of your loop over the epochs",
+           mistake="range(start, epochs) already stops at the last epoch, epochs - 1")
     expect(second == n - k, f"{what}: after the restart {second} epochs ran; {n - k} were left ({n} in all, "
            f"{k} done before the stop)")
+    del saved_before
 
 
 def _second_interruption(fn: Callable[..., Any], case: Case) -> tuple[Any, int]:
@@ -546,19 +588,29 @@ def _small_state(seed: int) -> dict[str, Any]:
 def check_load_on_cpu(fn: Callable[[Path], dict], inputs: Sequence[int] | None = None) -> None:
     """A checkpoint written on a GPU ('cuda:0') loads onto the CPU."""
     inputs = inputs if inputs is not None else [0, 1]
-    for seed in inputs:
-        what = f"load_on_cpu(a checkpoint saved on cuda:0, seed {seed})"
+    # "saved on a GPU": the first one, or another (every rank but 0 of a multi-GPU job saves from cuda:1, ...)
+    for seed, gpu in [(seed, gpu) for seed in inputs for gpu in ("cuda:0", "cuda:1")]:
+        what = f"load_on_cpu(a checkpoint saved on {gpu}, seed {seed})"
         with _workspace() as folder:
             want = _small_state(seed)
-            path = make_cuda_checkpoint(folder / "gpu.pt", want)
+            path = make_cuda_checkpoint(folder / "gpu.pt", want, device=gpu)
             try:
                 # the notebook's DEVICE is the CPU here; a stand-in shows code that loads onto DEVICE
-                with substitute(fn, DEVICE=torch.device("meta")):
+                with substitute(fn, DEVICE=torch.device("meta")), \
+                        mock.patch.object(torch, "load", wraps=torch.load) as spy:
                     got = call(fn, path)
             except CheckError as error:
                 if CUDA_ERROR in str(error):
-                    raise CheckError(f"{what}: torch.load tried to put the tensors back on 'cuda:0', where they "
-                                     "were saved, and this machine has no GPU. Pass map_location='cpu'") from None
+                    maps = [c.kwargs.get("map_location", c.args[1] if len(c.args) > 1 else None)
+                            for c in spy.call_args_list]
+                    renamed = next((m for m in maps if isinstance(m, dict)), None)
+                    raise CheckError(f"{what}: torch.load tried to put the tensors back on '{gpu}', where they "
+                                     "were saved, and this machine has no GPU",
+                                     where="look at the map_location you pass to torch.load",
+                                     mistake=(f"map_location={renamed!r} maps only the devices it names, and this "
+                                              f"file comes from '{gpu}'; pass map_location='cpu', which maps every "
+                                              "device" if renamed is not None else
+                                              "pass map_location='cpu'")) from None
                 raise
         expect(isinstance(got, dict) and got.keys() == want.keys(),
                f"{what} should return the whole checkpoint (a dict with keys {sorted(want)}), not {describe(got)}")
@@ -662,6 +714,12 @@ def check_strip_module_prefix(fn: Callable[[dict], dict], inputs: Sequence[dict]
         for key in want:
             expect(isinstance(got[key], torch.Tensor) and same_value(got[key], want[key]),
                    f"{what}: the value of '{key}' changed; keep every tensor as it is")
+            # task: "with the same tensors": a copy holds the same values in memory of its own
+            expect(same_tensor(got[key], want[key]),
+                   f"{what}: '{key}' holds a copy of the tensor it was given (equal values, memory of its own); the "
+                   "task asks for the same tensors", where="look at what you do to each value",
+                   mistake="clone() (or copy.deepcopy, torch.tensor(v)) doubles the model's memory; put the given "
+                           "tensor itself in the new dict")
     passed("strip_module_prefix", len(inputs))
 
 
@@ -756,12 +814,18 @@ def _play_jitter(fn: Callable[..., Any], case: JitterCase, folder: Path) -> tupl
     path = folder / "run.pt"
     reported: list[int] = []
     kills = list(case.kills)
+    unsaved: list[int] = []  # epochs reported to after_epoch while the file still held what it held before them
     for attempt in range(len(kills) + 1):
         run = jitter_run(case.seed if attempt == 0 else case.seed + 1000 * attempt)  # a restart: other seeds
         kill_at = kills[attempt] if attempt < len(kills) else None
+        file_seen = [_file_bytes(path)]
 
         def after_epoch(epoch: int) -> None:
             reported.append(epoch)
+            now = _file_bytes(path)
+            if now == file_seen[0]:
+                unsaved.append(epoch)
+            file_seen[0] = now
             if kill_at is not None and epoch == kill_at - 1:
                 raise _Killed(f"killed after epoch {epoch}")
 
@@ -781,7 +845,21 @@ def _play_jitter(fn: Callable[..., Any], case: JitterCase, folder: Path) -> tupl
                              f"but it returned; epochs {reported} were reported to after_epoch",
                              where="look at when you call after_epoch",
                              mistake="call after_epoch(epoch) after every epoch, once its checkpoint is saved")
+    if unsaved:
+        raise CheckError(f"{name} on {case}: when after_epoch({unsaved[0]}) was called, the file at path still held "
+                         f"what it held before epoch {unsaved[0]} ran (nothing of that epoch was saved yet)",
+                         where="look at the order of saving and after_epoch in your loop",
+                         mistake="after_epoch(epoch) comes once nothing of the epoch can be lost: the job may be "
+                                 "killed inside it, so save the checkpoint first, then call after_epoch")
     return _state(run.model), reported
+
+
+def _file_bytes(path: Path) -> bytes | None:
+    """The file's content, or None when there is none."""
+    try:
+        return path.read_bytes()
+    except (FileNotFoundError, IsADirectoryError):
+        return None
 
 
 def check_train_jittered(fn: Callable[..., Any], inputs: Sequence[JitterCase] | None = None) -> None:
@@ -830,7 +908,9 @@ def _jitter_mistake(got: dict[str, torch.Tensor], case: JitterCase) -> str | Non
                                      "random.uniform, so save random.getstate() and restore it with random.setstate"),
                           ("torch", "torch's global random state was not restored: dropout draws from it"),
                           ("scheduler", "the scheduler's state was not restored"),
-                          ("optimizer", "the optimizer's state (Adam's moment estimates) was not restored")):
+                          ("optimizer", "the optimizer's state (Adam's moment estimates) was not restored"),
+                          ("loader", "the loader's generator was not restored: the loader shuffles with run.generator, "
+                                     "so save run.generator.get_state() and restore it with set_state")):
         with _workspace() as folder, _python_random_kept():
             twin = _play_jitter(_losing(lost), case, folder)[0]
         if same_value(got, twin, atol=0, rtol=0):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+import weakref
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -29,6 +30,11 @@ WHERE_RETURN = "look at your return statement"
 
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
+
+
+def _not_this() -> Any:
+    """Inside a Mistake's wrong_answer: this mistake cannot apply to this input (raising reads as "not this one")."""
+    raise LookupError("this mistake does not apply to this input")
 
 
 def _check_part(part: str, allowed: Sequence[str]) -> None:
@@ -156,6 +162,9 @@ def check_fix_length(fn: Callable[[torch.Tensor, int], torch.Tensor],
         (torch.randn(20, generator=_gen(0)), 20),
         (torch.tensor([1.0, 2.0, 3.0]), 5),
         (torch.randn(7, generator=_gen(1)), 12),
+        # "The result keeps the signal's dtype": padding int64 and float64 signals shows zeros of another dtype.
+        (torch.tensor([4, -2, 7]), 6),
+        (torch.randn(2, dtype=torch.float64, generator=_gen(2)), 5),
     ]
     chosen = [(s, n) for s, n in inputs
               if part == "both" or (part == "crop") == (len(s) >= n)]
@@ -171,7 +180,15 @@ def check_fix_length(fn: Callable[[torch.Tensor, int], torch.Tensor],
                                         "e.g. F.pad(signal, (0, length - len(signal)))",
                                         lambda: torch.nn.functional.pad(signal, (length - n, 0)) if n < length else None),
                                 Mistake(f"the signal came back unchanged ({n} samples); it must have exactly "
-                                        f"{length}", lambda: signal if n != length else None)])
+                                        f"{length}", lambda: signal if n != length else None),
+                                Mistake(f"the zeros you appended are {torch.get_default_dtype()} (the default of "
+                                        f"torch.zeros), so the {signal.dtype} signal was promoted: make the zeros "
+                                        "with the signal's dtype (dtype=signal.dtype), or use F.pad",
+                                        matches=lambda t: isinstance(t, torch.Tensor) and n < length
+                                        and t.dtype != signal.dtype and t.shape == (length,)
+                                        and t.dtype == torch.promote_types(signal.dtype,
+                                                                           torch.get_default_dtype()),
+                                        where="look at the dtype of the zeros you pad with")])
     passed(f"fix_length ({part})" if part != "both" else "fix_length", len(chosen))
 
 
@@ -184,6 +201,7 @@ def _default_clips() -> list[ClipSpec]:
         "high_001.npy": rng.standard_normal(80).astype(np.float32),
         "low_002.npy": rng.standard_normal(50).astype(np.float32),
         "high_003.npy": rng.standard_normal(12).astype(np.float32),
+        "low_004_take_2.npy": rng.standard_normal(61).astype(np.float32),  # <anything> may hold underscores
     }
     second = {  # float64 on disk, three classes, names that sort differently from the write order
         "dog_10.npy": rng.standard_normal(25),
@@ -229,10 +247,25 @@ def check_clip_dataset(cls: type, inputs: Sequence[ClipSpec] | None = None, part
                                  f"expected {n}", where="look at which files __init__ keeps and what __len__ counts",
                                  mistake=(f"you counted every file in the folder ({every}), but only the {n} .npy "
                                           "files are clips" if got_n == every else None))
-            with substitute(cls, fix_length=ref.fix_length):
-                items = [_item(dataset, i, n, "dataset") for i in range(n)]
-            wanted = [expected[i] for i in range(n)]
             names = [path.name for path in expected.files]
+            items = []
+            with substitute(cls, fix_length=ref.fix_length):
+                for i in range(n):
+                    try:
+                        items.append(_item(dataset, i, n, "dataset"))
+                    except CheckError as error:
+                        cause = error.__cause__
+                        if "_" in Path(names[i]).stem.partition("_")[2] and isinstance(cause, (ValueError, KeyError)):
+                            raise CheckError(f"dataset[{i}], the file {names[i]}, raised {type(cause).__name__}: "
+                                             f"{cause}; expected a clip and the label of its class "
+                                             f"'{names[i].partition('_')[0]}'",
+                                             where="look at how the class name is taken from the file name: the "
+                                                   "task's <class name>_<anything>.npy allows '_' in <anything>",
+                                             mistake="the class name is the part before the first '_'; the rest "
+                                                     "may hold more underscores (str.partition, or split('_')[0])"
+                                             ) from cause
+                        raise
+            wanted = [expected[i] for i in range(n)]
             for i, item in enumerate(items):
                 expect(isinstance(item, (tuple, list)) and len(item) == 2,
                        f"dataset[{i}] is {describe(item)}; expected a pair (clip, label)",
@@ -299,6 +332,7 @@ def _default_batches() -> list[list[torch.Tensor]]:
     return [
         [torch.tensor([1.0, 2.0, 3.0]), torch.tensor([4.0]), torch.tensor([5.0, 6.0])],
         [torch.tensor([7, 3, 9, 2]), torch.tensor([5, 1]), torch.tensor([8, 8, 8, 8, 8, 1])],
+        [torch.tensor([0.5, 0.0]), torch.tensor([0.0, 2.0, 0.0, 1.5])],  # data may hold zeros, even at the end
     ]
 
 
@@ -337,8 +371,16 @@ def _padded_mistakes(batch: list[torch.Tensor], want: torch.Tensor) -> list[Mist
     ]
 
 
-def _lengths_mistakes(lengths: list[int], longest: int, numels: list[int] | None = None) -> list[Mistake]:
+def _lengths_mistakes(lengths: list[int], longest: int, numels: list[int] | None = None,
+                      padded: torch.Tensor | None = None) -> list[Mistake]:
+    # Time steps that hold a non-zero value: what counting "real" entries of the padded batch gives.
+    nonzero = None if padded is None else (padded != 0).flatten(2).any(dim=2).sum(dim=1) if padded.dim() > 2 \
+        else (padded != 0).sum(dim=1)
     mistakes = [
+        Mistake("you counted the non-zero values of each padded row, but a sequence may hold zeros itself (this "
+                "batch's do): take each sequence's length before padding, len(sequence)",
+                lambda: nonzero if nonzero is not None and nonzero.tolist() != lengths else _not_this(),
+                where="look at where the lengths come from"),
         Mistake("lengths should be a tensor: torch.tensor([...]) (int64)",
                 matches=lambda t: isinstance(t, (list, tuple)) and list(t) == lengths),
         Mistake(f"those are the lengths after padding (all {longest}): record each sequence's own length",
@@ -364,7 +406,7 @@ def check_pad_collate(fn: Callable[[list[torch.Tensor]], tuple[torch.Tensor, tor
                           mistakes=_padded_mistakes(batch, want_padded))
         if part in ("both", "lengths"):
             expect_tensor(lengths, want_lengths, what=f"the lengths for lengths {shown}",
-                          mistakes=_lengths_mistakes(shown, want_padded.shape[1]))
+                          mistakes=_lengths_mistakes(shown, want_padded.shape[1], padded=want_padded))
     passed(f"pad_collate ({part})" if part != "both" else "pad_collate", len(inputs))
 
 
@@ -374,6 +416,7 @@ def check_collate_sequences(fn: Callable[[list[tuple[torch.Tensor, int]]], tuple
     inputs = inputs if inputs is not None else [
         [(torch.tensor([1.0, 2.0, 3.0]), 0), (torch.tensor([4.0]), 2), (torch.tensor([5.0, 6.0]), 1)],
         [(torch.randn(4, 2, generator=g), 1), (torch.randn(6, 2, generator=g), 0), (torch.randn(2, 2, generator=g), 1)],
+        [(torch.tensor([[0.5, 0.0], [0.0, 0.0]]), 2), (torch.tensor([[0.0, 1.0], [2.0, 0.0], [0.0, 0.0]]), 0)],  # zeros
     ]
     for batch in inputs:
         sequences = [s for s, _ in batch]
@@ -386,7 +429,7 @@ def check_collate_sequences(fn: Callable[[list[tuple[torch.Tensor, int]]], tuple
                                 *_padded_mistakes(sequences, want_padded)])
         expect_tensor(lengths, want_lengths, what=f"the lengths for sequences of shapes {shapes}",
                       mistakes=_lengths_mistakes([len(s) for s in sequences], want_padded.shape[1],
-                                                 [s.numel() for s in sequences]))
+                                                 [s.numel() for s in sequences], padded=want_padded))
         label_list = [y for _, y in batch]
         expect_tensor(labels, want_labels, what=f"the labels {label_list}",
                       mistakes=[Mistake("the labels are still a tuple or list: you forgot to convert them "
@@ -409,10 +452,15 @@ def _image_set(n: int, size: int, seed: int) -> TensorDataset:
 def _stats_mistakes(dataset: TensorDataset, batch_size: int, which: str) -> list[Mistake]:
     images = dataset.tensors[0].double()
     batches = list(images.split(batch_size))
+    pixels = images[0].numel()
     if which == "mean":
         return [Mistake("you averaged the per-batch means, but the last batch is smaller, so its pixels count "
                         "too much: add up sums and pixel counts over all batches, then divide once",
                         lambda: sum(b.mean().item() for b in batches) / len(batches)),
+                Mistake(f"that is the mean times {pixels}, the number of pixels per image: you counted images "
+                        "(len(images)), not pixels; n must count every pixel (images.numel())",
+                        lambda: images.sum().item() / len(images) if pixels > 1 else _not_this(),
+                        where="look at what your count n adds up per batch"),
                 Mistake("that is the mean of the first batch only; go through the whole dataset",
                         lambda: batches[0].mean().item() if len(batches) > 1 else None)]
     per_image = [torch.stack([img.std(correction=c) for img in images]).mean().item() for c in (0, 1)]
@@ -427,6 +475,9 @@ def _stats_mistakes(dataset: TensorDataset, batch_size: int, which: str) -> list
                   "over all pixels at once", (lambda v=v: v)) for v in per_pixel],
         Mistake("that is the variance; the standard deviation is its square root",
                 lambda: images.var(correction=0).item()),
+        Mistake("your variance came out negative, so its square root is complex: sum(x**2) / n - mean**2 is never "
+                "negative when the sums and n describe the same pixels; n must count every pixel (images.numel())",
+                matches=lambda got: isinstance(got, complex), where="look at the count you divide the sums by"),
     ]
 
 
@@ -442,12 +493,30 @@ def _batch_spy(tensors: Sequence[torch.Tensor], log: list[int]) -> TensorDataset
     return BatchSpy(*tensors)
 
 
+def _holding_spy(held: list[int]) -> type:
+    """A DataLoader that records, in ``held``, how many of the batches it gave earlier are still alive (held by
+    the caller) each time it gives the next one: a loop that keeps only running totals holds at most one."""
+
+    class DataLoader(torch.utils.data.DataLoader):
+        def __iter__(self):
+            given: list[weakref.ref] = []
+            for batch in super().__iter__():
+                held.append(sum(ref_() is not None for ref_ in given))
+                first = batch[0] if isinstance(batch, (tuple, list)) and batch else batch
+                if isinstance(first, torch.Tensor):
+                    given.append(weakref.ref(first))
+                yield batch
+
+    return DataLoader
+
+
 def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
                    inputs: Sequence[tuple[TensorDataset, int]] | None = None, part: str = "both") -> None:
     """``part``: "mean" or "std" tests only that number. Either form of the std is accepted:
     dividing by the pixel count, or by the count minus one (what tensor.std() does)."""
     _check_part(part, ("both", "mean", "std"))
-    inputs = inputs if inputs is not None else [(_image_set(25, 6, 0), 10), (_image_set(12, 5, 1), 4)]
+    inputs = inputs if inputs is not None else [(_image_set(25, 6, 0), 10), (_image_set(12, 5, 1), 4),
+                                                (_image_set(22, 3, 2), 4)]
     for dataset, batch_size in inputs:
         images = dataset.tensors[0].double()
         shown = f"mean_std({len(dataset)} images of shape {list(images.shape[1:])}, batch_size={batch_size})"
@@ -455,7 +524,19 @@ def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
         spy = _batch_spy(dataset.tensors, batches) if isinstance(dataset, TensorDataset) else dataset
         # task: "Go through it with DataLoader(dataset, batch_size=batch_size)": iterating a DataLoader built
         # without a generator draws its base seed from the global generator, so that draw is allowed.
-        got = call(fn, spy, batch_size, allow=Allow(global_rng=True))
+        held: list[int] = []
+        with substitute(fn, DataLoader=_holding_spy(held)):
+            got = call(fn, spy, batch_size, allow=Allow(global_rng=True))
+        # task: "never hold more than one batch of images at a time" (the loop variable holds one while the next
+        # is fetched; more than two means earlier batches were kept)
+        if held and max(held) > 2:
+            k = held.index(max(held))
+            raise CheckError(f"{shown}: when your DataLoader gave batch {k}, {held[k]} earlier batches were still "
+                             "held in memory; expected at most one batch held at a time",
+                             where="look at what your loop keeps from each batch",
+                             mistake="you kept every batch (in a list, or for torch.cat) to compute the statistics "
+                                     "at the end: keep running totals (sums and a count) and let each batch go, so "
+                                     "a dataset larger than memory works" if held[k] == k else None)
         expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{shown} should return (mean, std), not {describe(got)}")
         if part in ("both", "mean") and batches and len(dataset) >= batch_size:
             expect(max(batches) == batch_size,
@@ -488,6 +569,7 @@ def check_split_train_val(fn: Callable[[Dataset, float, int], tuple[Subset, Subs
     inputs = inputs if inputs is not None else [
         (TensorDataset(torch.arange(20)), 0.25, 0),
         (TensorDataset(torch.arange(103)), 0.1, 7),
+        (TensorDataset(torch.arange(6)), 0.1, 2),  # int(0.6) = 0: an empty validation part
     ]
     for dataset, fraction, seed in inputs:
         n = len(dataset)
@@ -501,12 +583,21 @@ def check_split_train_val(fn: Callable[[Dataset, float, int], tuple[Subset, Subs
         expect(isinstance(train, Subset) and isinstance(val, Subset),
                f"{shown} returned {describe(train)} and {describe(val)}; expected the two Subset objects "
                "random_split gives", where="look at what random_split returns, and return its parts")
-        expect(len(val) == n_val and len(train) == n - n_val,
-               f"{shown} returned parts of {len(train)} and {len(val)} samples; expected {n - n_val} for "
-               f"training and int({n} * {fraction}) = {n_val} for validation",
-               where="look at the lengths you pass to random_split and the order you return the parts in",
-               mistake=("you returned (validation, training); return (train, val)"
-                        if len(train) == n_val and len(val) == n - n_val else None))
+        if not (len(val) == n_val and len(train) == n - n_val):
+            want_train, want_val = ref.split_train_val(dataset, fraction, seed)
+            # The sizes alone cannot tell a swapped pair from a rounded n_val (7 * 0.5 gives 3 and 4 both ways):
+            # the cause is named from the indices each part holds.
+            swapped = _indices(train) == _indices(want_val) and _indices(val) == _indices(want_train)
+            rounded = len(val) in (round(n * fraction), math.ceil(n * fraction)) and len(val) != n_val \
+                and len(train) + len(val) == n
+            raise CheckError(
+                f"{shown} returned parts of {len(train)} and {len(val)} samples; expected {n - n_val} for "
+                f"training and int({n} * {fraction}) = {n_val} for validation",
+                where="look at how you compute n_val, the lengths you pass to random_split and the order you "
+                      "return the parts in",
+                mistake=("you returned (validation, training); return (train, val)" if swapped else
+                         f"your validation part has {len(val)} samples: {n} * {fraction} = {n * fraction:g} was "
+                         f"rounded up; the task's int() rounds down, to {n_val}" if rounded else None))
         other = call(fn, dataset, fraction, seed + 1)
         if _indices(other[0]) == _indices(train):
             raise CheckError(f"{shown} and seed={seed + 1} give the same split; a different seed should give a "
@@ -518,14 +609,28 @@ def check_split_train_val(fn: Callable[[Dataset, float, int], tuple[Subset, Subs
             raise CheckError(
                 f"{shown}: the validation indices start {_indices(val)[:5]}; random_split(dataset, "
                 f"[{n - n_val}, {n_val}]) with a generator seeded with {seed} gives {_indices(want_val)[:5]}",
-                where="look at the lengths you pass to random_split (their order decides where the shuffled "
-                      "order is cut) and at the generator you pass",
-                mistake=("you passed the lengths as [n_val, n_train], which cuts the shuffled order in another "
-                         "place; pass [n_train, n_val]" if _indices(train) == list(swapped[1].indices) else None))
+                where="look at where the shuffled order is cut (random_split's lengths, in their order) and at "
+                      "the generator",
+                mistake=("your validation part is the start of the shuffled order and training the rest (what "
+                         "random_split with the lengths [n_val, n_train] gives); the task's split is "
+                         "random_split's with [n_train, n_val]: training takes the first n_train of the shuffled "
+                         "order, validation the last n_val" if _indices(train) == list(swapped[1].indices)
+                         else None))
     passed("split_train_val", len(inputs))
 
 
 # ---------------------------------------------------------------- make_loaders
+
+def _global_draw_mistake(loader: DataLoader) -> str:
+    """Why iterating ``loader`` drew from the global generator, from how the loader is built."""
+    sampler = getattr(loader, "sampler", None)
+    if loader.generator is None and getattr(sampler, "generator", None) is not None:
+        return ("your sampler has its own generator, but the DataLoader itself still draws a base seed at the "
+                "start of every epoch, from its generator= or, without one, from the global generator: give the "
+                "DataLoader the seeded generator (generator=..., with shuffle=True)")
+    return "give the DataLoader its own generator seeded with seed (generator=...); without one it draws from the " \
+           "global generator"
+
 
 def _order(loader: DataLoader) -> list[list[int]]:
     return [batch[0].tolist() for batch in loader]
@@ -550,6 +655,7 @@ def check_make_loaders(fn: Callable[..., tuple[DataLoader, DataLoader]],
             expect(all(isinstance(loader, DataLoader) for loader in got),
                    f"{shown}, cpu) should return two DataLoader objects, not {describe(got[0])} and {describe(got[1])}")
             on_cuda = call(fn, train_set, val_set, batch_size, seed, cuda)
+            on_cuda1 = call(fn, train_set, val_set, batch_size, seed, torch.device("cuda", 1))  # a CUDA GPU too
             on_mps = call(fn, train_set, val_set, batch_size, seed, torch.device("mps"))  # a GPU that is not CUDA
             want_train, want_val = ref.make_loaders(train_set, val_set, batch_size, seed, cpu)
             which = {"train": [0], "val": [1], "both": [0, 1]}[part]
@@ -573,6 +679,11 @@ def check_make_loaders(fn: Callable[..., tuple[DataLoader, DataLoader]],
                        where=pin_where,
                        mistake="pinned pages can be copied to a CUDA GPU faster and asynchronously: pin when "
                                "device.type is 'cuda'")
+                expect(on_cuda1[index].pin_memory,
+                       f"{shown}, cuda:1): the {name} loader does not pin memory for the CUDA GPU number 1; expected "
+                       "pinning for every CUDA GPU", where=pin_where,
+                       mistake="you pin for torch.device('cuda') but not for 'cuda:1': a test such as str(device) "
+                               "== 'cuda' misses a GPU given with its index; device.type is 'cuda' for every CUDA GPU")
             if 0 in which:
                 train = got[0]
                 expect(isinstance(train.sampler, RandomSampler),
@@ -595,7 +706,7 @@ def check_make_loaders(fn: Callable[..., tuple[DataLoader, DataLoader]],
                     raise CheckError(f"{shown}): iterating your training loader changed PyTorch's global random "
                                      "state; expected it to draw from its own generator only",
                                      where="look at the generator the training loader gets",
-                                     mistake="give the DataLoader its own seeded generator (generator=)")
+                                     mistake=_global_draw_mistake(train))
                 other = _order(call(fn, train_set, val_set, batch_size, seed + 1, cpu)[0])
                 if other == order:
                     raise CheckError(f"{shown}) and seed={seed + 1} give the same order; expected the seed to "
@@ -835,8 +946,7 @@ def check_recording_loader(fn: Callable[[Path, int, int], DataLoader],
                 raise CheckError(f"{shown}: iterating the loader changed PyTorch's global random state; expected the "
                                  "shuffle to draw only from the loader's own generator",
                                  where="look at how the DataLoader gets its randomness",
-                                 mistake="give the DataLoader its own generator seeded with seed (generator=...); "
-                                         "without one it draws from the global generator")
+                                 mistake=_global_draw_mistake(loader))
             expect(twin_orders == orders,
                    f"{shown}: two loaders made with the same seed delivered different orders ({orders[0][:6]} and "
                    f"{twin_orders[0][:6]} ...); expected the same", where="look at how the shuffle is seeded")

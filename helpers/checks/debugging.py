@@ -19,16 +19,18 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import torch
 import torch.nn.functional as F
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from helpers.checks import (CheckError, HostTensor, Mistake, NotMovedError, describe, expect_tensor, passed,
-                           same_value)
+from helpers.checks import (Allow, CheckError, Mistake, NotMovedError, call, describe, expect_tensor,
+                           passed, same_value)
 from helpers.reference import debugging as ref
 
 # ---------------------------------------------------------------- the broken programs (the starters, verbatim)
@@ -168,24 +170,38 @@ class Outcome:
 
     value: Any = None
     error: Exception | None = None
+    trace: Trace | None = None
 
 
-def attempt(fn: Callable[..., Any], *args: Any, seed: int | None = None, **kwargs: Any) -> Outcome:
-    """Run ``fn`` (after ``torch.manual_seed(seed)`` when given, on a forked random state) and record what happened."""
+def attempt(fn: Callable[..., Any], *args: Any, seed: int | None = None, allow: Allow | None = None,
+            **kwargs: Any) -> Outcome:
+    """Run ``fn`` (after ``torch.manual_seed(seed)`` when given, on a forked random state) and record what happened.
+
+    The call goes through the framework's ``call``, so its default rules hold here as in every lesson: the
+    arguments come back unchanged and so does the state that outlives the call (grad mode, dtype, threads...).
+    Each program here switches its model's mode on purpose (eval() to predict, train() to train), so modes may
+    change (the checks look at the modes a program leaves where the task says which). No task here hands a program a
+    generator: its randomness (dropout, shuffling, layers built lazily) comes from the global one, which the check
+    seeds and forks, so the program may draw from it. ``allow`` replaces these defaults (e.g. to let a training
+    program change its model).
+    """
     if not callable(fn):
         raise CheckError(f"expected a function or a class, got {describe(fn)}: pass the function itself, not its result")
+    if allow is None:
+        allow = Allow(modes=True, global_rng=True)
     with torch.random.fork_rng(devices=[]):
         if seed is not None:
             torch.manual_seed(seed)
         try:
-            return Outcome(value=fn(*args, **kwargs))
+            return Outcome(value=call(fn, *args, allow=allow, **kwargs))
         except NotImplementedError:
             raise CheckError(f"{getattr(fn, '__name__', 'your code')} is not written yet: "
                              "replace `raise NotImplementedError()` with the fixed program") from None
-        except CheckError:
+        except CheckError as error:
+            cause = error.__cause__  # call wraps the program's own exception: that is the evidence to read
+            if isinstance(cause, Exception) and not isinstance(cause, CheckError):
+                return Outcome(error=cause)
             raise
-        except Exception as error:  # the learner's program failed: that is the evidence to read
-            return Outcome(error=error)
 
 
 def error_line(error: BaseException) -> str:
@@ -288,24 +304,243 @@ def _short(values: Sequence[float], n: int = 4) -> str:
     return f"[{shown}{', ...' if len(values) > n else ''}]"
 
 
+# ---------------------------------------------------------------- what a program did: the evidence a message may name
+# A message names a cause only when the evidence shows it. These spies record what the learner's program did while
+# it ran (the modes of the model at each forward pass, each optimizer step and its settings, the order in which the
+# samples were read), without changing the program's arguments. (A general version belongs in the framework.)
+
+_MODE_LAYERS = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)  # layers whose output depends on the mode
+
+
+@dataclass
+class Trace:
+    """What happened to one model during a call: its forward passes and the optimizer steps over its parameters."""
+
+    forwards: list[tuple[int, int, list[str], list[str]]] = field(default_factory=list)
+    """per forward of the model: (event index, batch rows, mode layers in training mode, mode layers in eval mode)"""
+    steps: list[tuple[int, str, dict]] = field(default_factory=list)
+    """per optimizer step: (event index, optimizer class, its hyperparameters)"""
+    events: int = 0
+
+    def training_forwards(self) -> list[tuple[int, int, list[str], list[str]]]:
+        """The forward passes that an optimizer step followed (the training ones)."""
+        last = self.steps[-1][0] if self.steps else -1
+        return [f for f in self.forwards if f[0] < last]
+
+    def evaluation_forwards(self) -> list[tuple[int, int, list[str], list[str]]]:
+        """The forward passes after the last optimizer step (all of them when nothing steps)."""
+        last = self.steps[-1][0] if self.steps else -1
+        return [f for f in self.forwards if f[0] > last]
+
+
+def _layer_names(model: nn.Module, training: bool) -> list[str]:
+    return [f"{name or 'the model'} ({type(m).__name__})" for name, m in model.named_modules()
+            if isinstance(m, _MODE_LAYERS) and m.training == training]
+
+
+@contextmanager
+def traced(model: nn.Module) -> Iterator[Trace]:
+    """Record every forward pass of ``model`` (its layers' modes, the batch size) and every optimizer step over its
+    parameters (the optimizer's class and settings), through torch's global hooks: the model itself is not touched."""
+    trace = Trace()
+    params = {id(p) for p in model.parameters()}
+
+    def on_forward(module: nn.Module, args: tuple) -> None:
+        if module is model:
+            rows = args[0].shape[0] if args and isinstance(args[0], torch.Tensor) and args[0].dim() else 0
+            trace.forwards.append((trace.events, rows, _layer_names(model, True), _layer_names(model, False)))
+            trace.events += 1
+
+    def on_step(optimizer: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
+        if any(id(p) in params for group in optimizer.param_groups for p in group["params"]):
+            settings = {k: v for k, v in optimizer.param_groups[0].items() if k != "params"}
+            trace.steps.append((trace.events, type(optimizer).__name__, settings))
+            trace.events += 1
+
+    forward_hook = torch.nn.modules.module.register_module_forward_pre_hook(on_forward)
+    step_hook = register_optimizer_step_pre_hook(on_step)
+    try:
+        yield trace
+    finally:
+        forward_hook.remove()
+        step_hook.remove()
+
+
+_IMPLEMENTATION = {"foreach", "fused", "differentiable", "capturable", "initial_lr"}  # settings that change no number
+
+
+def _optimizer_difference(got: Trace, want: Trace) -> str | None:
+    """How the optimizer the program stepped differs from the one a correct program steps, in words; None if alike."""
+    if not got.steps or not want.steps:
+        return None
+    (_, kind, settings), (_, want_kind, want_settings) = got.steps[0], want.steps[0]
+    shown = ", ".join(f"{k}={v!r}" for k, v in want_settings.items()
+                      if k not in _IMPLEMENTATION and (k == "lr" or v not in (0, False, None)))
+    if kind != want_kind:
+        return f"its steps are taken by {kind}, where the task's loop steps {want_kind}({shown})"
+    keys = sorted((set(settings) | set(want_settings)) - _IMPLEMENTATION)
+    changed = [f"{k}={settings.get(k)!r} (the task's: {want_settings.get(k)!r})" for k in keys
+               if settings.get(k) != want_settings.get(k)]
+    return f"its {kind} steps with {', '.join(changed)}" if changed else None
+
+
+def recording(dataset_type: type, log: list[int]) -> type:
+    """A subclass of ``dataset_type`` that appends each index it is asked for to ``log`` (kept outside the dataset,
+    so the dataset the program is given compares unchanged)."""
+    class Recorded(dataset_type):  # type: ignore[misc, valid-type]
+        def __getitem__(self, index: int) -> Any:
+            log.append(int(index))
+            return super().__getitem__(index)
+
+    Recorded.__name__ = Recorded.__qualname__ = dataset_type.__name__
+    return Recorded
+
+
 # ---------------------------------------------------------------- 1. a batch left on the CPU
 
 
-def _digit_model(seed: int) -> nn.Module:
-    torch.manual_seed(seed)
-    return nn.Sequential(nn.Flatten(), nn.Linear(28 * 28, 32), nn.ReLU(), nn.Linear(32, 10))
+# A device stand-in that tells the device from the CPU on any grader: the images arrive as _OnHost tensors, `device`
+# is cuda:0, and Tensor.to / .cuda() / .cpu() move a tensor between _OnHost and _OnDevice (its data stays in memory, so
+# nothing needs a GPU). The check's model (a _DeviceModel) moves the same way and wants its input where it is. The
+# framework's HostTensor cannot see a result left on the device, nor a "fix" that computes on the CPU: there, a plain
+# tensor counts as moved. (A general version belongs in the framework.)
+STAND_IN_DEVICE = torch.device("cuda", 0)
+_SAME_DEVICE = "Expected all tensors to be on the same device, but found at least two devices, {} and {}!"
+
+
+def _unwrapped(t: torch.Tensor) -> torch.Tensor:
+    with torch._C.DisableTorchFunctionSubclass():
+        return t.as_subclass(torch.Tensor)
+
+
+class _Placed(torch.Tensor):
+    """A tensor with a place, the host or the device (see STAND_IN_DEVICE)."""
+
+    on_device = False
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206 - torch's protocol
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name == "__get__" and getattr(func, "__self__", None) is torch.Tensor.__dict__.get("device"):
+            return STAND_IN_DEVICE if isinstance(args[0], _OnDevice) else torch.device("cpu")
+        if name == "__get__" and getattr(func, "__self__", None) is torch.Tensor.__dict__.get("is_cuda"):
+            return isinstance(args[0], _OnDevice)
+        if name == "numpy" and isinstance(args[0], _OnDevice):
+            raise TypeError(f"can't convert {STAND_IN_DEVICE} device type tensor to numpy. Use Tensor.cpu() to copy "
+                            "the tensor to host memory first.")
+        if name in ("to", "cuda", "cpu"):
+            target = _target(name, args, kwargs)
+            if target is not None:
+                dtype = next((a for a in args[1:] if isinstance(a, torch.dtype)), kwargs.get("dtype"))
+                moved = _unwrapped(args[0])
+                with torch._C.DisableTorchFunctionSubclass():
+                    moved = moved.to(dtype) if dtype is not None else moved
+                    if target != isinstance(args[0], _OnDevice):
+                        moved = moved.clone()  # another device: a copy
+                return moved.as_subclass(_OnDevice if target else _OnHost)
+        with torch._C.DisableTorchFunctionSubclass():
+            tensors = [t for t in _tensors(list(args) + list(kwargs.values())) if t.dim() > 0]
+        places = {isinstance(t, _OnDevice) for t in tensors if isinstance(t, _Placed)}
+        if len(places) > 1:
+            raise RuntimeError(_SAME_DEVICE.format(STAND_IN_DEVICE, "cpu"))
+        return super().__torch_function__(func, types, args, kwargs)
+
+
+class _OnHost(_Placed):
+    """A tensor in the host's memory (the CPU)."""
+
+
+class _OnDevice(_Placed):
+    """A tensor on the stand-in device."""
+
+    on_device = True
+
+
+def _tensors(values: Sequence[Any]) -> list[torch.Tensor]:
+    found: list[torch.Tensor] = []
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            found.extend(_tensors(value))
+    return found
+
+
+def _target(name: str, args: tuple, kwargs: dict) -> bool | None:
+    """Where a .to / .cuda / .cpu call moves a tensor: True for the device, False for the host, None if it stays."""
+    if name in ("cuda", "cpu"):
+        return name == "cuda"
+    for value in list(args[1:]) + [kwargs.get("device"), kwargs.get("other")]:
+        if isinstance(value, torch.Tensor):
+            return isinstance(value, _OnDevice)
+        if isinstance(value, (torch.device, str)) or (isinstance(value, int) and not isinstance(value, bool)):
+            return torch.device(value).type != "cpu"
+    return None
+
+
+class _DeviceModel(nn.Module):
+    """The check's digit classifier (dropout inside a block), movable between the host and the stand-in device.
+
+    ``.to(device)``, ``.cuda()`` and ``.cpu()`` move it (in name: its weights stay in memory); its forward wants its
+    input where it is, as on a GPU, and records where it ran and which layers were in training mode.
+    """
+
+    def __init__(self, seed: int) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.net = nn.Sequential(nn.Flatten(), nn.Sequential(nn.Linear(28 * 28, 32), nn.ReLU(), nn.Dropout(0.5)),
+                                 nn.Linear(32, 10))
+        self.on_device = False
+        self.ran: list[tuple[bool, list[str]]] = []
+
+    def to(self, *args: Any, **kwargs: Any) -> _DeviceModel:  # type: ignore[override]
+        device, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
+        if device is not None:
+            self.on_device = device.type != "cpu"
+        if dtype is not None:
+            super().to(dtype=dtype)
+        return self
+
+    def cuda(self, device: Any = None) -> _DeviceModel:  # type: ignore[override]
+        self.on_device = True
+        return self
+
+    def cpu(self) -> _DeviceModel:
+        self.on_device = False
+        return self
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        if isinstance(images, _OnDevice) != self.on_device:
+            raise RuntimeError(_SAME_DEVICE.format(*((STAND_IN_DEVICE, "cpu") if self.on_device
+                                                     else ("cpu", STAND_IN_DEVICE))))
+        self.ran.append((self.on_device, _layer_names(self, True)))
+        out = self.net(_unwrapped(images))
+        return out.as_subclass(_OnDevice if self.on_device else _OnHost)
 
 
 def check_predict_digits(fn: Callable[..., torch.Tensor], inputs: Sequence[tuple[int, int]] | None = None) -> None:
-    """Runs with the images still "on the host" (HostTensors, a GPU stand-in) and predicts what the reference does."""
+    """Runs with the images in the host's memory and a model with dropout in training mode, ``device`` a stand-in for
+    a GPU: predicts in eval mode what the reference does, computed on the device, returned on the CPU."""
     inputs = inputs if inputs is not None else [(0, 6), (1, 3)]
-    device = torch.device("cpu")
     for seed, n in inputs:
         images = torch.randn(n, 1, 28, 28, generator=torch.Generator().manual_seed(100 + seed))
-        what = f"predict_digits on {n} images not yet on the device"
-        want = ref.predict_digits(_digit_model(seed), images, device)
-        got = attempt(fn, _digit_model(seed), images.as_subclass(HostTensor), device)
-        broken = attempt(broken_predict_digits, _digit_model(seed), images.as_subclass(HostTensor), device)
+        what = f"predict_digits on {n} images not yet on the device (device={STAND_IN_DEVICE})"
+        want = _unwrapped(ref.predict_digits(_DeviceModel(seed), images.as_subclass(_OnHost), STAND_IN_DEVICE))
+        model = _DeviceModel(seed)
+        got = attempt(fn, model, images.as_subclass(_OnHost), STAND_IN_DEVICE)
+        broken = attempt(broken_predict_digits, _DeviceModel(seed), images.as_subclass(_OnHost), STAND_IN_DEVICE)
+        left_on_device = isinstance(got.value, _OnDevice)
+        if got.error is None:
+            in_training = next((layers for _, layers in model.ran if layers), None)
+            if in_training:
+                raise failure(f"{what}: the model made its predictions with {', '.join(in_training)} in training "
+                              "mode, so they change at random from call to call",
+                              where="which mode is the model in when it predicts? The task puts it in eval mode",
+                              mistake="without model.eval() dropout keeps dropping units (and batch norm uses the "
+                                      "batch's statistics): call model.eval() before predicting")
+            if isinstance(got.value, torch.Tensor):
+                got.value = _unwrapped(got.value)
         expect_fixed(what, got, want, broken,
                      where="follow the images from the argument to the model call: which tensor does the model "
                            "actually receive, and where is it? Compare what Module.to and Tensor.to do",
@@ -313,6 +548,19 @@ def check_predict_digits(fn: Callable[..., torch.Tensor], inputs: Sequence[tuple
                          "model.to(device), which moves the module in place); the copy is thrown away. Keep it: "
                          "images = images.to(device)",
                      differs=_tensor(what))
+        if left_on_device:
+            raise failure(f"{what} returns the right predictions, but on the device ({STAND_IN_DEVICE}); the task "
+                          "returns them on the CPU",
+                          where="print the .device of the tensor you return",
+                          mistake="the predictions stay on the device where they were computed until you copy them: "
+                                  ".cpu() (or .to('cpu')) on the result")
+        if any(not on_device for on_device, _ in model.ran):
+            raise failure(f"{what} returns the right predictions, but the model computed them on the CPU, not on "
+                          f"device ({STAND_IN_DEVICE})",
+                          where="follow the model and the images: where is each of them when the model is called?",
+                          mistake="moving the model and the images to the CPU makes the error go away without using "
+                                  "the device; the task computes on `device`: move the images there "
+                                  "(images = images.to(device))")
     passed("predict_digits", len(inputs))
 
 
@@ -411,8 +659,7 @@ def check_loss_from_table(fn: Callable[..., torch.Tensor], inputs: Sequence[tupl
         column = numbers.float().unsqueeze(1)
         what = f"loss_from_table(logits [{n}, 10], label_column [{n}, 1] float holding {numbers.tolist()})"
         want = ref.loss_from_table(logits, column)
-        given = column.clone()  # the caller's column: the task asks for a loss, not for new labels in the table
-        got = attempt(fn, logits, given)
+        got = attempt(fn, logits, column.clone())  # call's rules: the caller's column comes back unchanged
         broken = attempt(broken_loss_from_table, logits, column.clone())
         expect_fixed(what, got, want, broken,
                      where="print the shape, dtype and values of the labels as they reach cross_entropy, and compare "
@@ -436,12 +683,6 @@ def check_loss_from_table(fn: Callable[..., torch.Tensor], inputs: Sequence[tupl
                             "out of bounds": "a label is outside 0..9: the class indices of 10 outputs run from 0 "
                                              "to 9, and the table numbers them from 1"},
                      differs=_tensor(what))
-        if not torch.equal(given, column):
-            raise failure(f"{what}: the loss is right, but afterwards the caller's label_column holds "
-                          f"{given.squeeze(1).tolist()} instead of {numbers.tolist()}",
-                          where="look for an operation that changes label_column in place (-=, a method ending in _)",
-                          mistake="shifting the caller's column in place changes the table for everyone who reads "
-                                  "it next; compute new class indices instead")
         if not got.value.requires_grad:
             raise failure(f"{what} returns a loss that backward() cannot follow (requires_grad=False)",
                           where="look for detach(), .item() or no_grad between the loss and the return",
@@ -498,7 +739,9 @@ def check_gated_block(cls: type, inputs: Sequence[tuple[int, int, int]] | None =
             return (f"{what}: the output is right, but {', '.join(missing)} get no gradient" if missing
                     else f"{what}: the output or the gradients differ from x + sigmoid(gate(x)) * linear(x)'s")
 
-        expect_fixed(what, attempt(_forward_backward, block, x), want, attempt(_forward_backward, broken_block, x),
+        # the check's own backward fills the blocks' .grad: that is how it reads the gradients
+        expect_fixed(what, attempt(_forward_backward, block, x, allow=Allow(changed=(block,), modes=True)), want,
+                     attempt(_forward_backward, broken_block, x, allow=Allow(changed=(broken_block,), modes=True)),
                      where="the message names the operation whose saved tensor changed (its backward, e.g. "
                            "SigmoidBackward0): find which line changes that operation's result afterwards",
                      bug="h *= ... overwrites the output of sigmoid, which sigmoid's backward needs. Compute the "
@@ -539,7 +782,11 @@ def _fit_run(fn: Callable[..., Any], case: FitCase) -> Outcome:
     torch.manual_seed(case.seed)
     model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
     loader = DataLoader(list(zip(x, y)), batch_size=case.batch_size)
-    outcome = attempt(fn, model, loader, case.epochs, case.lr, seed=case.seed)
+    # task: the loop trains the model it is given (in place) and returns the losses
+    with traced(model) as trace:
+        outcome = attempt(fn, model, loader, case.epochs, case.lr, seed=case.seed,
+                          allow=Allow(changed=(model,), global_rng=True))
+    outcome.trace = trace
     if outcome.error is None:
         outcome.value = {"losses": outcome.value, "weights": _weights(model)}
     return outcome
@@ -576,7 +823,8 @@ def check_fit(fn: Callable[..., list[float]], inputs: Sequence[FitCase] | None =
     for case in inputs:
         steps = math.ceil(case.n / case.batch_size)
         what = (f"fit for {case.epochs} epochs of {steps} batches (lr={case.lr})")
-        want = _fit_run(ref.fit, case).value
+        want_run = _fit_run(ref.fit, case)
+        want, got = want_run.value, _fit_run(fn, case)
 
         def losses_symptom(got: dict, expected: dict) -> str:
             losses, right = got["losses"], expected["losses"]
@@ -595,11 +843,19 @@ def check_fit(fn: Callable[..., list[float]], inputs: Sequence[FitCase] | None =
                 raise failure(f"{what}: the weights after training are right, but it logs {_short(losses, 8)}, "
                               f"expected {_short(expected['losses'], 8)}",
                               where="look at what is appended to the list, and when")
+            optimizer = _optimizer_difference(got_trace, want_run.trace)
+            if optimizer:
+                raise failure(losses_symptom(got, expected) + ", and the weights after training differ",
+                              where="look at the optimizer the loop builds: the task trains with plain SGD and the "
+                                    "learning rate it is given",
+                              mistake=f"{optimizer}: another optimizer (or other settings) takes other steps. Use "
+                                      "torch.optim.SGD(model.parameters(), lr=lr)")
             raise failure(losses_symptom(got, expected) + ", and the weights after training differ",
-                          where="compare, line by line, what happens in one step with what should: which "
-                                "gradients does each step apply?")
+                          where="compare, line by line, what one step does with what the task asks: SGD with the "
+                                "given lr, cross-entropy, and the gradients each step applies")
 
-        expect_fixed(what, _fit_run(fn, case), want, _fit_run(broken_fit, case),
+        got_trace = got.trace
+        expect_fixed(what, got, want, _fit_run(broken_fit, case),
                      where="the first step is right and the later ones are not: look at what each step starts "
                            "from. How often does each line of the loop run?",
                      bug="optimizer.zero_grad() runs once per epoch, so within an epoch backward() adds every "
@@ -625,7 +881,9 @@ def _eval_setup(seed: int, n: int) -> tuple[nn.Module, torch.Tensor, torch.Tenso
     """A model with batch norm and dropout whose running statistics are not the initial ones, in training mode."""
     g = torch.Generator().manual_seed(700 + seed)
     torch.manual_seed(seed)
-    model = nn.Sequential(nn.Linear(8, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.5), nn.Linear(32, 3))
+    # batch norm and dropout inside a block: a fix that sets the flags of the top-level modules only still drops units
+    model = nn.Sequential(nn.Linear(8, 32), nn.Sequential(nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.5)),
+                          nn.Linear(32, 3))
     with torch.no_grad():
         for _ in range(3):
             model(torch.randn(16, 8, generator=g) * 2 + 1)  # training-mode passes update the running statistics
@@ -645,17 +903,36 @@ def check_accuracy(fn: Callable[..., float], inputs: Sequence[tuple[int, int]] |
         what = f"accuracy on {n} samples (a model with batch norm and dropout)"
         model, images, labels = _eval_setup(seed, n)
         want = ref.accuracy(copy.deepcopy(model), images, labels)
-        got = attempt(fn, model, images, labels, seed=seed)
+        # A program that evaluates in training mode also updates batch norm's running statistics: the accuracy it
+        # reports shows that bug first (and the modes it leaves are checked below), so the model may change here.
+        in_training_mode = Allow(changed=(model,), global_rng=True)
+        with traced(model) as trace:
+            got = attempt(fn, model, images, labels, seed=seed, allow=in_training_mode)
 
         def accuracy_symptom(value: Any, expected: float) -> str:
-            again = attempt(fn, _eval_setup(seed, n)[0], images, labels, seed=seed + 1000)
+            again_model = _eval_setup(seed, n)[0]
+            again = attempt(fn, again_model, images, labels, seed=seed + 1000,
+                            allow=Allow(changed=(again_model,), global_rng=True))
             second = f", and {again.value:.3f} on a second call with the same inputs" if \
                 isinstance(again.value, float) and again.value != value else ""
             return (f"{what} returns {value:.3f}{second}; the model's predictions in eval mode agree with "
                     f"{expected:.3f} of the labels") if isinstance(value, float) else \
                 f"{what} returns {describe(value)}, expected {expected:.3f}"
 
-        broken = attempt(broken_accuracy, _eval_setup(seed, n)[0], images, labels, seed=seed)
+        broken_model = _eval_setup(seed, n)[0]
+        broken = attempt(broken_accuracy, broken_model, images, labels, seed=seed,
+                         allow=Allow(changed=(broken_model,), global_rng=True))
+        in_training = next((f[2] for f in trace.forwards if f[2]), None)
+        if got.error is None and in_training and not (isinstance(got.value, float) and same_value(got.value, want)):
+            same = " (the same as the program you were given)" if same_value(got.value, broken.value) else ""
+            raise failure(f"{accuracy_symptom(got.value, want)}{same}; the model predicted with "
+                          f"{', '.join(in_training)} in training mode",
+                          where="dropout and batch norm each keep their own training flag: after the line meant to "
+                                "switch the mode, print each submodule's .training",
+                          mistake="Dropout and BatchNorm1d read their own flags: model.training = False sets the flag "
+                                  "of the outer module only, and setting flags by hand misses the layers inside "
+                                  "blocks, so they still drop units and use the batch's statistics. model.eval() sets "
+                                  "every submodule's flag")
         expect_fixed(what, got, want, broken,
                      where="dropout and batch norm each keep their own training flag: after the line meant to "
                            "switch the mode, print each submodule's .training",
@@ -688,26 +965,87 @@ class Digits(Dataset):
         return self.features[index], int(self.labels[index])
 
 
-def _test_setup(seed: int, n: int) -> tuple[nn.Module, Digits]:
+def _test_setup(seed: int, n: int, log: list[int] | None = None) -> tuple[nn.Module, Digits]:
+    """A model with dropout (inside a block, in training mode) right on about 80% of ``n`` samples; with ``log``, the
+    dataset records the order in which its samples are read."""
     g = torch.Generator().manual_seed(800 + seed)
     torch.manual_seed(seed)
-    model = nn.Linear(8, 4)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Sequential(nn.ReLU(), nn.Dropout(0.5)), nn.Linear(16, 4))
     features = torch.randn(n, 8, generator=g)
     with torch.no_grad():
-        labels = model(features).argmax(dim=1)
+        labels = model.eval()(features).argmax(dim=1)
     labels[::5] = (labels[::5] + 1) % 4  # about 80% right
-    return model, Digits(features, labels)
+    model.train()
+    return model, (Digits if log is None else recording(Digits, log))(features, labels)
+
+
+def _mean_of_batches(seed: int, n: int, batch_size: int) -> float:
+    """The mean of the batches' accuracies (in order, eval mode): what averaging per-batch accuracies reports."""
+    model, dataset = _test_setup(seed, n)
+    model.eval()
+    with torch.no_grad():
+        scores = [(model(x).argmax(dim=1) == y).float().mean().item() for x, y in DataLoader(dataset, batch_size)]
+    return sum(scores) / len(scores)
 
 
 def check_dataset_accuracy(fn: Callable[..., float], inputs: Sequence[tuple[int, int, int]] | None = None) -> None:
-    """The accuracy over the dataset, predictions compared with the labels of the same samples."""
+    """The accuracy over the dataset in eval mode, predictions compared with the labels of the same samples."""
     inputs = inputs if inputs is not None else [(0, 30, 8), (1, 21, 5)]
     for seed, n, batch_size in inputs:
         what = f"dataset_accuracy on {n} samples, batch_size={batch_size}"
-        model, dataset = _test_setup(seed, n)
-        want = ref.dataset_accuracy(copy.deepcopy(model), dataset, batch_size)
-        got = attempt(fn, model, dataset, batch_size, seed=seed)
-        broken = attempt(broken_dataset_accuracy, copy.deepcopy(model), dataset, batch_size, seed=seed)
+        order: list[int] = []
+        model, dataset = _test_setup(seed, n, order)
+        want = ref.dataset_accuracy(_test_setup(seed, n)[0], _test_setup(seed, n)[1], batch_size)
+        with traced(model) as trace:
+            # the model is handed in training mode, and evaluating is the program's job: it may switch the mode
+            got = attempt(fn, model, dataset, batch_size, seed=seed)
+        broken = attempt(broken_dataset_accuracy, _test_setup(seed, n)[0], dataset, batch_size, seed=seed)
+
+        def shows(value: Any, expected: float) -> str:
+            return (f"{what} returns {value:.6g} for a model whose predictions agree with {expected:.3f} of the "
+                    "labels (sample by sample)") if isinstance(value, float) else \
+                f"{what} returns {describe(value)}, expected {expected:.3f}"
+
+        in_training = next((f[2] for f in trace.forwards if f[2]), None)
+        if got.error is None and in_training and not (isinstance(got.value, float) and same_value(got.value, want)):
+            raise failure(f"{shows(got.value, want)}; the model predicted with {', '.join(in_training)} in "
+                          "training mode",
+                          where="which mode is the model in when it predicts? (it has dropout)",
+                          mistake="without model.eval() dropout keeps dropping units while the model is evaluated: "
+                                  "call model.eval() before predicting")
+
+        def differs(value: Any, expected: float) -> None:
+            if not isinstance(value, float):
+                _number(what)(value, expected)
+            seen = sum(rows for _, rows, _, _ in trace.forwards)
+            if seen != n:
+                dropped = seen == n - n % batch_size
+                raise failure(f"{shows(value, expected)}; the model predicted {seen} samples, and the dataset has {n}",
+                              where=f"which samples reach the model? Every one of the {n} must count once",
+                              mistake="the last, incomplete batch never reaches the model (drop_last=True drops it): "
+                                      "evaluate every sample" if dropped else None)
+            if not math.isclose(value * n, round(value * n), abs_tol=1e-4):
+                averaged = same_value(value, _mean_of_batches(seed, n, batch_size))
+                raise failure(f"{shows(value, expected)}, which is no share of the {n} samples ({value:.6g} x {n} = "
+                              f"{value * n:.4g} samples)",
+                              where="every sample must count once, with the same weight: how are the batches' "
+                                    "results combined?",
+                              mistake=f"the mean of the batches' accuracies weighs each batch alike, so the "
+                                      f"{n % batch_size} samples of the smaller last batch weigh more than the others: "
+                                      "count the right predictions over all batches and divide by the number of "
+                                      "samples" if averaged else None)
+            first = order[:batch_size]
+            if first and sorted(order[:n]) == list(range(n)) and order[:n] != list(range(n)):
+                raise failure(f"{shows(value, expected)}; its loader read the samples in a shuffled order (the first "
+                              f"batch held the samples {first})",
+                              where="take one sample, find its prediction and the label it is compared with: are "
+                                    "they the same sample's?",
+                              mistake="the predictions come in the loader's random order, and the labels they are "
+                                      "compared with in another (a second pass draws a new order, even from a seeded "
+                                      "generator; the dataset's own order is not the loader's). Evaluate with "
+                                      "shuffle=False, or compare each batch's predictions with that batch's labels")
+            raise failure(shows(value, expected))
+
         expect_fixed(what, got, want, broken,
                      where="take one sample, find its prediction and the label it is compared with: are they "
                            "the same sample's?",
@@ -715,11 +1053,8 @@ def check_dataset_accuracy(fn: Callable[..., float], inputs: Sequence[tuple[int,
                          "pass and the labels from another, so most comparisons pair a prediction with another "
                          "sample's label. Evaluate with shuffle=False, or compare each batch's predictions with "
                          "that batch's labels",
-                     symptom=lambda value, expected: (
-                         f"{what} returns {value:.3f} for a model whose predictions agree with {expected:.3f} of "
-                         "the labels (sample by sample)") if isinstance(value, float) else
-                     f"{what} returns {describe(value)}, expected {expected:.3f}",
-                     same=lambda a, b: isinstance(a, float) and same_value(a, b), differs=_number(what))
+                     symptom=shows,
+                     same=lambda a, b: isinstance(a, float) and same_value(a, b), differs=differs)
     passed("dataset_accuracy", len(inputs))
 
 
@@ -739,8 +1074,9 @@ class TrainCase(NamedTuple):
 PARTS = ("training", "evaluation", "history")
 
 
-def _three_bug_setup(case: TrainCase) -> tuple[nn.Module, TensorDataset, TensorDataset]:
-    """A small classifier with dropout and batch norm, three learnable classes, and a test set unlike a batch of training data."""
+def _three_bug_setup(case: TrainCase, log: list[int] | None = None) -> tuple[nn.Module, TensorDataset, TensorDataset]:
+    """A small classifier with dropout and batch norm, three learnable classes, and a test set unlike a batch of
+    training data. With ``log``, the training set records the order in which its samples are read."""
     g = torch.Generator().manual_seed(900 + case.seed)
     x = torch.randn(case.n_train, 6, generator=g)
     y = (x[:, 0] > 0).long() + (x[:, 1] > 0.5).long()
@@ -748,7 +1084,8 @@ def _three_bug_setup(case: TrainCase) -> tuple[nn.Module, TensorDataset, TensorD
     test_y = (test_x[:, 0] > 0).long() + (test_x[:, 1] > 0.5).long()
     torch.manual_seed(case.seed)
     model = nn.Sequential(nn.Linear(6, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.3), nn.Linear(32, 3))
-    return model, TensorDataset(x, y), TensorDataset(test_x, test_y)
+    train_type = TensorDataset if log is None else recording(TensorDataset, log)
+    return model, train_type(x, y), TensorDataset(test_x, test_y)
 
 
 def _eval_accuracy(model: nn.Module, test_set: TensorDataset) -> float:
@@ -766,61 +1103,153 @@ def _parameters(model: nn.Module) -> dict[str, torch.Tensor]:
 Problem = tuple[str, str | None, str | None]  # symptom, where to look, the named mistake
 
 
+class _Run(NamedTuple):
+    """One run of a train_and_evaluate program: its outcome, the model it trained, what it did, the samples it read."""
+
+    outcome: Outcome
+    model: nn.Module
+    trace: Trace
+    order: list[int]
+
+
+def _three_bug_run(fn: Callable[..., Any], case: TrainCase) -> _Run:
+    order: list[int] = []
+    model, train_set, test_set = _three_bug_setup(case, order)
+    with traced(model) as trace:
+        # task: "trains `model` in place" (its weights, buffers and mode change)
+        outcome = attempt(fn, model, train_set, test_set, case.epochs, case.lr, seed=case.seed,
+                          allow=Allow(changed=(model,), global_rng=True))
+    return _Run(outcome, model, trace, order)
+
+
+def _training_cause(got: _Run, want: _Run, case: TrainCase) -> tuple[str, str | None]:
+    """Where to look and the named mistake for a training whose weights differ, from the evidence of the run."""
+    softmax = _three_bug_run(_softmax_training, case)
+    if same_value(_parameters(got.model), _parameters(softmax.model)):  # it trains exactly as with softmax
+        return ("the loss does not get low: compare what the training step feeds into cross_entropy with what "
+                "cross_entropy expects",
+                "cross_entropy applies log-softmax itself and wants raw logits; softmax before it squashes them, so "
+                "the loss cannot go low and the gradients are tiny. Pass the model's output to it directly")
+    optimizer = _optimizer_difference(got.trace, want.trace)
+    if optimizer:
+        return ("look at the optimizer the program builds: the task trains with SGD and the learning rate it is "
+                "given", f"{optimizer}: another optimizer (or other settings) takes other steps. Use "
+                "torch.optim.SGD(model.parameters(), lr=lr)")
+    steps, want_steps = len(got.trace.steps), len(want.trace.steps)
+    if steps != want_steps:
+        return (f"count the optimizer steps: it takes {steps}, and batches of 8 over {case.n_train} samples for "
+                f"{case.epochs} epochs take {want_steps}", None)
+    if got.order and got.order != want.order:
+        first = got.order[:8]
+        shuffled = sorted(got.order[:case.n_train]) == list(range(case.n_train))
+        return ("in which order does training read the samples? The task reads them in the dataset's order",
+                f"the training read its first batch as the samples {first}, not {want.order[:8]}"
+                + (": its loader shuffles. The task trains in the dataset's order (shuffle=False, the default)"
+                   if shuffled else ""))
+    in_eval = [(i, f) for i, f in enumerate(got.trace.training_forwards(), 1) if f[3]]
+    if in_eval:
+        step, (_, _, _, layers) = in_eval[0]
+        return ("which mode is the model in at each training step? (it has dropout and batch norm)",
+                f"from training step {step} on, the model trains with {', '.join(layers)} in eval mode (dropout off, "
+                "batch norm frozen): model.eval() runs before training is over. Switch to eval mode once, after "
+                "the last epoch")
+    return ("compare the training loop with the task, one rule at a time: batches of 8 in the dataset's order, SGD "
+            "with the given lr, cross_entropy on the model's raw output, the model in training mode at every step",
+            None)
+
+
+def _softmax_training(model: nn.Module, train_set: Dataset, test_set: Dataset, epochs: int, lr: float) -> None:
+    """The given program's training part (softmax before cross_entropy), the rest fixed."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    model.train()
+    for _ in range(epochs):
+        for inputs, targets in DataLoader(train_set, batch_size=8):
+            optimizer.zero_grad()
+            F.cross_entropy(model(inputs).softmax(dim=1), targets).backward()
+            optimizer.step()
+
+
+def _history_problem(what: str, history: Any, case: TrainCase) -> Problem | None:
+    """What is wrong with the history (one Python float per step), from what it holds."""
+    per_epoch = math.ceil(case.n_train / 8)
+    steps = case.epochs * per_epoch
+    if not isinstance(history, list):
+        return (f"{what} returns {describe(history)} as the history, expected a list of {steps} Python floats",
+                "look at what the program returns first", None)
+    tensors = [v for v in history if isinstance(v, torch.Tensor)]
+    graphs = sum(1 for v in tensors if v.grad_fn is not None)
+    kinds = (f"; {graphs} of them are tensors that each keep their step's whole graph alive" if graphs else
+             f"; {len(tensors)} of them are tensors" if tensors else "")
+    if len(history) != steps:
+        return (f"{what} returns a history of {len(history)} items, expected {steps} (one per step: {case.epochs} "
+                f"epochs of {per_epoch} batches){kinds}",
+                "how often does the line that appends to the history run? Once per step is once per batch of "
+                "every epoch",
+                "the history gets one loss per epoch: the append runs after the batch loop, not inside it"
+                if len(history) == case.epochs else None)
+    if graphs:
+        return (f"{what} returns a history of {steps} items{kinds}",
+                "what is appended to the history at each step, and what does it hold on to?",
+                "a loss tensor keeps its graph and every activation saved for backward, so memory grows with every "
+                "step; loss.item() gives the number alone")
+    if tensors:
+        return (f"{what} returns a history of {steps} items{kinds} (without a graph), expected Python floats",
+                "what type is each item appended to the history?",
+                "detach() drops the graph, but the item is still a tensor (on a GPU, one on the device); the task "
+                "asks for Python floats: loss.item() gives the number")
+    odd = next((v for v in history if type(v) is not float), None)
+    if odd is not None:
+        return (f"{what} returns a history of {steps} items, expected Python floats, but one is {describe(odd)}",
+                "what type is each item appended to the history?", None)
+    return None
+
+
 def _three_bug_problems(fn: Callable[..., Any], case: TrainCase) -> tuple[dict[str, Problem], Exception | None]:
     """Run the learner's train_and_evaluate once on ``case``; what each misbehaving part shows, and an error raised."""
-    steps = case.epochs * math.ceil(case.n_train / 8)
     what = (f"train_and_evaluate for {case.epochs} epochs of {case.n_train} samples (lr={case.lr}), "
             f"then {case.n_test} test samples")
-    model, train_set, test_set = _three_bug_setup(case)
-    reference_model = copy.deepcopy(model)
-    want_history, _ = attempt(ref.train_and_evaluate, reference_model, train_set, test_set, case.epochs, case.lr,
-                              seed=case.seed).value
-    got = attempt(fn, model, train_set, test_set, case.epochs, case.lr, seed=case.seed)
-    if got.error is not None:
-        return {part: (f"{what} raises {error_line(got.error)}", None, None) for part in PARTS}, got.error
-    result = got.value
+    want = _three_bug_run(ref.train_and_evaluate, case)
+    want_history, _ = want.outcome.value
+    got = _three_bug_run(fn, case)
+    if got.outcome.error is not None:
+        return {part: (f"{what} raises {error_line(got.outcome.error)}", None, None) for part in PARTS}, \
+            got.outcome.error
+    result = got.outcome.value
     if not (isinstance(result, tuple) and len(result) == 2):
         return {part: (f"{what} returns {describe(result)}, expected a pair (history, accuracy)", None, None)
                 for part in PARTS}, None
     history, accuracy = result
+    model, test_set = got.model, _three_bug_setup(case)[2]
     problems: dict[str, Problem] = {}
     # training: the parameters after training, whatever the history and the evaluation do
-    got_weights, want_weights = _parameters(model), _parameters(reference_model)
+    got_weights, want_weights = _parameters(model), _parameters(want.model)
     if not same_value(got_weights, want_weights):
         initial = _parameters(_three_bug_setup(case)[0])
         moved = any(not same_value(v, initial[k]) for k, v in got_weights.items())
         logged = isinstance(history, list) and history and all(isinstance(v, (float, torch.Tensor)) for v in history)
         last = [float(v.detach()) if isinstance(v, torch.Tensor) else v for v in history[-3:]] if logged else []
+        where, mistake = _training_cause(got, want, case)
         problems["training"] = (
             f"{what}: the weights after training differ from a correct training's"
             + ("" if moved else " (they did not change at all)")
             + (f"; its loss over the last 3 steps is {_short(last)}, where a correct training reaches "
                f"{_short(want_history[-3:])}" if logged else ""),
-            "the loss does not get low: compare what the training step feeds into cross_entropy with what "
-            "cross_entropy expects",
-            "cross_entropy applies log-softmax itself and wants raw logits; softmax before it squashes them, so "
-            "the loss cannot go low and the gradients are tiny. Pass the model's output to it directly")
+            where, mistake)
     # evaluation: the accuracy reported for the model as the program left it, measured in eval mode
     expected = _eval_accuracy(model, test_set)
     if not (isinstance(accuracy, float) and same_value(accuracy, expected)):
         shown = f"{accuracy:.4f}" if isinstance(accuracy, float) else describe(accuracy)
+        in_training = [f for f in got.trace.evaluation_forwards() if f[2]]
         problems["evaluation"] = (
             f"{what} reports the test accuracy {shown}; the model it trained, evaluated in eval mode, "
             f"scores {expected:.4f}",
-            "which mode is the model in while it is evaluated? (it has dropout and batch norm)",
+            "which mode is the model in while it is evaluated? (it has dropout and batch norm)" if in_training else
+            "compare how the accuracy is computed with the task: the share of the test samples classified right",
             "the model is evaluated in training mode: dropout drops units and batch norm uses the test batch's "
-            "statistics. Call model.eval() before evaluating")
-    # history: one Python float per step
-    if not (isinstance(history, list) and len(history) == steps and all(type(v) is float for v in history)):
-        kept = [v for v in history if isinstance(v, torch.Tensor)] if isinstance(history, list) else []
-        graphs = sum(1 for v in kept if v.grad_fn is not None)
-        count = f"{len(history)} items" if isinstance(history, list) else describe(history)
-        problems["history"] = (
-            f"{what} returns a history of {count}, expected {steps} Python floats (one per step)"
-            + (f"; {graphs} of them are tensors that each keep their step's whole graph alive" if graphs else ""),
-            "what is appended to the history at each step, and what does it hold on to?",
-            "a loss tensor keeps its graph and every activation saved for backward, so memory grows with every "
-            "step; loss.item() gives the number alone")
+            "statistics. Call model.eval() before evaluating" if in_training else None)
+    history_problem = _history_problem(what, history, case)
+    if history_problem is not None:
+        problems["history"] = history_problem
     return problems, None
 
 

@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterator, NamedTuple, Sequence
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.utils.data.distributed import DistributedSampler
 
 from helpers.checks import CheckError, Mistake, call, describe, expect, expect_tensor, passed
 from helpers.checks import substitute
@@ -221,6 +222,41 @@ def _expect_port(port: Any, what: str) -> int:
     return port
 
 
+@contextmanager
+def _watching_binds() -> Iterator[list[tuple[int, int]]]:
+    """Record (socket type, port it got) for every socket bound through Python's socket module meanwhile."""
+    bound: list[tuple[int, int]] = []
+    real_bind = socket.socket.bind
+
+    def bind(self: socket.socket, address: Any) -> None:
+        real_bind(self, address)
+        name = self.getsockname()
+        if isinstance(name, tuple) and len(name) >= 2:
+            bound.append((self.type, name[1]))
+
+    socket.socket.bind = bind  # type: ignore[method-assign]
+    try:
+        yield bound
+    finally:
+        socket.socket.bind = real_bind  # type: ignore[method-assign]
+
+
+_ASK_THE_SYSTEM = "bind a TCP socket to port 0 and return the port the system chose for it"
+
+
+def _expect_bound(port: int, bound: list[tuple[int, int]]) -> None:
+    """The port came from a TCP socket that was bound to it during the call (so it was free then)."""
+    kinds = {kind for kind, got in bound if got == port}
+    if socket.SOCK_STREAM in kinds:
+        return
+    if kinds:
+        raise CheckError(f"free_port() returned {port}, a port it got for a UDP socket (SOCK_DGRAM); the group's rank "
+                         "0 listens on TCP, and a free UDP port says nothing about TCP's: use a SOCK_STREAM socket "
+                         "(socket.socket()'s default)")
+    raise CheckError(f"free_port() returned {port}, but no socket was bound to that port during the call: nothing "
+                     f"asked the system whether it is free (another program may be using it): {_ASK_THE_SYSTEM}")
+
+
 def check_free_port(fn: Callable[[], int], inputs: Sequence[int] | None = None) -> None:
     """``fn()`` returns a port nothing uses, even while other jobs hold the ports it gave before.
 
@@ -232,11 +268,21 @@ def check_free_port(fn: Callable[[], int], inputs: Sequence[int] | None = None) 
         with ExitStack() as running_jobs:
             held: list[int] = []
             for job in range(jobs + 1):
-                port = _expect_port(call(fn), "free_port()")
+                with _watching_binds() as bound:
+                    try:
+                        port = call(fn)
+                    except CheckError as error:
+                        if "global random generator" not in str(error) or any(k == socket.SOCK_STREAM for k, _ in bound):
+                            raise
+                        raise CheckError("free_port() drew from a global random generator and bound no TCP socket "
+                                         "during the call: a port picked at random may be in use by another program; "
+                                         + _ASK_THE_SYSTEM) from None
+                port = _expect_port(port, "free_port()")
                 if port in held:
                     raise CheckError(f"free_port() returned {port} again while another job was using it: a fixed "
                                      "port clashes ('Address already in use') as soon as two jobs share a "
                                      "machine. Bind port 0 and return the port the system chose")
+                _expect_bound(port, bound)
                 if _port_in_use(port):
                     raise CheckError(f"port {port} is still in use after free_port() returned it: close the socket "
                                      "before returning (a `with socket.socket() as probe:` block does)")
@@ -263,7 +309,11 @@ class GradCase(NamedTuple):
 
 
 def _small_model(n_features: int) -> nn.Module:
-    return nn.Sequential(nn.Linear(n_features, 4), nn.Tanh(), nn.Linear(4, 2))
+    """A small regressor with one parameter that takes no part in the loss (its .grad stays None, as the hint
+    warns): Sequential's forward runs its modules only, never a parameter registered on it directly."""
+    model = nn.Sequential(nn.Linear(n_features, 4), nn.Tanh(), nn.Linear(4, 2))
+    model.register_parameter("unused", nn.Parameter(torch.zeros(3)))
+    return model
 
 
 def _grad_data(case: GradCase) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
@@ -297,6 +347,8 @@ def _grad_target(rank: int, world_size: int, fn: Callable[[nn.Module], None], ca
         seen = {"calls": 0, "on_grads": 0, "on_weights": 0}
 
         def all_reduce(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            if tensor is None:
+                raise CheckError(_NONE_GRAD.format(rank=rank, error="dist.all_reduce was given None"))
             memory = tensor.data_ptr() if isinstance(tensor, torch.Tensor) else None
             seen["calls"] += 1
             seen["on_grads"] += memory in grad_memory
@@ -340,21 +392,39 @@ def _by_world_size(cases: Sequence[Any]) -> dict[int, list[Any]]:
     return groups
 
 
+_NONE_GRAD = ("average_gradients(model) failed on rank {rank}: {error}. The model has a parameter that takes no part in "
+              "the loss (`unused`), so its .grad is None: there is nothing to average for it; skip it")
+
+
+def _explain_none_grad(rank: int, report: _Report) -> str | None:
+    """Arithmetic on None: the parameter whose .grad is None (it took no part in the loss)."""
+    if report.error in ("TypeError", "AttributeError") and "NoneType" in report.message:
+        return _NONE_GRAD.format(rank=rank, error=f"{report.error}: {report.message.strip().splitlines()[0]}")
+    return None
+
+
 def check_average_gradients(fn: Callable[[nn.Module], None], inputs: Sequence[GradCase] | None = None) -> None:
     """After ``fn(model)`` on every rank, every rank holds the whole-batch gradient."""
     inputs = inputs or [GradCase(), GradCase(1, 3, 9, 3)]
     checks = 0
     with torch.random.fork_rng(devices=[]):
         for world_size, cases in _by_world_size(inputs).items():
-            per_rank = run_group(_grad_target, fn, cases, world_size=world_size, what="average_gradients(model)")
+            per_rank = run_group(_grad_target, fn, cases, world_size=world_size, what="average_gradients(model)",
+                                 explain=_explain_none_grad)
             for index, case in enumerate(cases):
                 expected = _whole_batch_grads(case)
                 rank0_ok = all(per_rank[0][index][1][k] is not None
-                               and torch.allclose(per_rank[0][index][1][k], v, atol=1e-6) for k, v in expected.items())
+                               and torch.allclose(per_rank[0][index][1][k], v, atol=1e-6) for k, v in expected.items()
+                               if v is not None)
                 for rank in range(world_size):
                     own, got, exchanges = per_rank[rank][index]
                     for name, want in expected.items():
                         what = f"with {world_size} processes, rank {rank}'s {name}.grad"
+                        if want is None:  # took no part in the loss: nothing to average (zeros are as good)
+                            expect(got[name] is None or not got[name].any(), f"{what} was None before the call (the "
+                                   f"parameter takes no part in the loss) and is {describe(got[name])} afterwards: "
+                                   "leave it None")
+                            continue
                         expect(got[name] is not None, f"{what} is None afterwards: average the gradients, keep them")
                         shard = own[name]
                         mistakes = []
@@ -396,11 +466,20 @@ def _shard_target(rank: int, world_size: int, fn: Callable[..., Any], cases: lis
 
 
 def _as_index_list(value: Any) -> list[int] | None:
-    if isinstance(value, torch.Tensor) and value.dim() == 1 and not value.is_floating_point():
-        return value.tolist()
-    if isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        return list(value)
+    """``value`` if it is a list of ints (the type both tasks name), else None."""
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return value
     return None
+
+
+def _not_a_list_of_ints(value: Any) -> str:
+    """What ``value`` is instead of a list of ints, and how it becomes one."""
+    if isinstance(value, torch.Tensor):
+        return f"a tensor ({describe(value)}): .tolist() turns it into a list of ints"
+    if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
+        return (f"a {type(value).__name__} of tensors ({describe(value[0])}, ...): .tolist() on the tensor gives "
+                "Python ints")
+    return describe(value)
 
 
 def _shuffled(n: int, seed: int) -> list[int]:
@@ -409,7 +488,7 @@ def _shuffled(n: int, seed: int) -> list[int]:
 
 def check_shard_indices(fn: Callable[..., list[int]], inputs: Sequence[ShardCase] | None = None) -> None:
     """Every rank's ``fn(n, rank, world_size, epoch, seed)`` equals DistributedSampler's indices for it."""
-    inputs = inputs or [ShardCase(12, 2, 0, 0), ShardCase(12, 2, 1, 0), ShardCase(7, 2, 0, 0)]
+    inputs = inputs or [ShardCase(12, 2, 0, 0), ShardCase(12, 2, 1, 0), ShardCase(7, 2, 0, 0), ShardCase(1, 3, 0, 2)]
     checks = 0
     for world_size, cases in _by_world_size(inputs).items():
         per_rank = run_group(_shard_target, fn, cases, world_size=world_size, what="shard_indices")
@@ -419,14 +498,17 @@ def check_shard_indices(fn: Callable[..., list[int]], inputs: Sequence[ShardCase
             got = [_as_index_list(per_rank[rank][index]) for rank in range(world_size)]
             for rank, value in enumerate(got):
                 expect(value is not None, f"{what.replace('rank=r', f'rank={rank}')} should return a list of ints, "
-                       f"but returned {describe(per_rank[rank][index])}")
+                       f"but returned {_not_a_list_of_ints(per_rank[rank][index])}")
             lengths = [len(value) for value in got]
+            per = -(-n // world_size)
             if len(set(lengths)) > 1:
+                longer = per * world_size - n > n
                 raise CheckError(f"{what}: the ranks got different numbers of indices ({lengths}). Then one rank runs "
                                  "one more step than the other and waits forever in its all_reduce. Pad: repeat "
                                  "indices from the start of the shuffled list until the length is a multiple of "
-                                 "world_size, as DistributedSampler does")
-            per = -(-n // world_size)
+                                 "world_size, as DistributedSampler does"
+                                 + (f". Here the padding ({per * world_size - n}) is longer than the list ({n}): "
+                                    "the list repeats more than once" if longer else ""))
             order = _shuffled(n, seed + epoch)
             if lengths[0] == n // world_size and n % world_size:
                 raise CheckError(f"{what}: each rank got {lengths[0]} indices and {n % world_size} of the {n} samples "
@@ -486,6 +568,31 @@ def _epoch_target(rank: int, world_size: int, fn: Callable[..., Any], cases: lis
     return out
 
 
+def _sampler_batches(case: EpochCase, world_size: int, rank: int, seed: int,
+                     epoch_of: Callable[[int], int]) -> list[list[list[int]]]:
+    """What a DistributedSampler seeded with ``seed``, told the epoch ``epoch_of(epoch)``, gives ``rank``."""
+    sampler = DistributedSampler(range(case.n), num_replicas=world_size, rank=rank, seed=seed)
+    per_process = case.global_batch_size // world_size
+    out = []
+    for epoch in range(case.epochs):
+        sampler.set_epoch(epoch_of(epoch))
+        order = list(sampler)
+        out.append([order[i:i + per_process] for i in range(0, len(order), per_process)])
+    return out
+
+
+def _epoch_twins(case: EpochCase, world_size: int, rank: int) -> list[tuple[str, list]]:
+    """Wrong answers whose batches can be told apart from the right ones, and their causes. The ranks are checked
+    in order, so a later rank fails only where rank 0 was right: an epoch off by one would have shifted rank 0 too,
+    and a seed per rank is the seed 0 on rank 0 (rank 1 seeded with 1 in epoch e sees what seed 0 gives in e + 1)."""
+    if rank:
+        return [(f"rank {rank}'s order is that of a sampler seeded with its rank ({rank}): every rank must shuffle "
+                 "with the same seed (the default, 0), or the ranks' shares overlap and some samples are never seen",
+                 _sampler_batches(case, world_size, rank, rank, lambda e: e))]
+    return [("epoch e saw the order the sampler gives for epoch e + 1: set_epoch takes the loop's epoch, "
+             "counting from 0 (sampler.set_epoch(epoch))", _sampler_batches(case, world_size, rank, 0, lambda e: e + 1))]
+
+
 def check_epoch_batches(fn: Callable[..., Any], inputs: Sequence[EpochCase] | None = None) -> None:
     """Each rank sees its own share of the data, in a new order every epoch, in per-process batches."""
     inputs = inputs or [EpochCase()]
@@ -498,8 +605,15 @@ def check_epoch_batches(fn: Callable[..., Any], inputs: Sequence[EpochCase] | No
             for rank in range(world_size):
                 raw, want = per_rank[rank][index]
                 got = _as_batches(raw)
-                expect(got is not None, f"{what}: rank {rank} should return a list (one per epoch) of lists of "
-                       f"batches (lists of ints, batch.tolist()), but returned {describe(raw)}")
+                if got is None:
+                    batch = next((b for epoch in raw for b in epoch), None) if isinstance(raw, (list, tuple)) and all(
+                        isinstance(epoch, (list, tuple)) for epoch in raw) else None
+                    shown = _not_a_list_of_ints(batch) if batch is not None else describe(raw)
+                    raise CheckError(f"{what}: rank {rank} should return a list (one per epoch) of lists of batches, "
+                                     f"each a list of ints (batch.tolist()); its first batch is {shown}"
+                                     if batch is not None else
+                                     f"{what}: rank {rank} should return a list (one per epoch) of lists of batches "
+                                     f"(lists of ints, batch.tolist()), but returned {shown}")
                 if got == want:
                     continue
                 expect(len(got) == case.epochs, f"{what}: rank {rank} returned {len(got)} epochs, expected {case.epochs}")
@@ -527,6 +641,11 @@ def check_epoch_batches(fn: Callable[..., Any], inputs: Sequence[EpochCase] | No
                                      where="look at what tells the DataLoader's sampler which epoch it is",
                                      mistake="the sampler shuffles with seed + epoch, and its epoch never changed: "
                                              "sampler.set_epoch(epoch) at the start of each epoch sets it")
+                for cause, twin in _epoch_twins(case, world_size, rank):
+                    if got == twin:
+                        raise CheckError(f"{what}: rank {rank} should see the batches {want}, but saw {got}",
+                                         where="look at the sampler's arguments and at what you give set_epoch",
+                                         mistake=cause)
                 raise CheckError(f"{what}: rank {rank} should see the batches {want}, but saw {got}")
             checks += 1
     passed("epoch_batches", checks)
@@ -554,15 +673,53 @@ def _train_data(case: TrainCase) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(case.batch, 3, generator=g), torch.randn(case.batch, 2, generator=g)
 
 
+def _row_indices(batch: Any, x: torch.Tensor) -> list[int]:
+    """Which rows of ``x`` the rows of ``batch`` are (-1 for a row that is none of them)."""
+    if not isinstance(batch, torch.Tensor) or batch.dim() != 2 or batch.shape[1] != x.shape[1]:
+        return []
+    rows = batch.detach().to("cpu", torch.float32)
+    return [next((i for i in range(len(x)) if torch.equal(row, x[i])), -1) for row in rows]
+
+
+def _recording_factory(x: torch.Tensor) -> tuple[Callable[[], nn.Module], list[dict[str, Any]]]:
+    """``make_regressor`` that records, for every model it builds, its first weights and the rows of ``x`` each
+    training forward saw: a forward whose output a backward pass reached (a forward hook and a hook on its
+    output; both fire inside a DistributedDataParallel wrapper too). A forward only looked at (a logged loss,
+    an evaluation) is not training."""
+    built: list[dict[str, Any]] = []
+
+    def make_model() -> nn.Module:
+        model = make_regressor()
+        record: dict[str, Any] = {"initial": {k: v.detach().clone() for k, v in model.state_dict().items()},
+                                  "forwards": []}
+
+        def seen(module: nn.Module, args: tuple, output: Any) -> None:
+            if args and isinstance(output, torch.Tensor) and output.requires_grad:
+                rows = _row_indices(args[0], x)
+
+                def reached(grad: torch.Tensor, rows: list[int] = rows) -> None:
+                    if not any(r is rows for r in record["forwards"]):
+                        record["forwards"].append(rows)
+
+                output.register_hook(reached)
+
+        model.register_forward_hook(seen)
+        built.append(record)
+        return model
+
+    return make_model, built
+
+
 def _train_target(rank: int, world_size: int, fn: Callable[..., Any], cases: list[TrainCase]) -> list[Any]:
     out = []
     for case in cases:
         x, y = _train_data(case)
+        make_model, built = _recording_factory(x)
         torch.manual_seed(1234 + rank)  # whatever state each process happens to have: only `seed` may matter
-        result = fn(make_regressor, x, y, case.steps, case.seed, case.lr)
+        result = fn(make_model, x, y, case.steps, case.seed, case.lr)
         if isinstance(result, dict):
             result = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in result.items()}
-        out.append(result)
+        out.append((result, built))
     return out
 
 
@@ -578,6 +735,65 @@ def _whole_batch(case: TrainCase) -> dict[str, torch.Tensor]:
     return _simulated(case._replace(world_size=1))[0]
 
 
+def _built_with(seed: int) -> dict[str, torch.Tensor]:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return make_regressor().state_dict()
+
+
+def _expect_training_contract(what: str, case: TrainCase, rank: int, built: list[dict[str, Any]]) -> int:
+    """The contract's how: models from make_model() right after manual_seed(seed), trained on this rank's shard
+    only. Returns how many forwards with gradients the trained model(s) ran (one per step is expected)."""
+    world_size = case.world_size
+    if not built:
+        raise CheckError(f"{what}: rank {rank} never called make_model(): the model must come from it")
+    trained = [record for record in built if record["forwards"]] or built[-1:]
+    start = _built_with(case.seed)
+    for record in trained:
+        first = record["initial"]
+        if all(torch.equal(first[k], start[k]) for k in start):
+            continue
+        candidates = [(case.seed + rank, "a different seed per rank (seed + rank): seed with `seed` itself on "
+                       "every rank"),
+                      (rank, "the rank as the seed: seed with `seed` on every rank"),
+                      (0, "the seed 0 instead of the `seed` argument"),
+                      (1234 + rank, "the model was built from the generator's state before the call: "
+                       "torch.manual_seed(seed) must come before make_model(), not after it (or be missing)")]
+        cause = next((text for s, text in candidates if s != case.seed
+                      and all(torch.equal(first[k], v) for k, v in _built_with(s).items())), None)
+        key = next(iter(start))
+        raise CheckError(f"{what}: rank {rank}'s model started from other weights than make_model() gives right "
+                         f"after torch.manual_seed({case.seed}) ({key}[0, 0] is {first[key].flatten()[0].item():.6g}, "
+                         f"expected {start[key].flatten()[0].item():.6g})",
+                         where="look at where you seed torch's global generator, with what, and where you build "
+                               "the model",
+                         mistake=cause and f"the ranks' models were seeded wrongly: {cause}. The contract: every "
+                                           "rank builds its model right after torch.manual_seed(seed)")
+    shard = list(range(rank, case.batch, world_size))
+    covered: set[int] = set()
+    for record in trained:
+        for step, rows in enumerate(record["forwards"]):
+            covered.update(rows)
+            if rows and set(rows) <= set(shard):
+                continue
+            cause = None
+            if sorted(rows) == list(range(case.batch)):
+                cause = ("every rank trained on the whole batch: the averaged gradient is then the same, so the "
+                         "weights match, but every rank did the work of all of them")
+            elif rows == list(range(case.batch))[rank * len(shard):(rank + 1) * len(shard)]:
+                cause = ("that is a contiguous block of the batch (chunk, split or a slice [start:stop]); the "
+                         "contract deals the samples out like cards: inputs[rank::world_size]")
+            raise CheckError(f"{what}: forward {step + 1} of rank {rank}'s model (with gradients) saw the samples "
+                             f"{rows} of the {case.batch}; rank {rank}'s shard is {shard}, the samples r, "
+                             f"r + world_size, ...",
+                             where="look at which rows of inputs and targets each rank gives its model",
+                             mistake=cause)
+    if covered and covered != set(shard):
+        raise CheckError(f"{what}: rank {rank}'s model trained on the samples {sorted(covered)} only; its shard is "
+                         f"{shard}", where="look at which rows of inputs each rank gives its model")
+    return sum(len(record["forwards"]) for record in trained)
+
+
 def _check_training(fn: Callable[..., Any], inputs: Sequence[TrainCase], name: str, extra: Callable[[TrainCase], list]) -> int:
     checks = 0
     for world_size, cases in _by_world_size(inputs).items():
@@ -585,8 +801,9 @@ def _check_training(fn: Callable[..., Any], inputs: Sequence[TrainCase], name: s
         for index, case in enumerate(cases):
             expected = _whole_batch(case)
             what = f"{name}(..., steps={case.steps}, seed={case.seed}, lr={case.lr}) with {world_size} processes"
-            for rank in range(world_size):
-                got = per_rank[rank][index]
+            forwards = []
+            for rank in range(world_size):  # the contract on every rank first: one rank's slip skews all weights
+                got, built = per_rank[rank][index]
                 expect(isinstance(got, dict), f"{what}: rank {rank} should return the model's state_dict(), "
                        f"but returned {describe(got)}")
                 if got and all(isinstance(k, str) and k.startswith("module.") for k in got):
@@ -594,10 +811,19 @@ def _check_training(fn: Callable[..., Any], inputs: Sequence[TrainCase], name: s
                                      "wrapper's state_dict; return ddp_model.module.state_dict(), the plain model's")
                 expect(set(got) == set(expected), f"{what}: rank {rank} returned the keys {sorted(got)}, expected the "
                        f"model's {sorted(expected)}")
-                twins = extra(case)
+                forwards.append(_expect_training_contract(what, case, rank, built))
+            twins = extra(case)
+            for rank in range(world_size):
+                got = per_rank[rank][index][0]
                 for key, want in expected.items():
-                    mistakes = [Mistake(message, lambda twin=twin, rank=rank, key=key: twin[min(rank, len(twin) - 1)][key])
-                                for message, twin in twins]
+                    mistakes = []
+                    if forwards[rank] != case.steps:
+                        mistakes.append(Mistake(f"rank {rank}'s model ran {forwards[rank]} forward passes with gradients "
+                                                f"for steps={case.steps}: one step is one forward, backward and "
+                                                "optimizer step; count the loop", matches=lambda got: True,
+                                                where="look at how many times your loop runs"))
+                    mistakes += [Mistake(message, lambda twin=twin, rank=rank, key=key: twin[min(rank, len(twin) - 1)][key])
+                                 for message, twin in twins]
                     expect_tensor(got[key], want, what=f"{what}: rank {rank}'s {key} after training", mistakes=mistakes,
                                   atol=1e-5)
             checks += 1
@@ -608,6 +834,8 @@ _NOT_AVERAGED = ("the ranks ended with different weights, each trained on its ow
                  "never averaged across the ranks")
 _SUMMED_LOSS = ("the loss is summed over the shard: use the mean (the default reduction), so that the average over "
                 "the ranks is the whole batch's mean")
+_ACCUMULATED = ("the gradients of every step were added to those of the steps before: clear them before each "
+                "backward (optimizer.zero_grad()); backward() adds to .grad")
 
 
 def check_train_by_hand(fn: Callable[..., Any], inputs: Sequence[TrainCase] | None = None) -> None:
@@ -615,13 +843,10 @@ def check_train_by_hand(fn: Callable[..., Any], inputs: Sequence[TrainCase] | No
     inputs = inputs or [TrainCase()]
 
     def twins(case: TrainCase) -> list:
-        ranks = range(case.world_size)
-        return [("the ranks started from different weights (a different seed per rank, e.g. seed + rank): call "
-                 "torch.manual_seed(seed) with the same seed on every rank before building the model",
-                 _simulated(case, seeds=[case.seed + r for r in ranks])),
-                (_NOT_AVERAGED + ": call average_gradients(model) after backward() and before optimizer.step()",
+        return [(_NOT_AVERAGED + ": call average_gradients(model) after backward() and before optimizer.step()",
                  _simulated(case, average=False)),
-                (_SUMMED_LOSS, _simulated(case, reduction="sum"))]
+                (_SUMMED_LOSS, _simulated(case, reduction="sum")),
+                (_ACCUMULATED, _simulated(case, accumulate=True))]
 
     # graded with the reference average_gradients: a bug there costs exercise 2's points, not these too
     with torch.random.fork_rng(devices=[]), substitute(fn, average_gradients=ref.average_gradients):
@@ -634,13 +859,13 @@ def check_train_ddp(fn: Callable[..., Any], inputs: Sequence[TrainCase] | None =
     inputs = inputs or [TrainCase()]
 
     def twins(case: TrainCase) -> list:
-        out = [(_NOT_AVERAGED + ": wrap the model in DistributedDataParallel before training, and train the wrapper",
-                _simulated(case, average=False)),
-               (_SUMMED_LOSS, _simulated(case, reduction="sum"))]
-        if case.seed:
-            out.append(("the weights are those of a run seeded with 0, not with `seed`: call torch.manual_seed(seed) "
-                        "before building the model", _simulated(case, seeds=[0] * case.world_size)))
-        return out
+        return [(_NOT_AVERAGED + ": wrap the model in DistributedDataParallel before training, and train the wrapper",
+                 _simulated(case, average=False)),
+                (_SUMMED_LOSS, _simulated(case, reduction="sum")),
+                (_ACCUMULATED, _simulated(case, accumulate=True)),
+                (f"the weights are those of a run with the learning rate times the world size ({case.world_size} x "
+                 f"{case.lr}): DistributedDataParallel averages the gradients, so the one-process lr stays as it is",
+                 _simulated(case._replace(lr=case.lr * case.world_size)))]
 
     with torch.random.fork_rng(devices=[]):
         checks = _check_training(fn, inputs, "train_ddp", twins)
@@ -672,36 +897,83 @@ def _record(folder: str, rank: int, event: str) -> None:
         log.write(event + "\n")
 
 
-def _save_target(rank: int, world_size: int, fn: Callable[..., Any], case: SaveCase, folder: str) -> tuple:
-    """Rank 0 holds the trained weights, the others older ones. torch.save, torch.load and barrier are watched
-    (this child's copies only), and rank 0 writes only once another rank has moved on (saved, loaded, or reached
-    the barrier), so a missing barrier shows every time, not by chance."""
-    real_save, real_load, real_barrier = torch.save, torch.load, dist.barrier
+_RELEASING = {"save", "load", "barrier", "sync", "done"}  # a rank that did one of these has moved on, or is waiting
+_SYNCS = ("all_reduce", "broadcast", "broadcast_object_list", "all_gather", "all_gather_object", "gather", "reduce",
+          "scatter", "recv")  # other collectives that can hold a rank until rank 0 gets there
 
-    def save(*args: Any, **kwargs: Any) -> Any:
-        _record(folder, rank, "save")
+
+def _wait_for_the_others(folder: str, world_size: int) -> None:
+    """Hold rank 0's write until another rank has loaded (or is waiting, or finished): a missing barrier then
+    shows every time. A rank's first event is "start"; 10 s after every rank started, rank 0 goes on anyway
+    (a rank waiting somewhere the spies do not see), and never later than the collectives' timeout allows."""
+    started_all = None
+    give_up = time.monotonic() + COLLECTIVE_TIMEOUT_S / 2 + 10
+    while time.monotonic() < give_up:
+        events = [_events(folder, r) for r in range(1, world_size)]
+        if any(_RELEASING & set(e) for e in events):
+            return
+        if started_all is None and all(events):
+            started_all = time.monotonic()
+        if started_all is not None and time.monotonic() > started_all + 10:
+            return
+        time.sleep(0.01)
+
+
+def _save_target(rank: int, world_size: int, fn: Callable[..., Any], case: SaveCase, folder: str) -> tuple:
+    """Rank 0 holds the trained weights, the others older ones. torch.save, torch.load, barrier and the other
+    collectives are watched (this child's copies only), and rank 0 writes only once another rank has moved on
+    (a load finished, a barrier or another collective reached, the function returned), so a missing barrier
+    shows every time, not by chance."""
+    real_save, real_load, real_barrier = torch.save, torch.load, dist.barrier
+    real_syncs = {name: getattr(dist, name) for name in _SYNCS}
+
+    def save(obj: Any, *args: Any, **kwargs: Any) -> Any:
+        _record(folder, rank, "save-module" if isinstance(obj, nn.Module) else "save")
         if rank == 0:
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and not any(_events(folder, r) for r in range(1, world_size)):
-                time.sleep(0.01)
-        return real_save(*args, **kwargs)
+            _wait_for_the_others(folder, world_size)
+        return real_save(obj, *args, **kwargs)
 
     def load(*args: Any, **kwargs: Any) -> Any:
-        _record(folder, rank, "load")
-        return real_load(*args, **kwargs)
+        try:
+            return real_load(*args, **kwargs)
+        finally:  # after the read: rank 0 must not start writing while this rank still reads
+            _record(folder, rank, "load")
 
     def barrier(*args: Any, **kwargs: Any) -> Any:
         _record(folder, rank, "barrier")
         return real_barrier(*args, **kwargs)
 
+    def sync(name: str) -> Callable[..., Any]:
+        def collective(*args: Any, **kwargs: Any) -> Any:
+            _record(folder, rank, "sync")
+            return real_syncs[name](*args, **kwargs)
+        return collective
+
     torch.save, torch.load, dist.barrier = save, load, barrier
+    for name in _SYNCS:
+        setattr(dist, name, sync(name))
     model = nn.Linear(4, 3)
     model.load_state_dict(_weights(case.seed if rank == 0 else case.seed + 100 + rank))
+    _record(folder, rank, "start")
     try:
         fn(model, Path(folder) / "model.pt")
     finally:
+        _record(folder, rank, "done")
         torch.save, torch.load, dist.barrier = real_save, real_load, real_barrier
+        for name, real in real_syncs.items():
+            setattr(dist, name, real)
     return {k: v.detach().clone() for k, v in model.state_dict().items()}, _events(folder, rank)
+
+
+def _barrier_on_some_ranks(folder: str, world_size: int) -> str | None:
+    """The ranks that called dist.barrier() and those that did not, when only some did."""
+    called = [r for r in range(world_size) if "barrier" in _events(folder, r)]
+    if called and len(called) < world_size:
+        missing = [r for r in range(world_size) if r not in called]
+        return (f"rank(s) {called} called dist.barrier(), rank(s) {missing} did not: a barrier waits until every "
+                "rank has called it, so every rank must call it (outside `if rank == 0:`), after the save and "
+                "before the load")
+    return None
 
 
 def check_save_and_load(fn: Callable[..., Any], inputs: Sequence[SaveCase] | None = None) -> None:
@@ -716,27 +988,46 @@ def check_save_and_load(fn: Callable[..., Any], inputs: Sequence[SaveCase] | Non
 
             def explain(rank: int, report: _Report) -> str | None:
                 if rank > 0 and report.error == "FileNotFoundError":
-                    return (f"save_and_load: rank {rank} tried to load the file before rank 0 had written it "
-                            "(FileNotFoundError): call dist.barrier() between saving and loading")
+                    early = (f"save_and_load: rank {rank} tried to load the file before rank 0 had written it "
+                             "(FileNotFoundError)")
+                    uneven = _barrier_on_some_ranks(folder, case.world_size)
+                    return f"{early}: {uneven}" if uneven else f"{early}: call dist.barrier() between saving and loading"
                 return None
 
             results = run_group(_save_target, fn, case, folder, world_size=case.world_size,
                                 what="save_and_load(model, path)", explain=explain)
             trained = _weights(case.seed)
             what = f"save_and_load with {case.world_size} processes"
-            writers = [rank for rank, (_, events) in enumerate(results) if "save" in events]
+            writers = [rank for rank, (_, events) in enumerate(results) if {"save", "save-module"} & set(events)]
             if any(rank > 0 for rank in writers):
                 raise CheckError(f"{what}: rank {max(writers)} wrote the checkpoint too: only rank 0 should save "
                                  "(`if dist.get_rank() == 0:`); several processes writing one file can corrupt it")
             expect(writers == [0], f"{what}: rank 0 never saved the model: torch.save(model.state_dict(), path) on rank 0")
+            if "save-module" in results[0][1]:
+                raise CheckError(f"{what}: rank 0 saved the model object itself (torch.save(model, path)); the task "
+                                 "saves model.state_dict(), the weights by name",
+                                 where="look at what you give torch.save",
+                                 mistake="a pickled module needs its class's code to load (and weights_only=False, "
+                                         "which runs whatever the file holds); a state_dict loads into any model "
+                                         "of that shape")
             for rank, (weights, events) in enumerate(results):
                 if case.older_file and all(torch.equal(weights[k], older[k]) for k in older):
-                    raise CheckError(f"{what}: rank {rank} loaded the file before rank 0 had written it (it read the "
-                                     "older checkpoint that was still there): call dist.barrier() between saving "
-                                     "and loading")
+                    early = (f"{what}: rank {rank} loaded the file before rank 0 had written it (it read the "
+                             "older checkpoint that was still there)")
+                    uneven = _barrier_on_some_ranks(folder, case.world_size)
+                    raise CheckError(f"{early}: {uneven}" if uneven else
+                                     f"{early}: call dist.barrier() between saving and loading")
                 if rank > 0 and "load" not in events:
                     raise CheckError(f"{what}: rank {rank} never loaded the checkpoint: every rank must load it "
                                      "(after the barrier) to get rank 0's weights")
+                own = _weights(case.seed + 100 + rank)
+                if rank > 0 and all(torch.equal(weights[k], own[k]) for k in own):
+                    raise CheckError(f"{what}: rank {rank} called torch.load, but the model it was given still holds "
+                                     "its own weights from before the call",
+                                     where="look at where the weights torch.load returned go",
+                                     mistake="model.load_state_dict(state) copies them into the caller's model; "
+                                             "assigning to a name (model = ...) or loading into another model "
+                                             "leaves the caller's model as it was")
                 for key, want in trained.items():
                     expect_tensor(weights[key], want, what=f"{what}: rank {rank}'s {key} afterwards")
             checks += 1
@@ -758,16 +1049,20 @@ class WholeCase(NamedTuple):
 
 
 class _ReadCounting(torch.utils.data.Dataset):
-    """A dataset of (features, label) items that remembers how many items were read from it."""
+    """A dataset of (features, label) items that remembers which items were read from it, in order."""
 
     def __init__(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        self.x, self.y, self.reads = x, y, 0
+        self.x, self.y, self.order = x, y, []
+
+    @property
+    def reads(self) -> int:
+        return len(self.order)
 
     def __len__(self) -> int:
         return len(self.x)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        self.reads += 1
+        self.order.append(int(index))
         return self.x[index], int(self.y[index])
 
 
@@ -791,17 +1086,19 @@ def _whole_target(rank: int, world_size: int, fn: Callable[..., Any], cases: lis
         result = fn(_whole_model(case), dataset, case.epochs, case.batch_size, 0.1, case.seed)
         if isinstance(result, dict):
             result = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in result.items()}
-        out.append((result, dataset.reads))
+        out.append((result, dataset.order))
     return out
 
 
-def _single_run(case: WholeCase, batch_size: int, order: Callable[[int], list[int]]) -> dict[str, torch.Tensor]:
-    """The given single-process training with another batch size or order of the samples (epoch -> order)."""
+def _single_run(case: WholeCase, batch_size: int, order: Callable[[int], list[int]],
+                momentum: float = 0.9) -> dict[str, torch.Tensor]:
+    """The given single-process training with another batch size, order of the samples (epoch -> order) or
+    momentum."""
     x, y = _whole_data(case)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(case.seed)
         model = _whole_model(case)()
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=momentum)
         for epoch in range(case.epochs):
             indices = order(epoch)
             for start in range(0, len(indices), batch_size):
@@ -810,6 +1107,28 @@ def _single_run(case: WholeCase, batch_size: int, order: Callable[[int], list[in
                 nn.functional.cross_entropy(model(x[batch]), y[batch]).backward()
                 optimizer.step()
         return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _expect_steps(what: str, case: WholeCase, world_size: int, reads: list[list[int]], cause: str | None) -> None:
+    """Each step, the ranks together read the one-process run's batch (in any split among them): the first step
+    where they did not, from the order each rank read the dataset in (per-process batches of
+    batch_size // world_size)."""
+    per = case.batch_size // world_size
+    if per == 0 or any(len(read) != case.n // world_size * case.epochs for read in reads):
+        return  # not read in equal shares: the weights' message says more than a step would
+    steps = case.n // case.batch_size
+    for epoch in range(case.epochs):
+        order = _shuffled(case.n, case.seed + epoch)
+        for step in range(steps):
+            want = order[step * case.batch_size:(step + 1) * case.batch_size]
+            at = (epoch * steps + step) * per
+            got = [index for read in reads for index in read[at:at + per]]
+            if sorted(got) != sorted(want):
+                raise CheckError(f"{what}: in epoch {epoch}, step {step + 1} the ranks together read the samples "
+                                 f"{sorted(got)}; the one-process run's batch there is {sorted(want)} (its order: "
+                                 f"randperm with seed + epoch)",
+                                 where="look at which samples each rank takes in each step, in which order",
+                                 mistake=cause)
 
 
 def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] | None = None) -> None:
@@ -840,6 +1159,8 @@ def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] 
                      case, case.batch_size, lambda epoch: shuffled(epoch)(epoch))),
                 ("the samples were not shuffled (index order every epoch): DistributedSampler shuffles by default; "
                  "shuffle=False turns that off", _single_run(case, case.batch_size, lambda epoch: list(range(case.n)))),
+                ("the weights are those of plain SGD: train_one_process's optimizer has momentum=0.9",
+                 _single_run(case, case.batch_size, lambda epoch: shuffled(case.seed + epoch)(epoch), momentum=0.0)),
             ]
             twins = [(message, twin) for message, twin in twins
                      if any(not torch.allclose(twin[k], expected[k], atol=1e-5) for k in expected)]
@@ -847,7 +1168,8 @@ def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] 
                     f"batch_size={case.batch_size}, lr=0.1, seed={case.seed}) with {world_size} processes")
             results = []
             for rank in range(world_size):
-                got, reads = per_rank[rank][index]
+                got, read = per_rank[rank][index]
+                reads = len(read)
                 expect(isinstance(got, dict), f"{what}: rank {rank} should return the model's state_dict(), "
                        f"but returned {describe(got)}")
                 if got and all(isinstance(k, str) and k.startswith("module.") for k in got):
@@ -875,6 +1197,10 @@ def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] 
                                              "so the gradients were not averaged across the ranks: is the model "
                                              "wrapped in DistributedDataParallel, and is the wrapper the model that "
                                              "computes the loss?")
+            if any(not torch.allclose(results[0][k], expected[k], atol=1e-5) for k in expected):
+                _expect_steps(what, case, world_size, [per_rank[rank][index][1] for rank in range(world_size)],
+                              next((message for message, twin in twins
+                                    if all(torch.allclose(results[0][k], twin[k], atol=1e-5) for k in expected)), None))
             for key, want in expected.items():
                 mistakes = [Mistake(message, lambda twin=twin, key=key: twin[key],
                                     where="look at which samples each rank takes in each step, in which order")

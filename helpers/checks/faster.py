@@ -32,33 +32,83 @@ from unittest import mock
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import CheckpointError
 
-from helpers.checks import Allow, CheckError, Mistake, call, describe, expect, expect_close, expect_tensor, passed, \
-    substitute
+from helpers.checks import WHERE_VALUES, Allow, CheckError, Mistake, call, describe, expect, expect_close, \
+    expect_tensor, passed, substitute
 from helpers.reference import faster as ref
 
 # ---------------------------------------------------------------- synchronize
 
 
 @contextlib.contextmanager
-def _patched_syncs(on_sync: Callable[[str, tuple, dict], None], cuda_available: bool | None = None) -> Iterator[None]:
-    """While open, torch.cuda/mps/accelerator.synchronize call ``on_sync(kind, args, kwargs)`` instead."""
+def _patched_syncs(on_sync: Callable[[str, tuple, dict], None],
+                   cuda_available: bool | None = None) -> Iterator[_CurrentGpu]:
+    """While open, torch.cuda/mps/accelerator.synchronize call ``on_sync(kind, args, kwargs)`` instead.
+
+    ``torch.cuda.device``, ``current_device`` and ``set_device`` are stand-ins too (a correct answer may select
+    the GPU first and then synchronize the current one); the stand-in for the current GPU is yielded.
+    """
     accelerator = "cuda" if cuda_available else "mps"
+    current = _CurrentGpu()
 
     def spy(kind: str) -> Callable[..., None]:
         def sync(*args: Any, **kwargs: Any) -> None:
             _reject_like_the_real(kind, accelerator, args, kwargs)
+            if kind == "cuda" and not args and not kwargs:
+                args = (current.index,)  # the current GPU, which torch.cuda.device(...) may have selected
             on_sync(kind, args, kwargs)
         return sync
 
     with contextlib.ExitStack() as stack:
+        # torch.cuda.device / current_device / set_device: the GPU selection, without initialising CUDA
+        stack.enter_context(mock.patch.object(torch.cuda, "device", current.selecting))
+        stack.enter_context(mock.patch.object(torch.cuda, "current_device", lambda: current.index))
+        stack.enter_context(mock.patch.object(torch.cuda, "set_device", current.set))
         stack.enter_context(mock.patch.object(torch.cuda, "synchronize", spy("cuda")))
         stack.enter_context(mock.patch.object(torch.mps, "synchronize", spy("mps")))
         if hasattr(torch, "accelerator") and hasattr(torch.accelerator, "synchronize"):
             stack.enter_context(mock.patch.object(torch.accelerator, "synchronize", spy("accelerator")))
         if cuda_available is not None:
             stack.enter_context(mock.patch.object(torch.cuda, "is_available", lambda: cuda_available))
-        yield
+        yield current
+
+
+class _CurrentGpu:
+    """The current CUDA device of a stand-in machine with several GPUs (index 0 unless selected)."""
+
+    def __init__(self) -> None:
+        self.index = 0
+        self.set_by_learner = False
+
+    def _index(self, device: Any) -> int:
+        """The GPU index ``device`` names, raising what torch.cuda.device raises for a non-CUDA device."""
+        if device is None:
+            return self.index
+        if isinstance(device, int):
+            return device
+        try:
+            device = torch.device(device)
+        except (TypeError, RuntimeError) as error:
+            raise ValueError(f"Expected a torch.device, a str or an int, got {device!r}") from error
+        if device.type != "cuda":
+            raise ValueError(f"Expected a cuda device, but got: {device}")
+        return self.index if device.index is None else device.index
+
+    @contextlib.contextmanager
+    def selecting(self, device: Any) -> Iterator[None]:
+        """torch.cuda.device(device): the given GPU is the current one inside the block."""
+        index, before = self._index(device), self.index
+        self.index = index
+        try:
+            yield
+        finally:
+            self.index = before
+
+    def set(self, device: Any) -> None:
+        """torch.cuda.set_device(device): the given GPU stays current after the call."""
+        self.index = self._index(device)
+        self.set_by_learner = True
 
 
 def _reject_like_the_real(kind: str, accelerator: str, args: tuple, kwargs: dict) -> None:
@@ -102,9 +152,15 @@ def check_synchronize(fn: Callable[[torch.device], None], inputs: Sequence[torch
     for device in devices:
         seen: list[tuple[str, tuple, dict]] = []
         with _patched_syncs(lambda kind, args, kwargs: seen.append((kind, args, kwargs)),
-                            cuda_available=device.type == "cuda"):
+                            cuda_available=device.type == "cuda") as current:
             call(fn, device)
         what = f"synchronize({device!r})"
+        if current.set_by_learner and current.index != 0:
+            raise CheckError(f"{what} left GPU {current.index} selected (torch.cuda.set_device) for the rest of the "
+                             "program, which expects GPU 0 to stay the current one",
+                             where="look at torch.cuda.set_device: its choice outlives your function",
+                             mistake="pass the device to torch.cuda.synchronize(device), or select it only inside "
+                                     "a `with torch.cuda.device(device):` block, which restores the current GPU")
         kinds = [kind for kind, _, _ in seen]
         if device.type == "cpu":
             if seen:
@@ -337,6 +393,8 @@ def check_scaled_learning_rate(fn: Callable[[float, int, int], float],
                     "ratio itself", lambda: base_lr * math.sqrt(ratio)),
             Mistake("integer division (//) rounded the ratio of batch sizes; use /",
                     lambda: base_lr * (batch // base_batch)),
+            Mistake("floor division (//) rounded base_lr * batch_size / base_batch_size down to a whole number; "
+                    "use /", lambda: (base_lr * batch) // base_batch),
         ]
         expect_close(got, ref.scaled_learning_rate(base_lr, base_batch, batch),
                      what=f"scaled_learning_rate({base_lr}, {base_batch}, {batch})", mistakes=mistakes, rtol=1e-6)
@@ -505,6 +563,10 @@ def check_accumulation_steps(fn: Callable[..., float], inputs: Sequence[StepCase
                     "(the sum of the divided losses)",
                     lambda: nn.functional.cross_entropy(_model(case.seed)(_batches(case)[-1][0]),
                                                         _batches(case)[-1][1]).item() / k),
+            Mistake("that is the last micro-batch's loss only (not divided by k); return the large batch's mean "
+                    "loss (the sum of the divided losses)",
+                    lambda: nn.functional.cross_entropy(_model(case.seed)(_batches(case)[-1][0]),
+                                                        _batches(case)[-1][1]).item()),
         ])
     passed("accumulated_step (one step, the large batch's loss)", len(cases))
 
@@ -611,6 +673,22 @@ class AmpRun(NamedTuple):
     scaler: ScalerSpy
     steps: int
     warnings: list[str]
+    loss_under_autocast: list[bool]  # for each call of loss_fn: was autocast on for the inputs' device?
+    arrivals: list[str]  # .grad of each parameter as its gradient arrived: "none", "zeros" or "values"
+
+
+def _record_arrivals(model: nn.Module) -> list[str]:
+    """As each parameter's gradient arrives in backward: was its .grad None, zeros, or values (leftovers)?"""
+    arrivals: list[str] = []
+
+    def record(p: torch.Tensor) -> Callable[[torch.Tensor], None]:
+        def hook(_: torch.Tensor) -> None:
+            arrivals.append("none" if p.grad is None else "zeros" if not p.grad.any() else "values")
+        return hook
+
+    for p in model.parameters():
+        p.register_hook(record(p))
+    return arrivals
 
 
 def _amp_run(fn: Callable[..., float], case: AmpCase, factor: float) -> AmpRun:
@@ -619,15 +697,33 @@ def _amp_run(fn: Callable[..., float], case: AmpCase, factor: float) -> AmpRun:
         before = _params(model)
         optimizer = torch.optim.SGD(model.parameters(), lr=LR)
         steps = _count_steps(optimizer)
+        _stale(model, case.seed)  # an earlier step's gradients, which this step must not add to
+        arrivals = _record_arrivals(model)
+        under_autocast: list[bool] = []
+
+        def loss_fn(*args: Any, **kwargs: Any) -> torch.Tensor:  # cross_entropy, watched
+            under_autocast.append(torch.is_autocast_enabled("cpu"))
+            return nn.functional.cross_entropy(*args, **kwargs)
         # as in the lesson: a working scaler for float16, a disabled one (enabled=False) for bfloat16
         scaler = ScalerSpy(factor, enabled=case.dtype == torch.float16)
         inputs, targets = _amp_data(case)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             # task: "one training step with automatic mixed precision" (scaler.update() adapts the scaler)
-            result = call(fn, model, optimizer, nn.functional.cross_entropy, inputs, targets, scaler, case.dtype,
+            result = call(fn, model, optimizer, loss_fn, inputs, targets, scaler, case.dtype,
                           allow=Allow(changed=(model, optimizer, scaler)))
-        return AmpRun(result, _params(model), before, spy, scaler, steps[0], [str(w.message) for w in caught])
+        return AmpRun(result, _params(model), before, spy, scaler, steps[0], [str(w.message) for w in caught],
+                      under_autocast, arrivals)
+
+
+def _expect_fresh_gradients(arrivals: list[str], what: str, clear: str) -> None:
+    """Backward must not add to gradients already in .grad when the function was called (the task's rule)."""
+    if "values" in arrivals:
+        raise CheckError(f"{what}: the parameters' .grad already held gradients from an earlier step when your "
+                         "function was called, and backward added the new gradients to them",
+                         where="look at what happens to the gradients before backward",
+                         mistake=f"backward adds to .grad; call {clear} before backward so that the gradients of "
+                                 "earlier steps do not leak into this one")
 
 
 def _float32_step(case: AmpCase) -> tuple[float, list[torch.Tensor]]:
@@ -666,6 +762,12 @@ def check_amp_autocast(fn: Callable[..., float], inputs: Sequence[AmpCase] | Non
                              "torch.autocast(device_type=inputs.device.type, dtype=dtype)")
         expect(dtype == case.dtype, f"{what}: autocast ran in {dtype}, but the dtype you were given is {case.dtype}: "
                "pass dtype=dtype (float16 on CUDA, bfloat16 on the CPU)")
+        expect(bool(run.loss_under_autocast) and all(run.loss_under_autocast),
+               f"{what}: loss_fn was called outside the autocast block"
+               + ("" if run.loss_under_autocast else " (or never called)")
+               + "; the task asks for the forward pass and the loss under autocast",
+               where="look at where the loss is computed: inside the `with torch.autocast(...)` block, next to the "
+                     "forward pass")
         if any(run.spy.backward_states):
             unscaled = case.dtype == torch.float16 and "scale" not in run.scaler.calls
             raise CheckError(f"{what}: backward ran inside the autocast block"
@@ -675,6 +777,7 @@ def check_amp_autocast(fn: Callable[..., float], inputs: Sequence[AmpCase] | Non
                              "scaler.scale(loss).backward()")
         expect(run.steps == 1, f"{what}: the optimizer stepped {run.steps} times; one training step steps it once "
                "(through scaler.step(optimizer))")
+        _expect_fresh_gradients(run.arrivals, what, "optimizer.zero_grad()")
         want_loss, want = _float32_step(case)
         error = _relative_update_error(run.params, want, run.before)
         expect(error < AMP_TOLERANCE, f"{what}: the parameter update differs from the float32 step by "
@@ -691,6 +794,7 @@ def check_amp_scaler(fn: Callable[..., float], inputs: Sequence[AmpCase] | None 
         run = _amp_run(fn, case, factor=1024.0)
         what = f"mixed_precision_step with a GradScaler (dtype={case.dtype})"
         calls = run.scaler.calls
+        _expect_fresh_gradients(run.arrivals, what, "optimizer.zero_grad()")
         if not run.scaler.is_enabled():  # bfloat16: a disabled scaler, which an answer may also leave unused
             expect(run.steps == 1, f"{what}, a disabled scaler: the optimizer stepped {run.steps} times; "
                    "one training step steps it once")
@@ -789,7 +893,15 @@ def check_checkpointed_forward(fn: Callable[..., torch.Tensor], inputs: Sequence
                            + advice + " Pass use_reentrant=False")
                     raise CheckError(f"{what}: the output does not require grad (is it detached, or computed "
                                      "under torch.no_grad()?), so no parameter can get a gradient")
-                _weighted(out).backward()
+                try:
+                    _weighted(out).backward()
+                except CheckpointError as error:
+                    first = str(error).strip().splitlines()[0]
+                    raise CheckError(f"{what}: backward failed while recomputing a checkpointed block: the "
+                                     f"recomputation did not match the forward pass ({first})",
+                                     where="checkpoint runs the function you pass it again during backward: it "
+                                           "must compute the same thing then as in the forward pass (a lambda that "
+                                           "reads a loop variable sees that variable's last value)") from None
             missing = sorted({name.split(".")[0] for name, p in blocks.named_parameters() if p.grad is None})
             if missing:
                 expect(not reentrant, f"{what}: the parameters of block(s) {', '.join(missing)} got no gradient: "
@@ -817,16 +929,24 @@ _SYNC_METHODS = {"item": ".item()", "cpu": ".cpu()", "tolist": ".tolist()", "num
                  "__float__": "float()", "__int__": "int()"}
 
 
+class SyncRead(NamedTuple):
+    """One read of a tensor's value (a sync point on a GPU): how, on what, and when."""
+
+    how: str  # ".item()", "float()", ...
+    requires_grad: bool  # the tensor read was still part of an autograd graph
+    after_losses: int  # how many losses had been computed by then
+
+
 @contextlib.contextmanager
-def _counting_syncs() -> Iterator[list[str]]:
-    """While open, every call of Tensor.item/cpu/tolist/numpy/float()/int() is recorded by name."""
-    seen: list[str] = []
+def _counting_syncs(losses_so_far: Callable[[], int] = lambda: 0) -> Iterator[list[SyncRead]]:
+    """While open, every call of Tensor.item/cpu/tolist/numpy/float()/int() is recorded."""
+    seen: list[SyncRead] = []
 
     def counting(name: str) -> Callable[..., Any]:
         original = getattr(torch.Tensor, name)
 
         def method(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            seen.append(_SYNC_METHODS[name])
+            seen.append(SyncRead(_SYNC_METHODS[name], self.requires_grad, losses_so_far()))
             return original(self, *args, **kwargs)
         return method
 
@@ -836,51 +956,83 @@ def _counting_syncs() -> Iterator[list[str]]:
         yield seen
 
 
-def _epoch_run(fn: Callable[..., float], case: StepCase, learner: bool = True) -> tuple[Any, list[torch.Tensor],
-                                                                                         list[str], list[str]]:
-    """(result, parameters after, sync calls, state of .grad as each backward arrived)."""
+class EpochRun(NamedTuple):
+    result: Any
+    params: list[torch.Tensor]
+    syncs: list[SyncRead]
+    arrivals: list[str]  # .grad of each parameter as its gradient arrived, in order: "none", "zeros", "values"
+    n_params: int
+
+
+def _epoch_run(fn: Callable[..., float], case: StepCase, learner: bool = True) -> EpochRun:
+    """Train one epoch on a fresh setup whose .grad holds an earlier step's leftovers, watching syncs and .grad."""
     with torch.random.fork_rng(devices=[]):
         model = _model(case.seed)
         optimizer = torch.optim.SGD(model.parameters(), lr=LR)
-        arrivals: list[str] = []
-
-        def record(p: torch.Tensor) -> Callable[[torch.Tensor], None]:
-            def hook(_: torch.Tensor) -> None:
-                arrivals.append("none" if p.grad is None else "zeros" if not p.grad.any() else "values")
-            return hook
-
-        for p in model.parameters():
-            p.register_hook(record(p))
+        _stale(model, case.seed)  # gradients from before the call: a correct epoch clears them before backward
+        arrivals = _record_arrivals(model)
         batches = _batches(case)
-        with _counting_syncs() as syncs:
+        losses = [0]
+
+        def loss_fn(*args: Any, **kwargs: Any) -> torch.Tensor:  # cross_entropy, counted
+            losses[0] += 1
+            return nn.functional.cross_entropy(*args, **kwargs)
+
+        with _counting_syncs(lambda: losses[0]) as syncs:
             # task: "trains on every (inputs, targets) in batches"
-            result = call(fn, model, optimizer, nn.functional.cross_entropy, batches,
-                          allow=Allow(changed=(model, optimizer))) if learner else \
-                fn(model, optimizer, nn.functional.cross_entropy, batches)
-        return result, _params(model), syncs, arrivals
+            result = call(fn, model, optimizer, loss_fn, batches, allow=Allow(changed=(model, optimizer))) \
+                if learner else fn(model, optimizer, loss_fn, batches)
+        return EpochRun(result, _params(model), syncs, arrivals, len(list(model.parameters())))
 
 
 def check_train_epoch_on_device(fn: Callable[..., float], inputs: Sequence[StepCase] | None = None) -> None:
     """Trains like the reference, returns the mean loss per batch, syncs once, and frees gradients (set_to_none)."""
     cases = inputs if inputs is not None else [StepCase(4, 5, 6), StepCase(5, 3, 4)]
     for case in cases:
-        got, params, syncs, arrivals = _epoch_run(fn, case)
-        want, want_params, _, _ = _epoch_run(ref.train_epoch_on_device, case, learner=False)
+        run = _epoch_run(fn, case)
+        want, want_params = _epoch_run(ref.train_epoch_on_device, case, learner=False)[:2]
+        got, syncs = run.result, run.syncs
         what = f"train_epoch_on_device over {case.batches} batches"
         n = case.batches
         if len(syncs) >= n:
-            shown = ", ".join(sorted(set(syncs)))
-            raise CheckError(f"{what}: {len(syncs)} calls of {shown} for {n} batches: each one makes the CPU wait "
-                             "until the GPU has finished (a sync point) inside the loop. Keep a running total on the "
-                             "device (total = total + loss.detach()) and call .item() once, after the loop")
-        expect(len(syncs) <= 1, f"{what}: {len(syncs)} sync points ({', '.join(syncs)}); one .item() after the "
-               "loop is enough")
-        expect("values" not in arrivals, f"{what}: backward added to gradients left over from the previous step: "
-               "call optimizer.zero_grad(set_to_none=True) at the start of every step")
-        expect("zeros" not in arrivals, f"{what}: the gradients were tensors of zeros when backward wrote the new "
+            shown = ", ".join(sorted({sync.how for sync in syncs}))
+            in_loop = [sync for sync in syncs if sync.after_losses < n]
+            symptom = (f"{what}: {len(syncs)} calls of {shown} for {n} batches, "
+                       + (f"{len(in_loop)} of them before the last batch's loss" if in_loop
+                          else "all after the last batch's loss")
+                       + ": each one makes the CPU wait until the GPU has finished (a sync point)")
+            if in_loop:
+                raise CheckError(symptom, where="look inside your loop for .item(), float(), .cpu() or .tolist()",
+                                 mistake="keep a running total on the device (add loss.detach() to it) and read it "
+                                         "once, after the loop")
+            raise CheckError(symptom, where="look after your loop for code that reads tensors one at a time: "
+                                            "torch.tensor(list of tensors), sum() or statistics over a list of "
+                                            "tensors, a loop of .item()",
+                             mistake="combine the losses on the device first (a running total, or torch.stack), "
+                                     "then read that one tensor once")
+        expect(len(syncs) <= 1, f"{what}: {len(syncs)} sync points ({', '.join(sync.how for sync in syncs)}); one "
+               ".item() after the loop is enough")
+        if any(sync.requires_grad for sync in syncs):
+            raise CheckError(f"{what}: the tensor you read with {syncs[0].how} at the end still requires grad: it is "
+                             "built from the losses themselves, so the autograd graph of every step stayed alive "
+                             "until then", where="look at how you add each loss to the running total",
+                             mistake="add loss.detach() to the total: the total needs the loss's value, not its graph "
+                                     "(a total built from the losses keeps every step's graph in memory)")
+        values_at = sorted({i // run.n_params for i, arrival in enumerate(run.arrivals) if arrival == "values"})
+        if values_at and values_at != [0]:
+            raise CheckError(f"{what}: backward added to gradients left over from the previous step "
+                             f"(batch {values_at[-1]})", where="look at where you clear the gradients",
+                             mistake="call optimizer.zero_grad(set_to_none=True) at the start of every step")
+        if values_at:
+            raise CheckError(f"{what}: the parameters' .grad already held gradients from an earlier step when your "
+                             "function was called, and the first batch's backward added to them",
+                             where="look at where you clear the gradients: before or after backward?",
+                             mistake="call optimizer.zero_grad(set_to_none=True) at the start of every step, before "
+                                     "backward, not after the step")
+        expect("zeros" not in run.arrivals, f"{what}: the gradients were tensors of zeros when backward wrote the new "
                "ones: optimizer.zero_grad(set_to_none=True) sets them to None instead, so backward writes fresh "
                "gradients (no memory spent on zeros, no extra addition)")
-        expect(_same_params(params, want_params), f"{what}: the parameters after your epoch differ from "
+        expect(_same_params(run.params, want_params), f"{what}: the parameters after your epoch differ from "
                "training on every batch in order (zero_grad, forward, loss, backward, step)")
         expect(not isinstance(got, torch.Tensor), f"{what} should return a Python float, but returned "
                f"{describe(got)}: call .item() on it once, at the end")
@@ -907,10 +1059,34 @@ SPEED_GOAL = 1.3  # the task: "at least 1.3x faster"
 SPEED_ROUNDS = 5
 
 
-def _train_model(seed: int) -> nn.Sequential:
+def _train_model(seed: int, batch_norm: bool = True) -> nn.Sequential:
+    """A small CNN; with BatchNorm (for the results) the mode matters: train mode in validation changes them."""
     torch.manual_seed(seed)
-    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                         nn.Linear(8 * 14 * 14, 10))
+    if not batch_norm:  # for timing only: cheaper, so the speed cell stays well inside the grader's time limit
+        return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                             nn.Linear(8 * 14 * 14, 10))
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(8 * 14 * 14, 10))
+
+
+class _ModeSpy:
+    """Records, for every forward pass of a model, (train mode, grad enabled)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.calls: list[tuple[bool, bool]] = []
+        model.register_forward_pre_hook(lambda module, _: self.calls.append((module.training,
+                                                                             torch.is_grad_enabled())))
+
+    @property
+    def validated_in_train_mode(self) -> bool:
+        """A forward pass without gradients (validation) while the model was in train mode."""
+        return any(training and not grad for training, grad in self.calls)
+
+
+# a speed-up must leave the arithmetic alone: where to look when the numbers differ
+_SAME_ARITHMETIC = ("look for what your speed-up changed besides speed: slow_train's batches in the order given (the "
+                    "last one may be smaller), float32 throughout (no autocast), the mean over the batches, AdamW "
+                    "with lr=1e-3, model.train() for training and model.eval() for validation")
 
 
 def _train_data(case: TrainCase) -> tuple[torch.Tensor, ...]:
@@ -931,23 +1107,65 @@ def _expect_same_training(fn: Callable[..., Any], case: TrainCase) -> None:
         want_model, got_model = _train_model(case.seed), _train_model(case.seed)
         data = _train_data(case)
         want = ref.slow_train(want_model, *data, epochs=case.epochs, batch_size=case.batch_size)
+        modes = _ModeSpy(got_model)
         # task: "trains model in place, exactly as slow_train does"
-        got = call(fn, got_model, *data, epochs=case.epochs, batch_size=case.batch_size,
-                   allow=Allow(changed=(got_model,)))
+        try:
+            got = call(fn, got_model, *data, epochs=case.epochs, batch_size=case.batch_size,
+                       allow=Allow(changed=(got_model,)))
+        except CheckError as error:
+            if "global random generator" not in error.symptom:
+                raise
+            raise CheckError(f"{error.symptom}; slow_train draws no random numbers",
+                             where="look for shuffle=True in a DataLoader, torch.randperm, a random split or "
+                                   "dropout: slow_train takes the batches in the order given, and a run with the "
+                                   "same results does too") from None
     expect(isinstance(got, list) and len(got) == len(want),
            f"{what} returned {describe(got)}; slow_train returns a list of {len(want)} (loss, accuracy) pairs, "
            "one per epoch", where="look at what you return: one pair per epoch, as slow_train does")
-    for epoch, (pair, (loss, accuracy)) in enumerate(zip(got, want)):
-        expect(isinstance(pair, (tuple, list)) and len(pair) == 2,
-               f"{what}: epoch {epoch} gave {describe(pair)}, not a (loss, accuracy) pair")
-        expect_close(pair[0], loss, what=f"{what}: epoch {epoch}'s mean training loss", rtol=1e-4, atol=1e-6)
-        expect_close(pair[1], accuracy, what=f"{what}: epoch {epoch}'s validation accuracy", rtol=0, atol=1e-6)
+    n_batches = math.ceil(case.n_train / case.batch_size)
+    full = case.n_train - case.n_train % case.batch_size
+    dropped: list[Any] = []
+
+    def without_last_batch(epoch: int) -> float:
+        """Epoch ``epoch``'s loss when the last, smaller batch is left out (slow_train on the full batches only)."""
+        if not 0 < full < case.n_train:
+            raise ValueError("every batch is full")
+        if not dropped:
+            with torch.random.fork_rng(devices=[]):
+                d = _train_data(case)
+                dropped.extend(ref.slow_train(_train_model(case.seed), d[0][:full], d[1][:full], d[2], d[3],
+                                              epochs=case.epochs, batch_size=case.batch_size))
+        return dropped[epoch][0]
+
+    try:
+        for epoch, (pair, (loss, accuracy)) in enumerate(zip(got, want)):
+            expect(isinstance(pair, (tuple, list)) and len(pair) == 2,
+                   f"{what}: epoch {epoch} gave {describe(pair)}, not a (loss, accuracy) pair")
+            expect_close(pair[0], loss, what=f"{what}: epoch {epoch}'s mean training loss", rtol=1e-4, atol=1e-6,
+                         mistakes=[
+                Mistake(f"that is the summed loss divided by the number of images ({case.n_train}); slow_train "
+                        f"divides by the number of batches ({n_batches})", lambda: loss * n_batches / case.n_train),
+                Mistake(f"that is the mean over the full batches only: the last batch (the {case.n_train - full} "
+                        "images left over) was left out, and slow_train trains on it too",
+                        lambda e=epoch: without_last_batch(e)),
+            ])
+            if modes.validated_in_train_mode and isinstance(pair[1], (int, float)) and abs(pair[1] - accuracy) > 1e-6:
+                raise CheckError(f"{what}: epoch {epoch}'s validation accuracy should be {accuracy:.6g}, but yours is "
+                                 f"{pair[1]:.6g}, and your validation ran (without gradients) with the model in train "
+                                 "mode", where="look at the model's mode when you validate",
+                                 mistake="in train mode BatchNorm normalises with the validation batch's own "
+                                         "statistics (and dropout drops values): call model.eval() before "
+                                         "validating, as slow_train does, and model.train() before training")
+            expect_close(pair[1], accuracy, what=f"{what}: epoch {epoch}'s validation accuracy", rtol=0, atol=1e-6)
+    except CheckError as error:
+        if error.where != WHERE_VALUES:
+            raise
+        raise CheckError(error.symptom, where=_SAME_ARITHMETIC, mistake=error.mistake) from None
     for (name, got_p), want_p in zip(got_model.named_parameters(), want_model.parameters()):
         expect(torch.allclose(got_p.detach(), want_p.detach(), rtol=1e-4, atol=1e-5),
                f"{what}: after training, parameter {name} differs from slow_train's by up to "
                f"{(got_p.detach() - want_p.detach()).abs().max().item():.2g}",
-               where="a speed-up must not change the arithmetic: the same batches in the same order, the same "
-                     "optimizer and learning rate, float32")
+               where=_SAME_ARITHMETIC)
 
 
 def check_fast_train_results(fn: Callable[..., Any], inputs: Sequence[TrainCase] | None = None) -> None:
@@ -970,7 +1188,7 @@ def _one_thread() -> Iterator[None]:
 
 
 def _cpu_seconds(fn: Callable[..., Any], case: TrainCase) -> float:
-    model, data = _train_model(case.seed), _train_data(case)
+    model, data = _train_model(case.seed, batch_norm=False), _train_data(case)
     start = time.process_time()
     fn(model, *data, epochs=case.epochs, batch_size=case.batch_size)
     return time.process_time() - start
@@ -987,7 +1205,10 @@ def check_fast_train_speed(fn: Callable[..., Any], inputs: Sequence[TrainCase] |
     """fast_train gives slow_train's results and takes at most 1/1.3 of its CPU time (median of paired rounds)."""
     cases = inputs if inputs is not None else [TrainCase(0, 96, 64, 2, 16)]
     for case in cases:
-        _expect_same_training(fn, case)  # a speed-up that changes the results does not count
+        # a speed-up that changes the results does not count: the timed case, and a small one whose last
+        # batch is partial (the timed case's batches divide the images evenly)
+        _expect_same_training(fn, case)
+        _expect_same_training(fn, TrainCase(case.seed + 1, 2 * case.batch_size + 3, 5, 1, case.batch_size))
         ratios = paired_speedup(fn, case)
         speedup = statistics.median(ratios)
         expect(speedup >= SPEED_GOAL,

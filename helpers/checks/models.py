@@ -13,6 +13,7 @@ import copy
 import warnings
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -208,9 +209,21 @@ def _expect_same_layers(model: nn.Module, reference: nn.Module, name: str) -> No
     if missing or extra:
         detail = (f"missing {missing}" if missing else "") + ("; " if missing and extra else "") + \
                  (f"unexpected {extra}" if extra else "")
+        no_bias = sorted({k.rpartition(".")[0] for k in missing})
+        if not extra and all(k.endswith(".bias") and f"{k[:-len('bias')]}weight" in got for k in missing):
+            # The layers are there under the task's names: only their biases are missing.
+            where, mistake = (f"look at how {', '.join(no_bias)} {'is' if len(no_bias) == 1 else 'are'} built",
+                              f"{', '.join(no_bias)} {'has' if len(no_bias) == 1 else 'have'} no bias: the task's "
+                              "layers keep PyTorch's default bias=True (only a layer followed by batch norm drops "
+                              "it); remove bias=False")
+        elif missing and extra:
+            where, mistake = ("look at the attribute names in __init__: they become the keys",
+                              f"name the layers {', '.join(layers)} in __init__ (self.{layers[0]} = ...)")
+        else:
+            where, mistake = ("look at the layers __init__ creates: the task lists "
+                              f"{', '.join(layers)}, with these parameters", None)
         raise CheckError(f"{name}'s state_dict keys differ from the task's layer names: {detail}",
-                         where="look at the attribute names in __init__: they become the keys",
-                         mistake=f"name the layers {', '.join(layers)} in __init__ (self.{layers[0]} = ...)")
+                         where=where, mistake=mistake)
     count, want_count = ref.count_parameters(model), ref.count_parameters(reference)
     for key in want:
         if got[key] != want[key]:
@@ -222,16 +235,48 @@ def _expect_same_layers(model: nn.Module, reference: nn.Module, name: str) -> No
 
 
 def _conv_net_variant(net: nn.Module, x: torch.Tensor, activation: Callable = F.relu,
-                      pool: Callable = F.max_pool2d) -> torch.Tensor:
-    """The LeNet/MnistNet forward pass with a swappable activation and pooling (to recognise mistakes)."""
-    convs = [m for n, m in net.named_children() if n.startswith("conv")]
-    fcs = [m for n, m in net.named_children() if n.startswith("fc")]
-    for conv in convs:
-        x = pool(activation(conv(x)), 2)
-    x = torch.flatten(x, 1)
-    for fc in fcs[:-1]:
-        x = activation(fc(x))
-    return fcs[-1](x)
+                      pool: Callable = F.max_pool2d, flatten: Callable | None = None,
+                      linear_after: str | None = None) -> torch.Tensor:
+    """The LeNet/MnistNet forward pass with a swappable activation, pooling and flattening, and optionally no
+    activation after the layer ``linear_after`` (to recognise mistakes)."""
+    convs = [(n, m) for n, m in net.named_children() if n.startswith("conv")]
+    fcs = [(n, m) for n, m in net.named_children() if n.startswith("fc")]
+    for n, conv in convs:
+        x = conv(x)
+        x = pool(x if n == linear_after else activation(x), 2)
+    x = flatten(x) if flatten is not None else torch.flatten(x, 1)
+    for n, fc in fcs[:-1]:
+        x = fc(x) if n == linear_after else activation(fc(x))
+    return fcs[-1][1](x)
+
+
+def _channels_last_flatten(x: torch.Tensor) -> torch.Tensor:
+    return x.permute(0, 2, 3, 1).reshape(x.shape[0], -1)
+
+
+def _hidden_layers(net: nn.Module) -> list[str]:
+    """The layers followed by a ReLU in the task's network: every conv and every fc but the last."""
+    names = [n for n, _ in net.named_children() if n.startswith(("conv", "fc"))]
+    return names[:-1]
+
+
+def _random_in_eval(model: nn.Module, x: torch.Tensor) -> bool:
+    """Whether two calls of ``model`` in eval mode on the same input differ (each module's mode is restored)."""
+    saved = {m: m.training for m in model.modules()}
+    try:
+        with torch.random.fork_rng(), torch.no_grad():
+            model.eval()
+            torch.manual_seed(1)
+            first = model(x.clone())
+            torch.manual_seed(2)
+            second = model(x.clone())
+        return isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor) \
+            and first.shape == second.shape and not torch.equal(first, second)
+    except Exception:  # noqa: BLE001 - a crash here is not this mistake; the comparison reports the output
+        return False
+    finally:
+        for module, training in saved.items():
+            module.training = training
 
 
 def _forward_mistakes(reference: nn.Module, x: torch.Tensor) -> list[Mistake]:
@@ -249,14 +294,26 @@ def _forward_mistakes(reference: nn.Module, x: torch.Tensor) -> list[Mistake]:
                 lambda: _conv_net_variant(reference, x, activation=lambda t: t)),
         Mistake("use max pooling (F.max_pool2d(x, 2) or nn.MaxPool2d(2)), not average pooling",
                 lambda: _conv_net_variant(reference, x, pool=F.avg_pool2d)),
+        Mistake("you flattened the feature maps channels-last (height, width, channel order, as in Keras/TensorFlow); "
+                "PyTorch's maps are [N, C, H, W], and fc1's weights expect torch.flatten(x, 1) of that order",
+                lambda: _conv_net_variant(reference, x, flatten=_channels_last_flatten),
+                where="look at how forward flattens the last feature maps"),
+        *[Mistake(f"the ReLU after {layer} is missing: apply F.relu after every layer except the last",
+                  (lambda layer=layer: _conv_net_variant(reference, x, linear_after=layer)),
+                  where=f"look at what forward does with {layer}'s output")
+          for layer in _hidden_layers(reference)],
     ]
 
 
-def _model_mistakes(model: nn.Module) -> list[Mistake]:
+def _model_mistakes(model: nn.Module, x: torch.Tensor) -> list[Mistake]:
     """Mistakes read off the learner's model itself rather than off its output."""
     return [Mistake("your model has a Dropout layer the task does not ask for: dropout zeroes random values "
                     "while the model is in training mode, so the output changes from call to call",
-                    matches=lambda got: any(isinstance(m, nn.modules.dropout._DropoutNd) for m in model.modules()))]
+                    matches=lambda got: any(isinstance(m, nn.modules.dropout._DropoutNd) for m in model.modules())),
+            Mistake("your forward gives a different output for the same input on every call, even in eval mode: it "
+                    "draws random numbers itself. The task's network has no dropout; note that F.dropout(x, p) "
+                    "drops values in eval mode too unless given training=self.training",
+                    matches=lambda got: _random_in_eval(model, x), where="look for randomness in forward")]
 
 
 def _check_layers(cls: Any, name: str, reference_cls: Callable[[], nn.Module], size: int,
@@ -288,7 +345,7 @@ def _check_forward(cls: Any, name: str, reference_cls: Callable[[], nn.Module],
         want = reference(x)  # with its graph, as a model's output has: the graph rule compares like with like
         _expect_hooks_ran(model, fired, same_value(out, want), name)
         expect_tensor(out, want, what=f"{name}(x of shape {list(x.shape)}) with the reference's weights",
-                      mistakes=_forward_mistakes(reference, x) + _model_mistakes(model))
+                      mistakes=_forward_mistakes(reference, x) + _model_mistakes(model, x))
     passed(f"{name} forward", len(inputs))
 
 
@@ -332,10 +389,23 @@ def _frozen_bn_model() -> nn.Module:
     return model
 
 
+class _ScaledClassifier(nn.Module):
+    """A layer plus a parameter of the model's own (a learnable temperature): not every parameter belongs to a
+    Conv2d or Linear, nor is called weight or bias."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3))
+        self.temperature = nn.Parameter(torch.ones(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x) / self.temperature
+
+
 def check_count_parameters(fn: Callable[[nn.Module, bool], int],
                            inputs: Sequence[tuple[ModelFactory, bool]] | None = None) -> None:
     inputs = inputs if inputs is not None else [(ref.MnistNet, False), (_frozen_bn_model, False),
-                                                (_frozen_bn_model, True)]
+                                                (_frozen_bn_model, True), (_ScaledClassifier, False)]
     for factory, trainable_only in inputs:
         model = _seeded(factory, 0)
         kind = type(model).__name__
@@ -357,7 +427,28 @@ def check_count_parameters(fn: Callable[[nn.Module, bool], int],
             Mistake("you skipped the biases: every parameter tensor counts",
                     lambda: sum(p.numel() for n, p in model.named_parameters()
                                 if n.endswith("weight") and (p.requires_grad or not trainable_only))),
+            Mistake("with trainable_only=True you counted the frozen parameters (requires_grad False); count those "
+                    "whose requires_grad is True",
+                    lambda: frozen if trainable_only and frozen else _not_this_mistake()),
+            Mistake("you counted nested parameters several times: a module's parameters() already includes its "
+                    "submodules', so looping over model.modules() and asking each for parameters() counts a layer "
+                    "once for every module that contains it. model.parameters() lists each parameter once",
+                    lambda: sum(p.numel() for m in model.modules() for p in m.parameters()
+                                if p.requires_grad or not trainable_only)),
+            Mistake("you counted only the attributes called weight and bias of each module; a model may hold other "
+                    f"parameters ({', '.join(n for n, _ in model.named_parameters() if not n.endswith(('weight', 'bias')))}"
+                    "): model.parameters() lists them all",
+                    lambda: sum(getattr(m, k).numel() for m in model.modules() for k in ("weight", "bias")
+                                if isinstance(getattr(m, k, None), nn.Parameter)
+                                and (getattr(m, k).requires_grad or not trainable_only))
+                    if any(not n.endswith(("weight", "bias")) for n, _ in model.named_parameters())
+                    else _not_this_mistake()),
         ]
+        if isinstance(got, np.generic) and got == want:
+            raise CheckError(f"{what} returned {describe(got)} ({type(got).__name__}); expected a Python int "
+                             f"({want:,})", where="look at the type of what you add up and return",
+                             mistake="NumPy's sum and prod return NumPy numbers: return int(...), or add up "
+                                     "p.numel(), which is already an int")
         if isinstance(got, torch.Tensor) and got.numel() == 1 and got.item() == want:
             raise CheckError(f"{what} returned {describe(got)}; expected a Python int ({want:,})",
                              where="look at the type of what you add up and return",
@@ -503,6 +594,15 @@ def _smoothing_mistakes(logits: torch.Tensor, targets: torch.Tensor, smoothing: 
                 lambda: reduce((1 - smoothing) * nll + smoothing * others)),
         Mistake("the weights are swapped: the true class gets (1 - smoothing), the uniform part gets smoothing",
                 lambda: reduce(smoothing * nll + (1 - smoothing) * (-log_probs.mean(dim=1)))),
+        Mistake("log_probs[:, targets] picks, for every row, the column of every target: an [N, N] matrix, not one "
+                "value per sample. Pick each row's own target with gather(1, targets.unsqueeze(1)) or "
+                "log_probs[torch.arange(N), targets]",
+                lambda: reduce((1 - smoothing) * -log_probs[:, targets] + smoothing * -log_probs.mean(dim=1)),
+                where="look at how each sample's log-probability of its own target is picked"),
+        Mistake("the uniform part is the mean of -log p over the C classes (each class gets smoothing / C); you "
+                "summed it, which weights it C times",
+                lambda: reduce((1 - smoothing) * nll + smoothing * -log_probs.sum(dim=1))
+                if smoothing != 0 else _not_this_mistake(), where="look at how the uniform part reduces over the classes"),
         Mistake("softmax must run over the classes (dim=1), not over the batch (dim=0)",
                 lambda: reduce((1 - smoothing) * -F.log_softmax(logits, dim=0).gather(1, targets.unsqueeze(1)).squeeze(1)
                        + smoothing * -F.log_softmax(logits, dim=0).mean(dim=1))),
@@ -567,6 +667,26 @@ def check_label_smoothing_reductions(fn: Callable, inputs: Sequence[LossInput] |
     passed("label_smoothing_cross_entropy reductions", len(cases))
 
 
+def _reused_loss(logits: torch.Tensor, targets: torch.Tensor) -> Callable:
+    """The reference label_smoothing_cross_entropy, for a forward that reuses exercise 5's function; it names
+    arguments given in the wrong order (targets first) instead of failing inside with an IndexError."""
+    reference = ref.label_smoothing_cross_entropy  # bound now: the substitution may rename it in this very module
+
+    def label_smoothing_cross_entropy(*args: Any, **kwargs: Any) -> torch.Tensor:
+        first, second = (list(args) + [kwargs.get("logits"), kwargs.get("targets")])[:2] if len(args) < 2 \
+            else args[:2]
+        if isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor) and not first.is_floating_point() \
+                and second.is_floating_point() and first.shape == targets.shape and second.shape == logits.shape:
+            raise CheckError("forward called label_smoothing_cross_entropy with the targets first and the logits "
+                             "second; expected (logits, targets, ...)",
+                             where="look at the order of the arguments in forward's call",
+                             mistake="the function takes (logits, targets, smoothing, reduction): pass the logits "
+                                     "first")
+        return reference(*args, **kwargs)
+
+    return label_smoothing_cross_entropy
+
+
 def check_label_smoothing_loss(cls: Any, inputs: Sequence[tuple[float, str]] | None = None) -> None:
     """The nn.Module version: configured in __init__, called as loss_fn(logits, targets)."""
     inputs = inputs if inputs is not None else [(0.1, "mean"), (0.3, "sum")]
@@ -577,8 +697,18 @@ def check_label_smoothing_loss(cls: Any, inputs: Sequence[tuple[float, str]] | N
     last = inputs[-1]
     for loss_fn, (smoothing, reduction) in zip(losses, inputs):
         # graded with the reference label_smoothing_cross_entropy, should forward call the learner's (exercise 5)
-        with substitute(cls, label_smoothing_cross_entropy=ref.label_smoothing_cross_entropy):
-            got = call(loss_fn, logits, targets)
+        with substitute(cls, label_smoothing_cross_entropy=_reused_loss(logits, targets)):
+            try:
+                got = call(loss_fn, logits, targets)
+            except CheckError as error:
+                cause = error.__cause__
+                if isinstance(cause, TypeError) and "'weight' (position 3)" in str(cause):
+                    raise CheckError(
+                        f"LabelSmoothingLoss(smoothing={smoothing}, reduction='{reduction}')(logits, targets) raised "
+                        f"TypeError: {cause}", where="look at the arguments forward passes to F.cross_entropy",
+                        mistake="F.cross_entropy's third positional parameter is weight (one weight per class); "
+                                "pass the smoothing by keyword, label_smoothing=self.smoothing") from cause
+                raise
         shared = Mistake("your instances share their settings: each one computes with the settings of the last one "
                          f"created (smoothing={last[0]}, reduction='{last[1]}'). Store them on the instance, "
                          "self.smoothing = smoothing, not on the class",
@@ -700,7 +830,8 @@ def check_predict(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor],
                   inputs: Sequence[tuple[ModelFactory, torch.Tensor]] | None = None) -> None:
     """predict runs model(x) in eval mode without autograd and returns the class index of each image."""
     inputs = inputs if inputs is not None else [(_dropout_mlp, _randn(8, 1, 28, 28, seed=30)),
-                                                (ref.MnistNet, _randn(3, 1, 28, 28, seed=31))]
+                                                (ref.MnistNet, _randn(3, 1, 28, 28, seed=31)),
+                                                (_dropout_cnn, _randn(1, 1, 28, 28, seed=32))]  # a batch of one
     for seed, (factory, images) in enumerate(inputs):
         model = _seeded(factory, 40 + seed)
         model.train()  # how a model usually arrives after training
@@ -747,6 +878,14 @@ def check_predict(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor],
                          "every submodule" if by_hand else "you forgot model.eval() before predicting"))
         if rule_broken is not None:
             raise rule_broken
+        back = [name or "the model itself" for name, sub in model.named_modules() if sub.training]
+        if back:  # every module ran in eval mode (checked above): predict switched some back afterwards
+            raise CheckError(f"{what}: the model ran in eval mode, but after predict returned these modules were in "
+                             f"training mode again: {back[:3]}; expected the model left in eval mode",
+                             where="look at what predict does after the forward pass",
+                             mistake="the task says predict leaves the model in eval mode: do not switch it back "
+                                     "with model.train() (a training loop calls model.train() itself when it "
+                                     "trains again)")
         expect_mode(model, False, what, when="after predict returned,")
         expect(not grad_enabled, f"{what}: autograd was recording while the model ran (torch.is_grad_enabled() "
                                  "was True); expected no graph to be recorded",
@@ -762,6 +901,9 @@ def check_predict(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor],
                     lambda: logits.argmax(dim=0)),
             Mistake("argmax without dim= indexes the flattened tensor; use logits.argmax(dim=1)",
                     lambda: logits.argmax()),
+            Mistake("those are the largest logits themselves (max's values); the prediction is where they are, the "
+                    "class index: argmax(dim=1), or max(dim=1).indices",
+                    lambda: logits.max(dim=1).values, where="look at which of max's two results you return"),
         ])
     passed("predict", len(inputs))
 

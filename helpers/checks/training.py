@@ -148,8 +148,24 @@ def check_to_class_targets(fn: Callable[[torch.Tensor], torch.Tensor], inputs: S
     ]
     for one_hot in inputs:
         got = _call(fn, one_hot)
-        what = f"to_class_targets(one-hot of shape {list(one_hot.shape)})"
+        exact = bool(((one_hot == 0) | (one_hot == 1)).all() and (one_hot.sum(dim=1) == 1).all())
+        rows = "one-hot rows" if exact else "rows of class probabilities (not exactly one-hot)"
+        what = f"to_class_targets({rows} of shape {list(one_hot.shape)})"
+        classes = torch.arange(one_hot.shape[1], dtype=one_hot.dtype)
         expect_tensor(got, ref.to_class_targets(one_hot), what=what, mistakes=[
+            Mistake("you returned each row's largest value, not its position: max(dim=1) gives (values, indices), "
+                    "and the class is the index (or use argmax(dim=1))",
+                    matches=lambda t: isinstance(t, torch.Tensor) and t.shape == one_hot.shape[:1]
+                    and torch.equal(t.double(), one_hot.max(dim=1).values.double())),
+            Mistake("nonzero() lists every nonzero entry; a row of probabilities has several, so the count of "
+                    "results is not one per row. The class is the position of the row's largest value",
+                    matches=lambda t: isinstance(t, torch.Tensor) and not exact
+                    and same_value(t, one_hot.nonzero()[:, 1])),
+            Mistake("the probability-weighted average of the class numbers is the row's largest value's position "
+                    "only for exact one-hot rows; the class is the position of the largest value",
+                    matches=lambda t: isinstance(t, torch.Tensor) and not exact and t.shape == one_hot.shape[:1]
+                    and any(torch.equal(t.double(), w) for w in ((one_hot * classes).sum(dim=1).double().round(),
+                                                                 (one_hot * classes).sum(dim=1).double().floor()))),
             Mistake("you took argmax over dim=0 (down the batch); each row is one sample, so use argmax(dim=1)",
                     lambda: one_hot.argmax(dim=0)),
             Mistake("that is still one-hot [N, C]; CrossEntropyLoss's standard targets are the class indices, shape [N]",
@@ -196,8 +212,21 @@ def check_binary_loss(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
                         lambda: nn.BCEWithLogitsLoss(reduction="sum")(logits, labels.float())),
                 Mistake("you returned one loss per element (reduction='none'); average them to one number",
                         lambda: nn.BCEWithLogitsLoss(reduction="none")(logits, labels.float())),
+                Mistake("the arguments are swapped: the raw scores come first and the labels (the targets) second",
+                        lambda: nn.functional.binary_cross_entropy_with_logits(labels.float(), logits),
+                        where="look at the order of the arguments you pass to the loss"),
+                Mistake("that is CrossEntropyLoss, a softmax over classes; each score here is its own yes/no "
+                        "decision, which BCEWithLogitsLoss scores",
+                        lambda: nn.CrossEntropyLoss()(logits, labels.float()),
+                        where="look at which loss you use"),
             ]
-            expect_tensor(got.detach(), want, what=what, mistakes=mistakes)
+            plain = got.detach()
+            if plain.shape == want.shape and want.numel() == 1 and not same_value(plain, want) and not any(
+                    m.explains(plain) for m in mistakes):
+                # one number against another: a ratio between them is no evidence of a constant factor
+                raise CheckError(f"{what} should be {want.item():.6g}, but yours is {plain.item():.6g}",
+                                 where="look at which loss you use, what you pass it, and in which order")
+            expect_tensor(plain, want, what=what, mistakes=mistakes)
     passed("binary_loss", len(inputs))
 
 
@@ -208,7 +237,9 @@ def check_accuracy(fn: Callable[[torch.Tensor, torch.Tensor], float],
                    inputs: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None) -> None:
     g = torch.Generator().manual_seed(7)
     inputs = inputs if inputs is not None else [
-        (torch.tensor([[0.1, 2.0, 0.3, 0.0], [1.5, 0.2, 0.1, 0.0], [0.0, 0.3, 0.1, 0.9], [0.2, 2.5, 3.0, 0.4]]),
+        # 3 of 4 right; some rows' largest score equals the target's number, so comparing max values with the
+        # targets gives 0.25, not 0 like an integer division
+        (torch.tensor([[0.0, 1.0, 0.5, 0.2], [2.0, 0.0, 1.0, 0.3], [0.5, 0.0, 0.2, 0.1], [0.2, 0.4, 3.0, 0.1]]),
          torch.tensor([1, 0, 2, 2])),
         (torch.randn(6, 3, generator=g), torch.tensor([0, 1, 2, 2, 1, 0])),
     ]
@@ -219,9 +250,18 @@ def check_accuracy(fn: Callable[[torch.Tensor, torch.Tensor], float],
         got = _call(fn, logits, targets, hints=hints)
         what = f"accuracy(logits {list(logits.shape)}, targets {list(targets.shape)})"
         want = ref.accuracy(logits, targets)
+        correct = int((logits.argmax(dim=1) == targets).sum())
         mistakes = [
             Mistake("you took argmax over dim=0 (down the batch); the classes run along dim=1",
                     lambda: (logits.argmax(dim=0) == targets).float().mean().item()),
+            Mistake("// is integer division: the count of correct predictions // the number of samples is 0 unless "
+                    "every prediction is right; divide with /",
+                    lambda: float(correct // len(targets))),
+            Mistake("you compared each row's largest score (max(dim=1).values) with the targets; the predicted "
+                    "class is its position (argmax(dim=1), or max(dim=1).indices)",
+                    lambda: (logits.max(dim=1).values == targets).float().mean().item()),
+            Mistake("you divided by the number of classes (logits.shape[1]); divide by the number of samples",
+                    lambda: correct / logits.shape[1]),
             Mistake("that is the number of correct predictions; divide by the number of samples for a fraction",
                     lambda: (logits.argmax(dim=1) == targets).sum().item()),
             Mistake("that is a percentage; return a fraction between 0 and 1",
@@ -229,7 +269,9 @@ def check_accuracy(fn: Callable[[torch.Tensor, torch.Tensor], float],
         ]
         plain = _plain(got)
         if not same_value(plain, want):
-            mistake = next((m for m in mistakes if m.explains(plain)), None)
+            explaining = [m for m in mistakes if m.explains(plain)]
+            # a mistake is named only when it alone explains the number (e.g. two mistakes can both give 0)
+            mistake = explaining[0] if len(explaining) == 1 else None
             if mistake is not None:
                 raise CheckError(f"{what} returned {plain!r}; expected {want!r}",
                                  where="look at which dim you take the argmax over and what you divide by",
@@ -250,8 +292,11 @@ def _sgd(model: nn.Module) -> torch.optim.Optimizer:
     return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 
 
-def _epoch_variant(zero_grad: bool = True, train_mode: bool = True, step: bool = True) -> Callable[..., None]:
+def _epoch_variant(zero_grad: bool = True, train_mode: bool = True, step: bool = True,
+                   plain_loss: bool = False) -> Callable[..., None]:
     def run(model, loader, loss_fn, optimizer, device):
+        if plain_loss:
+            loss_fn = nn.functional.cross_entropy
         if train_mode:
             model.train()
         for inputs, targets in loader:
@@ -263,6 +308,50 @@ def _epoch_variant(zero_grad: bool = True, train_mode: bool = True, step: bool =
             if step:
                 optimizer.step()
     return run
+
+
+class _Tag:
+    """A marker an autograd node holds on to: its weak reference dies when the node (and its graph) is freed."""
+
+
+class _TagNode(torch.autograd.Function):
+    """The identity, as a node of its own in the loss's graph, holding a :class:`_Tag`."""
+
+    @staticmethod
+    def forward(ctx, loss: torch.Tensor, tag: _Tag) -> torch.Tensor:  # noqa: D102
+        ctx.tag = tag
+        return loss.view_as(loss)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # noqa: D102
+        return grad, None
+
+
+class _GraphWatch(nn.Module):
+    """``loss_fn`` that notices graphs kept alive: each batch's loss carries a tagged node; when batch k's loss is
+    computed, the graph of batch k-2 must be gone (batch k-1's ``loss`` variable may still hold its own)."""
+
+    def __init__(self, loss_fn: nn.Module) -> None:
+        super().__init__()
+        self.loss_fn = loss_fn
+        object.__setattr__(self, "tags", [])  # outside the module's state: the caller's loss_fn stays unchanged
+        object.__setattr__(self, "kept", [False])
+
+    def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        import gc
+
+        if len(self.tags) >= 2 and torch.is_grad_enabled():
+            gc.collect()
+            if any(tag() is not None for tag in self.tags[:-1]):
+                self.kept[0] = True
+        loss = self.loss_fn(logits, targets)
+        if not loss.requires_grad:
+            return loss
+        import weakref
+
+        tag = _Tag()
+        self.tags.append(weakref.ref(tag))
+        return _TagNode.apply(loss, tag)
 
 
 def _run_epoch(fn: Callable[..., Any], case: Case, *, dropout: bool, start_in_eval: bool):
@@ -282,9 +371,11 @@ def _run_epoch(fn: Callable[..., Any], case: Case, *, dropout: bool, start_in_ev
         # task: "each batch updates the parameters once through `optimizer`" and "Leave alone: the data, and the
         # caller's random streams except what dropout and the loader's shuffle draw" (and "may be left in training
         # mode"): model and optimizer change; dropout draws from the global RNG (_expect_rng_as_reference checks how)
-        result = _call(fn, model, loader, nn.CrossEntropyLoss(), optimizer, CPU,
+        loss_fn = _GraphWatch(_loss_fn())
+        result = _call(fn, model, loader, loss_fn, optimizer, CPU,
                        allow=Allow(changed=(model, optimizer), global_rng=True))
         _LAST_RNG[:] = [torch.get_rng_state()]
+        _KEPT_GRAPHS[:] = [loss_fn.kept[0]]
     name = getattr(fn, "__name__", "train_one_epoch")
     expect(all(torch.equal(a, b) for a, b in zip(data, loader.dataset.tensors)),
            f"{name} changed the data of the loader it was given (its dataset's tensors), which belong to the caller",
@@ -294,6 +385,7 @@ def _run_epoch(fn: Callable[..., Any], case: Case, *, dropout: bool, start_in_ev
 
 
 _LAST_RNG: list[torch.Tensor] = []
+_KEPT_GRAPHS: list[bool] = []  # whether the last _run_epoch's function kept earlier batches' graphs alive
 
 
 def _expect_rng_as_reference(got_rng: torch.Tensor, want_rng: torch.Tensor, what: str) -> None:
@@ -328,6 +420,10 @@ def check_train_one_epoch_updates(fn: Callable[..., float], inputs: Sequence[Cas
             Mistake("your parameters did not change: call optimizer.step() after loss.backward() "
                     "(and zero_grad() before backward, not between backward and step)",
                     lambda: _run_epoch(_epoch_variant(step=False), case, dropout=True, start_in_eval=True)[1]),
+            Mistake("you computed a plain cross-entropy instead of calling the loss_fn you were given (here a "
+                    "CrossEntropyLoss with label smoothing); use loss_fn(logits, targets)",
+                    lambda: _run_epoch(_epoch_variant(plain_loss=True), case, dropout=True, start_in_eval=True)[1],
+                    where="look at which function computes each batch's loss"),
         ]
         if not same_value(got, want):
             mistake = next((m for m in mistakes if m.explains(got)), None)
@@ -342,9 +438,10 @@ def check_train_one_epoch_updates(fn: Callable[..., float], inputs: Sequence[Cas
 def _epoch_trace(case: Case) -> list[tuple[float, int]]:
     """(loss, batch size) of every batch of the reference epoch on the dropout-free model."""
     trace: list[tuple[float, int]] = []
+    loss_fn = _loss_fn()
 
     def traced_loss(logits, targets):
-        loss = nn.functional.cross_entropy(logits, targets)
+        loss = loss_fn(logits, targets)
         trace.append((loss.item(), len(targets)))
         return loss
 
@@ -360,6 +457,7 @@ def check_train_one_epoch_loss(fn: Callable[..., float], inputs: Sequence[Case] 
     inputs = inputs if inputs is not None else DEFAULT_CASES
     for case in inputs:
         got, state, _ = _run_epoch(fn, case, dropout=False, start_in_eval=False)
+        kept_graphs = _KEPT_GRAPHS[0]
         what = f"train_one_epoch on {case}"
         want_state = _run_epoch(ref.train_one_epoch, case, dropout=False, start_in_eval=False)[1]
         expect(same_value(state, want_state),
@@ -367,6 +465,13 @@ def check_train_one_epoch_loss(fn: Callable[..., float], inputs: Sequence[Case] 
                "fix the updates first (zero_grad, forward, loss, backward, step for every batch)")
         expect(got is not None, f"{what} returned None; return the epoch's mean loss as a float")
         _expect_float(got, f"the value {what} returned")
+        # the lesson: "adding up the loss tensors instead would keep every batch's graph alive"
+        expect(not kept_graphs,
+               f"{what}: while the epoch ran, the graphs of earlier batches were still alive when later batches were "
+               "computed (something you keep holds on to each batch's loss with its graph: memory grows with every "
+               "batch)", where="look at what you add up or store from each batch's loss",
+               mistake="a running total of loss tensors (total = total + loss * n) chains every batch's graph "
+                       "together; add loss.item() * n (a float), or loss.detach()")
         trace = _epoch_trace(case)
         losses, sizes = [l for l, _ in trace], [s for _, s in trace]
         want = sum(l * s for l, s in trace) / sum(sizes)
@@ -380,6 +485,9 @@ def check_train_one_epoch_loss(fn: Callable[..., float], inputs: Sequence[Case] 
                     lambda: sum(losses)),
             Mistake("you divided the weighted total by the number of batches; divide by the number of samples",
                     lambda: sum(l * s for l, s in trace) / len(trace)),
+            Mistake(f"you divided by batch_size x number of batches ({sizes[0]} x {len(sizes)}), which counts the "
+                    f"smaller last batch ({sizes[-1]} samples) as a full one; divide by the number of samples",
+                    lambda: sum(l * s for l, s in trace) / (sizes[0] * len(sizes))),
         ])
     passed("train_one_epoch (mean loss)", len(inputs))
 
@@ -393,17 +501,23 @@ def check_train_one_epoch(fn: Callable[..., float], inputs: Sequence[Case] | Non
 # ---------------------------------------------------------------- evaluate
 
 
-def _run_evaluate(fn: Callable[..., Any], case: Case, *, dropout: bool):
+def _loss_fn() -> nn.Module:
+    """The loss the checks hand over: label smoothing makes it differ from a plain cross-entropy, so a function that
+    computes its own loss instead of calling ``loss_fn`` shows."""
+    return nn.CrossEntropyLoss(label_smoothing=0.1)
+
+
+def _run_evaluate(fn: Callable[..., Any], case: Case, *, dropout: bool, start_in_eval: bool = False):
     with torch.random.fork_rng(devices=[]):
         model = _model(case, dropout)
-        model.train()  # evaluate must switch it
+        model.train(not start_in_eval)  # arriving in training mode, evaluate must switch it
         seen = _record_forward(model)
         before = _state(model)
         torch.manual_seed(10_000 + case.seed)
         # task: "Afterwards the model may be left in evaluation mode or in the mode it came in". The global RNG is
         # checked below, after the modes: dropout left on draws from it, and "you forgot model.eval()" says more
         rng = torch.get_rng_state()
-        result = _call(fn, model, _loader(case, shuffle=False, host=True), nn.CrossEntropyLoss(), CPU,
+        result = _call(fn, model, _loader(case, shuffle=False, host=True), _loss_fn(), CPU,
                        allow=Allow(modes=True, global_rng=True))
         _LAST_RNG[:] = [rng, torch.get_rng_state()]
     return result, model, before, seen
@@ -432,15 +546,27 @@ def check_evaluate_modes(fn: Callable[..., tuple[float, float]], inputs: Sequenc
                f"{what}: the parameters have gradients afterwards; evaluation must not call backward()")
         expect(same_value(_state(model), before),
                f"{what}: the parameters changed; evaluation must not call optimizer.step()")
+        # task: "Afterwards the model may be left in evaluation mode or in the mode it came in": a model handed
+        # over in eval mode (as a model about to predict is) must leave in eval mode
+        _, model, _, _ = _run_evaluate(fn, case, dropout=True, start_in_eval=True)
+        switched = [name or "the model itself" for name, training in modes(model).items() if training]
+        expect(not switched,
+               f"{what}: a model handed over in eval mode was left in training mode ({', '.join(switched[:3])}), so "
+               "the predictions that follow run with dropout on",
+               where="look at what your function does to the model's mode after the loop",
+               mistake="model.train() at the end switches every model to training mode, also one that arrived in "
+                       "eval mode; leave it in eval mode, or remember model.training before and put it back with "
+                       "model.train(was_training)")
     passed("evaluate (eval mode, no gradients)", len(inputs))
 
 
-def _evaluate_trace(case: Case) -> list[tuple[float, int, int]]:
+def _evaluate_trace(case: Case, loss_fn: Callable[..., torch.Tensor] | None = None) -> list[tuple[float, int, int]]:
     """(mean loss, number correct, batch size) of every batch, from the dropout-free model."""
+    loss_fn = loss_fn or _loss_fn()
     with torch.random.fork_rng(devices=[]):
         model = _model(case, dropout=False).eval()
         with torch.no_grad():
-            return [(nn.functional.cross_entropy(model(x), y).item(), int((model(x).argmax(1) == y).sum()), len(y))
+            return [(loss_fn(model(x), y).item(), int((model(x).argmax(1) == y).sum()), len(y))
                     for x, y in _loader(case, shuffle=False)]
 
 
@@ -463,7 +589,12 @@ def check_evaluate_values(fn: Callable[..., tuple[float, float]], inputs: Sequen
         _expect_float(loss, f"the loss {what} returned")
         _expect_float(acc, f"the accuracy {what} returned")
         sizes = [size for _, _, size in trace]
+        plain = _evaluate_trace(case, nn.functional.cross_entropy)
         expect_close(loss, want_loss, what=f"the mean loss {what} returned", mistakes=[
+            Mistake("you computed a plain cross-entropy instead of calling the loss_fn you were given (here a "
+                    "CrossEntropyLoss with label smoothing); use loss_fn(logits, targets)",
+                    lambda: sum(l * size for l, _, size in plain) / n,
+                    where="look at which function computes each batch's loss"),
             Mistake(f"you averaged the batch means, so the last batch ({sizes[-1]} samples) counted as much as a "
                     f"full one ({sizes[0]}); add loss.item() * batch_size and divide by the number of samples",
                     lambda: sum(l for l, _, _ in trace) / len(trace)),
@@ -512,8 +643,10 @@ NO_CLIPPING = 1e9  # clip_grad_norm_ then multiplies by exactly 1.0
 
 
 def _fit_variant(clip: str = "norm", fixed_norm: float | None = None, scheduler_first: bool = False,
-                 per_epoch: bool = False) -> Callable[..., list[float]]:
+                 per_epoch: bool = False, plain_loss: bool = False) -> Callable[..., list[float]]:
     def run(model, loader, loss_fn, optimizer, scheduler, device, epochs=1, max_norm=1.0):
+        if plain_loss:
+            loss_fn = nn.functional.cross_entropy
         model.train()
         history = []
         for _ in range(epochs):
@@ -554,7 +687,7 @@ def _run_fit(fn: Callable[..., Any], fit_case: FitCase, *, one_cycle: bool, clip
         # task: "trains for `epochs` passes", "The scheduler ... must advance in step with the updates" (and "may
         # be left in training mode"): model, optimizer and scheduler change. This model has no dropout, so a
         # correct fit leaves the global random stream alone: that rule stays on.
-        result = _call(fn, model, loader, nn.CrossEntropyLoss(), optimizer, scheduler, CPU, epochs, max_norm,
+        result = _call(fn, model, loader, _loss_fn(), optimizer, scheduler, CPU, epochs, max_norm,
                        hints=[("Tried to step", "you stepped the scheduler more often than once per batch "
                                "(OneCycleLR refuses to go past its last step)")],
                        allow=Allow(changed=(model, optimizer, scheduler)))
@@ -592,6 +725,10 @@ def check_fit_schedule(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
             expect(not same_value(got, twin), symptom, where="look at the order of the two step() calls",
                    mistake="you called scheduler.step() before optimizer.step(), so every step used the next "
                            "step's learning rate (the first one was skipped); step the optimizer first")
+            own_loss = _run_fit(_fit_variant(plain_loss=True), fit_case, one_cycle=True, clip=False)[1]
+            expect(not same_value(got, own_loss), symptom, where="look at which function computes each batch's loss",
+                   mistake="you computed a plain cross-entropy instead of calling the loss_fn you were given (here "
+                           "a CrossEntropyLoss with label smoothing); use loss_fn(logits, targets)")
             raise CheckError(symptom, where="look at the order of the calls for each batch")
     passed("fit (learning-rate schedule)", len(inputs))
 
@@ -652,10 +789,22 @@ def check_fit_history(fn: Callable[..., list[float]], inputs: Sequence[FitCase] 
 def check_make_optimizer(fn: Callable[..., torch.optim.Optimizer],
                          inputs: Sequence[tuple[str, float]] | None = None) -> None:
     inputs = inputs if inputs is not None else [("sgd", 0.05), ("adam", 1e-3), ("adamw", 2e-3)]
-    for kind, lr in inputs:
+    # the notebook hands over model.parameters(), a generator that can be read once; a list is as valid
+    for (kind, lr), as_generator in [(i, g) for i in inputs for g in (False, True)]:
         params = [nn.Parameter(torch.zeros(3)), nn.Parameter(torch.zeros(2, 2))]
-        what = f"make_optimizer({kind!r}, params, lr={lr})"
-        got = call(fn, kind, params, lr)
+        what = (f"make_optimizer({kind!r}, params, lr={lr})" if not as_generator else
+                f"make_optimizer({kind!r}, params, lr={lr}) with params a generator, as model.parameters() is")
+        try:
+            got = call(fn, kind, params if not as_generator else (p for p in params), lr)
+        except CheckError as error:
+            if "empty parameter list" in str(error.__cause__ or ""):
+                raise CheckError(f"{what} raised ValueError: {error.__cause__}",
+                                 where="look at how many optimizers your function builds from params",
+                                 mistake="a generator such as model.parameters() can be read only once: the first "
+                                         "optimizer built from it takes every parameter and the next ones get none; "
+                                         "build only the optimizer asked for (or turn params into a list first)"
+                                 ) from None
+            raise
         want = ref.make_optimizer(kind, params, lr)
         if type(got) is torch.optim.Adam and kind == "adamw":
             if got.defaults.get("weight_decay"):
@@ -683,6 +832,36 @@ def check_make_optimizer(fn: Callable[..., torch.optim.Optimizer],
 # ---------------------------------------------------------------- the classifier's device handling (self-check)
 
 
+class _OnDevice(torch.Tensor):
+    """A model output still "on the model's device": a stand-in for a GPU result on a grader without a GPU.
+
+    It behaves like an ordinary tensor, and what is computed from it stays an _OnDevice, until ``.cpu()`` or
+    ``.to("cpu")`` brings it back as an ordinary tensor. A result that comes back as an _OnDevice was never
+    moved to the CPU.
+    """
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name in ("cpu", "to"):
+            target = kwargs.get("device", next((a for a in args[1:] if isinstance(a, (torch.device, str))), None))
+            if name == "cpu" or (target is not None and torch.device(target).type == "cpu"):
+                with torch._C.DisableTorchFunctionSubclass():
+                    out = func(*args, **kwargs)
+                return out.as_subclass(torch.Tensor) if isinstance(out, torch.Tensor) else out
+        return super().__torch_function__(func, types, args, kwargs)
+
+
+def _outputs_on_device(model: nn.Module) -> None:
+    """Every output of ``model`` comes back as an :class:`_OnDevice` tensor."""
+
+    def mark(module: nn.Module, args: Any, out: torch.Tensor) -> torch.Tensor:
+        return out.as_subclass(_OnDevice)
+
+    model.register_forward_hook(mark)
+
+
 def check_classify(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor], inputs: Sequence[Case] | None = None) -> None:
     """classify moves the images to the model's device (HostTensors fail if not), predicts in eval mode without
     gradients, and returns the classes."""
@@ -692,12 +871,24 @@ def check_classify(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor], inputs
             model = _model(case, dropout=True).train()
             reference = _model(case, dropout=True).eval()
         seen = _record_forward(model)
+        _outputs_on_device(model)
         images = torch.randn(case.n, N_FEATURES, generator=torch.Generator().manual_seed(case.seed))
         what = f"classify(model, {case.n} images)"
         # task: "Predictions are deterministic (no dropout)": switching the model to eval mode is part of the job.
         # The global RNG is compared below, after the modes (dropout left on draws from it)
         rng = torch.get_rng_state()
-        got = _call(fn, model, images.as_subclass(HostTensor), allow=Allow(modes=True, global_rng=True))
+        # the notebook's DEVICE is a stand-in ('meta') here: the task says the function is not told the device
+        try:
+            with substitute(fn, DEVICE=torch.device("meta")):
+                got = _call(fn, model, images.as_subclass(HostTensor), allow=Allow(modes=True, global_rng=True))
+        except CheckError as error:
+            if "meta" in str(error.__cause__ or ""):
+                raise CheckError(f"{what} raised {type(error.__cause__).__name__}: {error.__cause__}",
+                                 where="look at where your function gets the device from",
+                                 mistake="you used the notebook's DEVICE (the check set it to a stand-in device, "
+                                         "'meta'); the function is not told the device: take it from the model's "
+                                         "parameters, next(model.parameters()).device") from None
+            raise
         rng_changed = not torch.equal(rng, torch.get_rng_state())
         torch.set_rng_state(rng)
         with torch.no_grad():
@@ -706,11 +897,16 @@ def check_classify(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor], inputs
         expect(all(f.evaluating for f in seen), f"{what}: call model.eval() first: dropout was active")
         expect(not any(f.grad for f in seen), f"{what}: run the model inside `with torch.no_grad():`")
         expect(not rng_changed, f"{what}: torch's global random stream changed; predicting draws nothing at random")
-        if isinstance(got, HostTensor):
+        on_device = isinstance(got, _OnDevice)
+        if isinstance(got, (HostTensor, _OnDevice)):
             got = got.as_subclass(torch.Tensor)
         expect_tensor(got, want, what=what, mistakes=[
             Mistake("you returned the logits; return the class of each image, argmax(dim=1)",
                     matches=lambda t: isinstance(t, torch.Tensor) and t.shape == (case.n, N_CLASSES))])
+        expect(not on_device,
+               f"{what}: the predictions came back on the model's device (the check's model marks its outputs as "
+               "on a device of its own, as a GPU's would be); the task asks for them on the CPU",
+               where="look at the tensor you return", mistake="call .cpu() on the predictions before returning them")
     passed("classify", len(inputs))
 
 

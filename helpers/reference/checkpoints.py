@@ -132,7 +132,8 @@ def train_jittered(run, epochs: int, path: str | Path, after_epoch: Callable[[in
             scheduler.load_state_dict(checkpoint["scheduler"])
         if "torch" not in skip:
             torch.set_rng_state(checkpoint["torch_rng"])
-        generator.set_state(checkpoint["loader_rng"])
+        if "loader" not in skip:
+            generator.set_state(checkpoint["loader_rng"])
         if "python" not in skip:
             random.setstate(checkpoint["python_rng"])
         start = checkpoint["epoch"] + 1

@@ -144,12 +144,13 @@ def save_and_load(model: nn.Module, path: str | Path) -> None:
 
 def simulate_data_parallel(make_model: Callable[[], nn.Module], inputs: torch.Tensor, targets: torch.Tensor,
                            steps: int, seeds: Sequence[int], lr: float, average: bool = True,
-                           reduction: str = "mean") -> list[dict[str, torch.Tensor]]:
+                           reduction: str = "mean", accumulate: bool = False) -> list[dict[str, torch.Tensor]]:
     """Data-parallel SGD simulated in one process, one model per rank (rank r seeded ``seeds[r]``).
 
     With every seed equal and ``average=True`` this is exactly the single-process run
     on the whole batch (shards of equal size). The checks use it for the wrong twins:
-    different seeds per rank, gradients never averaged, a summed loss.
+    different seeds per rank, gradients never averaged, a summed loss, gradients never cleared
+    (``accumulate=True``: no ``zero_grad`` between steps).
     """
     world_size = len(seeds)
     models = []
@@ -160,7 +161,8 @@ def simulate_data_parallel(make_model: Callable[[], nn.Module], inputs: torch.Te
     for _ in range(steps):
         grads = []
         for rank, (model, optimizer) in enumerate(zip(models, optimizers)):
-            optimizer.zero_grad()
+            if not accumulate:
+                optimizer.zero_grad()
             x, y = inputs[rank::world_size], targets[rank::world_size]
             nn.functional.mse_loss(model(x), y, reduction=reduction).backward()
             grads.append([p.grad.clone() for p in model.parameters()])

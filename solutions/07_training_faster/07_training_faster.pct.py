@@ -1220,12 +1220,15 @@ def slow_train(model: nn.Module, images: torch.Tensor, digits: torch.Tensor, val
 # do not is the exercise: measure before you change, as this lesson did.
 #
 # The check compares your results with `slow_train`'s on inputs you do not see
-# (other sizes, batch sizes and epochs), and measures the speed-up on the
-# visible case the way section 2 does: the two functions in alternation, one
-# warm-up each, the median of 5 paired rounds. It counts **CPU time**
+# (other sizes, batch sizes and epochs, a last batch smaller than the others),
+# with a model that has a BatchNorm layer (so train and eval mode give
+# different outputs, as with dropout), and measures the speed-up on the visible
+# case the way section 2 does: the two functions in alternation, one warm-up
+# each, the median of 5 paired rounds. It counts **CPU time**
 # (`time.process_time()`) with one thread, not the clock, so other programs on
 # a busy machine do not decide your grade. Two graded cells: the same results
-# (2 points); at least 1.3x faster, with the same results (2 points).
+# (2 points); at least 1.3x faster, with the same results on the timed case
+# and on one with a smaller last batch (2 points).
 
 # %% solution="ex_fast_train"
 def fast_train(model: nn.Module, images: torch.Tensor, digits: torch.Tensor, val_images: torch.Tensor,

@@ -416,7 +416,7 @@ for rank in range(2):
 # epochs (2 points).
 #
 # *Hint:* `torch.randperm` takes a `generator`, which you can seed. Work out the
-# padded length by hand for n=7 on 2 ranks, then for n=2 on 3 ranks: the padding
+# padded length by hand for n=7 on 2 ranks, then for n=1 on 3 ranks: the padding
 # can be longer than the list it repeats.
 
 # %% solution="ex_shard_indices"
@@ -444,7 +444,8 @@ check.check_shard_indices(shard_indices, inputs=[check.ShardCase(12, 3, 0, 4), c
 check.check_shard_indices(shard_indices, inputs=[check.ShardCase(7, 2, 0, 0), check.ShardCase(7, 2, 1, 0)])
 ### BEGIN HIDDEN TESTS
 check.check_shard_indices(shard_indices, inputs=[check.ShardCase(11, 3, 2, 5), check.ShardCase(2, 3, 1, 1),
-                                                 check.ShardCase(10, 4, 3, 0)])
+                                                 check.ShardCase(1, 3, 2, 7), check.ShardCase(10, 4, 3, 0),
+                                                 check.ShardCase(2, 4, 1, 3)])
 ### END HIDDEN TESTS
 
 # %% [markdown]

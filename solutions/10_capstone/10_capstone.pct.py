@@ -82,10 +82,11 @@ BACKGROUND = (0.0 - MNIST_MEAN) / MNIST_STD  # a blank pixel after Normalize
 # time counts too, and starting them costs a second or two.)
 #
 # **Playing fair.** The held-out digits are loaded only while your notebook is
-# graded. Your code runs in the same program as the grader's, so nothing technical
-# stops it from reading them; that is against the rules, easy for your instructor
-# to find in your notebook, and pointless: your instructor can grade with held-out
-# digits that you never had.
+# graded. The graded training notices when your function opens the files of the
+# test split, and then there is nothing to grade: the capstone's 10 points are
+# lost, with a message that says why. Reading them any other way is just as much
+# against the rules, easy for your instructor to find in your notebook, and
+# pointless: your instructor can grade with held-out digits that you never had.
 #
 # **Seeds.** The grader seeds PyTorch, NumPy and `random` with 0 before calling
 # your function, so one machine trains the same model every time.
@@ -420,7 +421,9 @@ plt.show()
 # `[N, 1, 28, 28]` images to `[N, 10]` logits. The check tests only this contract;
 # the design is yours, and section 7 is where you find out which design is worth
 # its time. Like every layer, its layers draw their first weights from the
-# global random generator.
+# global random generator, as the caller left it: seeding is the caller's job
+# (the grader seeds before it calls `build_and_train`), so `build_model` does not
+# seed.
 
 # %% solution="ex_model"
 def build_model() -> nn.Module:

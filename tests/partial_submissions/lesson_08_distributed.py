@@ -6,7 +6,7 @@ WRONG_CELLS = {
     "ex_average_gradients": (
         "def average_gradients(model):\n"
         "    if dist.get_rank() == 0:\n"
-        "        for p in model.parameters():\n"
+        "        for p in [p for p in model.parameters() if p.grad is not None]:\n"
         "            dist.all_reduce(p.grad)\n"
         "            p.grad /= dist.get_world_size()\n"
     ),

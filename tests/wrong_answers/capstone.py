@@ -202,6 +202,41 @@ def shift_pad_then_unfold_like(images, max_shift, fill, generator):
                         for i, (y, x) in enumerate(zip(dy, dx))])
 
 
+def shift_pairs(images, max_shift, fill, generator):
+    offsets = torch.randint(-max_shift, max_shift + 1, (len(images), 2), generator=generator)
+    return _crop(images, offsets[:, 0], offsets[:, 1], max_shift, fill)
+
+
+def shift_per_image_dx_first(images, max_shift, fill, generator):
+    out = []
+    for image in images:
+        dx = int(torch.randint(-max_shift, max_shift + 1, (), generator=generator))
+        dy = int(torch.randint(-max_shift, max_shift + 1, (), generator=generator))
+        out.append(_crop(image[None], torch.tensor([dy]), torch.tensor([dx]), max_shift, fill)[0])
+    return torch.stack(out)
+
+
+def shift_random_window(images, max_shift, fill, generator):
+    """A random crop of the framed image: the window's corner is drawn, and the image moves by max_shift - corner.
+
+    Its offsets are exactly the negatives of two draws of n with dy first: a direction check that compares
+    offsets with the generator's draws cannot tell this correct answer from one that moves the wrong way.
+    """
+    n, _, h, w = images.shape
+    top = torch.randint(0, 2 * max_shift + 1, (n,), generator=generator)
+    left = torch.randint(0, 2 * max_shift + 1, (n,), generator=generator)
+    padded = F.pad(images, (max_shift,) * 4, value=fill)
+    return torch.stack([padded[i, :, t:t + h, l:l + w] for i, (t, l) in enumerate(zip(top.tolist(), left.tolist()))])
+
+
+def shift_own_offsets_from_rand(images, max_shift, fill, generator):
+    """Offsets by rounding uniform floats: another valid way of drawing, matched by no usual way."""
+    n = len(images)
+    u = torch.rand(n, 2, generator=generator) * (2 * max_shift + 1)
+    offsets = u.floor().long().clamp(max=2 * max_shift) - max_shift
+    return _crop(images, offsets[:, 0], offsets[:, 1], max_shift, fill)
+
+
 # ---------------------------------------------------------------- accuracy_on
 
 
@@ -283,6 +318,23 @@ def accuracy_top_level_flag_only(model, dataset, batch_size=500):
     return accuracy_without_eval(model, dataset, batch_size)
 
 
+def accuracy_train_mode_in_finally(model, dataset, batch_size=500):
+    try:
+        model.eval()
+        return accuracy_keyword_loader(model, dataset, batch_size)
+    finally:
+        model.train(True)  # "back to training": but the model may have come in eval mode
+
+
+def accuracy_fixed_batch(model, dataset, batch_size=500):
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for images, labels in DataLoader(dataset, batch_size=512):  # the argument is never used
+            correct += (model(images).argmax(dim=1) == labels).sum().item()
+    return correct / len(dataset)
+
+
 # ---------------------------------------------------------------- build_model
 
 _SHARED = ref.build_model()
@@ -335,6 +387,17 @@ def model_avgpool_with_print():
 
 def model_one_score():
     return nn.Sequential(nn.Flatten(), nn.Linear(784, 1))
+
+
+def model_seeded_inside():
+    torch.manual_seed(1234)  # "reproducible": but it resets the caller's generator on every call
+    return model_subclass()
+
+
+def model_same_weights_every_call():
+    with torch.random.fork_rng():  # the caller's generator is left alone, but every call starts the same
+        torch.manual_seed(0)
+        return ref.build_model()
 
 
 # ---------------------------------------------------------------- build_and_train
@@ -424,6 +487,45 @@ def quick_dataloader_workers(train_set, time_budget_s):
     return model
 
 
+def trains_on_held_out_digits(train_set, time_budget_s):
+    from torch.utils.data import ConcatDataset
+    from torchvision import datasets
+
+    from helpers.data import data_root
+
+    test = datasets.MNIST(root=str(data_root()), train=False, transform=checks.mnist_transform())
+    return _linear(ConcatDataset([train_set, test]))
+
+
+def peeks_at_held_out_labels(train_set, time_budget_s):
+    from helpers.data import data_root, read_idx
+
+    labels = read_idx(data_root() / "MNIST" / "raw" / "t10k-labels-idx1-ubyte")  # "just to see the classes"
+    model = _linear(train_set)
+    print(f"{len(set(labels.tolist()))} classes")
+    return model
+
+
+class _AlwaysDropout(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(28 * 28, 10)
+
+    def forward(self, x):
+        return self.linear(F.dropout(x.flatten(1), 0.3))  # no training=self.training: on in eval mode too
+
+
+def dropout_in_eval_mode(train_set, time_budget_s):
+    torch.manual_seed(0)
+    model = _AlwaysDropout()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for images, labels in DataLoader(train_set, batch_size=64, shuffle=True):
+        optimizer.zero_grad()
+        F.cross_entropy(model(images), labels).backward()
+        optimizer.step()
+    return model
+
+
 def reference_seed_1(train_set, time_budget_s):
     return ref.build_and_train(train_set, time_budget_s, seed=1)
 
@@ -476,6 +578,10 @@ CASES = [
     Accept(checks.check_random_shift, shift_loop_slicing),
     Accept(checks.check_random_shift, shift_paste_into_full),
     Accept(checks.check_random_shift, shift_pad_then_unfold_like),
+    Accept(checks.check_random_shift, shift_pairs),
+    Accept(checks.check_random_shift, shift_per_image_dx_first),
+    Accept(checks.check_random_shift, shift_own_offsets_from_rand),
+    Accept(checks.check_random_shift, shift_random_window),
     Reject(checks.check_random_shift, shift_with_roll, "torch.roll wraps around"),
     Reject(checks.check_random_shift, shift_zero_fill, "the uncovered border is 0"),
     Reject(checks.check_random_shift, shift_whole_batch, "every image moved by the same offset"),
@@ -495,6 +601,8 @@ CASES = [
     Reject(checks.check_accuracy_on, accuracy_mean_of_batches, "mean of the per-batch accuracies"),
     Reject(checks.check_accuracy_on, accuracy_as_tensor, "should be a Python number"),
     Reject(checks.check_accuracy_on, accuracy_count, "number of correct predictions"),
+    Reject(checks.check_accuracy_on, accuracy_train_mode_in_finally, "it came in eval mode"),
+    Reject(checks.check_accuracy_on, accuracy_fixed_batch, "512 images in one forward pass, more than batch_size=500"),
 
     Accept(checks.check_build_model, ref.build_model),
     Accept(checks.check_build_model, model_subclass),
@@ -504,6 +612,8 @@ CASES = [
     Reject(checks.check_build_model, model_class, "returned the class"),
     Reject(checks.check_build_model, model_shared, "returns the same model"),
     Reject(checks.check_build_model, model_with_softmax, "ends with a softmax"),
+    Reject(checks.check_build_model, model_seeded_inside, "in the same state whatever state it found"),
+    Reject(checks.check_build_model, model_same_weights_every_call, "the same initial weights in two calls"),
     Reject(checks.check_build_model, model_for_flat_images, "the model fails on a batch of shape [5, 1, 28, 28]"),
 
     Accept(checks.check_build_and_train, ref.build_and_train),
@@ -516,6 +626,7 @@ CASES = [
     Reject(checks.check_build_and_train, reads_mnist_attributes, "raised AttributeError"),
     Reject(checks.check_build_and_train, trains_on_flat_images, "fails on a batch of shape [16, 1, 28, 28]"),
     Reject(checks.check_build_and_train, diverges, "scores contain nan or inf"),
+    Reject(checks.check_build_and_train, peeks_at_held_out_labels, "opened t10k-labels-idx1-ubyte while it trained"),
 
     Accept(checks.check_within_budget, ref.build_and_train),
     Accept(checks.check_within_budget, reference_seed_1),
@@ -524,6 +635,7 @@ CASES = [
     Reject(checks.check_within_budget, changes_threads, "changed PyTorch's number of threads to 2"),
     Reject(checks.check_within_budget, crashes_on_labels, "raised RuntimeError"),
     Reject(checks.check_within_budget, returns_model_and_history, "returned a tuple"),
+    Reject(checks.check_within_budget, trains_on_held_out_digits, "opened t10k-images-idx3-ubyte while it trained"),
 
     Accept(checks.check_held_out_97, ref.build_and_train),
     *[Accept(checks.check_held_out_97, answer)
@@ -531,6 +643,8 @@ CASES = [
     Reject(checks.check_held_out_97, untrained, "is below 97.0%"),
     Reject(checks.check_held_out_97, linear_one_epoch, "is below 97.0%"),
     Reject(checks.check_held_out_97, crashes_on_labels, "no model to grade"),
+    Reject(checks.check_held_out_97, dropout_in_eval_mode, "in two calls after model.eval()"),
+    Reject(checks.check_held_out_97, trains_on_held_out_digits, "a file of MNIST's test split"),
     Accept(checks.check_held_out_98, ref.build_and_train),
     *[Accept(checks.check_held_out_98, answer)
       for answer in (reference_seed_1, reference_in_eval_mode_with_prints, reference_seed_2)],

@@ -481,7 +481,8 @@ ISSUE_18_CASES = [
     Reject(checks.check_resume_equal, resume_reseeds, "resumed weights differ"),
     Accept(checks.check_load_on_cpu, load_cpu_positional),
     Accept(checks.check_load_on_cpu, load_cpu_lambda),
-    Accept(checks.check_load_on_cpu, load_cpu_device_dict),
+    # {"cuda:0": "cpu"} maps only the first GPU: a checkpoint saved on cuda:1 still fails (an independent learner)
+    Reject(checks.check_load_on_cpu, load_cpu_device_dict, "maps only the devices it names"),
     Accept(checks.check_load_for_inference, inference_train_false),
     Accept(checks.check_load_for_inference, inference_frozen),
     Accept(checks.check_load_for_inference, inference_every_module),
@@ -498,7 +499,7 @@ CASES = CASES + ISSUE_18_CASES
 
 
 def _jittered(run, epochs, path, after_epoch, *, keys=("torch", "python"), notify_first=False, offset=1,
-              reseed=False, announce=False):
+              reseed=False, announce=False, shuffle=True):
     model, optimizer, scheduler, _, generator = run
     if reseed:
         torch.manual_seed(0)
@@ -511,7 +512,8 @@ def _jittered(run, epochs, path, after_epoch, *, keys=("torch", "python"), notif
         model.load_state_dict(saved["weights"])
         optimizer.load_state_dict(saved["adam"])
         scheduler.load_state_dict(saved["schedule"])
-        generator.set_state(saved["shuffle"])
+        if shuffle:
+            generator.set_state(saved["shuffle"])
         if "torch" in keys:
             torch.set_rng_state(saved["dropout"])
         if "python" in keys:
@@ -588,9 +590,80 @@ JITTER_CASES = [
     Accept(checks.check_train_jittered, jittered_while_loop),
     Reject(checks.check_train_jittered, jittered_without_python_rng, "random.getstate()"),
     Reject(checks.check_train_jittered, jittered_without_torch_rng, "dropout draws from it"),
-    Reject(checks.check_train_jittered, jittered_notifies_before_saving, "the epochs run were"),
+    Reject(checks.check_train_jittered, jittered_notifies_before_saving, "nothing of that epoch was saved yet"),
     Reject(checks.check_train_jittered, jittered_resumes_at_saved_epoch, "the epochs run were"),
     Reject(checks.check_train_jittered, jittered_reseeds, "a run that was never stopped ends with other weights"),
 ]
 
 CASES = CASES + JITTER_CASES
+
+
+# ---------------------------------------------------------------- issue 18, independent learner: classes of mistakes
+
+# As in the notebook, train_resumable calls the save_checkpoint and load_checkpoint of its namespace (the checks swap
+# in the reference ones and watch the calls)
+save_checkpoint, load_checkpoint = ref.save_checkpoint, ref.load_checkpoint
+
+
+def strip_from_a_deep_copy(state_dict):
+    return {key.removeprefix("module."): value for key, value in copy.deepcopy(state_dict).items()}
+
+
+def load_cpu_first_gpu_only(path):
+    return torch.load(path, map_location={"cuda:0": "cpu", "cpu": "cpu"})
+
+
+def load_cpu_every_gpu_dict(path):
+    # Also correct: every GPU a file can name here is mapped
+    return torch.load(path, map_location={f"cuda:{i}": "cpu" for i in range(8)})
+
+
+def resume_saves_before_the_epoch(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    epoch = load_checkpoint_if_any(path, model, optimizer, scheduler, generator)
+    while epoch < epochs:
+        save_checkpoint(path, model, optimizer, scheduler, generator, epoch, float("nan"))
+        run_epoch(model, loader, optimizer, scheduler)
+        epoch += 1
+
+
+def resume_epochs_more(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    first = load_checkpoint_if_any(path, model, optimizer, scheduler, generator)
+    for epoch in range(first, first + epochs):
+        save_checkpoint(path, model, optimizer, scheduler, generator, epoch,
+                            run_epoch(model, loader, optimizer, scheduler))
+
+
+def resume_next_of_next(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    first = 0
+    if os.path.exists(path):
+        first = 1 + load_checkpoint(path, model, optimizer, scheduler, generator)
+    for epoch in range(first, epochs):
+        save_checkpoint(path, model, optimizer, scheduler, generator, epoch,
+                            run_epoch(model, loader, optimizer, scheduler))
+
+
+def load_checkpoint_if_any(path, model, optimizer, scheduler, generator):
+    return load_checkpoint(path, model, optimizer, scheduler, generator) if Path(path).is_file() else 0
+
+
+def jittered_without_shuffle_state(run, epochs, path, after_epoch):
+    _jittered(run, epochs, path, after_epoch, shuffle=False)
+
+
+def jittered_reports_then_saves(run, epochs, path, after_epoch):
+    _jittered(run, epochs, path, after_epoch, notify_first=True, announce=True)
+
+
+LEARNER_CLASSES = [
+    Reject(checks.check_strip_module_prefix, strip_from_a_deep_copy, "the task asks for the same tensors"),
+    Reject(checks.check_load_on_cpu, load_cpu_first_gpu_only, "maps only the devices it names"),
+    Accept(checks.check_load_on_cpu, load_cpu_every_gpu_dict),
+    Reject(checks.check_resume_epochs, resume_saves_before_the_epoch, "you saved before run_epoch ran"),
+    Reject(checks.check_resume_epochs, resume_epochs_more, "the number of epochs in total"),
+    Reject(checks.check_resume_equal, resume_epochs_more, "the number of epochs in total"),
+    Reject(checks.check_resume_epochs, resume_next_of_next, "adding 1 to it skips an epoch"),
+    Reject(checks.check_train_jittered, jittered_without_shuffle_state, "the loader's generator was not restored"),
+    Reject(checks.check_train_jittered, jittered_reports_then_saves, "save the checkpoint first"),
+]
+
+CASES = CASES + LEARNER_CLASSES

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.nn.utils.rnn import pad_sequence
-from torch.utils.data import DataLoader, Dataset, random_split
+from torch.utils.data import DataLoader, Dataset, RandomSampler, Subset, random_split
 
 from helpers.checks import datasets as checks
 from helpers.reference import datasets as ref
@@ -200,7 +200,7 @@ def collate_left(batch):
 
 
 def mean_std_stack_all(dataset, batch_size=1000):
-    """Correct too: everything in memory at once, tensor.std() divides by count - 1."""
+    """Wrong: right numbers, but every batch held in memory at once (the task: never more than one)."""
     images = torch.cat([images for images, _ in DataLoader(dataset, batch_size=batch_size)])
     return images.mean().item(), images.std().item()
 
@@ -750,7 +750,7 @@ CASES = [
     Reject(checks.check_clip_dataset, ClipsNotFixed, "must have exactly 50 samples"),
     Reject(checks.check_clip_dataset, ClipsKeepEnd, "kept the last samples"),
     Reject(checks.check_clip_dataset, ClipsFloat64, "convert the clip to float32"),
-    Reject(checks.check_clip_dataset, ClipsListdir, "4 of them .npy clips; expected 4"),
+    Reject(checks.check_clip_dataset, ClipsListdir, "5 of them .npy clips; expected 5"),
     Accept(checks.check_pad_collate, ref.pad_collate),
     Reject(checks.check_pad_collate, pad_collate_left, "padded on the left"),
     Reject(checks.check_pad_collate, pad_collate_fixed, "padded to a fixed length"),
@@ -765,7 +765,7 @@ CASES = [
     Reject(checks.check_collate_sequences, collate_numel_lengths, "you counted elements"),
     Reject(checks.check_collate_sequences, collate_left, "padded on the left"),
     Accept(checks.check_mean_std, ref.mean_std),
-    Accept(checks.check_mean_std, mean_std_stack_all),
+    Reject(checks.check_mean_std, mean_std_stack_all, "you kept every batch"),
     Reject(checks.check_mean_std, mean_std_per_image, "std per image and averaged"),
     Reject(checks.check_mean_std, mean_std_batch_average, "averaged the per-batch means"),
     Reject(checks.check_mean_std, mean_std_variance, "that is the variance"),
@@ -978,4 +978,153 @@ CASES += [
     Reject(checks.check_recording_loader, recordings_unseeded_generator, "expected the seed to decide the order"),
     Reject(checks.check_points_dataset, PointsSortsLabels, "changed the list it was given as `labels`"),
     Reject(checks.check_loading_share, share_rounded_tensor, "should be"),
+]
+
+
+# ---------------------------------------------------------------- classes an independent learner found (issue 18)
+
+
+def fix_length_float_zeros(signal, length):
+    """Wrong: the zeros are float32 whatever the signal's dtype, so an int64 or float64 signal changes dtype."""
+    missing = length - signal.numel()
+    if missing <= 0:
+        return signal[:length]
+    return torch.hstack([signal, torch.zeros(missing, dtype=torch.float32)])
+
+
+class ClipsTwoPartName(ref.ClipDataset):
+    """Wrong: the stem unpacked into exactly (class, number): a name such as low_004_take_2.npy breaks it."""
+
+    def __getitem__(self, index):
+        path = self.files[index]
+        label_name, number = path.name[:-len(".npy")].split("_")
+        clip = torch.from_numpy(np.load(path)).float()
+        return ref.fix_length(clip, self.length), self.classes.index(label_name)
+
+
+class ClipsLastUnderscore(ref.ClipDataset):
+    """Correct: the class from partition (the part before the first underscore), the clip via torch.as_tensor."""
+
+    def __getitem__(self, index):
+        path = self.files[index]
+        name, _, _ = path.stem.partition("_")
+        clip = torch.as_tensor(np.load(path), dtype=torch.float32)
+        return ref.fix_length(clip, self.length), self.classes.index(name)
+
+
+def pad_collate_count_nonzero(batch):
+    """Wrong: the lengths recovered from the padded batch by counting non-zero entries."""
+    padded = pad_sequence(batch, batch_first=True)
+    return padded, padded.ne(0).sum(dim=1)
+
+
+def collate_count_nonzero_steps(batch):
+    """Wrong: the lengths are the time steps with any non-zero feature."""
+    padded = pad_sequence([s for s, _ in batch], batch_first=True)
+    steps = padded.ne(0) if padded.dim() == 2 else padded.ne(0).any(dim=-1)
+    return padded, steps.sum(dim=1), torch.tensor([y for _, y in batch])
+
+
+def mean_std_counts_images(dataset, batch_size=1000):
+    """Wrong: n counts images, not pixels."""
+    total = total_sq = 0.0
+    n = 0
+    for images, _ in DataLoader(dataset, batch_size=batch_size):
+        images = images.double()
+        total, total_sq, n = total + images.sum().item(), total_sq + images.square().sum().item(), n + images.shape[0]
+    mean = total / n
+    return mean, (total_sq / n - mean**2) ** 0.5
+
+
+def mean_std_keeps_batches(dataset, batch_size=1000):
+    """Wrong: right numbers, from a list of every batch (the whole dataset in memory)."""
+    batches = list(DataLoader(dataset, batch_size=batch_size))
+    pixels = torch.cat([images.flatten() for images, _ in batches]).double()
+    return pixels.mean().item(), pixels.std(correction=0).item()
+
+
+def mean_std_two_passes(dataset, batch_size=1000):
+    """Correct: two passes (mean first, then the squared deviations), one batch at a time."""
+    total, n = 0.0, 0
+    for images, _ in DataLoader(dataset, batch_size=batch_size):
+        total += images.double().sum().item()
+        n += images.numel()
+    mean = total / n
+    squares = 0.0
+    for images, _ in DataLoader(dataset, batch_size=batch_size):
+        squares += ((images.double() - mean) ** 2).sum().item()
+    return mean, math.sqrt(squares / n)
+
+
+def split_ceil(dataset, val_fraction, seed):
+    """Wrong: n_val rounded up."""
+    n_val = math.ceil(len(dataset) * val_fraction)
+    return tuple(random_split(dataset, [len(dataset) - n_val, n_val], generator=torch.Generator().manual_seed(seed)))
+
+
+def split_permutation_val_first(dataset, val_fraction, seed):
+    """Wrong: a seeded permutation, validation cut from its start."""
+    n_val = int(len(dataset) * val_fraction)
+    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed))
+    return Subset(dataset, order[n_val:].tolist()), Subset(dataset, order[:n_val].tolist())
+
+
+def split_permutation(dataset, val_fraction, seed):
+    """Correct: random_split's cut made by hand from the same seeded permutation."""
+    n_train = len(dataset) - int(len(dataset) * val_fraction)
+    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed)).tolist()
+    return Subset(dataset, order[:n_train]), Subset(dataset, order[n_train:])
+
+
+def loaders_equal_to_cuda(train_set, val_set, batch_size, seed, device):
+    """Wrong: pins only for a device equal to torch.device('cuda'), not for 'cuda:1'."""
+    pin = device == torch.device("cuda")
+    train = DataLoader(train_set, batch_size=batch_size, shuffle=True, drop_last=True, pin_memory=pin,
+                       generator=torch.Generator().manual_seed(seed))
+    return train, DataLoader(val_set, batch_size=batch_size, pin_memory=pin)
+
+
+def loaders_sampler_generator(train_set, val_set, batch_size, seed, device):
+    """Wrong: the seeded generator goes to a RandomSampler only, so the loader's base seed is global."""
+    pin = device.type == "cuda"
+    sampler = RandomSampler(train_set, generator=torch.Generator().manual_seed(seed))
+    train = DataLoader(train_set, batch_size=batch_size, sampler=sampler, drop_last=True, pin_memory=pin)
+    return train, DataLoader(val_set, batch_size=batch_size, pin_memory=pin)
+
+
+def loaders_device_type_in(train_set, val_set, batch_size, seed, device):
+    """Correct: the device normalised with torch.device(...), pinning decided by membership."""
+    pin = torch.device(device).type in {"cuda"}
+    g = torch.Generator()
+    g.manual_seed(seed)
+    return (DataLoader(train_set, batch_size, True, drop_last=True, pin_memory=pin, generator=g),
+            DataLoader(val_set, batch_size, False, pin_memory=pin))
+
+
+CASES += [
+    Reject(checks.check_fix_length, fix_length_float_zeros, "dtype=signal.dtype"),
+    Reject(checks.check_clip_dataset, ClipsTwoPartName, "the part before the first '_'"),
+    Accept(checks.check_clip_dataset, ClipsLastUnderscore),
+    Reject(checks.check_pad_collate, pad_collate_count_nonzero, "you counted the non-zero values"),
+    Reject(checks.check_collate_sequences, collate_count_nonzero_steps, "you counted the non-zero values"),
+    Reject(checks.check_mean_std, mean_std_counts_images, "you counted images"),
+    Reject(checks.check_mean_std, mean_std_keeps_batches, "you kept every batch"),
+    Accept(checks.check_mean_std, mean_std_two_passes),
+    Reject(checks.check_split_train_val, split_ceil, "rounded up"),
+    Reject(checks.check_split_train_val, split_permutation_val_first, "start of the shuffled order"),
+    Accept(checks.check_split_train_val, split_permutation),
+    Reject(checks.check_make_loaders, loaders_equal_to_cuda, "cuda:1"),
+    Reject(checks.check_make_loaders, loaders_sampler_generator, "your sampler has its own generator"),
+    Accept(checks.check_make_loaders, loaders_device_type_in),
+]
+
+
+def split_negative_slices(dataset, val_fraction, seed):
+    """Wrong: the parts cut with negative slices, so n_val = 0 gives validation everything and training nothing."""
+    n_val = int(len(dataset) * val_fraction)
+    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed)).tolist()
+    return Subset(dataset, order[:-n_val]), Subset(dataset, order[-n_val:])
+
+CASES += [
+    Reject(checks.check_split_train_val, split_negative_slices, "expected 6 for training and int(6 * 0.1) = 0"),
 ]

@@ -7,7 +7,7 @@ holds every level, so a Reject may match the symptom or the named mistake.
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, RandomSampler
 
 from helpers.checks import debugging as checks
 from helpers.reference import debugging as ref
@@ -63,6 +63,36 @@ def predict_moved_twice_discarded(model, images, device):
     model.eval()
     with torch.no_grad():
         return model(images).argmax(dim=1).cpu()
+
+
+def predict_no_copy_back(model, images, device):
+    """Right predictions, but returned where they were computed (on the device)."""
+    model.to(device).eval()
+    with torch.no_grad():
+        return torch.argmax(model(images.to(device)), dim=1)
+
+
+def predict_host_only(model, images, device):
+    """Makes the device error go away by keeping everything in host memory."""
+    model.to("cpu").eval()
+    with torch.no_grad():
+        return model(images.to("cpu")).argmax(dim=1)
+
+
+def predict_no_eval(model, images, device):
+    """Moves everything, but predicts in training mode (dropout on)."""
+    model.to(device)
+    with torch.inference_mode():
+        return model(images.to(device)).argmax(1).cpu()
+
+
+def predict_cuda_method(model, images, device):
+    """Correct: .cuda() moves to the GPU the task's device names; the result copied back with .to(torch.device)."""
+    model.cuda()
+    model.train(False)
+    with torch.no_grad():
+        logits = model(images.cuda(non_blocking=True))
+    return logits.argmax(dim=-1).to(torch.device("cpu"))
 
 
 # ---------------------------------------------------------------- SmallCNN
@@ -331,6 +361,13 @@ def accuracy_inference_mode(model, images, labels):
         return model(images).argmax(dim=1).eq(labels).float().mean().item()
 
 
+def accuracy_grad_left_off(model, images, labels):
+    """Right accuracy, but switches gradient tracking off for the rest of the notebook."""
+    model.eval()
+    torch.set_grad_enabled(False)
+    return (model(images).argmax(dim=1) == labels).float().mean().item()
+
+
 def accuracy_each_submodule(model, images, labels):
     """Correct, if roundabout: every submodule's flag set by hand."""
     for module in model.modules():
@@ -338,6 +375,15 @@ def accuracy_each_submodule(model, images, labels):
     with torch.no_grad():
         predictions = model(images).argmax(dim=1)
     return (predictions == labels).float().mean().item()
+
+
+def accuracy_children_flags(model, images, labels):
+    """Switches the flags of the top-level layers only: the layers inside a block keep training."""
+    model.training = False
+    for _, child in model.named_children():
+        child.training = False
+    with torch.no_grad():
+        return (model(images).argmax(dim=1) == labels).float().mean().item()
 
 
 def accuracy_no_switch(model, images, labels):
@@ -410,6 +456,70 @@ def dataset_accuracy_mean_of_batches(model, test_set, batch_size):
     return sum(scores) / len(scores)
 
 
+def dataset_accuracy_no_eval(model, test_set, batch_size):
+    """Pairs each batch with its labels, but evaluates in training mode (dropout on)."""
+    correct = 0
+    with torch.no_grad():
+        for images, labels in DataLoader(test_set, batch_size=batch_size):
+            correct += (model(images).argmax(dim=1) == labels).sum().item()
+    return correct / len(test_set)
+
+
+def dataset_accuracy_full_batches_only(model, test_set, batch_size):
+    """Walks the dataset by hand in full batches: the remainder never reaches the model."""
+    model.eval()
+    correct = total = 0
+    with torch.no_grad():
+        for start in range(0, len(test_set) - batch_size + 1, batch_size):
+            samples = [test_set[i] for i in range(start, start + batch_size)]
+            images = torch.stack([image for image, _ in samples])
+            labels = torch.tensor([label for _, label in samples])
+            correct += (model(images).argmax(dim=1) == labels).sum().item()
+            total += len(labels)
+    return correct / total
+
+
+def dataset_accuracy_collected_lists(model, test_set, batch_size):
+    """Correct: predictions and labels collected as Python lists in one pass, compared with zip."""
+    model.eval()
+    predicted, actual = [], []
+    with torch.inference_mode():
+        for images, labels in DataLoader(test_set, batch_size):
+            predicted += model(images).argmax(1).tolist()
+            actual += labels.tolist()
+    return sum(p == a for p, a in zip(predicted, actual)) / len(actual)
+
+
+def fit_adam(model, loader, epochs, lr):
+    """zero_grad fixed, but trains with Adam."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+    losses = []
+    for _ in range(epochs):
+        for inputs, targets in loader:
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+    return losses
+
+
+def fit_weight_decay(model, loader, epochs, lr):
+    """zero_grad fixed, but adds weight decay to SGD."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, weight_decay=0.01)
+    model.train()
+    losses = []
+    for _ in range(epochs):
+        for inputs, targets in loader:
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+    return losses
+
+
 # ---------------------------------------------------------------- train_and_evaluate: the three bugs
 
 
@@ -475,6 +585,83 @@ def three_bugs_log_softmax(model, train_set, test_set, epochs, lr):
     return history, correct / len(test_set)
 
 
+def three_bugs_random_sampler(model, train_set, test_set, epochs, lr):
+    """All three fixed, but the training batches are drawn by a RandomSampler (not the dataset's order)."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    history = []
+    model.train()
+    for _ in range(epochs):
+        for inputs, targets in DataLoader(train_set, batch_size=8, sampler=RandomSampler(train_set)):
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            history.append(loss.item())
+    model.eval()
+    with torch.no_grad():
+        images, labels = test_set.tensors
+        return history, (model(images).argmax(dim=1) == labels).float().mean().item()
+
+
+def three_bugs_validates_every_epoch(model, train_set, test_set, epochs, lr):
+    """All three fixed, but the accuracy is measured after every epoch and train() is called once, before the loop:
+    from the second epoch on, the model trains in eval mode."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    history = []
+    model.train()
+    accuracy = 0.0
+    for _ in range(epochs):
+        for inputs, targets in DataLoader(train_set, batch_size=8):
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            history.append(loss.item())
+        model.eval()
+        with torch.no_grad():
+            images, labels = test_set.tensors
+            accuracy = (model(images).argmax(dim=1) == labels).float().mean().item()
+    return history, accuracy
+
+
+def three_bugs_momentum(model, train_set, test_set, epochs, lr):
+    """All three fixed, but SGD with momentum."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    history = []
+    model.train()
+    for _ in range(epochs):
+        for inputs, targets in DataLoader(train_set, batch_size=8):
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            history.append(loss.item())
+    model.eval()
+    with torch.no_grad():
+        images, labels = test_set.tensors
+        return history, (model(images).argmax(dim=1) == labels).float().mean().item()
+
+
+def three_bugs_epoch_means(model, train_set, test_set, epochs, lr):
+    """All three fixed, but the history holds each epoch's mean loss, not every step's."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    history = []
+    model.train()
+    for _ in range(epochs):
+        total, batches = 0.0, 0
+        for inputs, targets in DataLoader(train_set, batch_size=8):
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            total, batches = total + loss.item(), batches + 1
+        history.append(total / batches)
+    model.eval()
+    with torch.no_grad():
+        images, labels = test_set.tensors
+        return history, (model(images).argmax(dim=1) == labels).float().mean().item()
+
+
 FIXED = _three_bugs(raw_logits=True, item=True, eval_mode=True)
 ONLY_TRAINING = _three_bugs(raw_logits=True, item=False, eval_mode=False)
 ONLY_EVALUATION = _three_bugs(raw_logits=False, item=False, eval_mode=True)
@@ -495,6 +682,10 @@ CASES = [
     Reject(checks.check_predict_digits, predict_moved_twice_discarded, "Expected all tensors to be on the same device"),
     Reject(checks.check_predict_digits, predict_returns_logits, "should have shape [6]"),
     Reject(checks.check_predict_digits, predict_argmax_dim0, "should have shape [6]"),
+    Reject(checks.check_predict_digits, predict_no_copy_back, "returns the right predictions, but on the device"),
+    Reject(checks.check_predict_digits, predict_host_only, "the model computed them on the CPU, not on device"),
+    Reject(checks.check_predict_digits, predict_no_eval, "(Dropout) in training mode"),
+    Accept(checks.check_predict_digits, predict_cuda_method),
 
     Accept(checks.check_small_cnn, ref.SmallCNN),
     Accept(checks.check_small_cnn, LazyCNN),
@@ -519,7 +710,7 @@ CASES = [
     Reject(checks.check_loss_from_table, table_clamped, "clamping moves label 10 onto class 9"),
     Reject(checks.check_loss_from_table, table_modulo, "% 10 turns label 10 into class 0"),
     Reject(checks.check_loss_from_table, table_detached, "backward() cannot follow"),
-    Reject(checks.check_loss_from_table, table_in_place, "afterwards the caller's label_column holds"),
+    Reject(checks.check_loss_from_table, table_in_place, "changed the tensor it was given as `label_column`"),
 
     Accept(checks.check_gated_block, ref.GatedBlock),
     Accept(checks.check_gated_block, ClonedGate),
@@ -539,6 +730,8 @@ CASES = [
     Reject(checks.check_fit, checks._zero_grad_late, "zero_grad() runs between backward() and step()"),
     Reject(checks.check_fit, checks._no_zero_grad, "the gradients are never zeroed"),
     Reject(checks.check_fit, fit_logs_tensors, "expected a list of Python floats"),
+    Reject(checks.check_fit, fit_adam, "its steps are taken by Adam, where the task's loop steps SGD(lr=0.1)"),
+    Reject(checks.check_fit, fit_weight_decay, "its SGD steps with weight_decay=0.01 (the task's: 0)"),
 
     Accept(checks.check_accuracy, ref.accuracy),
     Accept(checks.check_accuracy, accuracy_train_false),
@@ -547,8 +740,11 @@ CASES = [
     Reject(checks.check_accuracy, checks.broken_accuracy, "predictions in eval mode agree with 0.750"),
     Reject(checks.check_accuracy, checks.broken_accuracy, "sets the flag of the outer module only"),
     Reject(checks.check_accuracy, accuracy_no_switch, SAME),
+    Reject(checks.check_accuracy, accuracy_no_switch, "1.0 (BatchNorm1d), 1.2 (Dropout) in training mode"),
+    Reject(checks.check_accuracy, accuracy_children_flags, "1.0 (BatchNorm1d), 1.2 (Dropout) in training mode"),
     Reject(checks.check_accuracy, accuracy_back_to_train, "afterwards these submodules are in training mode"),
     Reject(checks.check_accuracy, accuracy_tensor, "expected a Python number"),
+    Reject(checks.check_accuracy, accuracy_grad_left_off, "gradient tracking"),
 
     Accept(checks.check_dataset_accuracy, ref.dataset_accuracy),
     Accept(checks.check_dataset_accuracy, dataset_accuracy_one_pass),
@@ -556,8 +752,13 @@ CASES = [
     Accept(checks.check_dataset_accuracy, dataset_accuracy_shuffled_pairs),
     Reject(checks.check_dataset_accuracy, checks.broken_dataset_accuracy, "agree with 0.800 of the labels"),
     Reject(checks.check_dataset_accuracy, checks.broken_dataset_accuracy, "every pass over a shuffle=True loader"),
-    Reject(checks.check_dataset_accuracy, dataset_accuracy_seeded_shuffle, "returns 0.2, expected 0.8"),
-    Reject(checks.check_dataset_accuracy, dataset_accuracy_mean_of_batches, "returns 0.802083, expected 0.8"),
+    Reject(checks.check_dataset_accuracy, dataset_accuracy_seeded_shuffle, "its loader read the samples in a shuffled order"),
+    Reject(checks.check_dataset_accuracy, dataset_accuracy_mean_of_batches, "which is no share of the 30 samples"),
+    Reject(checks.check_dataset_accuracy, dataset_accuracy_mean_of_batches, "the mean of the batches' accuracies"),
+    Reject(checks.check_dataset_accuracy, dataset_accuracy_no_eval, "(Dropout) in training mode"),
+    Reject(checks.check_dataset_accuracy, dataset_accuracy_full_batches_only,
+           "the model predicted 24 samples, and the dataset has 30"),
+    Accept(checks.check_dataset_accuracy, dataset_accuracy_collected_lists),
 
     Accept(checks.check_train_and_evaluate, ref.train_and_evaluate),
     Accept(checks.check_train_and_evaluate, FIXED),
@@ -576,5 +777,15 @@ CASES = [
     Reject(check_training, ONLY_EVALUATION, "softmax before it squashes them"),
     Accept(check_history, ONLY_HISTORY),
     Reject(checks.check_train_and_evaluate, ONLY_HISTORY, "2 things go wrong"),
-    Reject(check_history, DETACHED_HISTORY, "expected 30 Python floats"),
+    Reject(check_history, DETACHED_HISTORY, "30 of them are tensors (without a graph), expected Python floats"),
+    Reject(check_history, DETACHED_HISTORY, "detach() drops the graph, but the item is still a tensor"),
+    Reject(check_history, three_bugs_epoch_means, "a history of 5 items, expected 30 (one per step"),
+    Reject(check_history, three_bugs_epoch_means, "the append runs after the batch loop"),
+    Accept(check_training, three_bugs_epoch_means),
+    Reject(check_training, three_bugs_random_sampler, "its loader shuffles"),
+    Reject(check_training, three_bugs_validates_every_epoch,
+           "from training step 7 on, the model trains with 1 (BatchNorm1d), 3 (Dropout) in eval mode"),
+    Reject(check_training, three_bugs_momentum, "its SGD steps with momentum=0.9 (the task's: 0)"),
+    *[Accept(check_part, answer) for check_part in (check_evaluation, check_history)
+      for answer in (three_bugs_random_sampler, three_bugs_momentum)],
 ]

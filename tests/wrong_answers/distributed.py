@@ -51,22 +51,43 @@ def port_as_text():
     return str(ref.free_port())
 
 
+def port_fixed_but_tested():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 29517))  # free now, but the next job asks for the same one
+    return 29517
+
+
+def port_drawn_by_torch():
+    return int(torch.randint(30000, 60000, ()))  # never asks whether anything listens there
+
+
+def port_private_random():
+    import random
+    return random.Random().randrange(20000, 40000)
+
+
+def port_udp():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 # ---------------------------------------------------------------- average_gradients
 
 
 def grads_summed(model):
-    for p in model.parameters():
+    for p in [p for p in model.parameters() if p.grad is not None]:
         dist.all_reduce(p.grad)
 
 
 def grads_halved(model):
-    for p in model.parameters():
+    for p in [p for p in model.parameters() if p.grad is not None]:
         dist.all_reduce(p.grad)
         p.grad /= 2
 
 
 def grads_reduced_to_rank0(model):
-    for p in model.parameters():
+    for p in [p for p in model.parameters() if p.grad is not None]:
         dist.reduce(p.grad, dst=0)
         if dist.get_rank() == 0:
             p.grad /= dist.get_world_size()
@@ -79,7 +100,7 @@ def weights_averaged(model):
 
 
 def grads_reduced_into_copies(model):
-    for p in model.parameters():
+    for p in [p for p in model.parameters() if p.grad is not None]:
         total = p.grad.clone()
         dist.all_reduce(total)
         total /= dist.get_world_size()  # the average, left in the copy
@@ -99,6 +120,27 @@ def grads_mismatched_collective(model):
         ref.average_gradients(model)
     else:
         dist.barrier()  # a different collective: both ranks wait until the timeout
+
+
+def grads_every_parameter(model):
+    world_size = dist.get_world_size()
+    for p in model.parameters():  # a parameter outside the loss has .grad None
+        dist.all_reduce(tensor=p.grad, op=dist.ReduceOp.SUM)
+        p.grad.div_(world_size)
+
+
+def grads_scaled_first(model):
+    for p in model.parameters():
+        p.grad *= 1 / dist.get_world_size()  # None *= ... before any collective
+        dist.all_reduce(p.grad)
+
+
+def grads_none_as_zeros(model):
+    for p in model.parameters():
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)  # a zero gradient moves nothing, like None
+        dist.all_reduce(p.grad)
+        p.grad /= dist.get_world_size()
 
 
 # ---------------------------------------------------------------- train_by_hand
@@ -139,6 +181,105 @@ def by_hand_summed_loss(make_model, inputs, targets, steps, seed, lr):
         nn.functional.mse_loss(model(inputs[rank::world_size]), targets[rank::world_size], reduction="sum").backward()
         ref.average_gradients(model)
         optimizer.step()
+    return model.state_dict()
+
+
+def by_hand_shard_by_split(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    x, y = inputs.split(len(inputs) // world_size)[rank], targets.split(len(targets) // world_size)[rank]
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        ref.average_gradients(model)
+        optimizer.step()
+    return model.state_dict()
+
+
+def by_hand_every_sample(make_model, inputs, targets, steps, seed, lr):
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = ((model(inputs) - targets) ** 2).mean()  # the same mean on every rank: averaging changes nothing
+        loss.backward()
+        ref.average_gradients(model)
+        optimizer.step()
+    return model.state_dict()
+
+
+def by_hand_built_then_seeded(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    torch.manual_seed(seed)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(inputs[rank::world_size]), targets[rank::world_size]).backward()
+        ref.average_gradients(model)
+        optimizer.step()
+    return model.state_dict()
+
+
+def by_hand_grads_kept(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    x, y = inputs[rank::world_size], targets[rank::world_size]
+    for _ in range(steps):
+        nn.functional.mse_loss(model(x), y).backward()
+        ref.average_gradients(model)
+        optimizer.step()
+    return model.state_dict()
+
+
+def by_hand_one_step_more(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    x, y = inputs[rank::world_size], targets[rank::world_size]
+    for _ in range(steps + 1):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        ref.average_gradients(model)
+        optimizer.step()
+    return model.state_dict()
+
+
+def by_hand_shard_reversed(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    x, y = inputs[rank::world_size].flip(0), targets[rank::world_size].flip(0)  # order inside a mean is free
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        ref.average_gradients(model)
+        optimizer.step()
+        with torch.no_grad():
+            model(x)  # an extra look without gradients is not training
+    return model.state_dict()
+
+
+def by_hand_logs_whole_loss(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    for step in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(inputs[rank::world_size]), targets[rank::world_size]).backward()
+        average_gradients_here = ref.average_gradients
+        average_gradients_here(model)
+        optimizer.step()
+        if rank == 0:  # a look at the whole batch's loss, gradients on but never used
+            print(f"step {step}: loss {nn.functional.mse_loss(model(inputs), targets).item():.4f}")
     return model.state_dict()
 
 
@@ -185,6 +326,63 @@ def ddp_summed_loss(make_model, inputs, targets, steps, seed, lr):
     return model.module.state_dict()
 
 
+def ddp_seed_plus_rank(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed + rank)  # DDP's broadcast hides it: rank 0's weights win
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(inputs[rank::world_size]), targets[rank::world_size]).backward()
+        optimizer.step()
+    return model.module.state_dict()
+
+
+def ddp_whole_batch(make_model, inputs, targets, steps, seed, lr):
+    torch.manual_seed(seed)
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(inputs), targets).backward()
+        optimizer.step()
+    return model.module.state_dict()
+
+
+def ddp_never_seeded(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(inputs[rank::world_size]), targets[rank::world_size]).backward()
+        optimizer.step()
+    return model.module.state_dict()
+
+
+def ddp_lr_times_world(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr * world_size)  # "linear scaling", wrong here
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(inputs[rank::world_size]), targets[rank::world_size]).backward()
+        optimizer.step()
+    return model.module.state_dict()
+
+
+def ddp_grads_kept(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        nn.functional.mse_loss(model(inputs[rank::world_size]), targets[rank::world_size]).backward()
+        optimizer.step()
+    return model.module.state_dict()
+
+
 # ---------------------------------------------------------------- shard_indices
 
 
@@ -217,6 +415,20 @@ def shard_unshuffled(n, rank, world_size, epoch, seed=0):
     per = -(-n // world_size)
     indices += indices[: per * world_size - n]
     return indices[rank::world_size]
+
+
+def shard_tensor(n, rank, world_size, epoch, seed=0):
+    return torch.tensor(ref.shard_indices(n, rank, world_size, epoch, seed))
+
+
+def shard_list_of_tensors(n, rank, world_size, epoch, seed=0):
+    return list(torch.tensor(ref.shard_indices(n, rank, world_size, epoch, seed)))
+
+
+def shard_padded_once(n, rank, world_size, epoch, seed=0):
+    order = _perm(n, seed + epoch)
+    missing = -(-n // world_size) * world_size - n
+    return (order + order[:missing])[rank::world_size]  # too short when the padding is longer than n
 
 
 # ---------------------------------------------------------------- epoch_batches
@@ -261,6 +473,36 @@ def epochs_shuffle_and_sampler(dataset, global_batch_size, epochs):
     return [[batch.tolist() for batch in loader] for _ in range(epochs)]
 
 
+def epochs_tensor_batches(dataset, global_batch_size, epochs):
+    sampler = DistributedSampler(dataset)
+    loader = DataLoader(dataset, batch_size=global_batch_size // dist.get_world_size(), sampler=sampler)
+    seen = []
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        seen.append(list(loader))
+    return seen
+
+
+def epochs_counted_from_one(dataset, global_batch_size, epochs):
+    sampler = DistributedSampler(dataset)
+    loader = DataLoader(dataset, batch_size=global_batch_size // dist.get_world_size(), sampler=sampler)
+    seen = []
+    for epoch in range(1, epochs + 1):
+        sampler.set_epoch(epoch)
+        seen.append([batch.tolist() for batch in loader])
+    return seen
+
+
+def epochs_seeded_per_rank(dataset, global_batch_size, epochs):
+    sampler = DistributedSampler(dataset, seed=dist.get_rank())
+    loader = DataLoader(dataset, batch_size=global_batch_size // dist.get_world_size(), sampler=sampler)
+    seen = []
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        seen.append([batch.tolist() for batch in loader])
+    return seen
+
+
 # ---------------------------------------------------------------- save_and_load
 
 
@@ -290,6 +532,30 @@ def save_barrier_inside_rank0(model, path):
     model.load_state_dict(torch.load(path, map_location="cpu"))
 
 
+def save_module_pickled(model, path):
+    if dist.get_rank() == 0:
+        torch.save(model, path)
+    dist.barrier()
+    model.load_state_dict(torch.load(path, map_location="cpu", weights_only=False).state_dict())
+
+
+def save_loaded_into_a_copy(model, path):
+    if dist.get_rank() == 0:
+        torch.save(model.state_dict(), path)
+    dist.barrier()
+    fresh = nn.Linear(4, 3)
+    fresh.load_state_dict(torch.load(path, map_location="cpu"))
+    model = fresh  # noqa: F841  (rebinds the local name only)
+
+
+def save_barrier_only_after_load(model, path):
+    if dist.get_rank() == 0:
+        torch.save(model.state_dict(), path)
+        dist.barrier()  # rank 0 waits here, the other ranks have already read the file
+    else:
+        model.load_state_dict(torch.load(path, map_location="cpu"))
+
+
 # ---------------------------------------------------------------- correct answers written differently
 
 
@@ -314,6 +580,19 @@ def port_with_reuse():
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         probe.bind(("localhost", 0))
         return int(probe.getsockname()[1])
+
+
+def port_random_until_free():
+    import random
+    draw = random.Random()
+    while True:
+        candidate = draw.randrange(20000, 60000)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", candidate))
+            except OSError:
+                continue  # taken: try another
+        return candidate
 
 
 def grads_flattened_once(model):
@@ -511,6 +790,13 @@ def save_other_ranks_load(model, path):
         model.load_state_dict(torch.load(path, map_location="cpu"))
 
 
+def save_synced_by_all_reduce(model, path):
+    if dist.get_rank() == 0:
+        torch.save(model.state_dict(), path)
+    dist.all_reduce(torch.zeros(1))  # any collective every rank reaches works as a barrier
+    model.load_state_dict(torch.load(path, map_location="cpu"))
+
+
 # ---------------------------------------------------------------- train_distributed (put together)
 
 
@@ -531,6 +817,40 @@ def _ddp_run(make_model, dataset, epochs, batch_size, lr, seed, *, sampler_kwarg
             nn.functional.cross_entropy(trained(images), labels).backward()
             optimizer.step()
     return trained.state_dict() if return_wrapper else model.state_dict()
+
+
+def whole_own_block_shuffled(make_model, dataset, epochs, batch_size, lr, seed):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    share = len(dataset) // world_size
+    mine = list(range(rank * share, (rank + 1) * share))  # the same block every epoch
+    torch.manual_seed(seed)
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    per = batch_size // world_size
+    for epoch in range(epochs):
+        order = torch.randperm(share, generator=torch.Generator().manual_seed(seed + epoch)).tolist()
+        for start in range(0, share, per):
+            items = [dataset[mine[j]] for j in order[start:start + per]]
+            images, labels = torch.stack([a for a, _ in items]), torch.tensor([b for _, b in items])
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(images), labels).backward()
+            optimizer.step()
+    return model.module.state_dict()
+
+
+def whole_without_momentum(make_model, dataset, epochs, batch_size, lr, seed):
+    torch.manual_seed(seed)
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    sampler = DistributedSampler(dataset, seed=seed)
+    loader = DataLoader(dataset, batch_size=batch_size // dist.get_world_size(), sampler=sampler)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for images, labels in loader:
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(images), labels).backward()
+            optimizer.step()
+    return model.module.state_dict()
 
 
 def whole_without_set_epoch(make_model, dataset, epochs, batch_size, lr, seed):
@@ -635,7 +955,12 @@ CASES = [
     Accept(checks.check_free_port, port_from_socket_module),
     Accept(checks.check_free_port, port_create_server),
     Accept(checks.check_free_port, port_with_reuse),
-    Reject(checks.check_free_port, port_fixed, "a fixed port clashes"),
+    Accept(checks.check_free_port, port_random_until_free),
+    Reject(checks.check_free_port, port_fixed, "no socket was bound to that port during the call"),
+    Reject(checks.check_free_port, port_fixed_but_tested, "Address already in use"),
+    Reject(checks.check_free_port, port_drawn_by_torch, "drew from a global random generator and bound no TCP socket"),
+    Reject(checks.check_free_port, port_private_random, "nothing asked the system whether it is free"),
+    Reject(checks.check_free_port, port_udp, "a port it got for a UDP socket"),
     Reject(checks.check_free_port, port_tuple, "getsockname() gives (host, port)"),
     Reject(checks.check_free_port, port_zero, "binding port 0 asks the system"),
     Reject(checks.check_free_port, port_kept_open, "close the socket"),
@@ -644,6 +969,9 @@ CASES = [
     Accept(checks.check_average_gradients, grads_flattened_once),
     Accept(checks.check_average_gradients, grads_new_tensor),
     Accept(checks.check_average_gradients, grads_multiplied),
+    Accept(checks.check_average_gradients, grads_none_as_zeros),
+    Reject(checks.check_average_gradients, grads_every_parameter, "dist.all_reduce was given None"),
+    Reject(checks.check_average_gradients, grads_scaled_first, "its .grad is None: there is nothing to average"),
     Reject(checks.check_average_gradients, grads_summed, "the sum over the 2 ranks, not the average"),
     Reject(checks.check_average_gradients, grads_halved, "divided by 2, but the world size is 3"),
     Reject(checks.check_average_gradients, grads_reduced_to_rank0, "dist.reduce gives it to one rank"),
@@ -655,7 +983,14 @@ CASES = [
     Accept(checks.check_train_by_hand, by_hand_keywords),
     Accept(checks.check_train_by_hand, by_hand_chunks),
     Accept(checks.check_train_by_hand, by_hand_manual_update),
+    Accept(checks.check_train_by_hand, by_hand_shard_reversed),
+    Accept(checks.check_train_by_hand, by_hand_logs_whole_loss),
     Reject(checks.check_train_by_hand, by_hand_seed_per_rank, "a different seed per rank"),
+    Reject(checks.check_train_by_hand, by_hand_shard_by_split, "a contiguous block of the batch"),
+    Reject(checks.check_train_by_hand, by_hand_every_sample, "every rank trained on the whole batch"),
+    Reject(checks.check_train_by_hand, by_hand_built_then_seeded, "must come before make_model()"),
+    Reject(checks.check_train_by_hand, by_hand_grads_kept, "backward() adds to .grad"),
+    Reject(checks.check_train_by_hand, by_hand_one_step_more, "ran 4 forward passes with gradients for steps=3"),
     Reject(checks.check_train_by_hand, by_hand_no_average, "the gradients were never averaged"),
     Reject(checks.check_train_by_hand, by_hand_summed_loss, "the loss is summed over the shard"),
     Accept(checks.check_train_ddp, ref.train_ddp),
@@ -664,12 +999,20 @@ CASES = [
     Accept(checks.check_train_ddp, ddp_plain_model_kept),
     Reject(checks.check_train_ddp, ddp_wrapper_state, "return ddp_model.module.state_dict()"),
     Reject(checks.check_train_ddp, ddp_never_wrapped, "wrap the model in DistributedDataParallel"),
-    Reject(checks.check_train_ddp, ddp_seeded_with_rank, "a run seeded with 0, not with `seed`"),
+    Reject(checks.check_train_ddp, ddp_seeded_with_rank, "the rank as the seed"),
+    Reject(checks.check_train_ddp, ddp_seed_plus_rank, "a different seed per rank (seed + rank)"),
+    Reject(checks.check_train_ddp, ddp_whole_batch, "every rank trained on the whole batch"),
+    Reject(checks.check_train_ddp, ddp_never_seeded, "the model was built from the generator's state"),
+    Reject(checks.check_train_ddp, ddp_lr_times_world, "the learning rate times the world size"),
+    Reject(checks.check_train_ddp, ddp_grads_kept, "backward() adds to .grad"),
     Reject(checks.check_train_ddp, ddp_summed_loss, "the loss is summed over the shard"),
     Accept(checks.check_shard_indices, ref.shard_indices),
     Accept(checks.check_shard_indices, shard_by_loop),
     Accept(checks.check_shard_indices, shard_by_sampler),
     Accept(checks.check_shard_indices, shard_as_tensor_ops),
+    Reject(checks.check_shard_indices, shard_tensor, "a tensor ("),
+    Reject(checks.check_shard_indices, shard_list_of_tensors, "a list of tensors"),
+    Reject(checks.check_shard_indices, shard_padded_once, "is longer than the list (1)"),
     Reject(checks.check_shard_indices, shard_no_padding, "the ranks got different numbers of indices"),
     Reject(checks.check_shard_indices, shard_drop_last, "that is drop_last=True"),
     Reject(checks.check_shard_indices, shard_contiguous, "deals them out like cards"),
@@ -679,6 +1022,9 @@ CASES = [
     Accept(checks.check_epoch_batches, epochs_keywords),
     Accept(checks.check_epoch_batches, epochs_explicit_rank),
     Accept(checks.check_epoch_batches, epochs_batched_by_hand),
+    Reject(checks.check_epoch_batches, epochs_tensor_batches, "its first batch is a tensor"),
+    Reject(checks.check_epoch_batches, epochs_counted_from_one, "the order the sampler gives for epoch e + 1"),
+    Reject(checks.check_epoch_batches, epochs_seeded_per_rank, "a sampler seeded with its rank (1)"),
     Reject(checks.check_epoch_batches, epochs_without_set_epoch, "its epoch never changed"),
     Reject(checks.check_epoch_batches, epochs_not_shuffled, "nothing shuffled them"),
     Reject(checks.check_epoch_batches, epochs_without_sampler, "pass sampler=DistributedSampler(dataset)"),
@@ -691,11 +1037,17 @@ CASES = [
     Reject(checks.check_save_and_load, save_on_every_rank, "only rank 0 should save"),
     Reject(checks.check_save_and_load, save_without_barrier, "(FileNotFoundError): call dist.barrier()"),
     Reject(checks.check_save_and_load, save_load_on_rank0_only, "never loaded the checkpoint"),
-    Reject(checks.check_save_and_load, save_barrier_inside_rank0, "call dist.barrier() between saving and loading"),
+    Accept(checks.check_save_and_load, save_synced_by_all_reduce),
+    Reject(checks.check_save_and_load, save_barrier_inside_rank0, "rank(s) [0] called dist.barrier(), rank(s) [1] did not"),
+    Reject(checks.check_save_and_load, save_module_pickled, "saved the model object itself"),
+    Reject(checks.check_save_and_load, save_loaded_into_a_copy, "still holds its own weights from before the call"),
+    Reject(checks.check_save_and_load, save_barrier_only_after_load, "every rank must call it"),
     Accept(checks.check_train_distributed, ref.train_distributed),
     Accept(checks.check_train_distributed, whole_explicit_replicas),
     Accept(checks.check_train_distributed, whole_batches_by_hand),
     Accept(checks.check_train_distributed, whole_seed_per_rank_broadcast),
+    Reject(checks.check_train_distributed, whole_own_block_shuffled, "in epoch 0, step 1 the ranks together read"),
+    Reject(checks.check_train_distributed, whole_without_momentum, "train_one_process's optimizer has momentum=0.9"),
     Reject(checks.check_train_distributed, whole_without_set_epoch, "its epoch never changed"),
     Reject(checks.check_train_distributed, whole_batch_per_process, "each process loaded the whole batch_size"),
     Reject(checks.check_train_distributed, whole_sampler_default_seed, "a sampler seeded with 0 + epoch"),

@@ -756,7 +756,7 @@ NEW_CASES = [
     Reject(checks.check_label_smoothing_loss, LossSharedSettings, "your instances share their settings"),
     Accept(checks.check_label_smoothing_loss, LossOnLearnersFunction),
     Reject(checks.check_predict, predict_flag_by_hand, "changes only the top-level flag"),
-    Reject(checks.check_predict, predict_restores_training, "after predict returned, the model is not in eval mode"),
+    Reject(checks.check_predict, predict_restores_training, "expected the model left in eval mode"),
     Reject(checks.check_predict, predict_keepdim, "extra dimension of size 1"),
     Reject(checks.check_label_smoothing_cross_entropy, smoothing_shifts_in_place, "changed the tensor it was given as `logits`"),
     Reject(checks.check_label_smoothing_cross_entropy, smoothing_one_hot_guess, "Pass num_classes"),
@@ -980,4 +980,175 @@ def smoothing_detached(logits, targets, smoothing=0.1, reduction="mean"):
 
 CASES += [
     Reject(checks.check_label_smoothing_cross_entropy, smoothing_detached, "grad"),
+]
+
+
+# --- classes an independent learner found (issue 18) ----------------------------------------
+
+
+class MnistNetLinearNoBias(ref.MnistNet):
+    """Wrong: the fully connected layers built without a bias."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(4 * 4 * 50, 500, bias=False)
+        self.fc2 = nn.Linear(500, 10, bias=False)
+
+
+class MnistNetChannelsLast(ref.MnistNet):
+    """Wrong: the feature maps flattened in height, width, channel order."""
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = x.permute(0, 2, 3, 1).contiguous().view(len(x), -1)
+        return self.fc2(F.relu(self.fc1(x)))
+
+
+class LeNetNoReluAfterConv2(ref.LeNet):
+    """Wrong: the second convolution's ReLU is missing."""
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(self.conv2(x), 2)
+        x = torch.flatten(x, 1)
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+class MnistNetFunctionalDropout(ref.MnistNet):
+    """Wrong: functional dropout without training=self.training (random in eval mode too)."""
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = F.dropout(torch.flatten(x, 1), p=0.3)
+        return self.fc2(F.relu(self.fc1(x)))
+
+
+class LeNetReshapeBySize(ref.LeNet):
+    """Correct: flattened with reshape(x.size(0), -1), ReLU modules kept as attributes (no parameters)."""
+
+    def __init__(self):
+        super().__init__()
+        self.act = nn.ReLU()
+
+    def forward(self, x):
+        x = F.max_pool2d(self.act(self.conv1(x)), kernel_size=2, stride=2)
+        x = F.max_pool2d(self.act(self.conv2(x)), kernel_size=2, stride=2)
+        x = x.reshape(x.size(0), -1)
+        return self.fc3(self.act(self.fc2(self.act(self.fc1(x)))))
+
+
+def count_nested_twice(model, trainable_only=False):
+    """Wrong: every named module asked for all its parameters, recursively."""
+    return sum(p.numel() for _, module in model.named_modules() for p in module.parameters()
+               if p.requires_grad or not trainable_only)
+
+
+def count_frozen_when_trainable(model, trainable_only=False):
+    """Wrong: with trainable_only=True it keeps exactly the frozen parameters."""
+    return sum(p.numel() for p in model.parameters() if not (trainable_only and p.requires_grad))
+
+
+def count_weights_and_biases(model, trainable_only=False):
+    """Wrong: only the attributes called weight and bias."""
+    total = 0
+    for module in model.modules():
+        for tensor in (getattr(module, "weight", None), getattr(module, "bias", None)):
+            if isinstance(tensor, nn.Parameter) and (tensor.requires_grad or not trainable_only):
+                total += tensor.numel()
+    return total
+
+
+def count_with_numpy(model, trainable_only=False):
+    """Wrong: NumPy's sum returns a NumPy integer."""
+    import numpy as np
+
+    return np.sum([p.numel() for p in model.parameters() if p.requires_grad or not trainable_only])
+
+
+def count_state_of_parameters(model, trainable_only=False):
+    """Correct: named_parameters, a running total, requires_grad read once per parameter."""
+    total = 0
+    for _name, parameter in model.named_parameters():
+        if trainable_only and not parameter.requires_grad:
+            continue
+        total += parameter.numel()
+    return int(total)
+
+
+def smoothing_index_select(logits, targets, smoothing=0.1, reduction="mean"):
+    """Wrong: index_select over the classes gives every sample every target's column, [N, N]."""
+    log_probs = F.log_softmax(logits, dim=1)
+    loss = -(1 - smoothing) * log_probs.index_select(1, targets) - smoothing * log_probs.mean(dim=1)
+    return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
+
+
+def smoothing_uniform_summed(logits, targets, smoothing=0.1, reduction="mean"):
+    """Wrong: the uniform part sums -log p over the classes instead of averaging."""
+    log_probs = logits.log_softmax(-1)
+    nll = F.nll_loss(log_probs, targets, reduction="none")
+    loss = (1 - smoothing) * nll - (smoothing * log_probs).sum(-1)
+    return {"mean": loss.mean, "sum": loss.sum, "none": lambda: loss}[reduction]()
+
+
+class LossTargetsFirst(nn.Module):
+    """Wrong: calls exercise 5's function with (targets, logits)."""
+
+    def __init__(self, smoothing=0.1, reduction="mean"):
+        super().__init__()
+        self.smoothing, self.reduction = smoothing, reduction
+
+    def forward(self, logits, targets):
+        return label_smoothing_cross_entropy(targets, logits, smoothing=self.smoothing, reduction=self.reduction)
+
+
+class LossPositionalSmoothing(nn.Module):
+    """Wrong: the smoothing passed as F.cross_entropy's third positional argument (weight)."""
+
+    def __init__(self, smoothing=0.1, reduction="mean"):
+        super().__init__()
+        self.smoothing, self.reduction = smoothing, reduction
+
+    def forward(self, logits, targets):
+        return F.cross_entropy(logits, targets, self.smoothing, reduction=self.reduction)
+
+
+def predict_max_values(model, images):
+    """Wrong: the values of the maximum, not its position."""
+    model.eval()
+    with torch.inference_mode():
+        values, _ = torch.max(model(images), dim=1)
+    return values
+
+
+CASES += [
+    Reject(checks.check_mnist_net_layers, MnistNetLinearNoBias, "fc1, fc2 have no bias"),
+    Reject(checks.check_mnist_net_forward, MnistNetChannelsLast, "channels-last"),
+    Reject(checks.check_lenet_forward, LeNetNoReluAfterConv2, "the ReLU after conv2 is missing"),
+    Reject(checks.check_mnist_net_forward, MnistNetFunctionalDropout, "even in eval mode"),
+    Accept(checks.check_lenet_forward, LeNetReshapeBySize),
+    Accept(checks.check_lenet_layers, LeNetReshapeBySize),
+    Reject(checks.check_count_parameters, count_nested_twice, "counted nested parameters several times"),
+    Reject(checks.check_count_parameters, count_frozen_when_trainable, "you counted the frozen parameters"),
+    Reject(checks.check_count_parameters, count_weights_and_biases, "temperature"),
+    Reject(checks.check_count_parameters, count_with_numpy, "NumPy's sum and prod"),
+    Accept(checks.check_count_parameters, count_state_of_parameters),
+    Reject(checks.check_label_smoothing_cross_entropy, smoothing_index_select, "an [N, N] matrix"),
+    Reject(checks.check_label_smoothing_cross_entropy, smoothing_uniform_summed, "you summed it"),
+    Reject(checks.check_label_smoothing_loss, LossTargetsFirst, "with the targets first"),
+    Reject(checks.check_label_smoothing_loss, LossPositionalSmoothing, "pass the smoothing by keyword"),
+    Reject(checks.check_predict, predict_max_values, "max's values"),
+]
+
+
+def predict_squeezed(model, images):
+    """Wrong: squeezes the logits, so a batch of one loses its batch dimension."""
+    model.eval()
+    with torch.no_grad():
+        return model(images).squeeze().argmax(dim=-1)
+
+
+CASES += [
+    Reject(checks.check_predict, predict_squeezed, "should have shape [1]"),
 ]

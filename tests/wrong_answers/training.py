@@ -915,4 +915,180 @@ ISSUE_18_CASES = [
     Reject(checks.check_train_spirals, spirals_leaves_grad_off, "gradient tracking"),
 ]
 
-CASES = CASES + ISSUE_18_CASES
+# ---------------------------------------------------------------- issue 18, independent learner: classes of mistakes
+
+
+def targets_amax(one_hot):
+    return torch.amax(one_hot, dim=1).long()  # the largest value, not its position
+
+
+def targets_nonzero_columns(one_hot):
+    return torch.nonzero(one_hot, as_tuple=True)[1]
+
+
+def targets_expected_class(one_hot):
+    return (one_hot @ torch.arange(one_hot.shape[1], dtype=one_hot.dtype)).long()
+
+
+def bce_swapped(logits, labels):
+    return nn.BCEWithLogitsLoss()(labels.float(), logits)
+
+
+def bce_softmax(logits, labels):
+    return nn.functional.cross_entropy(logits, labels.float())
+
+
+def accuracy_floor_division(logits, targets):
+    return (logits.argmax(dim=1) == targets).sum().item() // targets.numel()
+
+
+def accuracy_max_values(logits, targets):
+    return (logits.amax(dim=1) == targets).float().mean().item()
+
+
+def accuracy_over_classes(logits, targets):
+    return (logits.argmax(dim=1) == targets).sum().item() / logits.size(-1)
+
+
+def epoch_stacks_loss_tensors(model, loader, loss_fn, optimizer, device):
+    model.train()
+    weighted, count = [], 0
+    for inputs, targets in loader:
+        inputs, targets = inputs.to(device), targets.to(device)
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        weighted.append(loss * len(targets))  # each keeps its batch's graph
+        count += len(targets)
+    return torch.stack(weighted).sum().item() / count
+
+
+def epoch_full_batches_count(model, loader, loss_fn, optimizer, device):
+    model.train()
+    total = 0.0
+    for inputs, targets in loader:
+        inputs, targets = inputs.to(device), targets.to(device)
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * len(targets)
+    return total / (len(loader) * loader.batch_size)
+
+
+def epoch_own_loss(model, loader, loss_fn, optimizer, device):
+    model.train()
+    total, count = 0.0, 0
+    for inputs, targets in loader:
+        inputs, targets = inputs.to(device), targets.to(device)
+        optimizer.zero_grad()
+        loss = nn.CrossEntropyLoss()(model(inputs), targets)  # not the loss_fn it was given
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * len(targets)
+        count += len(targets)
+    return total / count
+
+
+def evaluate_back_to_train(model, loader, loss_fn, device):
+    result = ref.evaluate(model, loader, loss_fn, device)
+    model.train(True)  # "back to training" whatever mode it came in
+    return result
+
+
+def evaluate_own_loss(model, loader, loss_fn, device):
+    model.eval()
+    total, correct, count = 0.0, 0, 0
+    with torch.no_grad():
+        for inputs, targets in loader:
+            inputs, targets = inputs.to(device), targets.to(device)
+            logits = model(inputs)
+            total += nn.CrossEntropyLoss(reduction="sum")(logits, targets).item()
+            correct += (logits.argmax(dim=1) == targets).sum().item()
+            count += len(targets)
+    return total / count, correct / count
+
+
+def evaluate_restores_each_submodule(model, loader, loss_fn, device):
+    before = {name: m.training for name, m in model.named_modules()}
+    result = ref.evaluate(model, loader, loss_fn, device)
+    for name, m in model.named_modules():
+        m.training = before[name]
+    return result
+
+
+def optimizer_builds_all(kind, params, lr):
+    built = {"sgd": torch.optim.SGD(params, lr=lr, momentum=0.9), "adam": torch.optim.Adam(params, lr=lr),
+             "adamw": torch.optim.AdamW(params, lr=lr, weight_decay=0.01)}
+    return built[kind]
+
+
+def optimizer_listed_first(kind, params, lr):
+    params = list(params)  # read once, usable by every branch
+    return ref.make_optimizer(kind, params, lr)
+
+
+def classify_stays_on_device(model, images):
+    device = next(model.parameters()).device
+    model.eval()
+    with torch.no_grad():
+        return model(images.to(device)).argmax(dim=1)
+
+
+def classify_notebook_device(model, images):
+    model.eval()
+    with torch.no_grad():
+        return model(images.to(DEVICE)).argmax(dim=1).cpu()  # noqa: F821 - the notebook's global
+
+
+def classify_to_cpu_keyword(model, images):
+    device = next(model.parameters()).device
+    model.eval()
+    with torch.no_grad():
+        return model(images.to(device=device)).max(dim=1).indices.to(device="cpu")
+
+
+LEARNER_CLASSES = [
+    Reject(checks.check_to_class_targets, targets_amax, "largest value, not its position"),
+    Reject(checks.check_to_class_targets, targets_nonzero_columns, "nonzero() lists every nonzero entry"),
+    Reject(checks.check_to_class_targets, targets_expected_class, "probability-weighted average"),
+    Reject(checks.check_binary_loss, bce_swapped, "arguments are swapped"),
+    Reject(checks.check_binary_loss, bce_softmax, "that is CrossEntropyLoss"),
+    Reject(checks.check_accuracy, accuracy_floor_division, "integer division"),
+    Reject(checks.check_accuracy, accuracy_max_values, "largest score"),
+    Reject(checks.check_accuracy, accuracy_over_classes, "number of classes"),
+    Reject(checks.check_train_one_epoch_loss, epoch_stacks_loss_tensors, "graphs of earlier batches were still alive"),
+    Reject(checks.check_train_one_epoch_loss, epoch_full_batches_count, "batch_size x number of batches"),
+    Reject(checks.check_train_one_epoch_updates, epoch_own_loss, "loss_fn you were given"),
+    Reject(checks.check_evaluate_modes, evaluate_back_to_train, "handed over in eval mode was left in training mode"),
+    Reject(checks.check_evaluate_values, evaluate_own_loss, "loss_fn you were given"),
+    *[Accept(check, evaluate_restores_each_submodule)
+      for check in (checks.check_evaluate_modes, checks.check_evaluate_values)],
+    Reject(checks.check_make_optimizer, optimizer_builds_all, "can be read only once"),
+    Accept(checks.check_make_optimizer, optimizer_listed_first),
+    Reject(checks.check_classify, classify_stays_on_device, "call .cpu()"),
+    Reject(checks.check_classify, classify_notebook_device, "notebook's DEVICE"),
+    Accept(checks.check_classify, classify_to_cpu_keyword),
+]
+
+CASES = CASES + ISSUE_18_CASES + LEARNER_CLASSES
+
+
+def fit_own_loss(model, loader, loss_fn, optimizer, scheduler, device, epochs=1, max_norm=1.0):
+    model.train()
+    history = []
+    for _ in range(epochs):
+        for inputs, targets in loader:
+            inputs, targets = inputs.to(device), targets.to(device)
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(inputs), targets)  # not the loss_fn it was given
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            optimizer.step()
+            scheduler.step()
+            history.append(loss.item())
+    return history
+
+
+CASES = CASES + [Reject(checks.check_fit_schedule, fit_own_loss, "loss_fn you were given")]
