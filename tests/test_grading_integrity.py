@@ -575,3 +575,13 @@ def test_the_connection_folder_is_bounded_by_the_kernels_memory():
     finally:
         shutil.rmtree(private, ignore_errors=True)
         sandbox.remove_cgroups(name)
+
+
+def test_data_reached_through_a_link_is_given_to_the_kernel_where_it_is_mounted(tmp_path):
+    """The sandbox mounts COURSE_DATA's real folder; the kernel must be told that folder, not the link to it."""
+    real = tmp_path / "disk" / "course-data"
+    real.mkdir(parents=True)
+    link = tmp_path / "course-data"
+    link.symlink_to(real)
+    env = sandbox.kernel_environment({"COURSE_DATA": str(link), "GRADEBOOK_PASSWORD": "x"})
+    assert env == {"COURSE_DATA": str(real.resolve())}

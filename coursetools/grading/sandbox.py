@@ -128,7 +128,13 @@ def kernel_environment(environ: dict[str, str]) -> dict[str, str]:
     """The allowed part of ``environ`` (see :data:`KERNEL_ENVIRONMENT`)."""
     import fnmatch
 
-    return {k: v for k, v in environ.items() if any(fnmatch.fnmatchcase(k, pattern) for pattern in KERNEL_ENVIRONMENT)}
+    allowed = {k: v for k, v in environ.items() if any(fnmatch.fnmatchcase(k, pattern) for pattern in KERNEL_ENVIRONMENT)}
+    if allowed.get("COURSE_DATA"):
+        # the sandbox mounts the data where it really is: a COURSE_DATA reached through a symbolic link (data kept
+        # on another disk) would point the kernel at a link that is not there
+        allowed["COURSE_DATA"] = os.pathsep.join(str(Path(p).resolve()) if Path(p).is_absolute() else p
+                                                 for p in allowed["COURSE_DATA"].split(os.pathsep) if p)
+    return allowed
 
 
 def checkout() -> Path:
