@@ -329,8 +329,8 @@ def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), **kwargs: A
     if not callable(fn):
         return _invoke(fn, args, kwargs)
     name = getattr(fn, "__name__", "your function")
-    watched = [(label, value, _snapshot(value)) for label, value in _labelled(fn, args, kwargs)
-               if not allow.lets_change(value)]
+    labelled = _labelled(fn, args, kwargs)
+    watched = [(label, value, _snapshot(value)) for label, value in labelled if not allow.lets_change(value)]
     state = _global_state()
     try:
         result = _invoke(fn, args, kwargs)
@@ -347,7 +347,7 @@ def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), **kwargs: A
             raise CheckError(f"{name} changed the {kind} it was given as {label}: {what}",
                              where=f"look at every line that uses {label}: {_WRITES.get(kind, 'anything that changes it')}",
                              mistake=f"the {kind} belongs to the caller, who still uses it; {fix}")
-    problem = _state_problem(name, state, after, allow, randomness_given=_gives_randomness(fn, args, kwargs))
+    problem = _state_problem(name, state, after, allow, randomness_given=_gives_randomness(labelled))
     if problem is not None:
         raise problem
     return result
@@ -356,9 +356,9 @@ def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), **kwargs: A
 _RANDOMNESS_NAMES = ("seed", "generator", "rng", "g")
 
 
-def _gives_randomness(fn: Callable[..., Any], args: tuple, kwargs: dict) -> bool:
+def _gives_randomness(labelled: list[tuple[str, Any]]) -> bool:
     """Whether the call hands the function its own randomness: a generator, or an argument named like a seed."""
-    for label, value in _labelled(fn, args, kwargs):
+    for label, value in labelled:
         if isinstance(value, (torch.Generator, random.Random)) or label.strip("`").lower() in _RANDOMNESS_NAMES:
             return True
         if type(value).__module__.startswith("numpy.random"):
