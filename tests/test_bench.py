@@ -1,4 +1,4 @@
-"""The benchmark counts the memory of every process a notebook starts, not only the kernel's."""
+"""The benchmark counts the memory and CPU time of every process a notebook starts, not only the kernel's."""
 
 from __future__ import annotations
 
@@ -29,6 +29,20 @@ def test_peak_memory_counts_processes_the_kernel_starts(tmp_path: Path) -> None:
     with_child = bench.run_one(notebook(tmp_path, CHILD))
     assert alone["peak_bytes"] < 300 * MB, alone  # a bare kernel
     assert with_child["peak_bytes"] - alone["peak_bytes"] > 350 * MB, (alone, with_child)
+
+
+# A child process that spins one CPU for a second of its own CPU time, however busy the machine is.
+SPINNING_CHILD = """
+import subprocess, sys
+subprocess.run([sys.executable, "-c", "import time\\nwhile time.process_time() < 1.0: pass"], check=True)
+"""
+
+
+@pytest.mark.slow
+def test_cpu_time_counts_processes_the_kernel_starts(tmp_path: Path) -> None:
+    alone = bench.run_one(notebook(tmp_path, "x = 1"))
+    with_child = bench.run_one(notebook(tmp_path, SPINNING_CHILD))
+    assert with_child["cpu_seconds"] - alone["cpu_seconds"] > 0.9, (alone, with_child)
 
 
 def test_autograde_table_names_the_sandbox_cost(monkeypatch: pytest.MonkeyPatch) -> None:
