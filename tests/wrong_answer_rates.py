@@ -98,7 +98,8 @@ def _row(name: str, row: dict) -> str:
     n, rejected = max(row["n"], 1), max(row["rejected"], 1)
     accepted = f"{row['accepted'] / row['alternatives']:.0%}" if row["alternatives"] else "-"
     return (f"{name:<16} {row['n']:>13} {row['rejected'] / n:>9.0%} {row['named'] / n:>7.0%} {row['crashed']:>8}"
-            f" {row['where'] / rejected:>6.0%} {row['mistake'] / rejected:>8.0%} {row['alternatives']:>13} {accepted:>9} {row['losing']:>7}")
+            f" {row['where'] / rejected:>6.0%} {row['mistake'] / rejected:>8.0%}"
+            f" {row['alternatives']:>13} {accepted:>9} {row['losing']:>7}")
 
 
 if __name__ == "__main__":
