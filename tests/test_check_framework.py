@@ -206,8 +206,8 @@ def test_large_tensors_are_compared_by_a_sample_and_their_sum():
 # ---------------------------------------------------------------- rule 2: state that outlives the call
 
 
-def draws(n):
-    return torch.randn(n)
+def draws(seed):  # a function handed a seed must draw from it, not from the global generator
+    return torch.randn(3)
 
 
 def reseeds(n):
@@ -215,11 +215,11 @@ def reseeds(n):
     return n
 
 
-def draws_python(n):
+def draws_python(seed):
     return random.random()
 
 
-def draws_numpy(n):
+def draws_numpy(seed):
     return float(np.random.rand())
 
 
@@ -285,14 +285,41 @@ def test_state_is_given_back_when_the_learners_code_crashes():
     assert torch.is_grad_enabled() and torch.equal(rng, torch.get_rng_state())
 
 
-def test_the_global_generator_message_names_a_cause_only_when_randomness_was_given():
+def test_drawing_from_the_global_generator_is_a_mistake_only_when_randomness_was_given():
     def shuffles(order, generator=None):
         return torch.randperm(len(order)).tolist()  # ignores the generator it is given
 
     given = rejects(shuffles, [1, 2, 3], generator=torch.Generator().manual_seed(0))
     assert "draw from the generator (or seed) the task gives you" in given.mistake, str(given)
-    not_given = rejects(shuffles, [1, 2, 3])
-    assert not_given.mistake is None and "hands it no generator" in not_given.symptom, str(not_given)
+    rng = torch.get_rng_state()
+    assert sorted(call(shuffles, [1, 2, 3])) == [0, 1, 2]  # no generator given: a random draw is its own business
+    assert torch.equal(rng, torch.get_rng_state())  # and the caller's stream is given back all the same
+
+    def picks_a_port():
+        return random.randrange(20000, 30000)
+
+    assert 20000 <= call(picks_a_port) < 30000
+
+
+@pytest.mark.parametrize("reset", [
+    lambda: (torch.manual_seed(7), torch.randn(2)),  # seeded, then drawn: the state is no seed's own
+    lambda: torch.random.manual_seed(3),
+    lambda: torch.set_rng_state(torch.Generator().manual_seed(5).get_state()),
+    lambda: random.seed(11),
+    lambda: np.random.seed(13),
+], ids=["torch.manual_seed-then-draw", "torch.random.manual_seed", "torch.set_rng_state", "random.seed",
+        "np.random.seed"])
+def test_resetting_a_global_generator_is_named_whatever_the_task(reset):
+    def resets(n):
+        reset()
+        return n
+
+    state = torch.get_rng_state(), random.getstate(), np.random.get_state()[1].copy()
+    error = rejects(resets, 3)
+    assert "global random generator" in error.symptom and error.where, str(error)
+    assert torch.equal(state[0], torch.get_rng_state()) and state[1] == random.getstate()
+    assert np.array_equal(state[2], np.random.get_state()[1])
+    assert torch.manual_seed is torch.random.manual_seed or torch.manual_seed.__module__ == "torch.random"
 
 
 def test_a_given_generator_may_be_used():

@@ -69,6 +69,7 @@ check in the notebook for hints.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import linecache
 import math
@@ -78,7 +79,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
 
@@ -333,7 +334,8 @@ def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), **kwargs: A
     watched = [(label, value, _snapshot(value)) for label, value in labelled if not allow.lets_change(value)]
     state = _global_state()
     try:
-        result = _invoke(fn, args, kwargs)
+        with _watching_reseeds() as reseeds:
+            result = _invoke(fn, args, kwargs)
     except BaseException:
         _give_back(state, _global_state(), watched, allow)
         raise
@@ -347,7 +349,8 @@ def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), **kwargs: A
             raise CheckError(f"{name} changed the {kind} it was given as {label}: {what}",
                              where=f"look at every line that uses {label}: {_WRITES.get(kind, 'anything that changes it')}",
                              mistake=f"the {kind} belongs to the caller, who still uses it; {fix}")
-    problem = _state_problem(name, state, after, allow, randomness_given=_gives_randomness(labelled))
+    problem = _state_problem(name, state, after, allow, randomness_given=_gives_randomness(labelled),
+                             reseeded=reseeds)
     if problem is not None:
         raise problem
     return result
@@ -654,7 +657,19 @@ def _diagnose_dtype(got: torch.Tensor, expected: torch.Tensor, given: torch.Tens
             and expected.device.type != "meta" and got.shape == expected.shape:
         if _close(got.to(expected.dtype), expected.trunc(), 1e-5, 1e-4) and not _close(expected, expected.trunc()):
             return "your values are whole numbers: they were truncated by a conversion to an integer type"
+    if _are_positions(got, expected, given):
+        return ("your result holds positions (indices) into the input, not the values found there: torch.where(mask) "
+                "and nonzero() give positions, while indexing with the mask itself (x[mask]) gives the values")
     return None
+
+
+def _are_positions(got: torch.Tensor, expected: torch.Tensor, given: torch.Tensor | None) -> bool:
+    """Integers, where floats were expected, that all index into the input (its first dimension or its elements)."""
+    if not (isinstance(given, torch.Tensor) and expected.is_floating_point() and got.dtype == torch.int64
+            and got.numel() > 0 and given.numel() > 0 and "meta" not in (got.device.type, given.device.type)):
+        return False
+    within = bool(((got >= 0) & (got < max(given.shape[0] if given.dim() else 1, given.numel()))).all())
+    return within and not _close(got.to(expected.dtype), expected)
 
 
 def _diagnose_shape(got: torch.Tensor, expected: torch.Tensor, given: torch.Tensor | None) -> str | None:
@@ -1067,7 +1082,10 @@ def _module_change(before: Any, after: Any, allow: Allow) -> tuple[str, str] | N
             inner = _change(old[key][1], new[key][1], allow)
             if inner:
                 fix = ("an optimizer step or an in-place update changed the caller's weights"
-                       if inner[0].startswith("its values") else inner[1])
+                       if inner[0].startswith("its values") else
+                       "requires_grad_() on the caller's parameters changes them for everything that follows; "
+                       "torch.no_grad() turns off recording without touching the model"
+                       if "requires_grad" in inner[0] else inner[1])
                 return (f"its {what} {key!r} changed: {inner[0].removeprefix('its ')}", fix)
     if not allow.modes and mode != mode_after:
         switched = [n or "the model itself" for n in mode if mode[n] != mode_after[n]]
@@ -1143,6 +1161,44 @@ def _restore_global_state(state: dict, after: dict, allow: Allow) -> None:
         torch.set_num_threads(state["threads"])
 
 
+# The functions that reset a global generator's state, by module: a call to any of them during a learner's
+# function throws away the caller's random stream, whatever the task.
+_RESEEDERS = {"torch": ("manual_seed", "seed", "set_rng_state"), "torch.random": ("manual_seed", "seed", "set_rng_state"),
+              "random": ("seed", "setstate"), "numpy.random": ("seed", "set_state")}
+
+
+@contextlib.contextmanager
+def _watching_reseeds() -> Iterator[list[str]]:
+    """Record (and still perform) every reset of a global generator made through its module while the block runs."""
+    import importlib
+
+    calls: list[str] = []
+    patched = []
+    for module_name, names in _RESEEDERS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for attribute in names:
+            original = getattr(module, attribute, None)
+            if original is None:
+                continue
+
+            def spy(*args: Any, _original: Callable = original, _name: str = f"{module_name}.{attribute}",
+                    **kwargs: Any) -> Any:
+                shown = ", ".join(repr(a) for a in args if not isinstance(a, torch.Tensor))
+                calls.append(f"{_name}({shown})")
+                return _original(*args, **kwargs)
+
+            setattr(module, attribute, spy)
+            patched.append((module, attribute, original))
+    try:
+        yield calls
+    finally:
+        for module, attribute, original in reversed(patched):
+            setattr(module, attribute, original)
+
+
 def _reseeded(after: dict) -> int | None:
     """The small seed k the torch generator was just reset to (manual_seed(k)), if it was."""
     for k in (*range(101), 123, 1234, 12345, 2024, 2025, 2026, 1337, 31337, 4242, 999, 1000):
@@ -1152,17 +1208,19 @@ def _reseeded(after: dict) -> int | None:
 
 
 def _state_problem(name: str, state: dict, after: dict, allow: Allow, *,
-                   randomness_given: bool = True) -> CheckError | None:
+                   randomness_given: bool = True, reseeded: Sequence[str] = ()) -> CheckError | None:
     """A CheckError for the first piece of global state the call left changed (and was not allowed to), or None.
 
-    ``randomness_given``: the call handed the function a generator or a seed, so the named mistake can point
-    at it; otherwise the message says only what the evidence shows (the global generator moved).
+    The global generators: resetting one (``reseeded``: the calls seen) is always a problem, since it throws
+    away the caller's random stream; drawing from one is a problem only when ``randomness_given``, the call
+    handed the function a generator or a seed to draw from instead.
     """
     if not allow.global_rng:
         changed = _rng_changed(state, after)
-        if changed:
+        if changed and (randomness_given or reseeded):
             seed = _reseeded(after) if "torch" in changed else None
             how = (f"reseeded torch's global random generator (torch.manual_seed({seed}))" if seed is not None
+                   else f"reset a global random generator ({reseeded[0]})" if reseeded
                    else f"used the global random generator of {' and '.join(changed)} (its state changed)")
             where = ("look for random draws without a generator= argument (torch.randn, randperm, rand, "
                      "random.shuffle, np.random...), for manual_seed, and for layers built inside the function")
@@ -1173,8 +1231,9 @@ def _state_problem(name: str, state: dict, after: dict, allow: Allow, *,
                             "generator=g); seeding or drawing from the global generator changes every random "
                             "number the caller draws afterwards")
             return CheckError(
-                f"{name} {how}, which the rest of the program shares; the task hands it no generator and asks "
-                "for nothing random from it", where=where)
+                f"{name} {how}, which the rest of the program shares", where=where,
+                mistake="seeding inside a function resets the random numbers the caller draws afterwards; draw "
+                        "what you need without seeding (or from a torch.Generator of your own)")
     if not allow.grad_mode and (after["grad"] != state["grad"] or after["inference"] != state["inference"]):
         if after["inference"] != state["inference"]:
             left = f"inference mode switched {'on' if after['inference'] else 'off'}"

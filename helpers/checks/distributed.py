@@ -269,14 +269,7 @@ def check_free_port(fn: Callable[[], int], inputs: Sequence[int] | None = None) 
             held: list[int] = []
             for job in range(jobs + 1):
                 with _watching_binds() as bound:
-                    try:
-                        port = call(fn)
-                    except CheckError as error:
-                        if "global random generator" not in str(error) or any(k == socket.SOCK_STREAM for k, _ in bound):
-                            raise
-                        raise CheckError("free_port() drew from a global random generator and bound no TCP socket "
-                                         "during the call: a port picked at random may be in use by another program; "
-                                         + _ASK_THE_SYSTEM) from None
+                    port = call(fn)
                 port = _expect_port(port, "free_port()")
                 if port in held:
                     raise CheckError(f"free_port() returned {port} again while another job was using it: a fixed "
