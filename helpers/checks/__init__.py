@@ -602,21 +602,21 @@ def _diagnose_values(got: torch.Tensor, expected: torch.Tensor, given: torch.Ten
     if not torch.isfinite(got.double()).all() or not torch.isfinite(expected.double()).all():
         return None
     e, g = expected.double(), got.double()
-    # a constant factor (includes the sign flip)
-    if e.abs().max() > atol:
+    # whole numbers where the expected values are not (first: one element is always some factor of another)
+    if expected.is_floating_point() and not _close(expected, expected.round(), atol, rtol):
+        for name, op in (("rounded to whole numbers", torch.round), ("rounded down (floor)", torch.floor),
+                         ("rounded towards zero (an int conversion?)", torch.trunc),
+                         ("rounded up (ceil)", torch.ceil)):
+            if _close(got, op(expected), atol, rtol):
+                return f"your values are the expected ones {name}"
+    # a constant factor (includes the sign flip); it takes two nonzero values to show one
+    if int((e.abs() > atol).sum()) >= 2:
         factor = float((g * e).sum() / (e * e).sum())
         if factor != 0 and not math.isclose(factor, 1.0, rel_tol=1e-4) and _close(g, factor * e, atol, rtol):
             return _factor_name(factor, given)
     # transposed (square matrices, or the last two dimensions of a batch)
     if got.dim() >= 2 and got.shape[-1] == got.shape[-2] and _close(got, expected.transpose(-1, -2), atol, rtol):
         return "your result is the transpose of the expected one (rows and columns swapped)"
-    # whole numbers where the expected values are not
-    if expected.is_floating_point():
-        for name, op in (("rounded to whole numbers", torch.round), ("rounded down (floor)", torch.floor),
-                         ("rounded towards zero (an int conversion?)", torch.trunc),
-                         ("rounded up (ceil)", torch.ceil)):
-            if _close(got, op(expected), atol, rtol):
-                return f"your values are the expected ones {name}"
     # the right values, in the wrong place
     for d in range(got.dim()):
         if got.shape[d] < 2:
@@ -629,7 +629,7 @@ def _diagnose_values(got: torch.Tensor, expected: torch.Tensor, given: torch.Ten
         return "you have the right values, but in the wrong order"
     # an offset: every value off by the same amount
     offset = float((g - e).mean())
-    if abs(offset) > atol and _close(g, e + offset, atol, rtol):
+    if got.numel() >= 2 and abs(offset) > atol and _close(g, e + offset, atol, rtol):
         return f"every value is off by the same amount ({offset:+.4g})"
     # wrong only on part of the input's domain
     wrong = ~torch.isclose(g, e, atol=atol, rtol=rtol)
