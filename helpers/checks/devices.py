@@ -129,15 +129,28 @@ class Placed(torch.Tensor):
             if target is not None:
                 return type(args[0])._move(func, args, kwargs, target)
         with torch._C.DisableTorchFunctionSubclass():  # looking at the tensors must not come back here
-            tensors = [t for t in _tensors(list(args) + list(kwargs.values())) if t.dim() > 0]
-        placed = [t for t in tensors if isinstance(t, Placed)]
-        plain_on_device = any(t.plain_on_device for t in placed)
-        places = {isinstance(t, OnDevice) if isinstance(t, Placed) else True for t in tensors
-                  if isinstance(t, Placed) or plain_on_device}
+            tensors = _tensors(list(args) + list(kwargs.values()))
+            placed = [t for t in tensors if isinstance(t, Placed)]
+            plain_on_device = any(t.plain_on_device for t in placed)
+            places = set()
+            for t in tensors:
+                if isinstance(t, OnDevice):
+                    places.add(True)
+                elif t.dim() == 0:
+                    continue  # a CPU scalar goes with tensors on any device, as in PyTorch
+                elif isinstance(t, Placed):
+                    places.add(False)
+                elif plain_on_device:
+                    places.add(True)
         if len(places) > 1:
             message = same_device_error(STAND_IN_DEVICE, "cpu")
             raise NotMovedError(message) if plain_on_device else RuntimeError(message)
-        return super().__torch_function__(func, types, args, kwargs)
+        # the result is where the operation ran: on the device if a device tensor took part
+        if any(isinstance(t, OnDevice) for t in placed):
+            result = OnDevice
+        else:
+            result = cls if all(issubclass(cls, type(t)) for t in placed) else OnHost
+        return torch.Tensor.__torch_function__.__func__(result, func, (result,), args, kwargs)
 
     @classmethod
     def _move(cls, func: Any, args: tuple, kwargs: dict, to_device: bool) -> torch.Tensor:

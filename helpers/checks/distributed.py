@@ -986,7 +986,7 @@ def _unmapped_load(rank: int, symptom: str) -> CheckError:
                       "every tensor in the file is tagged 'cuda:0')",
                       where="look at the arguments of your torch.load call",
                       mistake="without map_location, torch.load puts every tensor back on the device it was saved "
-                              "from: rank 0's GPU, on every rank (and no GPU at all on a machine without one); "
+                              "from: rank 0's GPU, on every rank, and on a machine without CUDA it cannot load at all; "
                               "the task loads with map_location=\"cpu\"")
 
 
