@@ -555,6 +555,13 @@ def save_load_without_map_location(model, path):
     model.load_state_dict(torch.load(path))  # on a GPU machine: every rank's tensors land on rank 0's GPU
 
 
+def save_map_location_positional(model, path):
+    if dist.get_rank() == 0:
+        torch.save(model.state_dict(), path)
+    dist.barrier()
+    model.load_state_dict(torch.load(path, "cpu"))  # map_location is torch.load's second parameter
+
+
 def save_barrier_only_after_load(model, path):
     if dist.get_rank() == 0:
         torch.save(model.state_dict(), path)
@@ -1043,6 +1050,7 @@ CASES = [
     Accept(checks.check_save_and_load, save_other_ranks_load),
     Reject(checks.check_save_and_load, save_on_every_rank, "only rank 0 should save"),
     Reject(checks.check_save_and_load, save_without_barrier, "(FileNotFoundError): call dist.barrier()"),
+    Accept(checks.check_save_and_load, save_map_location_positional),
     Reject(checks.check_save_and_load, save_load_without_map_location,
            "on rank 0, torch.load raised RuntimeError: Attempting to deserialize object on a CUDA device"),
     Reject(checks.check_save_and_load, save_load_on_rank0_only, "never loaded the checkpoint"),
