@@ -1330,65 +1330,9 @@ def _globals_of(fn: Any) -> dict | None:
 
 
 # ---------------------------------------------------------------- a device stand-in for a grader without a GPU
+# HostTensor, host_collate and NotMovedError live in helpers.checks.devices, with the rest of the stand-in device.
 
-class NotMovedError(RuntimeError):
-    """Raised when a batch that was never moved with ``.to(device)`` meets the model's tensors."""
-
-
-class HostTensor(torch.Tensor):
-    """A batch tensor still "on the host": a stand-in for a CPU batch when the model is on a GPU.
-
-    On a machine without a GPU, forgetting ``batch.to(device)`` changes nothing,
-    so no check could see it. A HostTensor makes it visible everywhere: it
-    behaves like an ordinary tensor on its own, ``.to(device)`` (or ``.cuda()``)
-    returns an ordinary tensor, and combining a HostTensor with an ordinary
-    tensor (the model's weights, a moved batch) raises :class:`NotMovedError`,
-    as PyTorch raises for two devices. Checks hand learners loaders whose
-    batches are HostTensors (``collate_fn=host_collate``).
-    """
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        name = getattr(func, "__name__", "")
-        if name in ("to", "cuda", "cpu"):
-            moves = name in ("cuda", "cpu") or "device" in kwargs or any(
-                isinstance(a, (torch.device, str)) or (isinstance(a, torch.Tensor) and not isinstance(a, cls))
-                for a in args[1:])
-            if moves:
-                with torch._C.DisableTorchFunctionSubclass():
-                    out = func(*args, **kwargs)
-                return out.as_subclass(torch.Tensor) if isinstance(out, cls) else out
-        with torch._C.DisableTorchFunctionSubclass():  # looking at the tensors must not come back here
-            tensors = [t for t in _tensors_in(args) + _tensors_in(list(kwargs.values())) if t.dim() > 0]
-        if any(isinstance(t, cls) for t in tensors) and any(not isinstance(t, cls) for t in tensors):
-            raise NotMovedError(f"{name or 'an operation'} got a batch tensor that was never moved to the device "
-                                "together with tensors that were (the model's parameters or a moved batch)")
-        return super().__torch_function__(func, types, args, kwargs)
-
-
-def _tensors_in(values: Any) -> list[torch.Tensor]:
-    found: list[torch.Tensor] = []
-    for value in values:
-        if isinstance(value, torch.Tensor):
-            found.append(value)
-        elif isinstance(value, (list, tuple)):
-            found.extend(_tensors_in(value))
-    return found
-
-
-def host_collate(samples: list) -> Any:
-    """``default_collate``, with every tensor of the batch a :class:`HostTensor`."""
-    from torch.utils.data import default_collate
-
-    def wrap(value: Any) -> Any:
-        if isinstance(value, torch.Tensor):
-            return value.as_subclass(HostTensor)
-        if isinstance(value, (list, tuple)):
-            return type(value)(wrap(v) for v in value)
-        return value
-
-    return wrap(default_collate(samples))
+from helpers.checks.devices import HostTensor, NotMovedError, host_collate  # noqa: E402
 
 
 def same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -561,6 +561,20 @@ def save_loaded_into_a_copy(model, path):
     model = fresh  # noqa: F841  (rebinds the local name only)
 
 
+def save_load_without_map_location(model, path):
+    if dist.get_rank() == 0:
+        torch.save(model.state_dict(), path)
+    dist.barrier()
+    model.load_state_dict(torch.load(path))  # on a GPU machine: every rank's tensors land on rank 0's GPU
+
+
+def save_map_location_positional(model, path):
+    if dist.get_rank() == 0:
+        torch.save(model.state_dict(), path)
+    dist.barrier()
+    model.load_state_dict(torch.load(path, "cpu"))  # map_location is torch.load's second parameter
+
+
 def save_barrier_only_after_load(model, path):
     if dist.get_rank() == 0:
         torch.save(model.state_dict(), path)
@@ -1050,6 +1064,9 @@ CASES = [
     Accept(checks.check_save_and_load, save_other_ranks_load),
     Reject(checks.check_save_and_load, save_on_every_rank, "only rank 0 should save"),
     Reject(checks.check_save_and_load, save_without_barrier, "(FileNotFoundError): call dist.barrier()"),
+    Accept(checks.check_save_and_load, save_map_location_positional),
+    Reject(checks.check_save_and_load, save_load_without_map_location,
+           "on rank 0, torch.load raised RuntimeError: Attempting to deserialize object on a CUDA device"),
     Reject(checks.check_save_and_load, save_load_on_rank0_only, "never loaded the checkpoint"),
     Accept(checks.check_save_and_load, save_synced_by_all_reduce),
     Reject(checks.check_save_and_load, save_barrier_inside_rank0, "rank(s) [0] called dist.barrier(), rank(s) [1] did not"),
