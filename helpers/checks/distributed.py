@@ -37,7 +37,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data.distributed import DistributedSampler
 
-from helpers.checks import CheckError, Mistake, call, describe, expect, expect_tensor, passed
+from helpers.checks import Allow, CheckError, Mistake, call, describe, expect, expect_tensor, passed
 from helpers.checks import substitute
 from helpers.checks.devices import CUDA_LOAD_ERROR, saved_on
 from helpers.reference import distributed as ref
@@ -82,7 +82,9 @@ def _member(rank: int, world_size: int, port: int, target: Callable[..., Any], a
                 report = _Report(result=target(rank, world_size, *args))
             except BaseException as error:  # the learner's code: report it, never let it escape the child
                 traceback.print_exc()
-                report = _Report(error=type(error).__name__, message=str(error))
+                # A CheckError travels whole (symptom, where, mistake: the hint ladder's rungs).
+                report = _Report(result=error if isinstance(error, CheckError) else None,
+                                 error=type(error).__name__, message=str(error))
             finally:
                 dist.destroy_process_group()
         try:
@@ -166,7 +168,7 @@ def run_group(target: Callable[..., Any], *args: Any, world_size: int = 2, what:
             if named:
                 raise CheckError(named)
             if report.error == "CheckError":
-                raise CheckError(report.message)
+                raise report.result if isinstance(report.result, CheckError) else CheckError(report.message)
             if not any(sign in report.message for sign in gloo):
                 first = report.message.strip().splitlines()[0] if report.message.strip() else ""
                 raise CheckError(f"{what} raised {report.error} on rank {rank}: {first}")
@@ -182,6 +184,19 @@ def run_group(target: Callable[..., Any], *args: Any, world_size: int = 2, what:
         if report is None:
             raise CheckError(f"{what}: rank {rank} ended without finishing (did your code exit the process?)")
     return [report.result for report in reports]
+
+
+def in_rank(fn: Callable[..., Any], *args: Any, allow: Allow = Allow()) -> Any:
+    """Call the learner's ``fn`` on one rank under the framework's default rules (:func:`call`): its arguments
+    and the state outliving the call (global generators, grad mode, ...) must be as they were, unless ``allow``
+    says otherwise. An exception of the learner's own code is raised as itself, for :func:`run_group` to read."""
+    try:
+        return call(fn, *args, allow=allow)
+    except CheckError as error:
+        cause = error.__cause__
+        if isinstance(cause, Exception) and not isinstance(cause, CheckError):
+            raise cause from None
+        raise
 
 
 @contextmanager
@@ -327,18 +342,19 @@ class _Exchanges(NamedTuple):
     calls: int = 0        # all_reduce calls
     on_grads: int = 0     # of those, on a tensor sharing memory with a parameter's .grad
     on_weights: int = 0   # of those, on a tensor sharing memory with a parameter itself
+    reduces: int = 0      # dist.reduce calls (the result reaches one rank only)
 
 
 def _grad_target(rank: int, world_size: int, fn: Callable[[nn.Module], None], cases: list[GradCase]) -> list[tuple]:
     out = []
-    real_all_reduce = dist.all_reduce
+    real_all_reduce, real_reduce = dist.all_reduce, dist.reduce
     for case in cases:
         model, x, y = _grad_data(case)
         nn.functional.mse_loss(model(x[rank::world_size]), y[rank::world_size]).backward()
         own = _grads(model)
         grad_memory = {p.grad.data_ptr() for p in model.parameters() if p.grad is not None}
         weight_memory = {p.data_ptr() for p in model.parameters()}
-        seen = {"calls": 0, "on_grads": 0, "on_weights": 0}
+        seen = {"calls": 0, "on_grads": 0, "on_weights": 0, "reduces": 0}
 
         def all_reduce(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
             if tensor is None:
@@ -349,11 +365,16 @@ def _grad_target(rank: int, world_size: int, fn: Callable[[nn.Module], None], ca
             seen["on_weights"] += memory in weight_memory
             return real_all_reduce(tensor, *args, **kwargs)
 
-        dist.all_reduce = all_reduce
+        def reduce(*args: Any, **kwargs: Any) -> Any:
+            seen["reduces"] += 1
+            return real_reduce(*args, **kwargs)
+
+        dist.all_reduce, dist.reduce = all_reduce, reduce
         try:
-            fn(model)
+            # task: "replaces every parameter's `.grad` with its mean over all ranks, on every rank, in place"
+            in_rank(fn, model, allow=Allow(changed=(model,)))
         finally:
-            dist.all_reduce = real_all_reduce
+            dist.all_reduce, dist.reduce = real_all_reduce, real_reduce
         out.append((own, _grads(model), _Exchanges(**seen)))
     return out
 
@@ -424,9 +445,14 @@ def check_average_gradients(fn: Callable[[nn.Module], None], inputs: Sequence[Gr
                         mistakes = []
                         if rank > 0 and rank0_ok:
                             mistakes.append(Mistake(
-                                "rank 0 ended with the average but this rank did not: only rank 0 got the result. "
-                                "dist.reduce gives it to one rank (and leaves the others' tensors undefined); "
-                                "dist.all_reduce gives it to every rank", matches=lambda got: True))
+                                "rank 0 ended with the average, this rank with the sum over the ranks: only rank 0 "
+                                "divided by the world size. After all_reduce every rank holds the sum, and every "
+                                "rank must divide its own copy", lambda want=want: want * world_size))
+                            if exchanges.reduces:
+                                mistakes.append(Mistake(
+                                    "rank 0 ended with the average but this rank did not: only rank 0 got the result. "
+                                    "dist.reduce gives it to one rank (and leaves the others' tensors undefined); "
+                                    "dist.all_reduce gives it to every rank", matches=lambda got: True))
                         mistakes += [
                             Mistake(f"it is the sum over the {world_size} ranks, not the average: divide by the world "
                                     "size (dist.get_world_size()) after all_reduce. (With a sum, a learning rate "
@@ -456,7 +482,7 @@ class ShardCase(NamedTuple):
 
 
 def _shard_target(rank: int, world_size: int, fn: Callable[..., Any], cases: list[ShardCase]) -> list[Any]:
-    return [fn(case.n, rank, world_size, case.epoch, case.seed) for case in cases]
+    return [in_rank(fn, case.n, rank, world_size, case.epoch, case.seed) for case in cases]
 
 
 def _as_index_list(value: Any) -> list[int] | None:
@@ -523,6 +549,15 @@ def check_shard_indices(fn: Callable[..., list[int]], inputs: Sequence[ShardCase
                 if got[rank] == unshuffled[rank::world_size]:
                     raise CheckError(f"{what}: rank {rank}'s indices are not shuffled: shuffle range(n) with "
                                      "torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch)) first")
+                padding = [k for k, i in enumerate(range(rank, per * world_size, world_size)) if i >= n]
+                if padding and len(got[rank]) == len(want) and all(
+                        got[rank][k] == want[k] for k in range(len(want)) if k not in padding):
+                    raise CheckError(f"{what}: rank {rank} should get {want}, but got {got[rank]}: only the padding "
+                                     f"differs (the entries past the {n} shuffled indices)",
+                                     where="look at what you pad the shuffled list with",
+                                     mistake="DistributedSampler pads by repeating the shuffled indices from the start "
+                                             "(order[0], order[1], ..., and from the start again when the padding is "
+                                             "longer than the list)")
                 raise CheckError(f"{what}: rank {rank} should get {want}, but got {got[rank]}")
             checks += 1
     passed("shard_indices", checks)
@@ -557,8 +592,10 @@ def _epoch_target(rank: int, world_size: int, fn: Callable[..., Any], cases: lis
     out = []
     for case in cases:
         dataset = list(range(case.n))
-        out.append((fn(dataset, case.global_batch_size, case.epochs), ref.epoch_batches(dataset, case.global_batch_size,
-                                                                                          case.epochs)))
+        # task: "builds a DistributedSampler(dataset) ... and a DataLoader": a DataLoader's iterator draws its
+        # base seed from torch's global generator
+        got = in_rank(fn, dataset, case.global_batch_size, case.epochs, allow=Allow(global_rng=True))
+        out.append((got, ref.epoch_batches(dataset, case.global_batch_size, case.epochs)))
     return out
 
 
@@ -710,7 +747,8 @@ def _train_target(rank: int, world_size: int, fn: Callable[..., Any], cases: lis
         x, y = _train_data(case)
         make_model, built = _recording_factory(x)
         torch.manual_seed(1234 + rank)  # whatever state each process happens to have: only `seed` may matter
-        result = fn(make_model, x, y, case.steps, case.seed, case.lr)
+        # task: "the model comes from make_model, built right after torch's global generator is seeded with seed"
+        result = in_rank(fn, make_model, x, y, case.steps, case.seed, case.lr, allow=Allow(global_rng=True))
         if isinstance(result, dict):
             result = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in result.items()}
         out.append((result, built))
@@ -824,8 +862,17 @@ def _check_training(fn: Callable[..., Any], inputs: Sequence[TrainCase], name: s
     return checks
 
 
-_NOT_AVERAGED = ("the ranks ended with different weights, each trained on its own shard only: the gradients were "
-                 "never averaged across the ranks")
+_NOT_AVERAGED = ("the ranks ended with different weights, each trained on its own shard only: the gradients "
+                 "optimizer.step() used were not averaged across the ranks")
+
+
+def _divided_again(case: TrainCase, averaged_by: str) -> tuple[str, list[dict[str, torch.Tensor]]]:
+    """The twin of a run whose averaged gradients were divided by the world size once more (for plain SGD the same
+    weights as a learning rate divided by it)."""
+    return (f"the weights are those of a run with the learning rate divided by the world size ({case.lr} / "
+            f"{case.world_size}): the updates are {case.world_size} times too small. {averaged_by} already averages "
+            "the gradients: do not divide them (or the learning rate) by the world size again",
+            _simulated(case._replace(lr=case.lr / case.world_size)))
 _SUMMED_LOSS = ("the loss is summed over the shard: use the mean (the default reduction), so that the average over "
                 "the ranks is the whole batch's mean")
 _ACCUMULATED = ("the gradients of every step were added to those of the steps before: clear them before each "
@@ -837,10 +884,11 @@ def check_train_by_hand(fn: Callable[..., Any], inputs: Sequence[TrainCase] | No
     inputs = inputs or [TrainCase()]
 
     def twins(case: TrainCase) -> list:
-        return [(_NOT_AVERAGED + ": call average_gradients(model) after backward() and before optimizer.step()",
-                 _simulated(case, average=False)),
+        return [(_NOT_AVERAGED + ": call average_gradients(model) after backward() (which writes them) and before "
+                 "optimizer.step()", _simulated(case, average=False)),
                 (_SUMMED_LOSS, _simulated(case, reduction="sum")),
-                (_ACCUMULATED, _simulated(case, accumulate=True))]
+                (_ACCUMULATED, _simulated(case, accumulate=True)),
+                _divided_again(case, "average_gradients")]
 
     # graded with the reference average_gradients: a bug there costs exercise 2's points, not these too
     with torch.random.fork_rng(devices=[]), substitute(fn, average_gradients=ref.average_gradients):
@@ -859,7 +907,8 @@ def check_train_ddp(fn: Callable[..., Any], inputs: Sequence[TrainCase] | None =
                 (_ACCUMULATED, _simulated(case, accumulate=True)),
                 (f"the weights are those of a run with the learning rate times the world size ({case.world_size} x "
                  f"{case.lr}): DistributedDataParallel averages the gradients, so the one-process lr stays as it is",
-                 _simulated(case._replace(lr=case.lr * case.world_size)))]
+                 _simulated(case._replace(lr=case.lr * case.world_size))),
+                _divided_again(case, "DistributedDataParallel")]
 
     with torch.random.fork_rng(devices=[]):
         checks = _check_training(fn, inputs, "train_ddp", twins)
@@ -1096,7 +1145,10 @@ def _whole_target(rank: int, world_size: int, fn: Callable[..., Any], cases: lis
         x, y = _whole_data(case)
         dataset = _ReadCounting(x, y)
         torch.manual_seed(4321 + rank)  # whatever state each process happens to have: only `seed` may matter
-        result = fn(_whole_model(case), dataset, case.epochs, case.batch_size, 0.1, case.seed)
+        # task: "trains the same model to the same weights as train_one_process" (which seeds torch's global
+        # generator); `dataset` is the check's own stand-in, which records every read
+        result = in_rank(fn, _whole_model(case), dataset, case.epochs, case.batch_size, 0.1, case.seed,
+                         allow=Allow(global_rng=True, changed=(dataset,)))
         if isinstance(result, dict):
             result = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in result.items()}
         out.append((result, dataset.order))
@@ -1142,6 +1194,18 @@ def _expect_steps(what: str, case: WholeCase, world_size: int, reads: list[list[
                                  f"randperm with seed + epoch)",
                                  where="look at which samples each rank takes in each step, in which order",
                                  mistake=cause)
+
+
+def _own_block(case: WholeCase, reads: list[list[int]]) -> str | None:
+    """The mistake when every rank read, in every epoch, only from its own contiguous block of the dataset."""
+    world_size, share = len(reads), case.n // len(reads)
+    if world_size < 2 or not all(read and set(read) <= set(range(rank * share, (rank + 1) * share))
+                                 for rank, read in enumerate(reads)):
+        return None
+    return (f"every rank read only its own contiguous block of the dataset in every epoch (rank r: the samples "
+            f"r * {share} to (r + 1) * {share} - 1), while the one-process run's batches mix samples from all of "
+            "it: shuffle the whole dataset each epoch and deal that order out to the ranks, as DistributedSampler "
+            "does")
 
 
 def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] | None = None) -> None:
@@ -1211,9 +1275,11 @@ def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] 
                                              "wrapped in DistributedDataParallel, and is the wrapper the model that "
                                              "computes the loss?")
             if any(not torch.allclose(results[0][k], expected[k], atol=1e-5) for k in expected):
-                _expect_steps(what, case, world_size, [per_rank[rank][index][1] for rank in range(world_size)],
+                reads = [per_rank[rank][index][1] for rank in range(world_size)]
+                _expect_steps(what, case, world_size, reads,
                               next((message for message, twin in twins
-                                    if all(torch.allclose(results[0][k], twin[k], atol=1e-5) for k in expected)), None))
+                                    if all(torch.allclose(results[0][k], twin[k], atol=1e-5) for k in expected)), None)
+                              or _own_block(case, reads))
             for key, want in expected.items():
                 mistakes = [Mistake(message, lambda twin=twin, key=key: twin[key],
                                     where="look at which samples each rank takes in each step, in which order")
