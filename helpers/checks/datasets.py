@@ -288,17 +288,20 @@ def check_clip_dataset(cls: type, inputs: Sequence[ClipSpec] | None = None, part
                     raise CheckError(f"dataset[{i}][1] is the string {label!r}; expected its class index (an int)",
                                      where="look at how the label is computed from the file name",
                                      mistake="you returned the class name; return its index in classes")
-                if isinstance(label, torch.Tensor) and label.numel() == 1 and not label.is_floating_point():
-                    label = int(label.item())
-                expect(isinstance(label, (int, np.integer)) and not isinstance(label, bool),
+                # task: "`label`, the int index of the file's class name" (a tensor or a NumPy integer is not one)
+                if isinstance(label, np.integer) or (isinstance(label, torch.Tensor) and label.numel() == 1
+                                                     and not label.is_floating_point()):
+                    raise CheckError(f"dataset[{i}][1] is {describe(label)}; expected the class index as a Python int",
+                                     where="look at the type of the label __getitem__ returns",
+                                     mistake="the task asks for an int: .item() (or int(...)) turns a one-element "
+                                             "tensor or a NumPy integer into one; list.index already returns an int")
+                expect(isinstance(label, int) and not isinstance(label, bool),
                        f"dataset[{i}][1] is {describe(label)}; expected the class index (an int)",
                        where="look at how the label is computed from the file name")
             if part == "len":
                 checks += 1
                 continue
             for i, ((clip, label), (want_clip, want_label)) in enumerate(zip(items, wanted)):
-                if isinstance(label, torch.Tensor):
-                    label = int(label.item())
                 others = [j for j, (other, other_label) in enumerate(wanted)
                           if j != i and other.shape == clip.shape and other_label == label
                           and torch.allclose(other, clip.to(other.dtype))]

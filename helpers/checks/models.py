@@ -473,8 +473,24 @@ def _init_model() -> nn.Module:
                          nn.ReLU(), nn.Flatten(), nn.Linear(6 * 4 * 4, 10))
 
 
+def _off_default(model: nn.Module, seed: int) -> nn.Module:
+    """Give every module other than Conv2d and Linear parameters and float buffers unlike a fresh module's
+    (BatchNorm's bias 0, weight 1, running stats 0 and 1), so that an init which overwrites them with
+    those defaults is seen to change them. Values in [0.5, 1.5): valid for variances too."""
+    g = torch.Generator().manual_seed(1000 + seed)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, (nn.Conv2d, nn.Linear)):
+                continue
+            own = [*module.parameters(recurse=False), *module.buffers(recurse=False)]
+            for tensor in own:
+                if tensor.is_floating_point():
+                    tensor.copy_(torch.rand(tensor.shape, generator=g) + 0.5)
+    return model
+
+
 def _state_after(factory: ModelFactory, init: Callable[[nn.Module], Any] | None, seed: int) -> dict[str, torch.Tensor]:
-    model = _seeded(factory, seed)
+    model = _off_default(_seeded(factory, seed), seed)
     if init is not None:
         with torch.random.fork_rng():
             torch.manual_seed(seed + 1)
@@ -523,7 +539,7 @@ def check_init_weights(fn: Callable[[nn.Module], None], inputs: Sequence[ModelFa
     """``model.apply(fn)`` must give Kaiming-normal Conv2d/Linear weights, zero biases, other layers untouched."""
     inputs = inputs if inputs is not None else [_init_model, ref.LeNet]
     for seed, factory in enumerate(inputs):
-        model = _seeded(factory, seed)
+        model = _off_default(_seeded(factory, seed), seed)
         kind = type(model).__name__
         before = {k: v.clone() for k, v in model.state_dict().items()}
         with warnings.catch_warnings(record=True) as caught, torch.random.fork_rng():
@@ -565,6 +581,13 @@ def check_init_weights(fn: Callable[[nn.Module], None], inputs: Sequence[ModelFa
             elif changed and kind_of in dict(module.named_parameters(recurse=False)):
                 raise CheckError(f"{what}: you changed '{key}' of a {type(module).__name__}: only Conv2d and Linear "
                                  "layers should be re-initialised (a BatchNorm starts with weight 1 and bias 0)")
+            elif changed and kind_of in dict(module.named_buffers(recurse=False)):
+                raise CheckError(f"{what}: the buffer '{key}' of a {type(module).__name__} changed; expected every "
+                                 "module other than Conv2d and Linear left exactly as it was, buffers included",
+                                 where=f"look at what your function does to a module that is a "
+                                       f"{type(module).__name__}",
+                                 mistake="only Conv2d and Linear layers are re-initialised: reset nothing else "
+                                         "(a BatchNorm's running statistics are what it has learnt from the data)")
         for variant, message in _INIT_VARIANTS:
             if same_value(dict(got), _state_after(factory, variant, seed)):
                 raise CheckError(f"{what}: {message}")
@@ -708,6 +731,21 @@ def check_label_smoothing_loss(cls: Any, inputs: Sequence[tuple[float, str]] | N
                         f"TypeError: {cause}", where="look at the arguments forward passes to F.cross_entropy",
                         mistake="F.cross_entropy's third positional parameter is weight (one weight per class); "
                                 "pass the smoothing by keyword, label_smoothing=self.smoothing") from cause
+                if f"{smoothing} is not a valid value for reduction" in str(cause):
+                    raise CheckError(
+                        f"LabelSmoothingLoss(smoothing={smoothing}, reduction='{reduction}')(logits, targets) raised "
+                        f"{type(cause).__name__}: {cause}",
+                        where="look at where __init__ stores the two settings and where forward passes them on",
+                        mistake=f"the smoothing ({smoothing}) reached the place of the reduction: the two settings "
+                                "are swapped, when stored or when passed on") from cause
+                if error.where is None and cause is not None:
+                    n, c = logits.shape
+                    mixed = f"({n})" in str(cause) and f"({c})" in str(cause)
+                    raise CheckError(error.symptom, where=(
+                        f"look at which dim each reduction in forward runs over: a result of {c} values (one per "
+                        f"class) met one of {n} values (one per sample)" if mixed else
+                        f"look at the line of forward that raised (below) and the shapes it combines: logits "
+                        f"{list(logits.shape)} (samples, classes), targets {list(targets.shape)}")) from cause
                 raise
         shared = Mistake("your instances share their settings: each one computes with the settings of the last one "
                          f"created (smoothing={last[0]}, reduction='{last[1]}'). Store them on the instance, "
@@ -728,6 +766,12 @@ def check_label_smoothing_loss(cls: Any, inputs: Sequence[tuple[float, str]] | N
                         "reduction too)",
                         lambda: ref.label_smoothing_cross_entropy(logits, targets, smoothing, "mean")
                         if reduction != "mean" else _not_this_mistake()),
+                Mistake("forward ignores both settings given to __init__ and computes with the defaults "
+                        "(smoothing=0.1, reduction='mean'): store them (self.smoothing = smoothing, self.reduction = "
+                        "reduction) and pass both on in forward",
+                        lambda: ref.label_smoothing_cross_entropy(logits, targets, 0.1, "mean")
+                        if smoothing != 0.1 and reduction != "mean" else _not_this_mistake(),
+                        where="look at the call in forward: which of self's settings it passes"),
                 *_smoothing_mistakes(logits, targets, smoothing, reduction),
             ])
     passed("LabelSmoothingLoss", len(inputs))

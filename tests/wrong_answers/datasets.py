@@ -501,13 +501,13 @@ class ClipsListdirFiltered(Dataset):
 
 
 class ClipsTensorLabel(ref.ClipDataset):
-    """Correct: the label as a 0-d int64 tensor, the class from partition, the clip cast with .to()."""
+    """Correct: the label through a tensor and back with .item(), the class from partition, the clip cast with .to()."""
 
     def __getitem__(self, index):
         path = self.files[index]
         clip = torch.from_numpy(np.load(path)).to(torch.float32)
         kind, _, _ = path.name.partition("_")
-        return ref.fix_length(clip, self.length), torch.tensor(self.classes.index(kind))
+        return ref.fix_length(clip, self.length), torch.tensor(self.classes.index(kind)).item()
 
 
 class ClipsPathsAsStrings(Dataset):
@@ -1127,4 +1127,30 @@ def split_negative_slices(dataset, val_fraction, seed):
 
 CASES += [
     Reject(checks.check_split_train_val, split_negative_slices, "expected 6 for training and int(6 * 0.1) = 0"),
+]
+
+
+# --- issue 18, round 3: classes the independent learner found -----------------------------------
+
+
+class ClipsLabelFromNumpy(ref.ClipDataset):
+    """Wrong: the label is a NumPy integer (np.flatnonzero), not the int the task names."""
+
+    def __getitem__(self, index):
+        clip, _ = super().__getitem__(index)
+        kind = self.files[index].stem.split("_")[0]
+        return clip, np.flatnonzero(np.array(self.classes) == kind)[0]
+
+
+class ClipsLabelAsLongTensor(ref.ClipDataset):
+    """Wrong: the label as a one-element int64 tensor, which default collate would hide."""
+
+    def __getitem__(self, index):
+        clip, label = super().__getitem__(index)
+        return clip, torch.tensor([label], dtype=torch.long)
+
+
+CASES += [
+    Reject(checks.check_clip_dataset, ClipsLabelFromNumpy, "expected the class index as a Python int"),
+    Reject(checks.check_clip_dataset, ClipsLabelAsLongTensor, "dataset[0][1] is tensor(shape=[1]"),
 ]

@@ -1152,3 +1152,84 @@ def predict_squeezed(model, images):
 CASES += [
     Reject(checks.check_predict, predict_squeezed, "should have shape [1]"),
 ]
+
+# --- issue 18, round 3: classes the independent learner found -----------------------------------
+
+
+def init_every_bias(m):
+    """Wrong: zeroes the bias of every module that has one, BatchNorm's and LayerNorm's shift too."""
+    if isinstance(m, (nn.Conv2d, nn.Linear)):
+        nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+    if hasattr(m, "bias") and m.bias is not None:
+        nn.init.zeros_(m.bias)
+
+
+def init_resets_the_rest(m):
+    """Wrong: puts every other module back to its defaults (reset_parameters), not as it was."""
+    if isinstance(m, (nn.Conv2d, nn.Linear)):
+        nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)
+    elif hasattr(m, "reset_parameters"):
+        m.reset_parameters()
+
+
+def init_resets_statistics(m):
+    """Wrong: also clears the batch norms' running statistics."""
+    if isinstance(m, (nn.Conv2d, nn.Linear)):
+        nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)
+    if isinstance(m, nn.modules.batchnorm._BatchNorm):
+        m.reset_running_stats()
+
+
+CASES += [
+    Reject(checks.check_init_weights, init_every_bias, "you changed '1.bias' of a BatchNorm2d"),
+    Reject(checks.check_init_weights, init_resets_the_rest, "you changed '1.weight' of a BatchNorm2d"),
+    Reject(checks.check_init_weights, init_resets_statistics, "the buffer '1.running_mean' of a BatchNorm2d changed"),
+]
+
+
+class LossForwardDefaults(nn.Module):
+    """Wrong: stores the settings, but forward calls exercise 5's function without them (its defaults)."""
+
+    def __init__(self, smoothing=0.1, reduction="mean"):
+        super().__init__()
+        self.smoothing, self.reduction = smoothing, reduction
+
+    def forward(self, logits, targets):
+        return ref.label_smoothing_cross_entropy(logits, targets)
+
+
+class LossSettingsPassedSwapped(nn.Module):
+    """Wrong: forward passes each setting to the other's keyword."""
+
+    def __init__(self, smoothing=0.1, reduction="mean"):
+        super().__init__()
+        self.smoothing = smoothing
+        self.reduction = reduction
+
+    def forward(self, logits, targets):
+        return F.cross_entropy(logits, targets, reduction=self.smoothing, label_smoothing=self.reduction)
+
+
+class LossUniformOverSamples(nn.Module):
+    """Wrong: the uniform part averages the log-probabilities over the samples (dim 0), not the classes."""
+
+    def __init__(self, smoothing=0.1, reduction="mean"):
+        super().__init__()
+        self.smoothing, self.reduction = smoothing, reduction
+
+    def forward(self, logits, targets):
+        log_p = logits.log_softmax(1)
+        per_sample = (1 - self.smoothing) * -log_p[torch.arange(len(targets)), targets] \
+            - self.smoothing * log_p.mean(0)
+        return {"sum": per_sample.sum(), "none": per_sample}.get(self.reduction, per_sample.mean())
+
+
+CASES += [
+    Reject(checks.check_label_smoothing_loss, LossForwardDefaults, "forward ignores both settings"),
+    Reject(checks.check_label_smoothing_loss, LossSettingsPassedSwapped, "the two settings are swapped"),
+    Reject(checks.check_label_smoothing_loss, LossUniformOverSamples, "a result of 3 values (one per class)"),
+]
