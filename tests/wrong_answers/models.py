@@ -830,7 +830,7 @@ CASES = [
     Reject(checks.check_sequential_version, sequential_without_relu, "the ReLU is missing"),
     Reject(checks.check_sequential_version, sequential_relu_first, "the ReLU comes before the batch norm"),
     Reject(checks.check_sequential_version, sequential_no_padding,
-           "has in_features=1568, but each sample reaches it with 1352 features"),
+           "without padding=1 a 3x3 convolution shrinks 28x28 maps to 26x26"),
     Reject(checks.check_sequential_version, sequential_custom_module, "should return an nn.Sequential"),
     Accept(checks.check_predict, ref.predict),
     Accept(checks.check_predict, predict_inference_mode),
@@ -1232,4 +1232,81 @@ CASES += [
     Reject(checks.check_label_smoothing_loss, LossForwardDefaults, "forward ignores both settings"),
     Reject(checks.check_label_smoothing_loss, LossSettingsPassedSwapped, "the two settings are swapped"),
     Reject(checks.check_label_smoothing_loss, LossUniformOverSamples, "a result of 3 values (one per class)"),
+]
+
+
+class LeNetNoFirstPool(ref.LeNet):
+    """Wrong: conv1's output is not pooled; view(-1, 400) then fails on the larger maps."""
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv2(F.relu(self.conv1(x)))), 2)
+        x = x.view(-1, 16 * 5 * 5)
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+class LeNetNoSecondPool(ref.LeNet):
+    """Wrong: conv2's output is not pooled; view(-1, 400) hides it by making more rows than images."""
+
+    def forward(self, x):
+        x = F.relu(self.conv2(F.max_pool2d(F.relu(self.conv1(x)), 2)))
+        x = x.view(-1, 400)
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+class MnistNetWidthFirst(ref.MnistNet):
+    """Wrong: flattens width before height (a transpose before the flatten): fc1 gets its inputs reordered."""
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv2(F.max_pool2d(F.relu(self.conv1(x)), 2))), 2)
+        return self.fc2(F.relu(self.fc1(x.transpose(2, 3).flatten(1))))
+
+
+class LeNetTanhOnLogits(ref.LeNet):
+    """Wrong: squashes the logits with tanh."""
+
+    def forward(self, x):
+        return torch.tanh(super().forward(x))
+
+
+def sequential_padding_two():
+    """Wrong: padding=2 (the Linear resized to fit), not the original's padding=1."""
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=2, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 15 * 15, 10))
+
+
+def sequential_pool_stride_one():
+    """Wrong: the pool moves one pixel at a time (stride=1), so the Linear layer is resized to fit."""
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.MaxPool2d(2, stride=1), nn.Flatten(), nn.Linear(8 * 27 * 27, 10))
+
+
+def sequential_log_softmax():
+    """Wrong: log-probabilities instead of the raw logits."""
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 14 * 14, 10), nn.LogSoftmax(dim=1))
+
+
+def sequential_sigmoid():
+    """Wrong: a sigmoid after the Linear layer."""
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 14 * 14, 10), nn.Sigmoid())
+
+
+def sequential_same_padding():
+    """Correct: padding="same" is padding=1 for a 3x3 kernel; tuples for the sizes."""
+    return nn.Sequential(nn.Conv2d(1, 8, (3, 3), padding="same", bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.MaxPool2d(kernel_size=(2, 2), stride=2), nn.Flatten(), nn.Linear(8 * 14 * 14, 10))
+
+
+CASES += [
+    Reject(checks.check_lenet_forward, LeNetNoFirstPool, "between conv1 and conv2: conv2 received an input of shape"),
+    Reject(checks.check_lenet_layers, LeNetNoFirstPool, "in the task's network it gets [4, 6, 14, 14]"),
+    Reject(checks.check_lenet_forward, LeNetNoSecondPool, "fc1 received an input of shape [16, 400]"),
+    Reject(checks.check_mnist_net_forward, MnistNetWidthFirst, "fc1 receives the right numbers in another order"),
+    Reject(checks.check_lenet_forward, LeNetTanhOnLogits, "look at what forward does with fc3's output"),
+    Reject(checks.check_sequential_version, sequential_padding_two, "has padding=(2, 2); the original's conv has"),
+    Reject(checks.check_sequential_version, sequential_pool_stride_one, "MaxPool2d has stride=1"),
+    Reject(checks.check_sequential_version, sequential_log_softmax, "drop the log-softmax at the end"),
+    Reject(checks.check_sequential_version, sequential_sigmoid, "gives the original's output: look at what comes after"),
+    Accept(checks.check_sequential_version, sequential_same_padding),
 ]
