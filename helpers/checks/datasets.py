@@ -8,6 +8,7 @@ separable part of an exercise, so graded cells can give partial credit.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import tempfile
@@ -21,7 +22,7 @@ from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader, Dataset, RandomSampler, SequentialSampler, Subset, TensorDataset
 
 from helpers.checks import (Allow, CheckError, Mistake, call, describe, expect, expect_close, expect_tensor,
-                           passed, substitute)
+                           passed, same_value, substitute)
 from helpers.reference import datasets as ref
 
 ClipSpec = tuple[dict[str, np.ndarray], int, Sequence[str]]
@@ -349,6 +350,18 @@ def _pair(got: Any, name: str, size: int = 2) -> tuple:
     return tuple(got)
 
 
+def _expect_order(name: str, got: tuple, want: tuple, parts: Sequence[str]) -> None:
+    """Name a result whose parts are all right but returned in another order (the task fixes the order)."""
+    if all(same_value(g, w) for g, w in zip(got, want)):
+        return
+    for order in itertools.permutations(range(len(want))):
+        if list(order) != list(range(len(want))) and all(same_value(got[i], want[j]) for i, j in enumerate(order)):
+            returned = ", ".join(parts[j] for j in order)
+            raise CheckError(f"{name} returned ({returned}): each part is right, but in another order; expected "
+                             f"({', '.join(parts)})", where="look at the order of the parts in your return statement",
+                             mistake=f"return them in the task's order, ({', '.join(parts)})")
+
+
 def _padded_mistakes(batch: list[torch.Tensor], want: torch.Tensor) -> list[Mistake]:
     longest = want.shape[1]
 
@@ -404,6 +417,7 @@ def check_pad_collate(fn: Callable[[list[torch.Tensor]], tuple[torch.Tensor, tor
         want_padded, want_lengths = ref.pad_collate(batch)
         shown = [len(s) for s in batch]
         padded, lengths = _pair(call(fn, batch), "pad_collate")
+        _expect_order("pad_collate", (padded, lengths), (want_padded, want_lengths), ("padded", "lengths"))
         if part in ("both", "padded"):
             expect_tensor(padded, want_padded, what=f"the padded batch for lengths {shown}",
                           mistakes=_padded_mistakes(batch, want_padded))
@@ -426,6 +440,8 @@ def check_collate_sequences(fn: Callable[[list[tuple[torch.Tensor, int]]], tuple
         want_padded, want_lengths, want_labels = ref.collate_sequences(batch)
         shapes = [list(s.shape) for s in sequences]
         padded, lengths, labels = _pair(call(fn, batch), "collate_sequences", 3)
+        _expect_order("collate_sequences", (padded, lengths, labels), (want_padded, want_lengths, want_labels),
+                      ("padded", "lengths", "labels"))
         expect_tensor(padded, want_padded, what=f"the padded batch for sequences of shapes {shapes}",
                       mistakes=[Mistake("pad_sequence puts time first by default ([longest, batch, ...]); "
                                         "pass batch_first=True", lambda: pad_sequence(sequences)),
@@ -857,6 +873,21 @@ def _unbatch(batches: list[tuple], shown: str, batch_size: int) -> list[tuple[to
     return found
 
 
+def _fitted_statistics(got: torch.Tensor, candidates: list[list[float]]) -> tuple[float, float] | None:
+    """(mean, std) such that ``got`` is one candidate's readings standardised with them, if any such pair exists."""
+    for readings in candidates:
+        x = torch.tensor(readings, dtype=torch.float64)
+        y = got.double()
+        if len(x) < 2 or float(x.max() - x.min()) < 1e-6 or float(y.max() - y.min()) < 1e-9:
+            continue
+        i, k = int(x.argmin()), int(x.argmax())
+        std = float((x[k] - x[i]) / (y[k] - y[i]))
+        mean = float(x[i] - std * y[i])
+        if std > 0 and torch.allclose((x - mean) / std, y, atol=1e-4):
+            return mean, std
+    return None
+
+
 def _match(found: list[tuple[torch.Tensor, int]], want: list[tuple[torch.Tensor, int]], raw: list[tuple[list, int]],
            shown: str, std_sample: float, std_population: float) -> list[int]:
     """For each delivered recording, the index of the file's recording it is; names the first that is none."""
@@ -872,16 +903,31 @@ def _match(found: list[tuple[torch.Tensor, int]], want: list[tuple[torch.Tensor,
             unchanged = any(torch.allclose(got.double(), torch.tensor(raw[j][0], dtype=torch.float64), atol=1e-3)
                             for j in same)
             per_row = len(got) > 1 and abs(float(got.mean())) < 1e-4
+            fitted = _fitted_statistics(got, [raw[j][0] for j in same])
+            readings = torch.tensor([v for r, _ in raw for v in r], dtype=torch.float64)
+            numbers = torch.tensor([v for r, y in raw for v in (y, *r)], dtype=torch.float64)
+            with_labels = fitted is not None and any(
+                math.isclose(fitted[0], float(numbers.mean()), rel_tol=1e-3)
+                and math.isclose(fitted[1], float(numbers.std(correction=c)), rel_tol=1e-3) for c in (0, 1))
             raise CheckError(
                 f"{shown}: the loader delivered a recording with label {label} and readings {got[:4].tolist()}"
                 f"{'...' if len(got) > 4 else ''}; no recording of the file, standardised with the mean and std of "
                 "all its readings, has these values"
-                + (" (it was already delivered once this epoch)" if same and all(j not in left for j in same) else ""),
+                + (" (it was already delivered once this epoch)" if same and all(j not in left for j in same) else "")
+                + (f". They are a line's readings standardised with mean {round(fitted[0], 4) + 0:.4g} and std "
+                   f"{fitted[1]:.4g}; "
+                   f"the file's readings have mean {float(readings.mean()):.4g} and std "
+                   f"{float(readings.std(correction=0)):.4g}" if fitted is not None and not unchanged and not per_row
+                   else ""),
                 where="look at how each line becomes a tensor, and where the mean and std come from",
                 mistake=("the readings are not standardised: subtract the mean of all readings in the file and divide "
                          "by their std" if unchanged else
                          "you standardised each recording with its own mean and std; use the mean and std of all "
-                         "readings of the file" if per_row else None))
+                         "readings of the file" if per_row else
+                         "those are the mean and std of every number in the file, the labels (each line's first "
+                         "number) included: compute them over the readings only" if with_labels else
+                         "you divided by the std but did not subtract the mean" if fitted is not None
+                         and abs(fitted[0]) < 1e-6 else None))
         left.remove(hit)
         order.append(hit)
     if left:

@@ -1154,3 +1154,38 @@ CASES += [
     Reject(checks.check_clip_dataset, ClipsLabelFromNumpy, "expected the class index as a Python int"),
     Reject(checks.check_clip_dataset, ClipsLabelAsLongTensor, "dataset[0][1] is tensor(shape=[1]"),
 ]
+
+
+def collate_lengths_first(batch):
+    """Wrong: the lengths come first, then the padded batch and the labels."""
+    sequences, labels = zip(*batch)
+    return (torch.tensor([s.shape[0] for s in sequences]), pad_sequence(list(sequences), batch_first=True),
+            torch.tensor(labels))
+
+
+def pad_collate_lengths_first(batch):
+    """Wrong: returns (lengths, padded)."""
+    return torch.tensor([len(s) for s in batch]), pad_sequence(batch, batch_first=True)
+
+
+def recordings_statistics_of_whole_lines(path, batch_size, seed):
+    """Wrong: the mean and std of every number on the data lines, the label column included (sample std)."""
+    rows = _read_recordings(path)
+    numbers = torch.cat([torch.cat([torch.tensor([float(y)]), r]) for r, y in rows]).double()
+    mean, std = numbers.mean(), numbers.std()
+    return _recordings_loader([(((r - mean) / std).float(), y) for r, y in rows], batch_size, seed)
+
+
+def recordings_divided_only(path, batch_size, seed):
+    """Wrong: divides by the file's std but never subtracts its mean."""
+    rows = _read_recordings(path)
+    std = torch.cat([r for r, _ in rows]).std(correction=0)
+    return _recordings_loader([(r / std, y) for r, y in rows], batch_size, seed)
+
+
+CASES += [
+    Reject(checks.check_collate_sequences, collate_lengths_first, "returned (lengths, padded, labels)"),
+    Reject(checks.check_pad_collate, pad_collate_lengths_first, "expected (padded, lengths)"),
+    Reject(checks.check_recording_loader, recordings_statistics_of_whole_lines, "the labels (each line's first"),
+    Reject(checks.check_recording_loader, recordings_divided_only, "did not subtract the mean"),
+]
