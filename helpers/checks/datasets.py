@@ -8,13 +8,14 @@ separable part of an exercise, so graded cells can give partial credit.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
 import tempfile
 import weakref
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -152,6 +153,47 @@ def check_points_dataset(cls: type, inputs: Sequence[tuple[list, list]] | None =
     passed("PointsDataset", checks)
 
 
+# ---------------------------------------------------------------- uninitialised memory
+
+@contextlib.contextmanager
+def _filled_empty() -> Iterator[None]:
+    """While the learner's function runs, memory torch.empty (new_empty, resize_, empty_like) hands out is filled
+    with NaN (floats) or the largest integer, as PyTorch's deterministic mode does, instead of whatever was there
+    (which may happen to be zeros): an answer that never writes its padding fails every time, and recognisably."""
+    enabled, warn_only = torch.are_deterministic_algorithms_enabled(), \
+        torch.is_deterministic_algorithms_warn_only_enabled()
+    fill = torch.utils.deterministic.fill_uninitialized_memory
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    try:
+        yield
+    finally:
+        torch.utils.deterministic.fill_uninitialized_memory = fill
+        torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+
+
+def _unwritten(part: torch.Tensor) -> bool:
+    """Whether ``part`` holds the value _filled_empty gives memory nobody wrote."""
+    if part.numel() == 0:
+        return False
+    if part.is_floating_point():
+        return bool(part.isnan().any())
+    if part.dtype in (torch.bool, torch.uint8) or part.is_complex():
+        return False
+    return bool((part == torch.iinfo(part.dtype).max).any())
+
+
+_UNWRITTEN = ("the padding holds values nobody wrote there (NaN, or the largest integer, is what the check gives "
+              "unwritten memory): torch.empty, new_empty and resize_ give memory as it was left, not zeros; make "
+              "the padding with zeros (torch.zeros, new_zeros, F.pad)")
+
+
+def _unwritten_mistake(regions: Callable[[torch.Tensor], list[torch.Tensor]]) -> Mistake:
+    """The padding holds values nobody wrote (torch.empty, new_empty, resize_)."""
+    return Mistake(_UNWRITTEN, matches=lambda t: isinstance(t, torch.Tensor) and any(_unwritten(p) for p in regions(t)),
+                   where="look at how the padding's memory is created")
+
+
 # ---------------------------------------------------------------- fix_length
 
 def check_fix_length(fn: Callable[[torch.Tensor, int], torch.Tensor],
@@ -171,11 +213,13 @@ def check_fix_length(fn: Callable[[torch.Tensor, int], torch.Tensor],
               if part == "both" or (part == "crop") == (len(s) >= n)]
     expect(chosen, f"no inputs to test for part={part!r}")
     for signal, length in chosen:
-        got = call(fn, signal, length)
+        with _filled_empty():
+            got = call(fn, signal, length)
         n = len(signal)
         expect_tensor(got, ref.fix_length(signal, length), what=f"fix_length(signal of {n} samples, {length})",
                       given=signal if n == length else None,
-                      mistakes=[Mistake("you kept the last samples; crop from the start, signal[:length]",
+                      mistakes=[_unwritten_mistake(lambda t: [t[n:]] if t.dim() == 1 else []),
+                                Mistake("you kept the last samples; crop from the start, signal[:length]",
                                         lambda: signal[-length:] if n > length else None),
                                 Mistake("you padded at the start; pad with zeros at the end (right side), "
                                         "e.g. F.pad(signal, (0, length - len(signal)))",
@@ -372,6 +416,8 @@ def _padded_mistakes(batch: list[torch.Tensor], want: torch.Tensor) -> list[Mist
     return [
         Mistake("you padded on the left; put the zeros at the end of each sequence (right side)",
                 lambda: _left_padded(batch)),
+        _unwritten_mistake(lambda t: [row[len(s):] for row, s in zip(t, batch)]
+                           if t.dim() == want.dim() and t.shape[0] == len(batch) else []),
         Mistake(f"off by one: this batch's longest sequence has {longest} elements, so the padded batch "
                 f"needs exactly {longest} columns, no more, no fewer",
                 matches=lambda t: isinstance(t, torch.Tensor) and t.dim() == want.dim()
@@ -416,7 +462,8 @@ def check_pad_collate(fn: Callable[[list[torch.Tensor]], tuple[torch.Tensor, tor
     for batch in inputs:
         want_padded, want_lengths = ref.pad_collate(batch)
         shown = [len(s) for s in batch]
-        padded, lengths = _pair(call(fn, batch), "pad_collate")
+        with _filled_empty():
+            padded, lengths = _pair(call(fn, batch), "pad_collate")
         _expect_order("pad_collate", (padded, lengths), (want_padded, want_lengths), ("padded", "lengths"))
         if part in ("both", "padded"):
             expect_tensor(padded, want_padded, what=f"the padded batch for lengths {shown}",
@@ -439,7 +486,8 @@ def check_collate_sequences(fn: Callable[[list[tuple[torch.Tensor, int]]], tuple
         sequences = [s for s, _ in batch]
         want_padded, want_lengths, want_labels = ref.collate_sequences(batch)
         shapes = [list(s.shape) for s in sequences]
-        padded, lengths, labels = _pair(call(fn, batch), "collate_sequences", 3)
+        with _filled_empty():
+            padded, lengths, labels = _pair(call(fn, batch), "collate_sequences", 3)
         _expect_order("collate_sequences", (padded, lengths, labels), (want_padded, want_lengths, want_labels),
                       ("padded", "lengths", "labels"))
         expect_tensor(padded, want_padded, what=f"the padded batch for sequences of shapes {shapes}",
@@ -866,9 +914,11 @@ def _unbatch(batches: list[tuple], shown: str, batch_size: int) -> list[tuple[to
         for row, n, label in zip(padded, lengths.tolist(), labels.tolist()):
             expect(bool((row[n:] == 0).all()),
                    f"{shown}: in batch {k}, a recording of {n} readings is followed by {row[n:][:4].tolist()} "
-                   "instead of zeros", where="look at the order of standardising and padding",
-                   mistake="pad after standardising: the padding must stay 0, and must not count in the mean and "
-                           "std" if bool((row[n:] != 0).all()) else None)
+                   "instead of zeros", where="look at the order of standardising and padding"
+                   if not _unwritten(row[n:]) else "look at how the padding's memory is created",
+                   mistake=_UNWRITTEN if _unwritten(row[n:]) else
+                   "pad after standardising: the padding must stay 0, and must not count in the mean and "
+                   "std" if bool((row[n:] != 0).all()) else None)
             found.append((row[:n], label))
     return found
 
@@ -968,7 +1018,7 @@ def check_recording_loader(fn: Callable[[Path, int, int], DataLoader],
             path.write_text("0,not a number\n")  # the file changes once the loaders exist: they must not read it again
             before = torch.get_rng_state()
             with substitute(fn, pad_collate=ref.pad_collate, collate_sequences=ref.collate_sequences,
-                            fix_length=ref.fix_length):
+                            fix_length=ref.fix_length), _filled_empty():
                 epochs = [_epoch(loader, shown) for _ in range(2)]
                 twin_epochs = [_epoch(twin, shown) for _ in range(2)]
                 other_epoch = _epoch(other, shown)

@@ -1189,3 +1189,40 @@ CASES += [
     Reject(checks.check_recording_loader, recordings_statistics_of_whole_lines, "the labels (each line's first"),
     Reject(checks.check_recording_loader, recordings_divided_only, "did not subtract the mean"),
 ]
+
+
+def fix_length_new_empty(signal, length):
+    """Wrong: the result's memory comes from new_empty, and only the signal's part is written."""
+    out = signal.new_empty(length)
+    kept = signal[:length]
+    out[: len(kept)] = kept
+    return out
+
+
+def collate_unwritten_padding(batch):
+    """Wrong: the padded batch starts as torch.empty, so the padding is whatever the memory held."""
+    sequences = [s for s, _ in batch]
+    padded = torch.empty((len(sequences), max(len(s) for s in sequences), *sequences[0].shape[1:]),
+                         dtype=sequences[0].dtype)
+    for row, s in zip(padded, sequences):
+        row[: len(s)] = s
+    return padded, torch.tensor([len(s) for s in sequences]), torch.tensor([y for _, y in batch])
+
+
+def pad_collate_unwritten_padding(batch):
+    """Wrong: pad_collate through the torch.empty collate above."""
+    return collate_unwritten_padding([(s, 0) for s in batch])[:2]
+
+
+def recordings_unwritten_padding(path, batch_size, seed):
+    """Wrong: its collate pads into torch.empty memory."""
+    return _recordings_loader(_standardised(_read_recordings(path)), batch_size, seed,
+                              collate_fn=collate_unwritten_padding)
+
+
+CASES += [
+    Reject(checks.check_fix_length, fix_length_new_empty, "the padding holds values nobody wrote there"),
+    Reject(checks.check_collate_sequences, collate_unwritten_padding, "torch.empty, new_empty and resize_"),
+    Reject(checks.check_pad_collate, pad_collate_unwritten_padding, "the padding holds values nobody wrote there"),
+    Reject(checks.check_recording_loader, recordings_unwritten_padding, "the padding holds values nobody wrote"),
+]
