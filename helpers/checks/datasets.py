@@ -516,6 +516,18 @@ def _image_set(n: int, size: int, seed: int) -> TensorDataset:
     return TensorDataset(images, torch.randint(0, 10, (n,), generator=g))
 
 
+def _sensor_set(n: int, size: int, seed: int) -> TensorDataset:
+    """Raw sensor-like float32 images: readings around 1000 with a spread of about 0.3. sum(x**2) / n is then
+    near 10**6, so totals kept in float32 (about 7 significant digits) lose the variance entirely."""
+    g = _gen(seed)
+    images = 1000 + torch.rand(n, 1, size, size, generator=g)
+    return TensorDataset(images, torch.randint(0, 10, (n,), generator=g))
+
+
+def _large_offset(images: torch.Tensor) -> bool:
+    return float(images.abs().mean()) > 100 * float(images.std())
+
+
 def _stats_mistakes(dataset: TensorDataset, batch_size: int, which: str) -> list[Mistake]:
     images = dataset.tensors[0].double()
     batches = list(images.split(batch_size))
@@ -583,7 +595,7 @@ def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
     dividing by the pixel count, or by the count minus one (what tensor.std() does)."""
     _check_part(part, ("both", "mean", "std"))
     inputs = inputs if inputs is not None else [(_image_set(25, 6, 0), 10), (_image_set(12, 5, 1), 4),
-                                                (_image_set(22, 3, 2), 4)]
+                                                (_image_set(22, 3, 2), 4), (_sensor_set(60, 8, 3), 8)]
     for dataset, batch_size in inputs:
         images = dataset.tensors[0].double()
         shown = f"mean_std({len(dataset)} images of shape {list(images.shape[1:])}, batch_size={batch_size})"
@@ -619,9 +631,19 @@ def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
             number = std
             is_sample_std = (isinstance(number, (int, float)) and not isinstance(number, bool)
                              and math.isclose(number, sample, rel_tol=1e-4, abs_tol=1e-5))
+            # task: "keep the running totals in float64": a dataset whose pixels are large next to their spread
+            # (raw sensor readings) shows totals kept in float32; with the mean right, precision is the cause
+            precision = [Mistake(
+                "the mean is right, but the std is not: float32 keeps about 7 significant digits, and with pixels "
+                f"around {float(images.mean()):.0f} the sums of squares are near {float((images**2).mean()):.3g} "
+                "per pixel, so the variance (their difference from mean**2) is lost in the rounding. Convert each "
+                "batch to float64 before summing (images.double())",
+                matches=lambda _: isinstance(mean, float) and math.isclose(mean, images.mean().item(), rel_tol=1e-6),
+                where="look at the dtype your sums and sums of squares are computed in")] \
+                if _large_offset(images) else []
             if not is_sample_std:
                 expect_close(std, population, what=f"the std from {shown}", python_number=True,
-                             mistakes=_stats_mistakes(dataset, batch_size, "std"))
+                             mistakes=_stats_mistakes(dataset, batch_size, "std") + precision)
     passed(f"mean_std ({part})" if part != "both" else "mean_std", len(inputs))
 
 
