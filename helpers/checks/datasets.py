@@ -1011,6 +1011,28 @@ def _match(found: list[tuple[torch.Tensor, int]], want: list[tuple[torch.Tensor,
     return order
 
 
+def _explain_parse_failure(error: CheckError, text: str, shown: str) -> None:
+    """Name the line a ValueError quotes when it is a comment or a blank line of the file, not a recording."""
+    cause = error.__cause__
+    if not isinstance(cause, ValueError):
+        return
+    comments = [line.strip() for line in text.splitlines() if line.strip().startswith("#")]
+    quoted = next((c for c in comments for q in _quoted(str(cause)) if len(q.strip()) >= 3 and q.strip() in c), None)
+    blank = "''" in str(cause)
+    if quoted is None and not blank:
+        return
+    what = f"the comment line {quoted!r}" if quoted is not None else "an empty string (from a blank line)"
+    raise CheckError(f"{shown}: making the loader raised {type(cause).__name__}: {cause}; it was reading {what}",
+                     where="look at how the file's lines are read: which lines hold recordings",
+                     mistake="blank lines and lines starting with # are not recordings: skip them before splitting "
+                             "on commas") from cause
+
+
+def _quoted(text: str) -> list[str]:
+    """The parts of an error message between single quotes (what int() or float() could not convert)."""
+    return [part for part in text.split("'")[1::2] if part]
+
+
 def check_recording_loader(fn: Callable[[Path, int, int], DataLoader],
                            inputs: Sequence[RecordingSpec] | None = None) -> None:
     """make_recording_loader(path, batch_size, seed): every recording once per epoch, standardised with the file's
@@ -1032,7 +1054,11 @@ def check_recording_loader(fn: Callable[[Path, int, int], DataLoader],
                 # Earlier exercises' functions the learner may reuse are graded with the reference versions.
                 with substitute(fn, pad_collate=ref.pad_collate, collate_sequences=ref.collate_sequences,
                                 fix_length=ref.fix_length):
-                    return call(fn, path, batch_size, s)
+                    try:
+                        return call(fn, path, batch_size, s)
+                    except CheckError as error:
+                        _explain_parse_failure(error, text, shown)
+                        raise
 
             loader, twin, other = build(seed), build(seed), build(seed + 1)
             expect(isinstance(loader, DataLoader), f"{shown} returned {describe(loader)}; expected a DataLoader",

@@ -1244,3 +1244,29 @@ def mean_std_float32_batch_sums(dataset, batch_size=1000):
 CASES += [
     Reject(checks.check_mean_std, mean_std_float32_batch_sums, "float32 keeps about 7 significant digits"),
 ]
+
+
+def recordings_only_blank_lines_skipped(path, batch_size, seed):
+    """Wrong: skips blank lines but reads the # comment lines as recordings."""
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            fields = line.split(",")
+            rows.append((torch.tensor([float(v) for v in fields[1:]]), int(fields[0])))
+    return _recordings_loader(_standardised(rows), batch_size, seed)
+
+
+def recordings_only_comments_skipped(path, batch_size, seed):
+    """Wrong: skips the # comment lines but not the blank ones."""
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        if not line.startswith("#"):
+            label, *values = line.split(",")
+            rows.append((torch.tensor([float(v) for v in values]), int(label)))
+    return _recordings_loader(_standardised(rows), batch_size, seed)
+
+
+CASES += [
+    Reject(checks.check_recording_loader, recordings_only_blank_lines_skipped, "it was reading the comment line"),
+    Reject(checks.check_recording_loader, recordings_only_comments_skipped, "an empty string (from a blank line)"),
+]
