@@ -104,11 +104,13 @@ def _same_floats(a: Any, b: Sequence[float]) -> bool:
 
 def check_mean_square_grad(fn: Callable[[torch.Tensor], torch.Tensor],
                            inputs: Sequence[torch.Tensor] | None = None) -> None:
-    inputs = inputs if inputs is not None else [torch.ones(2, 2), torch.tensor([-2.0, 0.0, 1.5]), _randn(3, 4)]
+    inputs = inputs if inputs is not None else [torch.ones(2, 2), torch.tensor([-2.0, 0.0, 1.5]), _randn(3, 4),
+                                                torch.tensor([0.5, -1.0], dtype=torch.float64)]
     for x in inputs:
         n = x.numel()
         got = _run(fn, x)
-        expect_tensor(got, ref.mean_square_grad(x), what=f"mean_square_grad(x of shape {list(x.shape)})", given=x,
+        expect_tensor(got, ref.mean_square_grad(x), what=f"mean_square_grad(x of shape {list(x.shape)}, {x.dtype})",
+                      given=x,
                       mistakes=[Mistake("you returned out itself (one number); return the gradient, x.grad",
                                         matches=lambda g: isinstance(g, torch.Tensor) and g.dim() == 0 and n > 1,
                                             where='look at what you return: the output, or a gradient?'),
@@ -135,8 +137,14 @@ def _vjp_examples() -> list[tuple[Callable, torch.Tensor, torch.Tensor]]:
     def matrix_times(x: torch.Tensor) -> torch.Tensor:
         return w @ x
 
+    w_rows = _randn(3, 2, seed=4)
+
+    def rows_times(x: torch.Tensor) -> torch.Tensor:  # x [2, 3] -> [2, 2]: neither side is a vector
+        return x @ w_rows
+
     return [(square, torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 0.5, -1.0])),
-            (matrix_times, _randn(3, seed=2), _randn(3, seed=3))]
+            (matrix_times, _randn(3, seed=2), _randn(3, seed=3)),
+            (rows_times, _randn(2, 3, seed=5), _randn(2, 2, seed=6))]
 
 
 def check_vector_jacobian_product(
@@ -154,7 +162,12 @@ def check_vector_jacobian_product(
                                             where='look at where v enters the backward pass'),
                                 Mistake("you computed J @ v; backward(gradient=v) gives v @ J, "
                                         "the vector-Jacobian product", lambda: _jacobian(f, x) @ v,
-                                            where='look at which side v multiplies the Jacobian from')])
+                                            where='look at which side v multiplies the Jacobian from'),
+                                Mistake("you multiplied v elementwise with the gradient of f(x).sum(); that equals "
+                                        "v @ J only when each output depends on its own input alone. Pass v to "
+                                        "backward: f(x).backward(gradient=v)",
+                                        lambda: v * ref.vector_jacobian_product(f, x, torch.ones_like(v)),
+                                        where="look at where v enters the backward pass")])
     passed("vector_jacobian_product", len(inputs))
 
 
@@ -210,6 +223,16 @@ def check_per_batch_grads(fn: Callable, inputs: Sequence[tuple[torch.Tensor, lis
                         "adds into .grad. Zero it (w.grad = None or w.grad.zero_()) before each backward",
                         matches=lambda _: all(torch.allclose(a, b, atol=1e-5, rtol=1e-4) for a, b in zip(got, never_zeroed)),
                             where='look at what happens to w.grad between batches'),
+                Mistake(f"each gradient is the batch size ({len(batches[index][1])}) times the expected one: your "
+                        "loss sums the squared errors, and the task's loss is their mean",
+                        matches=lambda _: all(torch.allclose(a, b * len(batch[1]), atol=1e-5, rtol=1e-4)
+                                              for a, b, batch in zip(got, expected, batches)),
+                        where="look at how each batch's loss reduces its squared errors"),
+                Mistake("every gradient in your list is the gradient of all the batches together: one backward "
+                        "through the summed losses; the task asks for one backward per batch",
+                        matches=lambda _: len(got) > 1 and all(torch.allclose(a, sum(expected), atol=1e-5, rtol=1e-4)
+                                                               for a in got),
+                        where="look at how many times backward() runs, and on which loss"),
                 Mistake("the first gradient includes the gradient w already held when your function was called: "
                         "zero w.grad *before* each backward, not after it",
                         matches=lambda _: w.grad is not None and all(
@@ -237,16 +260,18 @@ def _line_examples() -> list[tuple[torch.Tensor, torch.Tensor, float, int]]:
             (x2, -0.5 * x2 + 3 + 0.2 * _randn(30, seed=51), 0.05, 40)]
 
 
-def _fit_by_hand_variant(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, *,
-                         zero: bool = True, sign: float = 1.0) -> tuple[float, float]:
-    """The reference loop with one knob turned: ``zero=False`` never zeroes, ``sign=-1`` climbs."""
+def _fit_by_hand_variant(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, *, zero: bool = True,
+                         sign: float = 1.0, reduce: str = "mean", b_moves_by_w: bool = False) -> tuple[float, float]:
+    """The reference loop with one knob turned: ``zero=False`` never zeroes, ``sign=-1`` climbs, ``reduce="sum"``
+    descends the summed squares, ``b_moves_by_w`` updates b with w's gradient."""
     w = torch.zeros((), requires_grad=True)
     b = torch.zeros((), requires_grad=True)
     for _ in range(steps):
-        ref.line_loss(w, b, x, y).backward()
+        squares = (w * x + b - y) ** 2
+        (squares.sum() if reduce == "sum" else squares.mean()).backward()
         with torch.no_grad():
             w -= sign * lr * w.grad
-            b -= sign * lr * b.grad
+            b -= sign * lr * (w.grad if b_moves_by_w else b.grad)
         if zero:
             w.grad.zero_()
             b.grad.zero_()
@@ -270,7 +295,32 @@ def _fit_line_mistakes(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, 
     if lr != NOTEBOOK_LR:
         mistakes.append(Mistake(f"you used the notebook's learning rate {NOTEBOOK_LR} instead of the lr argument ({lr})",
                                 matches=lambda got: _same_floats(got[:2], variant(x, y, NOTEBOOK_LR, steps))))
+    mistakes += [
+        Mistake(f"your w and b are those after {steps - 1} updates; the task asks for {steps}",
+                matches=lambda got: steps > 1 and _same_floats(got[:2], variant(x, y, lr, steps - 1)),
+                where="look at how many times your loop runs (range's start and end)"),
+        Mistake(f"your w and b are those after {steps + 1} updates; the task asks for {steps}",
+                matches=lambda got: _same_floats(got[:2], variant(x, y, lr, steps + 1)),
+                where="look at how many times your loop runs (range's start and end)"),
+        Mistake("every update moved half as far as gradient descent with lr: a factor 2 is missing from the "
+                "gradient (the derivative of (w*x + b - y)**2 is 2*(w*x + b - y) times the inner derivative)",
+                matches=lambda got: _same_floats(got[:2], variant(x, y, lr / 2, steps)),
+                where="look at the size of each update, and every factor of the gradient"),
+    ]
     return mistakes
+
+
+def _by_hand_mistakes(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int) -> list[Mistake]:
+    """Mistakes only a hand-written update can make."""
+    return [
+        Mistake("b moved by w's gradient: each parameter moves against its own gradient (b -= lr * b.grad)",
+                matches=lambda got: _same_floats(got[:2], _fit_by_hand_variant(x, y, lr, steps, b_moves_by_w=True)),
+                where="look at the update of b"),
+        Mistake(f"you descended the sum of the squared errors: its gradient is {len(x)} times the mean's, so the "
+                "steps overshoot and grow. The loss is their mean (line_loss)",
+                matches=lambda got: _same_floats(got[:2], _fit_by_hand_variant(x, y, lr, steps, reduce="sum")),
+                where="look at how the loss reduces the squared errors"),
+    ]
 
 
 def _expect_float_pair(got: Any, expected: Sequence[float], what: str, mistakes: Sequence[Mistake]) -> None:
@@ -298,16 +348,17 @@ def check_fit_line_by_hand(fn: Callable, inputs: Sequence[tuple[torch.Tensor, to
         expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{what} should return a pair (w, b), not {describe(got)}")
         _expect_float_pair(got, ref.fit_line_by_hand(x, y, lr, steps), what,
                            _fit_line_mistakes(x, y, lr, steps, _fit_by_hand_variant,
-                                              "Zero w.grad and b.grad after each update"))
+                                              "Zero w.grad and b.grad after each update")
+                           + _by_hand_mistakes(x, y, lr, steps))
     passed("fit_line_by_hand", len(inputs))
 
 
-def _sgd_variant(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, *,
-                 zero: str = "first", sign: float = 1.0) -> tuple[float, float, list[float]]:
+def _sgd_variant(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, *, zero: str = "first",
+                 sign: float = 1.0, momentum: float = 0.0) -> tuple[float, float, list[float]]:
     """The reference SGD loop, zeroing "first" (right), "never", or "before_step" (after backward)."""
     w = torch.zeros((), requires_grad=True)
     b = torch.zeros((), requires_grad=True)
-    optimizer = torch.optim.SGD([w, b], lr=lr, maximize=sign < 0)
+    optimizer = torch.optim.SGD([w, b], lr=lr, maximize=sign < 0, momentum=momentum)
     losses = []
     for _ in range(steps):
         if zero == "first":
@@ -323,6 +374,16 @@ def _sgd_variant(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, *,
 
 def _sgd_params(x, y, lr, steps, *, zero: bool = True, sign: float = 1.0) -> tuple[float, float]:
     return _sgd_variant(x, y, lr, steps, zero="first" if zero else "never", sign=sign)[:2]
+
+
+def _momentum_mistake(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, pick: Callable,
+                      part: slice) -> Mistake:
+    """Plain SGD was asked for (the fit of exercise 4); ``pick`` takes the compared part of the learner's result."""
+    return Mistake("your run matches SGD with momentum (0.9); the fit of exercise 4 is plain SGD: "
+                   "torch.optim.SGD(params, lr=lr) without momentum",
+                   matches=lambda g: any(_same_floats(pick(g), _sgd_variant(x, y, lr, steps, momentum=m)[part])
+                                         for m in (0.9, 0.5, 0.99)),
+                   where="look at the arguments you build the optimizer with")
 
 
 def _check_sgd_result(got: Any, what: str) -> None:
@@ -345,6 +406,7 @@ def check_fit_line_with_sgd(fn: Callable, inputs: Sequence[tuple[torch.Tensor, t
             "w and b never moved: optimizer.zero_grad() ran between loss.backward() and optimizer.step(), so the "
             "step saw zero gradients. Order: zero_grad, forward, backward, step",
             matches=lambda g: _same_floats(g[:2], _sgd_variant(x, y, lr, steps, zero="before_step")[:2])))
+        mistakes.append(_momentum_mistake(x, y, lr, steps, lambda g: g[:2], slice(0, 2)))
         _expect_float_pair(got[:2], ref.fit_line_with_sgd(x, y, lr, steps)[:2], what, mistakes)
     passed("fit_line_with_sgd", len(inputs))
 
@@ -376,7 +438,10 @@ def check_loss_log(fn: Callable, inputs: Sequence[tuple[torch.Tensor, torch.Tens
             worst = max(range(steps), key=lambda i: abs(losses[i] - expected[i]) if not math.isnan(losses[i]) else math.inf)
             symptom = (f"{what}: at step {worst} you logged {losses[worst]:.6g}, expected {expected[worst]:.6g} "
                        "(the loss computed at that step, before optimizer.step())")
-            where = "look at the order of zero_grad, forward, backward and step in each iteration"
+            where = "look at each iteration: the order of zero_grad, forward, backward and step, and the optimizer"
+            momentum = _momentum_mistake(x, y, lr, steps, lambda g: g, slice(2, 3))
+            expect(not any(_same_floats(losses, _sgd_variant(x, y, lr, steps, momentum=m)[2]) for m in (0.9, 0.5, 0.99)),
+                   symptom, where=momentum.where, mistake=momentum.message)
             expect(not _same_floats(losses, _sgd_variant(x, y, lr, steps, zero="never")[2]), symptom, where=where,
                    mistake="the losses are those of a run that never calls optimizer.zero_grad(), "
                            "so gradients accumulated across steps")
@@ -465,6 +530,8 @@ def check_softplus_backward(fn: Callable, inputs: Sequence[tuple[torch.Tensor, t
                       what=f"softplus_backward(x of shape {list(x.shape)}, grad_output)", mistakes=[
                           Mistake("you forgot the chain rule: multiply the local derivative by grad_output",
                                   lambda: torch.sigmoid(x), where='look at where grad_output enters'),
+                          Mistake("you added grad_output to the local derivative; the chain rule multiplies them",
+                                  lambda: grad_output + torch.sigmoid(x), where="look at where grad_output enters"),
                           Mistake("the sign is wrong: d/dx log(1 + exp(x)) = exp(x) / (1 + exp(x)) = sigmoid(x) > 0",
                                   lambda: -grad_output * torch.sigmoid(x), where='look at the sign of the derivative'),
                           Mistake("that is sigmoid(-x) = 1 - sigmoid(x); the derivative is exp(x) / (1 + exp(x)) "
@@ -501,8 +568,19 @@ def _gradcheck_examples() -> list[tuple[Callable, torch.Tensor, bool]]:
     good = make_function(softplus, ref.softplus_backward, "Softplus")
     no_chain_rule = make_function(softplus, lambda x, g: torch.sigmoid(x), "SoftplusNoChainRule")
     wrong_sign = make_function(torch.exp, lambda x, g: -g * torch.exp(x), "ExpWrongSign")
+    # 5% too large: gradcheck's default tolerances see it; tolerances loosened to 10% do not
+    slightly_off = make_function(softplus, lambda x, g: 1.05 * g * torch.sigmoid(x), "SoftplusFivePercentOff")
     return [(good, _randn(6, seed=93), True), (no_chain_rule, _randn(6, seed=94), False),
-            (torch.tanh, _randn(2, 3, seed=95), True), (wrong_sign, _randn(4, seed=96), False)]
+            (torch.tanh, _randn(2, 3, seed=95), True), (wrong_sign, _randn(4, seed=96), False),
+            (torch.tanh, _randn(5, seed=97, dtype=torch.float64), True),  # float64 already: .double() is x itself
+            (slightly_off, _randn(5, seed=98), False)]
+
+
+def gradcheck_says(f: Callable, x: torch.Tensor) -> bool:
+    """False when gradcheck, with its default tolerances on a float64 copy of x, finds f's backward wrong."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return not torch.autograd.gradcheck(f, (x.detach().double().requires_grad_(True),), raise_exception=False)
 
 
 def check_gradients_are_correct(fn: Callable, inputs: Sequence[tuple[Callable, torch.Tensor, bool]] | None = None) -> None:
@@ -522,7 +600,13 @@ def check_gradients_are_correct(fn: Callable, inputs: Sequence[tuple[Callable, t
                    where="look at the dtype of the tensor you pass to gradcheck",
                    mistake="gradcheck needs float64. In float32 the finite differences are too coarse, so correct "
                            "gradients look wrong; check a copy made with x.detach().double().requires_grad_()")
-        raise CheckError(f"{what} returned {got}, but this function's gradients are {'right' if correct else 'wrong'}",
+        name = getattr(getattr(f, "__self__", f), "__name__", "f")
+        if not correct and gradcheck_says(f, x):
+            raise CheckError(f"{what} returned True for {name}, whose backward is wrong (torch.autograd.gradcheck "
+                             "with its default tolerances, on a float64 copy, returns False)",
+                             where="look at the arguments you pass to gradcheck: the dtype, and any tolerance "
+                                   "(atol, rtol, eps) you changed")
+        raise CheckError(f"{what} returned {got}, but the gradients of {name} are {'right' if correct else 'wrong'}",
                          where="look at what decides the value you return",
                          mistake="return the result of torch.autograd.gradcheck(f, (x64,), raise_exception=False)")
     passed("gradients_are_correct", len(inputs))
@@ -562,8 +646,12 @@ def _fit_examples() -> list[tuple[Callable, list[torch.Tensor], torch.Tensor, to
     y1 = 0.5 - x1 + 2 * x1 ** 3 + 0.1 * _randn(40, seed=120)
     x2 = torch.linspace(-2, 2, 30)
     y2 = 1.5 * x2 - 0.5 + 0.2 * _randn(30, seed=121)
+    line_start = _leaves(torch.tensor(0.5), torch.tensor(-1.0))
+    # the target first met by the last allowed update: a loop that stops checking one update early misses it
+    last = _descend(_line, line_start, x2, y2, 0.1, 12)
     return [(_poly3, _leaves(torch.zeros(4)), x1, y1, 0.3, 0.02, 1000),
-            (_line, _leaves(torch.tensor(0.5), torch.tensor(-1.0)), x2, y2, 0.1, 0.1, 500)]
+            (_line, line_start, x2, y2, 0.1, 0.1, 500),
+            (_line, line_start, x2, y2, 0.1, (last[-1][1] + last[-2][1]) / 2, 12)]
 
 
 def _descend(predict: Callable, params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor, lr: float,

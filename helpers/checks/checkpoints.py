@@ -33,78 +33,21 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from helpers.checks import (Allow, CheckError, call, describe, expect, passed, same_tensor, same_value,
                            substitute)
+from helpers.checks.devices import CUDA_LOAD_ERROR, save_as_on_device, storage_locations  # noqa: F401 - the lesson shows it
 from helpers.reference import checkpoints as ref
 
 N_FEATURES, N_CLASSES = 6, 3
 CHECKPOINT_KEYS = ("epoch", "model", "optimizer", "scheduler", "torch_rng", "loader_rng", "loss")
-CUDA_ERROR = "Attempting to deserialize object on a CUDA device"
+CUDA_ERROR = CUDA_LOAD_ERROR
 
 # ---------------------------------------------------------------- a CUDA-tagged checkpoint without a GPU
-#
-# torch.save stores each tensor's data separately from the pickle and writes, in
-# the pickle, a "location tag" naming the device the data came from ('cpu',
-# 'cuda:0', ...); torch.load uses the tag to put the data back there. The tags
-# come from the taggers registered with torch.serialization.register_package,
-# asked in priority order. The one below (priority 1, before the CPU tagger's
-# 10) answers only while make_cuda_checkpoint is saving, and says 'cuda:0'.
-
-_retag_as: list[str] = []
-
-
-def _retag(storage: Any) -> str | None:
-    if _retag_as and storage.device.type == "cpu":
-        return _retag_as[-1]
-    return None
-
-
-def _leave_to_others(storage: Any, location: str) -> None:
-    return None  # loading is handled by torch's own deserializers
-
-
-if not any(tagger is _retag or getattr(tagger, "__qualname__", "") == "_retag"
-           for _, tagger, _ in torch.serialization._package_registry):
-    torch.serialization.register_package(1, _retag, _leave_to_others)
-
-
-def storage_locations(path: str | Path) -> set[str]:
-    """The device tags stored in a checkpoint file (read without moving anything to a GPU)."""
-    seen: set[str] = set()
-
-    def record(storage, location):
-        seen.add(location)
-        return storage
-
-    torch.load(path, map_location=record)
-    return seen
+# The framework's stand-in device writes it (helpers.checks.devices.save_as_on_device): every tensor's location
+# tag names the GPU, so torch.load without map_location fails here as on any machine without CUDA.
 
 
 def make_cuda_checkpoint(path: str | Path, obj: Any, device: str = "cuda:0") -> Path:
-    """Save ``obj`` to ``path`` as if its tensors had been on ``device`` (a GPU).
-
-    The file is byte for byte what ``torch.save`` writes for tensors on that
-    GPU: the same data, with ``device`` as every tensor's location tag. Then it
-    verifies the result: every tag is ``device``, and, on a machine without CUDA,
-    plain ``torch.load(path)`` fails with PyTorch's CUDA error while
-    ``torch.load(path, map_location="cpu")`` works.
-    """
-    path = Path(path)
-    _retag_as.append(device)
-    try:
-        torch.save(obj, path)
-    finally:
-        _retag_as.pop()
-    locations = storage_locations(path)
-    if locations != {device}:
-        raise RuntimeError(f"make_cuda_checkpoint: expected every tensor tagged {device!r}, found {sorted(locations)}")
-    if not torch.cuda.is_available():
-        try:
-            torch.load(path)
-        except RuntimeError as error:
-            if CUDA_ERROR not in str(error):
-                raise
-        else:
-            raise RuntimeError("make_cuda_checkpoint: torch.load without map_location should have failed here")
-    return path
+    """Save ``obj`` to ``path`` as ``torch.save`` writes it on ``device`` (a GPU): see ``save_as_on_device``."""
+    return save_as_on_device(path, obj, device)
 
 
 # ---------------------------------------------------------------- the small training setup

@@ -39,6 +39,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 from helpers.checks import CheckError, Mistake, call, describe, expect, expect_tensor, passed
 from helpers.checks import substitute
+from helpers.checks.devices import CUDA_LOAD_ERROR, saved_on
 from helpers.reference import distributed as ref
 
 LAUNCH_TIMEOUT_S = 60.0      # the whole group: start, the learner's code, results written
@@ -269,14 +270,7 @@ def check_free_port(fn: Callable[[], int], inputs: Sequence[int] | None = None) 
             held: list[int] = []
             for job in range(jobs + 1):
                 with _watching_binds() as bound:
-                    try:
-                        port = call(fn)
-                    except CheckError as error:
-                        if "global random generator" not in str(error) or any(k == socket.SOCK_STREAM for k, _ in bound):
-                            raise
-                        raise CheckError("free_port() drew from a global random generator and bound no TCP socket "
-                                         "during the call: a port picked at random may be in use by another program; "
-                                         + _ASK_THE_SYSTEM) from None
+                    port = call(fn)
                 port = _expect_port(port, "free_port()")
                 if port in held:
                     raise CheckError(f"free_port() returned {port} again while another job was using it: a fixed "
@@ -931,9 +925,12 @@ def _save_target(rank: int, world_size: int, fn: Callable[..., Any], case: SaveC
         _record(folder, rank, "save-module" if isinstance(obj, nn.Module) else "save")
         if rank == 0:
             _wait_for_the_others(folder, world_size)
-        return real_save(obj, *args, **kwargs)
+        with saved_on(f"cuda:{rank}"):  # as on a GPU machine, where rank r's tensors live on cuda:r
+            return real_save(obj, *args, **kwargs)
 
     def load(*args: Any, **kwargs: Any) -> Any:
+        if len(args) < 2 and kwargs.get("map_location") is None:
+            _record(folder, rank, "load-unmapped")  # the file's tensors go back to the GPU they came from
         try:
             return real_load(*args, **kwargs)
         finally:  # after the read: rank 0 must not start writing while this rank still reads
@@ -976,6 +973,16 @@ def _barrier_on_some_ranks(folder: str, world_size: int) -> str | None:
     return None
 
 
+def _unmapped_load(rank: int, symptom: str) -> CheckError:
+    """The failure for a rank that loaded the checkpoint without map_location."""
+    return CheckError(f"save_and_load: on rank {rank}, {symptom} (the check's rank 0 saves as a GPU machine does: "
+                      "every tensor in the file is tagged 'cuda:0')",
+                      where="look at the arguments of your torch.load call",
+                      mistake="without map_location, torch.load puts every tensor back on the device it was saved "
+                              "from: rank 0's GPU, on every rank, and on a machine without CUDA it cannot load at all; "
+                              "the task loads with map_location=\"cpu\"")
+
+
 def check_save_and_load(fn: Callable[..., Any], inputs: Sequence[SaveCase] | None = None) -> None:
     """Only rank 0 writes the file; every rank ends with rank 0's weights, read after the file was complete."""
     inputs = inputs or [SaveCase(0, 2, older_file=False), SaveCase(1, 2, older_file=True)]
@@ -987,6 +994,9 @@ def check_save_and_load(fn: Callable[..., Any], inputs: Sequence[SaveCase] | Non
                 torch.save(older, Path(folder) / "model.pt")  # yesterday's checkpoint, still at the path
 
             def explain(rank: int, report: _Report) -> str | None:
+                if report.error == "RuntimeError" and CUDA_LOAD_ERROR in report.message:
+                    raise _unmapped_load(rank, "torch.load raised RuntimeError: "
+                                               f"{report.message.strip().splitlines()[0]}")
                 if rank > 0 and report.error == "FileNotFoundError":
                     early = (f"save_and_load: rank {rank} tried to load the file before rank 0 had written it "
                              "(FileNotFoundError)")
@@ -1010,6 +1020,9 @@ def check_save_and_load(fn: Callable[..., Any], inputs: Sequence[SaveCase] | Non
                                  mistake="a pickled module needs its class's code to load (and weights_only=False, "
                                          "which runs whatever the file holds); a state_dict loads into any model "
                                          "of that shape")
+            unmapped = [rank for rank, (_, events) in enumerate(results) if "load-unmapped" in events]
+            if unmapped:  # a grader with CUDA loads such a file without an error: the spy sees it there
+                raise _unmapped_load(unmapped[0], "torch.load was called without map_location")
             for rank, (weights, events) in enumerate(results):
                 if case.older_file and all(torch.equal(weights[k], older[k]) for k in older):
                     early = (f"{what}: rank {rank} loaded the file before rank 0 had written it (it read the "

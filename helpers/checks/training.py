@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from helpers.checks import (Allow, CheckError, Mistake, call, describe, expect, expect_close, expect_tensor,
                            HostTensor, host_collate, modes, passed, same_value, substitute)
+from helpers.checks.devices import Placed, is_on_device, outputs_on_device, unplaced
 from helpers.reference import training as ref
 
 N_FEATURES, N_CLASSES = 6, 3
@@ -832,36 +833,6 @@ def check_make_optimizer(fn: Callable[..., torch.optim.Optimizer],
 # ---------------------------------------------------------------- the classifier's device handling (self-check)
 
 
-class _OnDevice(torch.Tensor):
-    """A model output still "on the model's device": a stand-in for a GPU result on a grader without a GPU.
-
-    It behaves like an ordinary tensor, and what is computed from it stays an _OnDevice, until ``.cpu()`` or
-    ``.to("cpu")`` brings it back as an ordinary tensor. A result that comes back as an _OnDevice was never
-    moved to the CPU.
-    """
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        name = getattr(func, "__name__", "")
-        if name in ("cpu", "to"):
-            target = kwargs.get("device", next((a for a in args[1:] if isinstance(a, (torch.device, str))), None))
-            if name == "cpu" or (target is not None and torch.device(target).type == "cpu"):
-                with torch._C.DisableTorchFunctionSubclass():
-                    out = func(*args, **kwargs)
-                return out.as_subclass(torch.Tensor) if isinstance(out, torch.Tensor) else out
-        return super().__torch_function__(func, types, args, kwargs)
-
-
-def _outputs_on_device(model: nn.Module) -> None:
-    """Every output of ``model`` comes back as an :class:`_OnDevice` tensor."""
-
-    def mark(module: nn.Module, args: Any, out: torch.Tensor) -> torch.Tensor:
-        return out.as_subclass(_OnDevice)
-
-    model.register_forward_hook(mark)
-
-
 def check_classify(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor], inputs: Sequence[Case] | None = None) -> None:
     """classify moves the images to the model's device (HostTensors fail if not), predicts in eval mode without
     gradients, and returns the classes."""
@@ -871,7 +842,7 @@ def check_classify(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor], inputs
             model = _model(case, dropout=True).train()
             reference = _model(case, dropout=True).eval()
         seen = _record_forward(model)
-        _outputs_on_device(model)
+        outputs_on_device(model)  # the framework's stand-in: its outputs are on a device of their own
         images = torch.randn(case.n, N_FEATURES, generator=torch.Generator().manual_seed(case.seed))
         what = f"classify(model, {case.n} images)"
         # task: "Predictions are deterministic (no dropout)": switching the model to eval mode is part of the job.
@@ -897,9 +868,9 @@ def check_classify(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor], inputs
         expect(all(f.evaluating for f in seen), f"{what}: call model.eval() first: dropout was active")
         expect(not any(f.grad for f in seen), f"{what}: run the model inside `with torch.no_grad():`")
         expect(not rng_changed, f"{what}: torch's global random stream changed; predicting draws nothing at random")
-        on_device = isinstance(got, _OnDevice)
-        if isinstance(got, (HostTensor, _OnDevice)):
-            got = got.as_subclass(torch.Tensor)
+        on_device = is_on_device(got)
+        if isinstance(got, Placed):
+            got = unplaced(got)
         expect_tensor(got, want, what=what, mistakes=[
             Mistake("you returned the logits; return the class of each image, argmax(dim=1)",
                     matches=lambda t: isinstance(t, torch.Tensor) and t.shape == (case.n, N_CLASSES))])

@@ -773,7 +773,7 @@ CASES = [
     Reject(checks.check_mean_std, mean_std_not_written, "not written yet"),
     Accept(checks.check_split_train_val, ref.split_train_val),
     Reject(checks.check_split_train_val, split_unseeded, "used the global random generator of torch"),
-    Reject(checks.check_split_train_val, split_global_seed, "used the global random generator of torch"),
+    Reject(checks.check_split_train_val, split_global_seed, "reset a global random generator (torch.manual_seed(0))"),
     Reject(checks.check_split_train_val, split_swapped, "returned (validation, training)"),
     Reject(checks.check_split_train_val, split_fixed_seed, "ignores the seed argument"),
     Reject(checks.check_split_train_val, split_val_first, "[n_val, n_train]"),

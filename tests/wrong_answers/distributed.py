@@ -61,6 +61,19 @@ def port_drawn_by_torch():
     return int(torch.randint(30000, 60000, ()))  # never asks whether anything listens there
 
 
+def port_random_until_bind_works():  # right: a random port, kept only once a TCP bind to it succeeds
+    import random
+    import socket
+    while True:
+        port = random.randint(20000, 60000)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+
+
 def port_private_random():
     import random
     return random.Random().randrange(20000, 40000)
@@ -548,6 +561,20 @@ def save_loaded_into_a_copy(model, path):
     model = fresh  # noqa: F841  (rebinds the local name only)
 
 
+def save_load_without_map_location(model, path):
+    if dist.get_rank() == 0:
+        torch.save(model.state_dict(), path)
+    dist.barrier()
+    model.load_state_dict(torch.load(path))  # on a GPU machine: every rank's tensors land on rank 0's GPU
+
+
+def save_map_location_positional(model, path):
+    if dist.get_rank() == 0:
+        torch.save(model.state_dict(), path)
+    dist.barrier()
+    model.load_state_dict(torch.load(path, "cpu"))  # map_location is torch.load's second parameter
+
+
 def save_barrier_only_after_load(model, path):
     if dist.get_rank() == 0:
         torch.save(model.state_dict(), path)
@@ -958,7 +985,8 @@ CASES = [
     Accept(checks.check_free_port, port_random_until_free),
     Reject(checks.check_free_port, port_fixed, "no socket was bound to that port during the call"),
     Reject(checks.check_free_port, port_fixed_but_tested, "Address already in use"),
-    Reject(checks.check_free_port, port_drawn_by_torch, "drew from a global random generator and bound no TCP socket"),
+    Reject(checks.check_free_port, port_drawn_by_torch, "nothing asked the system whether it is free"),
+    Accept(checks.check_free_port, port_random_until_bind_works),
     Reject(checks.check_free_port, port_private_random, "nothing asked the system whether it is free"),
     Reject(checks.check_free_port, port_udp, "a port it got for a UDP socket"),
     Reject(checks.check_free_port, port_tuple, "getsockname() gives (host, port)"),
@@ -1036,6 +1064,9 @@ CASES = [
     Accept(checks.check_save_and_load, save_other_ranks_load),
     Reject(checks.check_save_and_load, save_on_every_rank, "only rank 0 should save"),
     Reject(checks.check_save_and_load, save_without_barrier, "(FileNotFoundError): call dist.barrier()"),
+    Accept(checks.check_save_and_load, save_map_location_positional),
+    Reject(checks.check_save_and_load, save_load_without_map_location,
+           "on rank 0, torch.load raised RuntimeError: Attempting to deserialize object on a CUDA device"),
     Reject(checks.check_save_and_load, save_load_on_rank0_only, "never loaded the checkpoint"),
     Accept(checks.check_save_and_load, save_synced_by_all_reduce),
     Reject(checks.check_save_and_load, save_barrier_inside_rank0, "rank(s) [0] called dist.barrier(), rank(s) [1] did not"),
