@@ -110,22 +110,113 @@ def _explain_layer_failure(layer: str, module: nn.Module, args: tuple) -> str:
     return ""
 
 
-def _run(model: nn.Module, x: torch.Tensor, name: str) -> tuple[Any, set[str]]:
+LayerTrace = dict[str, tuple[torch.Tensor, Any]]  # layer name -> (its first input, its output), in run order
+
+
+def _trace(model: nn.Module, x: torch.Tensor) -> tuple[Any, LayerTrace]:
+    """``model(x)`` with what each leaf layer received and returned on its first call (detached copies)."""
+    seen: LayerTrace = {}
+
+    def hook(layer: str):
+        def record(module: nn.Module, args: tuple, output: Any) -> None:
+            if layer not in seen and args and isinstance(args[0], torch.Tensor):
+                seen[layer] = (args[0].detach().clone(),
+                               output.detach().clone() if isinstance(output, torch.Tensor) else output)
+        return record
+
+    handles = [m.register_forward_hook(hook(n)) for n, m in _layers(model).items()]
+    try:
+        return model(x), seen
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _first_divergence(got: LayerTrace, want: LayerTrace, values: bool = True) -> tuple[str, str] | None:
+    """The first layer of the task's network (in its run order) whose input differs from the one it gets there,
+    and the layer that runs before it: (layer, previous), or None when every layer that ran got the right input.
+    ``values``: compare the values too (same weights in both), not only the shapes."""
+    previous = "the input"
+    for layer, (want_in, _) in want.items():
+        if layer not in got:
+            return None
+        got_in = got[layer][0]
+        if got_in.shape != want_in.shape or (values and not torch.allclose(got_in, want_in, atol=1e-5, rtol=1e-4)):
+            return layer, previous
+        previous = layer
+    return None
+
+
+def _between(layer: str, previous: str) -> str:
+    return f"before {layer}" if previous == "the input" else f"between {previous} and {layer}"
+
+
+def _divergence_where(got: LayerTrace, want: LayerTrace, layer: str, previous: str) -> str:
+    got_in, want_in = got[layer][0], want[layer][0]
+    if got_in.shape != want_in.shape:
+        seen = f"{layer} received an input of shape {list(got_in.shape)}; in the task's network it gets " \
+               f"{list(want_in.shape)}"
+    else:
+        seen = f"{layer} received the right shape, {list(got_in.shape)}, but other values than in the task's network"
+    return f"look at what forward does {_between(layer, previous)}: {seen}"
+
+
+def _reordered(got: LayerTrace, want: LayerTrace, layer: str) -> bool:
+    """Whether ``layer`` received exactly the expected numbers, but in another order."""
+    got_in, want_in = got[layer][0], want[layer][0]
+    return got_in.numel() == want_in.numel() and not torch.allclose(got_in.flatten(), want_in.flatten()) \
+        and torch.allclose(got_in.flatten().sort().values, want_in.flatten().sort().values, atol=1e-6)
+
+
+def _trace_mistakes(model: nn.Module, reference: nn.Module, x: torch.Tensor) -> list[Mistake]:
+    """Where a model with the reference's weights first parts from the reference: the first layer whose input
+    differs, or (every layer right) what comes after the last one. Give them after the specific mistakes."""
+    try:
+        with torch.no_grad():
+            _, got = _trace(model, x.clone())
+            want_out, want = _trace(reference, x.clone())
+    except Exception:  # noqa: BLE001 - a model that cannot run twice is explained by the comparison itself
+        return []
+    split = _first_divergence(got, want)
+    if split is not None:
+        layer, previous = split
+        where = _divergence_where(got, want, layer, previous)
+        reordered = _reordered(got, want, layer)
+        flatten = isinstance(_layers(reference)[layer], nn.Linear)
+        message = (f"{layer} receives the right numbers in another order: what forward does "
+                   f"{_between(layer, previous)} reorders them"
+                   + (" (a flatten that does not keep dimension 0 as the batch, such as view(features, -1), or a "
+                      "transpose): use torch.flatten(x, 1)" if flatten else "")
+                   if reordered else None)
+        return [Mistake(message, matches=lambda _: True, where=where)]
+    last = list(want)[-1]
+    if last in got and torch.allclose(got[last][1], want[last][1], atol=1e-5, rtol=1e-4):
+        return [Mistake(None, matches=lambda _: True,
+                        where=f"every layer, {last} included, computes what it computes in the task's network: "
+                              f"look at what forward does with {last}'s output")]
+    return []
+
+
+def _run(model: nn.Module, x: torch.Tensor, name: str, reference: nn.Module | None = None) -> tuple[Any, set[str]]:
     """``model(x)`` with a hook on every layer; returns the output and the layers whose hooks ran.
 
     Steps:
         1. Register a pre-hook (remember the input) and a forward hook (mark done) on every layer.
-        2. Call ``model(x)``; if it fails, explain it with the layer that was running.
+        2. Call ``model(x)``; if it fails, explain it with the layer that was running, or with the first
+           layer whose input shape differs from the one it gets in ``reference`` (same layer names).
         3. Remove the hooks, whatever happened.
     """
     running: dict[str, tuple] = {}
     fired: set[str] = set()
     order: list[str] = []
+    shapes: LayerTrace = {}
 
     def pre(layer: str):
         def hook(module: nn.Module, args: tuple) -> None:
             running[layer] = args
             order.append(layer)
+            if layer not in shapes and args and isinstance(args[0], torch.Tensor):
+                shapes[layer] = (torch.empty(args[0].shape, device="meta"), None)
         return hook
 
     def post(layer: str):
@@ -148,12 +239,30 @@ def _run(model: nn.Module, x: torch.Tensor, name: str) -> tuple[Any, set[str]]:
             why = _explain_layer_failure(failing[-1], layers[failing[-1]], running[failing[-1]])
             message += f"\nThe error happened inside layer '{failing[-1]}'" + (f": {why}" if why else "")
         elif order:
+            split = _shape_divergence(shapes, reference, x)
+            if split is not None:
+                raise CheckError(message + f"\nThe error happened in your forward code after layer '{order[-1]}' "
+                                 "had run", where=split) from error
             message += (f"\nThe error happened in your forward code after layer '{order[-1]}' had run "
                         "(check the reshape/flatten between layers)")
         raise CheckError(message) from error
     finally:
         for handle in handles:
             handle.remove()
+
+
+def _shape_divergence(shapes: LayerTrace, reference: nn.Module | None, x: torch.Tensor) -> str | None:
+    """Where to look when forward failed between layers: the first layer whose input shape differs from the
+    one it gets in ``reference``, if any (the shapes do not depend on the weights)."""
+    if reference is None:
+        return None
+    try:
+        with torch.no_grad():
+            _, want = _trace(reference, x.clone())
+    except Exception:  # noqa: BLE001 - no reference trace, no comparison
+        return None
+    split = _first_divergence(shapes, want, values=False)
+    return _divergence_where(shapes, want, *split) if split is not None else None
 
 
 def _expect_hooks_ran(model: nn.Module, fired: set[str], correct: bool, name: str) -> None:
@@ -321,7 +430,7 @@ def _check_layers(cls: Any, name: str, reference_cls: Callable[[], nn.Module], s
     model = _build(cls, name)
     reference = _seeded(reference_cls, 0)
     for n in batch_sizes:
-        out, _ = _run(model, _randn(n, 1, size, size, seed=n), name)
+        out, _ = _run(model, _randn(n, 1, size, size, seed=n), name, reference)
         expect(isinstance(out, torch.Tensor), f"{name}'s forward returned {describe(out)}; expected a tensor",
                where="look at forward's return statement")
         expect(list(out.shape) == [n, 10],
@@ -338,14 +447,15 @@ def _check_forward(cls: Any, name: str, reference_cls: Callable[[], nn.Module],
     model = _build(cls, name)
     reference = _seeded(reference_cls, 0)
     for x in inputs:
-        _run(model, x.clone(), name)  # with the learner's own weights first: a shape error names its layer
+        _run(model, x.clone(), name, reference)  # with the learner's own weights first: a shape error names its layer
         _expect_same_layers(model, reference, name)
         model.load_state_dict(reference.state_dict())
-        out, fired = _run(model, x.clone(), name)
+        out, fired = _run(model, x.clone(), name, reference)
         want = reference(x)  # with its graph, as a model's output has: the graph rule compares like with like
         _expect_hooks_ran(model, fired, same_value(out, want), name)
         expect_tensor(out, want, what=f"{name}(x of shape {list(x.shape)}) with the reference's weights",
-                      mistakes=_forward_mistakes(reference, x) + _model_mistakes(model, x))
+                      mistakes=_forward_mistakes(reference, x) + _model_mistakes(model, x)
+                      + _trace_mistakes(model, reference, x))
     passed(f"{name} forward", len(inputs))
 
 
@@ -473,8 +583,24 @@ def _init_model() -> nn.Module:
                          nn.ReLU(), nn.Flatten(), nn.Linear(6 * 4 * 4, 10))
 
 
+def _off_default(model: nn.Module, seed: int) -> nn.Module:
+    """Give every module other than Conv2d and Linear parameters and float buffers unlike a fresh module's
+    (BatchNorm's bias 0, weight 1, running stats 0 and 1), so that an init which overwrites them with
+    those defaults is seen to change them. Values in [0.5, 1.5): valid for variances too."""
+    g = torch.Generator().manual_seed(1000 + seed)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, (nn.Conv2d, nn.Linear)):
+                continue
+            own = [*module.parameters(recurse=False), *module.buffers(recurse=False)]
+            for tensor in own:
+                if tensor.is_floating_point():
+                    tensor.copy_(torch.rand(tensor.shape, generator=g) + 0.5)
+    return model
+
+
 def _state_after(factory: ModelFactory, init: Callable[[nn.Module], Any] | None, seed: int) -> dict[str, torch.Tensor]:
-    model = _seeded(factory, seed)
+    model = _off_default(_seeded(factory, seed), seed)
     if init is not None:
         with torch.random.fork_rng():
             torch.manual_seed(seed + 1)
@@ -523,7 +649,7 @@ def check_init_weights(fn: Callable[[nn.Module], None], inputs: Sequence[ModelFa
     """``model.apply(fn)`` must give Kaiming-normal Conv2d/Linear weights, zero biases, other layers untouched."""
     inputs = inputs if inputs is not None else [_init_model, ref.LeNet]
     for seed, factory in enumerate(inputs):
-        model = _seeded(factory, seed)
+        model = _off_default(_seeded(factory, seed), seed)
         kind = type(model).__name__
         before = {k: v.clone() for k, v in model.state_dict().items()}
         with warnings.catch_warnings(record=True) as caught, torch.random.fork_rng():
@@ -565,6 +691,13 @@ def check_init_weights(fn: Callable[[nn.Module], None], inputs: Sequence[ModelFa
             elif changed and kind_of in dict(module.named_parameters(recurse=False)):
                 raise CheckError(f"{what}: you changed '{key}' of a {type(module).__name__}: only Conv2d and Linear "
                                  "layers should be re-initialised (a BatchNorm starts with weight 1 and bias 0)")
+            elif changed and kind_of in dict(module.named_buffers(recurse=False)):
+                raise CheckError(f"{what}: the buffer '{key}' of a {type(module).__name__} changed; expected every "
+                                 "module other than Conv2d and Linear left exactly as it was, buffers included",
+                                 where=f"look at what your function does to a module that is a "
+                                       f"{type(module).__name__}",
+                                 mistake="only Conv2d and Linear layers are re-initialised: reset nothing else "
+                                         "(a BatchNorm's running statistics are what it has learnt from the data)")
         for variant, message in _INIT_VARIANTS:
             if same_value(dict(got), _state_after(factory, variant, seed)):
                 raise CheckError(f"{what}: {message}")
@@ -708,6 +841,21 @@ def check_label_smoothing_loss(cls: Any, inputs: Sequence[tuple[float, str]] | N
                         f"TypeError: {cause}", where="look at the arguments forward passes to F.cross_entropy",
                         mistake="F.cross_entropy's third positional parameter is weight (one weight per class); "
                                 "pass the smoothing by keyword, label_smoothing=self.smoothing") from cause
+                if f"{smoothing} is not a valid value for reduction" in str(cause):
+                    raise CheckError(
+                        f"LabelSmoothingLoss(smoothing={smoothing}, reduction='{reduction}')(logits, targets) raised "
+                        f"{type(cause).__name__}: {cause}",
+                        where="look at where __init__ stores the two settings and where forward passes them on",
+                        mistake=f"the smoothing ({smoothing}) reached the place of the reduction: the two settings "
+                                "are swapped, when stored or when passed on") from cause
+                if error.where is None and cause is not None:
+                    n, c = logits.shape
+                    mixed = f"({n})" in str(cause) and f"({c})" in str(cause)
+                    raise CheckError(error.symptom, where=(
+                        f"look at which dim each reduction in forward runs over: a result of {c} values (one per "
+                        f"class) met one of {n} values (one per sample)" if mixed else
+                        f"look at the line of forward that raised (below) and the shapes it combines: logits "
+                        f"{list(logits.shape)} (samples, classes), targets {list(targets.shape)}")) from cause
                 raise
         shared = Mistake("your instances share their settings: each one computes with the settings of the last one "
                          f"created (smoothing={last[0]}, reduction='{last[1]}'). Store them on the instance, "
@@ -728,6 +876,12 @@ def check_label_smoothing_loss(cls: Any, inputs: Sequence[tuple[float, str]] | N
                         "reduction too)",
                         lambda: ref.label_smoothing_cross_entropy(logits, targets, smoothing, "mean")
                         if reduction != "mean" else _not_this_mistake()),
+                Mistake("forward ignores both settings given to __init__ and computes with the defaults "
+                        "(smoothing=0.1, reduction='mean'): store them (self.smoothing = smoothing, self.reduction = "
+                        "reduction) and pass both on in forward",
+                        lambda: ref.label_smoothing_cross_entropy(logits, targets, 0.1, "mean")
+                        if smoothing != 0.1 and reduction != "mean" else _not_this_mistake(),
+                        where="look at the call in forward: which of self's settings it passes"),
                 *_smoothing_mistakes(logits, targets, smoothing, reduction),
             ])
     passed("LabelSmoothingLoss", len(inputs))
@@ -749,6 +903,42 @@ def _conv_block_variant(net: ref.ConvBlockNet, x: torch.Tensor, order: str) -> t
     return net.fc(torch.flatten(x, 1))
 
 
+_SETTINGS = {nn.Conv2d: ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups"),
+             nn.MaxPool2d: ("kernel_size", "stride", "padding", "dilation")}
+
+
+def _setting(layer: nn.Module, setting: str) -> Any:
+    """A layer's constructor argument, ints as pairs, and a convolution's padding 'same'/'valid' as numbers."""
+    value = getattr(layer, setting)
+    if setting == "padding" and value == "valid":
+        return (0, 0)
+    if setting == "padding" and value == "same":  # stride 1 (PyTorch requires it): (k - 1) * dilation / 2 a side
+        value = tuple(d * (k - 1) // 2 for k, d in zip(layer.kernel_size, layer.dilation))
+    return value if isinstance(value, tuple) or setting in ("in_channels", "out_channels", "groups") \
+        else (value, value)
+
+
+def _expect_same_settings(model: nn.Module, reference: nn.Module) -> None:
+    """The Conv2d and MaxPool2d layers, in order, are built with the reference's arguments (the first that
+    differs is named: a missing padding otherwise shows only later, as a Linear layer of another size)."""
+    for kind, settings in _SETTINGS.items():
+        mine = [m for m in model.modules() if type(m) is kind]
+        theirs = [(n, m) for n, m in reference.named_modules() if type(m) is kind]
+        for layer, (name, original) in zip(mine, theirs):
+            for setting in settings:
+                if _setting(layer, setting) == _setting(original, setting):
+                    continue
+                got, want = getattr(layer, setting), getattr(original, setting)
+                raise CheckError(f"your nn.Sequential's {kind.__name__} has {setting}={got!r}; the original's "
+                                 f"{name} has {setting}={want!r}",
+                                 where=f"look at the arguments of your {kind.__name__} and of ConvBlockNet's "
+                                       f"self.{name}",
+                                 mistake=("without padding=1 a 3x3 convolution shrinks 28x28 maps to 26x26, so "
+                                          "everything after it changes size: keep padding=1"
+                                          if setting == "padding" and kind is nn.Conv2d
+                                          and _setting(layer, setting) == (0, 0) else None))
+
+
 def _copy_into(reference: nn.Module, model: nn.Sequential) -> None:
     """Copy the reference's parameters and buffers into ``model`` in order, naming any mismatch."""
     for layer in model.modules():
@@ -757,6 +947,7 @@ def _copy_into(reference: nn.Module, model: nn.Sequential) -> None:
                 f"your Conv2d has a bias ({layer.bias.numel()} extra parameters), but the original uses bias=False: "
                 "the BatchNorm right after it subtracts the per-channel mean (removing any constant shift) and "
                 "adds its own learnable shift, so a conv bias before BatchNorm is wasted")
+    _expect_same_settings(model, reference)
     got, want = list(model.parameters()), list(reference.parameters())
     names = [n for n, _ in reference.named_parameters()]
     if not any(isinstance(m, nn.BatchNorm2d) for m in model.modules()):
@@ -776,6 +967,28 @@ def _copy_into(reference: nn.Module, model: nn.Sequential) -> None:
     with torch.no_grad():
         for mine, theirs in zip(got + got_buffers, want + want_buffers):
             mine.copy_(theirs)
+
+
+def _after_last_linear(reference: nn.Module, x: torch.Tensor, step: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    with torch.no_grad():
+        return step(reference(x))
+
+
+def _linear_output_mistakes(model: nn.Module, reference: nn.Module, x: torch.Tensor) -> list[Mistake]:
+    """When the learner's last Linear layer already gives the original's output, the difference comes after it."""
+    try:
+        with torch.no_grad():
+            _, got = _trace(model, x.clone())
+            _, want = _trace(reference, x.clone())
+    except Exception:  # noqa: BLE001 - the comparison itself reports a model that cannot run
+        return []
+    linears = [n for n, m in _layers(model).items() if isinstance(m, nn.Linear) and n in got]
+    if linears and "fc" in want and got[linears[-1]][1].shape == want["fc"][1].shape \
+            and torch.allclose(got[linears[-1]][1], want["fc"][1], atol=1e-5, rtol=1e-4):
+        return [Mistake(None, matches=lambda _: True,
+                        where=f"your Linear layer ('{linears[-1]}') gives the original's output: look at what "
+                              "comes after it")]
+    return []
 
 
 def check_sequential_version(fn: Callable[[], nn.Sequential], inputs: Sequence[torch.Tensor] | None = None) -> None:
@@ -805,6 +1018,17 @@ def check_sequential_version(fn: Callable[[], nn.Sequential], inputs: Sequence[t
                         lambda: _conv_block_variant(reference, x, "conv relu bn pool")),
                 Mistake("the pooling comes before the batch norm; the original order is conv, batch norm, ReLU, pool",
                         lambda: _conv_block_variant(reference, x, "conv pool bn relu")),
+                Mistake("the original returns the raw logits of its Linear layer: drop the softmax at the end "
+                        "(CrossEntropyLoss applies log-softmax itself)",
+                        lambda: _after_last_linear(reference, x, lambda t: F.softmax(t, dim=1)),
+                        where="look at what comes after the Linear layer"),
+                Mistake("the original returns the raw logits of its Linear layer: drop the log-softmax at the end",
+                        lambda: _after_last_linear(reference, x, lambda t: F.log_softmax(t, dim=1)),
+                        where="look at what comes after the Linear layer"),
+                Mistake("the original returns the raw logits of its Linear layer: drop the ReLU at the end",
+                        lambda: _after_last_linear(reference, x, F.relu),
+                        where="look at what comes after the Linear layer"),
+                *_linear_output_mistakes(model, reference, x),
             ]
             with torch.no_grad():
                 want = reference(x)
