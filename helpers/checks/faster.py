@@ -145,16 +145,32 @@ def _sync_index(args: tuple, kwargs: dict) -> int | None | str:
     return device.index if device.type == "cuda" else "other"
 
 
+_WHERE_MACHINE = ("look at what your function's choice depends on: the device it was given, or the machine "
+                  "(torch.cuda.is_available())?")
+_BY_DEVICE = ("decide by the device you were given (device.type), not by what the machine has: a CPU device has "
+              "nothing to wait for, even on a machine with a GPU")
+
+
 def check_synchronize(fn: Callable[[torch.device], None], inputs: Sequence[torch.device] | None = None) -> None:
     """synchronize(device) waits on CUDA (that very GPU) and MPS, and does nothing on the CPU."""
     devices = inputs if inputs is not None else [torch.device("cpu"), torch.device("cuda"),
                                                  torch.device("cuda", 1), torch.device("mps")]
-    for device in devices:
+    # the CPU device also on a machine with CUDA: the device given decides, not what the machine has
+    runs = [(device, cuda) for device in devices
+            for cuda in ([False, True] if device.type == "cpu" else [device.type == "cuda"])]
+    for device, cuda_machine in runs:
         seen: list[tuple[str, tuple, dict]] = []
+        what = f"synchronize({device!r})" + (" on a machine with CUDA" if device.type == "cpu" and cuda_machine
+                                              else "")
         with _patched_syncs(lambda kind, args, kwargs: seen.append((kind, args, kwargs)),
-                            cuda_available=device.type == "cuda") as current:
-            call(fn, device)
-        what = f"synchronize({device!r})"
+                            cuda_available=cuda_machine) as current:
+            try:
+                call(fn, device)
+            except CheckError as error:  # a synchronize given the CPU device raises, as the real one does
+                if not (device.type == "cpu" and cuda_machine and "Expected a cuda device" in error.symptom):
+                    raise
+                raise CheckError(f"{what}: {error.symptom} (on a machine without CUDA it called nothing)",
+                                 where=_WHERE_MACHINE, mistake=_BY_DEVICE) from None
         if current.set_by_learner and current.index != 0:
             raise CheckError(f"{what} left GPU {current.index} selected (torch.cuda.set_device) for the rest of the "
                              "program, which expects GPU 0 to stay the current one",
@@ -163,6 +179,10 @@ def check_synchronize(fn: Callable[[torch.device], None], inputs: Sequence[torch
                                      "a `with torch.cuda.device(device):` block, which restores the current GPU")
         kinds = [kind for kind, _, _ in seen]
         if device.type == "cpu":
+            if seen and cuda_machine:  # the same device on a machine without CUDA called nothing
+                raise CheckError(f"{what} called torch.{kinds[0]}.synchronize; for the CPU it should call nothing "
+                                 "(on a machine without CUDA it called nothing)", where=_WHERE_MACHINE,
+                                 mistake=_BY_DEVICE)
             if seen:
                 raise CheckError(f"{what} called torch.{kinds[0]}.synchronize; for the CPU it should call nothing",
                                  where="look at what your function does when device.type == 'cpu'",
@@ -395,6 +415,10 @@ def check_scaled_learning_rate(fn: Callable[[float, int, int], float],
                     lambda: base_lr * (batch // base_batch)),
             Mistake("floor division (//) rounded base_lr * batch_size / base_batch_size down to a whole number; "
                     "use /", lambda: (base_lr * batch) // base_batch),
+            Mistake("that is base_lr multiplied by batch_size alone: the linear rule multiplies it by the ratio "
+                    "batch_size / base_batch_size (divide by base_batch_size too)", lambda: base_lr * batch),
+            Mistake("that is base_lr divided by base_batch_size alone: the linear rule multiplies it by the ratio "
+                    "batch_size / base_batch_size (multiply by batch_size too)", lambda: base_lr / base_batch),
         ]
         expect_close(got, ref.scaled_learning_rate(base_lr, base_batch, batch),
                      what=f"scaled_learning_rate({base_lr}, {base_batch}, {batch})", mistakes=mistakes, rtol=1e-6)
@@ -488,8 +512,9 @@ def _large_batch(case: StepCase) -> tuple[float, list[torch.Tensor]]:
         return loss.item(), _params(model)
 
 
-def _variant(case: StepCase, divide: bool, zero_each: bool, zero_first: bool) -> list[torch.Tensor]:
-    """Parameters after a wrong twin of accumulated_step (one step at the end)."""
+def _variant(case: StepCase, divide: bool, zero_each: bool, zero_first: bool,
+             by_size: bool = False) -> list[torch.Tensor]:
+    """Parameters after a wrong twin of accumulated_step (one step at the end; ``by_size``: loss / micro-batch size)."""
     def step(model, optimizer, loss_fn, micro):
         if zero_first:
             optimizer.zero_grad()
@@ -497,7 +522,7 @@ def _variant(case: StepCase, divide: bool, zero_each: bool, zero_first: bool) ->
             if zero_each:
                 optimizer.zero_grad()
             loss = loss_fn(model(inputs), targets)
-            (loss / len(micro) if divide else loss).backward()
+            (loss / (len(inputs) if by_size else len(micro)) if divide else loss).backward()
         optimizer.step()
     return _accumulation_run(step, case, learner=False)[1]
 
@@ -532,13 +557,16 @@ def check_accumulation_update(fn: Callable[..., float], inputs: Sequence[StepCas
             ("the loss was not divided by k, and the gradients already in .grad were added too: call "
              "optimizer.zero_grad() before the first micro-batch and divide each loss by k",
              lambda: _variant(case, divide=False, zero_each=False, zero_first=False)),
+            ("each micro-batch's loss was divided by the micro-batch size ({size}), not by k = {k}, the number of "
+             "micro-batches (loss_fn already averages over the samples of a micro-batch): divide by k",
+             lambda: _variant(case, divide=True, zero_each=False, zero_first=True, by_size=True)),
         ]
         symptom = (f"{what}: the parameters after your step differ from one SGD step on all {k * case.size} "
                    f"samples at once (largest difference {max((a - b).abs().max().item() for a, b in zip(got, want)):.3g})")
         where = "look at how the micro-batch losses are scaled and where the gradients are cleared"
         for message, twin in wrong:
             if _same_params(got, twin()):
-                raise CheckError(symptom, where=where, mistake=message.format(k=k))
+                raise CheckError(symptom, where=where, mistake=message.format(k=k, size=case.size))
         raise CheckError(symptom, where=where)
     passed("accumulated_step (equals one large-batch step)", len(cases))
 
@@ -567,6 +595,9 @@ def check_accumulation_steps(fn: Callable[..., float], inputs: Sequence[StepCase
                     "loss (the sum of the divided losses)",
                     lambda: nn.functional.cross_entropy(_model(case.seed)(_batches(case)[-1][0]),
                                                         _batches(case)[-1][1]).item()),
+            Mistake(f"that is the sum of the micro-batch losses divided by the micro-batch size ({case.size}), "
+                    f"not by k = {k}, the number of micro-batches: divide each loss by k",
+                    lambda: want * k / case.size, where="look at what you divide each micro-batch's loss by"),
         ])
     passed("accumulated_step (one step, the large batch's loss)", len(cases))
 
@@ -871,10 +902,10 @@ def check_checkpointed_forward(fn: Callable[..., torch.Tensor], inputs: Sequence
         with torch.random.fork_rng(devices=[]):
             want_out, want_grads, want_x_grad = _plain_grads(case)
             blocks, x = _blocks(case), _ckpt_input(case)
-            runs = [0] * len(blocks)
+            order: list[int] = []  # every block's forward, in the order they ran (forward, then recomputations)
             for i, block in enumerate(blocks):
                 # a pre-hook: recomputation stops early (inside forward) once it has rebuilt what backward needs
-                block.register_forward_pre_hook(lambda *_, i=i: runs.__setitem__(i, runs[i] + 1))
+                block.register_forward_pre_hook(lambda *_, i=i: order.append(i))  # returns None: input unchanged
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 out = call(fn, blocks, x)
@@ -893,6 +924,7 @@ def check_checkpointed_forward(fn: Callable[..., torch.Tensor], inputs: Sequence
                            + advice + " Pass use_reentrant=False")
                     raise CheckError(f"{what}: the output does not require grad (is it detached, or computed "
                                      "under torch.no_grad()?), so no parameter can get a gradient")
+                forward_runs = len(order)
                 try:
                     _weighted(out).backward()
                 except CheckpointError as error:
@@ -913,6 +945,7 @@ def check_checkpointed_forward(fn: Callable[..., torch.Tensor], inputs: Sequence
             if case.input_requires_grad:
                 expect(x.grad is not None, f"{what}: the input requires grad but got no gradient")
                 expect_tensor(x.grad, want_x_grad, what=f"{what}: the input's gradient")
+            runs = [order.count(i) for i in range(len(blocks))]
             once = [str(i) for i, n in enumerate(runs) if n < 2]
             if len(once) == len(blocks):
                 raise CheckError(f"{what}: every block ran only once, so nothing was recomputed in backward and all "
@@ -920,7 +953,35 @@ def check_checkpointed_forward(fn: Callable[..., torch.Tensor], inputs: Sequence
                                  "x = checkpoint(block, x, use_reentrant=False)")
             expect(not once, f"{what}: block(s) {', '.join(once)} ran only once (not checkpointed): wrap every block, "
                    "x = checkpoint(block, x, use_reentrant=False)")
+            _expect_one_block_per_checkpoint(order[forward_runs:], len(blocks), what)
     passed("checkpointed_forward", len(cases))
+
+
+def _expect_one_block_per_checkpoint(recomputed: list[int], n_blocks: int, what: str) -> None:
+    """Backward recomputes each checkpoint on its own, last block first; blocks recomputed in forward order share one.
+
+    task: "runs the blocks ... one after another, each under checkpoint(...)": a checkpoint around several blocks
+    rebuilds all their activations at once in backward (the memory the lesson saves per block is not saved).
+    """
+    together: list[list[int]] = []
+    for i in recomputed:
+        if together and together[-1][-1] < i:  # the next block of the same recomputation
+            together[-1].append(i)
+        else:
+            together.append([i])
+    shared = [run for run in together if len(run) > 1]
+    if not shared:
+        return
+    whole = len(shared[0]) == n_blocks
+    raise CheckError(f"{what}: in backward, blocks {', '.join(map(str, shared[0]))} were recomputed together, in one "
+                     "go; a block under its own checkpoint is recomputed alone, when backward reaches it (the last "
+                     "block first)",
+                     where="look at what you pass to checkpoint: the task asks for each block under checkpoint",
+                     mistake=("one checkpoint around the whole Sequential" if whole else
+                              "one checkpoint around several blocks")
+                     + " keeps only its input, but backward then rebuilds the activations of all those blocks at "
+                       "once, so they are all in memory together again, as without checkpointing: call checkpoint "
+                       "once per block")
 
 
 # ---------------------------------------------------------------- losses on the device, one sync
@@ -962,6 +1023,13 @@ class EpochRun(NamedTuple):
     syncs: list[SyncRead]
     arrivals: list[str]  # .grad of each parameter as its gradient arrived, in order: "none", "zeros", "values"
     n_params: int
+    losses: list[torch.Tensor]  # every loss loss_fn returned, detached, in order
+    sizes: list[int]  # the number of samples in each batch
+
+
+def _last_smaller(case: StepCase) -> int:
+    """The size of the epoch's last batch: smaller than the others, as a loader's last batch often is."""
+    return max(1, case.size // 2)
 
 
 def _epoch_run(fn: Callable[..., float], case: StepCase, learner: bool = True) -> EpochRun:
@@ -972,17 +1040,21 @@ def _epoch_run(fn: Callable[..., float], case: StepCase, learner: bool = True) -
         _stale(model, case.seed)  # gradients from before the call: a correct epoch clears them before backward
         arrivals = _record_arrivals(model)
         batches = _batches(case)
-        losses = [0]
+        inputs, targets = batches[-1]  # a smaller last batch: the mean per batch and per sample then differ
+        batches[-1] = (inputs[:_last_smaller(case)].clone(), targets[:_last_smaller(case)].clone())
+        losses: list[torch.Tensor] = []
 
-        def loss_fn(*args: Any, **kwargs: Any) -> torch.Tensor:  # cross_entropy, counted
-            losses[0] += 1
-            return nn.functional.cross_entropy(*args, **kwargs)
+        def loss_fn(*args: Any, **kwargs: Any) -> torch.Tensor:  # cross_entropy, recorded
+            loss = nn.functional.cross_entropy(*args, **kwargs)
+            losses.append(loss.detach())
+            return loss
 
-        with _counting_syncs(lambda: losses[0]) as syncs:
+        with _counting_syncs(lambda: len(losses)) as syncs:
             # task: "trains on every (inputs, targets) in batches"
             result = call(fn, model, optimizer, loss_fn, batches, allow=Allow(changed=(model, optimizer))) \
                 if learner else fn(model, optimizer, loss_fn, batches)
-        return EpochRun(result, _params(model), syncs, arrivals, len(list(model.parameters())))
+        return EpochRun(result, _params(model), syncs, arrivals, len(list(model.parameters())), losses,
+                        [len(x) for x, _ in batches])
 
 
 def check_train_epoch_on_device(fn: Callable[..., float], inputs: Sequence[StepCase] | None = None) -> None:
@@ -990,9 +1062,11 @@ def check_train_epoch_on_device(fn: Callable[..., float], inputs: Sequence[StepC
     cases = inputs if inputs is not None else [StepCase(4, 5, 6), StepCase(5, 3, 4)]
     for case in cases:
         run = _epoch_run(fn, case)
-        want, want_params = _epoch_run(ref.train_epoch_on_device, case, learner=False)[:2]
+        want_run = _epoch_run(ref.train_epoch_on_device, case, learner=False)
+        want, want_params = want_run.result, want_run.params
         got, syncs = run.result, run.syncs
-        what = f"train_epoch_on_device over {case.batches} batches"
+        what = (f"train_epoch_on_device over {case.batches} batches of {case.size} samples"
+                + (f" (the last one {_last_smaller(case)})" if _last_smaller(case) < case.size else ""))
         n = case.batches
         if len(syncs) >= n:
             shown = ", ".join(sorted({sync.how for sync in syncs}))
@@ -1036,8 +1110,16 @@ def check_train_epoch_on_device(fn: Callable[..., float], inputs: Sequence[StepC
                "training on every batch in order (zero_grad, forward, loss, backward, step)")
         expect(not isinstance(got, torch.Tensor), f"{what} should return a Python float, but returned "
                f"{describe(got)}: call .item() on it once, at the end")
+        losses, sizes = [loss.item() for loss in want_run.losses], want_run.sizes
         expect_close(got, want, what=f"{what}, the loss you returned", python_number=True, mistakes=[
             Mistake(f"that is the sum over the {n} batches; return the mean loss per batch", lambda: want * n),
+            Mistake(f"that is the sum of the {n} batch losses divided by {n - 1}, one less than the number of "
+                    f"batches (an index counted from 0 ends at {n - 1}); divide by the number of batches",
+                    lambda: sum(losses) / (n - 1), where="look at what you divide the total by"),
+            Mistake("that is the mean loss per sample (each batch's loss weighted by its size); the task asks for "
+                    "the mean loss per batch: the sum of the batch losses divided by the number of batches",
+                    lambda: sum(loss * size for loss, size in zip(losses, sizes)) / sum(sizes),
+                    where="look at what you add to the total and what you divide it by"),
         ])
     passed("train_epoch_on_device", len(cases))
 
@@ -1070,12 +1152,33 @@ def _train_model(seed: int, batch_norm: bool = True) -> nn.Sequential:
 
 
 class _ModeSpy:
-    """Records, for every forward pass of a model, (train mode, grad enabled)."""
+    """Records, for every forward pass of a model, (train mode, grad enabled), autocast, and backward in eval mode."""
 
     def __init__(self, model: nn.Module) -> None:
         self.calls: list[tuple[bool, bool]] = []
+        self.autocast: list[bool] = []  # the forward ran under torch.autocast (CPU or CUDA)
+        self.eval_backward: list[bool] = []  # a gradient reached the output of a forward made in eval mode
         model.register_forward_pre_hook(lambda module, _: self.calls.append((module.training,
                                                                              torch.is_grad_enabled())))
+        model.register_forward_pre_hook(lambda *_: self.autocast.append(
+            torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda")))
+        model.register_forward_hook(self._watch_backward)
+
+    def _watch_backward(self, module: nn.Module, _: Any, output: Any) -> None:
+        if isinstance(output, torch.Tensor) and output.requires_grad and not module.training:
+            output.register_hook(lambda grad: self.eval_backward.append(True))  # returns None: grad unchanged
+
+    def explains(self) -> str | None:
+        """The cause of different results that the recorded forward passes show, if any."""
+        if any(self.autocast):
+            return ("your forward passes ran under torch.autocast, in lower precision, which changes the results; "
+                    "slow_train computes in float32 throughout, and a speed-up must keep its results: leave "
+                    "autocast out")
+        if self.eval_backward:
+            return ("backward ran through forward passes made with the model in eval mode: model.eval() (for "
+                    "validation) stays in force until model.train() is called again; call model.train() at the "
+                    "start of every epoch, as slow_train does")
+        return None
 
     @property
     def validated_in_train_mode(self) -> bool:
@@ -1148,6 +1251,10 @@ def _expect_same_training(fn: Callable[..., Any], case: TrainCase) -> None:
                 Mistake(f"that is the mean over the full batches only: the last batch (the {case.n_train - full} "
                         "images left over) was left out, and slow_train trains on it too",
                         lambda e=epoch: without_last_batch(e)),
+                Mistake(f"that is the summed loss divided by {case.n_train // case.batch_size} (the number of "
+                        f"images // batch_size, rounded down); there are {n_batches} batches, the last one smaller",
+                        lambda: loss * n_batches / (case.n_train // case.batch_size)
+                        if case.n_train // case.batch_size != n_batches else None),
             ])
             if modes.validated_in_train_mode and isinstance(pair[1], (int, float)) and abs(pair[1] - accuracy) > 1e-6:
                 raise CheckError(f"{what}: epoch {epoch}'s validation accuracy should be {accuracy:.6g}, but yours is "
@@ -1160,12 +1267,12 @@ def _expect_same_training(fn: Callable[..., Any], case: TrainCase) -> None:
     except CheckError as error:
         if error.where != WHERE_VALUES:
             raise
-        raise CheckError(error.symptom, where=_SAME_ARITHMETIC, mistake=error.mistake) from None
+        raise CheckError(error.symptom, where=_SAME_ARITHMETIC, mistake=error.mistake or modes.explains()) from None
     for (name, got_p), want_p in zip(got_model.named_parameters(), want_model.parameters()):
         expect(torch.allclose(got_p.detach(), want_p.detach(), rtol=1e-4, atol=1e-5),
                f"{what}: after training, parameter {name} differs from slow_train's by up to "
                f"{(got_p.detach() - want_p.detach()).abs().max().item():.2g}",
-               where=_SAME_ARITHMETIC)
+               where=_SAME_ARITHMETIC, mistake=modes.explains())
 
 
 def check_fast_train_results(fn: Callable[..., Any], inputs: Sequence[TrainCase] | None = None) -> None:
