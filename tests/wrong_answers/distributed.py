@@ -1035,7 +1035,7 @@ CASES = [
     Accept(checks.check_save_and_load, save_barrier_both_sides),
     Accept(checks.check_save_and_load, save_other_ranks_load),
     Reject(checks.check_save_and_load, save_on_every_rank, "only rank 0 should save"),
-    Reject(checks.check_save_and_load, save_without_barrier, "(FileNotFoundError): call dist.barrier()"),
+    Reject(checks.check_save_and_load, save_without_barrier, "call dist.barrier() between saving and loading"),
     Reject(checks.check_save_and_load, save_load_on_rank0_only, "never loaded the checkpoint"),
     Accept(checks.check_save_and_load, save_synced_by_all_reduce),
     Reject(checks.check_save_and_load, save_barrier_inside_rank0, "rank(s) [0] called dist.barrier(), rank(s) [1] did not"),
