@@ -555,6 +555,8 @@ def _wrong_values(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: 
         bad = got != expected
         index = int(bad.flatten().nonzero()[0])
         shown = f"{got.flatten()[index].item()}, expected {expected.flatten()[index].item()}"
+    if bad.numel() == 1:  # one number: no index to give
+        return f"wrong values: it is {shown}"
     return f"wrong values: at flat index {index} it is {shown} ({int(bad.sum())} of {bad.numel()} elements are wrong)"
 
 
