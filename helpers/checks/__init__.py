@@ -323,8 +323,8 @@ def _invoke(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
 # Where to look when the learner's code raised, by the words of the error; the default names the line.
 _WHERE_RAISED = (
     (("shape", "size of tensor", "dimension", "mat1 and mat2", "expand", "broadcast"),
-     "look at the line that raised (listed below the message in a notebook) and print the .shape of each tensor on "
-     "it: the shapes there are not the ones you think"),
+     "look at the line that raised (listed below the message in a notebook): print the .shape of each tensor on it "
+     "and compare them with what that operation needs"),
     (("dtype", "scalar type", "not implemented for"),
      "look at the line that raised and print the .dtype of each tensor on it: two of them do not go together"),
     (("device", "cuda", "mps"),
