@@ -564,7 +564,7 @@ def check_init_weights(fn: Callable[[nn.Module], None], inputs: Sequence[ModelFa
                                  mistake=why or None) from error
         deprecated = [str(w.message) for w in caught if "deprecated" in str(w.message) and "nn.init" in str(w.message)]
         expect(not deprecated,
-               f"init_weights made PyTorch warn that a function is deprecated: {deprecated[0]}",
+               f"init_weights made PyTorch warn that a function is deprecated: {deprecated[0] if deprecated else None}",
                where="look at the names of the nn.init functions you call",
                mistake="you used a deprecated init function without the trailing underscore: the in-place versions "
                        "(nn.init.kaiming_normal_, nn.init.zeros_) are the current API")
