@@ -146,13 +146,13 @@ def _run(model: nn.Module, x: torch.Tensor, name: str) -> tuple[Any, set[str]]:
     except Exception as error:
         message = f"{name}: model(x) for x of shape {list(x.shape)} raised {type(error).__name__}: {error}"
         failing = [layer for layer in order if layer in running]
+        why = None
         if failing:
-            why = _explain_layer_failure(failing[-1], layers[failing[-1]], running[failing[-1]])
-            message += f"\nThe error happened inside layer '{failing[-1]}'" + (f": {why}" if why else "")
+            why = _explain_layer_failure(failing[-1], layers[failing[-1]], running[failing[-1]]) or None
+            message += f"\nThe error happened inside layer '{failing[-1]}'"
         elif order:
-            message += (f"\nThe error happened in your forward code after layer '{order[-1]}' had run "
-                        "(check the reshape/flatten between layers)")
-        raise CheckError(message, where=(f"look at layer '{failing[-1]}': how it is built in __init__ and what your "
+            message += f"\nThe error happened in your forward code after layer '{order[-1]}' had run"
+        raise CheckError(message, mistake=why, where=(f"look at layer '{failing[-1]}': how it is built in __init__ and what your "
                                          "forward gives it" if failing else
                                          f"look at your forward code after layer '{order[-1]}' (the reshape/flatten "
                                          "between layers)" if order else
