@@ -265,7 +265,7 @@ def expect_fixed(
             raise failure(f"{what} still raises the error it was handed out with: {line}",
                           where=where, mistake=bug) from got.error
         hint = next((h for fragment, h in (hints or {}).items() if fragment in str(got.error)), None)
-        raise failure(f"{what} raises {line}", mistake=hint) from got.error
+        raise failure(f"{what} raises {line}", where=where, mistake=hint) from got.error
     if same(got.value, want):
         return got.value
     if broken.error is None and same(got.value, broken.value):
@@ -275,7 +275,7 @@ def expect_fixed(
         raise failure(shows(got.value), where=where, mistake=mistake.message)
     if differs is not None:
         differs(got.value, want)
-    raise failure(shows(got.value))
+    raise failure(shows(got.value), where=where)
 
 
 def _number(what: str) -> Callable[[Any, Any], None]:
