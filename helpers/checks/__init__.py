@@ -296,22 +296,55 @@ def _invoke(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     """Call a learner's function, turning a crash into a readable CheckError."""
     name = getattr(fn, "__name__", repr(fn))
     if not callable(fn):
-        raise CheckError(f"expected a function, got {type(fn).__name__}: pass the function itself, not its result")
+        raise CheckError(f"the check expected a function, but was given {describe(fn)} ({type(fn).__name__})",
+                         where="look at the argument you pass to the check: the name of your function, no ()",
+                         mistake="pass the function itself, not its result: check_x(my_fn), not check_x(my_fn(...))")
     try:
         return fn(*args, **kwargs)
     except NotImplementedError:
-        raise CheckError(
-            f"{name} is not written yet: replace `raise NotImplementedError()` with your code"
-        ) from None
+        raise CheckError(f"{name} is not written yet: it raised NotImplementedError",
+                         where=f"look in the cell that defines {name} for `raise NotImplementedError()`",
+                         mistake="replace `raise NotImplementedError()` with your code") from None
     except CheckError:
         raise
     except NotMovedError as error:
-        raise CheckError(f"{name} used a batch without moving it to the device: call .to(device) on every tensor "
-                         "of the batch before the model or the loss sees it. (Without a GPU nothing seems wrong; on "
-                         "a GPU this is the error 'Expected all tensors to be on the same device'.)") from error
+        raise CheckError(f"{name} used a batch without moving it to the device: a tensor of the batch reached the "
+                         "model or the loss still on the host",
+                         where="look at each tensor of the batch (inputs and labels) between the loader and the "
+                               "model or the loss",
+                         mistake="call .to(device) on every tensor of the batch before the model or the loss sees "
+                                 "it. (Without a GPU nothing seems wrong; on a GPU this is the error 'Expected all "
+                                 "tensors to be on the same device'.)") from error
     except Exception as error:
         shown = ", ".join([describe(a) for a in args] + [f"{k}={describe(v)}" for k, v in kwargs.items()])
-        raise CheckError(f"{name}({shown}) raised {type(error).__name__}: {error}") from error
+        raise CheckError(f"{name}({shown}) raised {type(error).__name__}: {error}",
+                         where=_where_raised(error)) from error
+
+
+# Where to look when the learner's code raised, by the words of the error; the default names the line.
+_WHERE_RAISED = (
+    (("shape", "size of tensor", "dimension", "mat1 and mat2", "expand", "broadcast"),
+     "look at the line that raised (listed below the message in a notebook): print the .shape of each tensor on it "
+     "and compare them with what that operation needs"),
+    (("dtype", "scalar type", "not implemented for"),
+     "look at the line that raised and print the .dtype of each tensor on it: two of them do not go together"),
+    (("device", "cuda", "mps"),
+     "look at the line that raised and print the .device of each tensor on it"),
+    (("index", "out of range", "out of bounds"),
+     "look at the line that raised and at each index on it: compare it with the size of the dim it indexes"),
+    (("grad", "backward", "leaf", "inplace", "in-place"),
+     "look at the line that raised and at the tensors that require grad on it (backward, in-place changes, .grad)"),
+)
+
+
+def _where_raised(error: Exception) -> str:
+    """Where to look when the learner's code raised ``error``: by its words, else the line it came from."""
+    text = str(error)
+    for words, where in _WHERE_RAISED:
+        if any(word.lower() in text.lower() for word in words):
+            return where
+    return ("look at the line of your code that raised (listed below the message in a notebook) and the values it "
+            "uses there")
 
 
 def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), **kwargs: Any) -> Any:
@@ -525,6 +558,8 @@ def _wrong_values(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: 
         bad = got != expected
         index = int(bad.flatten().nonzero()[0])
         shown = f"{got.flatten()[index].item()}, expected {expected.flatten()[index].item()}"
+    if bad.numel() == 1:  # one number: no index to give
+        return f"wrong values: it is {shown}"
     return f"wrong values: at flat index {index} it is {shown} ({int(bad.sum())} of {bad.numel()} elements are wrong)"
 
 

@@ -145,10 +145,12 @@ def check_points_dataset(cls: type, inputs: Sequence[tuple[list, list]] | None =
                           mistakes=[Mistake("the features are int64 because the lists held integers: "
                                             "convert with torch.tensor(features, dtype=torch.float32), "
                                             "since layers compute in float32",
-                                            lambda: torch.tensor(features)[i])])
+                                            lambda: torch.tensor(features)[i],
+                                            where="look at how the features are turned into a tensor (its dtype)")])
             expect_tensor(y, want_y, what=f"dataset[{i}][1], the label",
                           mistakes=[Mistake("labels are class indices and must be int64 (torch.long), which "
-                                            "is what CrossEntropyLoss expects", lambda: want_y.float())])
+                                            "is what CrossEntropyLoss expects", lambda: want_y.float(),
+                                            where="look at how the label is turned into a tensor (its dtype)")])
             checks += 1
     passed("PointsDataset", checks)
 
@@ -211,7 +213,8 @@ def check_fix_length(fn: Callable[[torch.Tensor, int], torch.Tensor],
     ]
     chosen = [(s, n) for s, n in inputs
               if part == "both" or (part == "crop") == (len(s) >= n)]
-    expect(chosen, f"no inputs to test for part={part!r}")
+    expect(chosen, f"no inputs to test for part={part!r}",
+           where="look at the inputs the check was called with (its part= argument)")
     for signal, length in chosen:
         with _filled_empty():
             got = call(fn, signal, length)
@@ -220,12 +223,15 @@ def check_fix_length(fn: Callable[[torch.Tensor, int], torch.Tensor],
                       given=signal if n == length else None,
                       mistakes=[_unwritten_mistake(lambda t: [t[n:]] if t.dim() == 1 else []),
                                 Mistake("you kept the last samples; crop from the start, signal[:length]",
-                                        lambda: signal[-length:] if n > length else None),
+                                        lambda: signal[-length:] if n > length else None,
+                                        where="look at which end of the signal you keep when it is too long"),
                                 Mistake("you padded at the start; pad with zeros at the end (right side), "
                                         "e.g. F.pad(signal, (0, length - len(signal)))",
-                                        lambda: torch.nn.functional.pad(signal, (length - n, 0)) if n < length else None),
+                                        lambda: torch.nn.functional.pad(signal, (length - n, 0)) if n < length else None,
+                                        where="look at which side the zeros go when the signal is too short"),
                                 Mistake(f"the signal came back unchanged ({n} samples); it must have exactly "
-                                        f"{length}", lambda: signal if n != length else None),
+                                        f"{length}", lambda: signal if n != length else None,
+                                        where="look at the branch for a signal whose length is not the wanted one"),
                                 Mistake(f"the zeros you appended are {torch.get_default_dtype()} (the default of "
                                         f"torch.zeros), so the {signal.dtype} signal was promoted: make the zeros "
                                         "with the signal's dtype (dtype=signal.dtype), or use F.pad",
@@ -359,17 +365,22 @@ def check_clip_dataset(cls: type, inputs: Sequence[ClipSpec] | None = None, part
                 raw = torch.from_numpy(np.load(expected.files[i]))
                 expect_tensor(clip, want_clip, what=f"dataset[{i}][0], the clip from {names[i]} ({len(raw)} samples)",
                               mistakes=[Mistake(f"every clip must have exactly {length} samples: crop or pad it "
-                                                "with fix_length", lambda: raw.float() if len(raw) != length else None),
+                                                "with fix_length", lambda: raw.float() if len(raw) != length else None,
+                                                where="look at where each clip gets its length"),
                                         Mistake("the file holds float64; convert the clip to float32 with .float()",
-                                                lambda: want_clip.double()),
+                                                lambda: want_clip.double(),
+                                                where="look at the clip's dtype after loading the file"),
                                         Mistake("you kept the last samples; crop from the start",
-                                                lambda: raw[-length:].float() if len(raw) > length else None),
+                                                lambda: raw[-length:].float() if len(raw) > length else None,
+                                                where="look at which end of the clip you keep when it is too long"),
                                         Mistake("you padded at the start; pad at the end",
                                                 lambda: torch.nn.functional.pad(raw, (length - len(raw), 0)).float()
-                                                if len(raw) < length else None)])
+                                                if len(raw) < length else None,
+                                                where="look at which side the zeros go when the clip is too short")])
                 expect(label == want_label,
                        f"dataset[{i}] ({names[i]}) has label {label}, expected {want_label}: the label is the index "
-                       f"of the file name's class (the part before '_') in classes={list(classes)}")
+                       f"of the file name's class (the part before '_') in classes={list(classes)}",
+                       where="look at how the label is computed from the file name")
             checks += 1
     passed(f"ClipDataset ({part})" if part != "both" else "ClipDataset", checks)
 
@@ -390,7 +401,8 @@ def _left_padded(batch: list[torch.Tensor]) -> torch.Tensor:
 
 def _pair(got: Any, name: str, size: int = 2) -> tuple:
     parts = "(padded, lengths)" if size == 2 else "(padded, lengths, labels)"
-    expect(isinstance(got, (tuple, list)) and len(got) == size, f"{name} should return {parts}, not {describe(got)}")
+    expect(isinstance(got, (tuple, list)) and len(got) == size, f"{name} should return {parts}, not {describe(got)}",
+           where=f"look at your return statement: it returns {parts}, in that order")
     return tuple(got)
 
 
@@ -415,21 +427,26 @@ def _padded_mistakes(batch: list[torch.Tensor], want: torch.Tensor) -> list[Mist
 
     return [
         Mistake("you padded on the left; put the zeros at the end of each sequence (right side)",
-                lambda: _left_padded(batch)),
+                lambda: _left_padded(batch),
+                where="look at which end of each row the sequence is copied to"),
         _unwritten_mistake(lambda t: [row[len(s):] for row, s in zip(t, batch)]
                            if t.dim() == want.dim() and t.shape[0] == len(batch) else []),
         Mistake(f"off by one: this batch's longest sequence has {longest} elements, so the padded batch "
                 f"needs exactly {longest} columns, no more, no fewer",
                 matches=lambda t: isinstance(t, torch.Tensor) and t.dim() == want.dim()
-                and t.shape[0] == len(batch) and abs(t.shape[1] - longest) == 1),
+                and t.shape[0] == len(batch) and abs(t.shape[1] - longest) == 1,
+                where="look at how you compute the number of columns of the padded batch"),
         Mistake(f"you padded to a fixed length instead of to this batch's longest sequence ({longest}): "
                 "compute the longest length from the batch itself",
-                matches=lambda t: prefix_matches(t) and t.shape[1] > longest + 1),
+                matches=lambda t: prefix_matches(t) and t.shape[1] > longest + 1,
+                where="look at where the number of columns comes from: this batch, or a constant?"),
         Mistake(f"the padded batch has dtype {torch.float32} but the sequences are {want.dtype}: create the "
-                "zeros with dtype=batch[0].dtype", lambda: want.float() if want.dtype != torch.float32 else None),
+                "zeros with dtype=batch[0].dtype", lambda: want.float() if want.dtype != torch.float32 else None,
+                where="look at how the padded tensor is created (its dtype=)"),
         Mistake("the padding value must be 0", matches=lambda t: isinstance(t, torch.Tensor) and t.shape == want.shape
                 and not torch.equal(t, want) and all(torch.equal(t[i, :len(s)], want[i, :len(s)])
-                                                      for i, s in enumerate(batch))),
+                                                      for i, s in enumerate(batch)),
+                where="look at how the padded tensor is created: the value it starts with"),
     ]
 
 
@@ -444,13 +461,16 @@ def _lengths_mistakes(lengths: list[int], longest: int, numels: list[int] | None
                 lambda: nonzero if nonzero is not None and nonzero.tolist() != lengths else _not_this(),
                 where="look at where the lengths come from"),
         Mistake("lengths should be a tensor: torch.tensor([...]) (int64)",
-                matches=lambda t: isinstance(t, (list, tuple)) and list(t) == lengths),
+                matches=lambda t: isinstance(t, (list, tuple)) and list(t) == lengths,
+                where="look at how you build the lengths you return"),
         Mistake(f"those are the lengths after padding (all {longest}): record each sequence's own length",
-                lambda: torch.full((len(lengths),), longest) if len(set(lengths)) > 1 else None),
+                lambda: torch.full((len(lengths),), longest) if len(set(lengths)) > 1 else None,
+                where="look at where the lengths come from: each sequence before padding"),
     ]
     if numels is not None and numels != lengths:
         mistakes.append(Mistake("you counted elements (numel); a sequence's length is its number of time steps, "
-                                "len(sequence) or sequence.shape[0]", lambda: torch.tensor(numels)))
+                                "len(sequence) or sequence.shape[0]", lambda: torch.tensor(numels),
+                                where="look at how you measure one sequence's length"))
     return mistakes
 
 
@@ -492,7 +512,8 @@ def check_collate_sequences(fn: Callable[[list[tuple[torch.Tensor, int]]], tuple
                       ("padded", "lengths", "labels"))
         expect_tensor(padded, want_padded, what=f"the padded batch for sequences of shapes {shapes}",
                       mistakes=[Mistake("pad_sequence puts time first by default ([longest, batch, ...]); "
-                                        "pass batch_first=True", lambda: pad_sequence(sequences)),
+                                        "pass batch_first=True", lambda: pad_sequence(sequences),
+                                        where="look at the pad_sequence call's arguments"),
                                 *_padded_mistakes(sequences, want_padded)])
         expect_tensor(lengths, want_lengths, what=f"the lengths for sequences of shapes {shapes}",
                       mistakes=_lengths_mistakes([len(s) for s in sequences], want_padded.shape[1],
@@ -501,7 +522,8 @@ def check_collate_sequences(fn: Callable[[list[tuple[torch.Tensor, int]]], tuple
         expect_tensor(labels, want_labels, what=f"the labels {label_list}",
                       mistakes=[Mistake("the labels are still a tuple or list: you forgot to convert them "
                                         "to a tensor, torch.tensor(labels)",
-                                        matches=lambda t: isinstance(t, (list, tuple)) and list(t) == label_list)])
+                                        matches=lambda t: isinstance(t, (list, tuple)) and list(t) == label_list,
+                                        where="look at what you return as the labels: a list, or a tensor?")])
     passed("collate_sequences", len(inputs))
 
 
@@ -535,25 +557,32 @@ def _stats_mistakes(dataset: TensorDataset, batch_size: int, which: str) -> list
     if which == "mean":
         return [Mistake("you averaged the per-batch means, but the last batch is smaller, so its pixels count "
                         "too much: add up sums and pixel counts over all batches, then divide once",
-                        lambda: sum(b.mean().item() for b in batches) / len(batches)),
+                        lambda: sum(b.mean().item() for b in batches) / len(batches),
+                        where="look at how the batches' results are combined: per batch, or by running totals?"),
                 Mistake(f"that is the mean times {pixels}, the number of pixels per image: you counted images "
                         "(len(images)), not pixels; n must count every pixel (images.numel())",
                         lambda: images.sum().item() / len(images) if pixels > 1 else _not_this(),
                         where="look at what your count n adds up per batch"),
                 Mistake("that is the mean of the first batch only; go through the whole dataset",
-                        lambda: batches[0].mean().item() if len(batches) > 1 else None)]
+                        lambda: batches[0].mean().item() if len(batches) > 1 else None,
+                        where="look at your loop over the loader: does it run over every batch?")]
     per_image = [torch.stack([img.std(correction=c) for img in images]).mean().item() for c in (0, 1)]
     per_batch = [sum(b.std(correction=c).item() for b in batches) / len(batches) for c in (0, 1)]
     per_pixel = [images.std(dim=0, correction=c).mean().item() for c in (0, 1)]
     return [
         *[Mistake("you computed a std per image and averaged them: that misses how much images differ from "
-                  "each other. Compute one std over all pixels of all images", (lambda v=v: v)) for v in per_image],
+                  "each other. Compute one std over all pixels of all images", (lambda v=v: v),
+                  where="look at which pixels each std is computed over") for v in per_image],
         *[Mistake("you averaged per-batch stds; compute one std over all pixels (accumulate the sum of "
-                  "squares across batches)", (lambda v=v: v)) for v in per_batch if len(batches) > 1],
+                  "squares across batches)", (lambda v=v: v),
+                  where="look at how the batches' results are combined: per batch, or by running totals?")
+          for v in per_batch if len(batches) > 1],
         *[Mistake("you took the std across images at each pixel position, then averaged: compute one std "
-                  "over all pixels at once", (lambda v=v: v)) for v in per_pixel],
+                  "over all pixels at once", (lambda v=v: v),
+                  where="look at which pixels each std is computed over") for v in per_pixel],
         Mistake("that is the variance; the standard deviation is its square root",
-                lambda: images.var(correction=0).item()),
+                lambda: images.var(correction=0).item(),
+                where="look at the last step, from the variance to the std"),
         Mistake("your variance came out negative, so its square root is complex: sum(x**2) / n - mean**2 is never "
                 "negative when the sums and n describe the same pixels; n must count every pixel (images.numel())",
                 matches=lambda got: isinstance(got, complex), where="look at the count you divide the sums by"),
@@ -616,7 +645,8 @@ def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
                              mistake="you kept every batch (in a list, or for torch.cat) to compute the statistics "
                                      "at the end: keep running totals (sums and a count) and let each batch go, so "
                                      "a dataset larger than memory works" if held[k] == k else None)
-        expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{shown} should return (mean, std), not {describe(got)}")
+        expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{shown} should return (mean, std), not {describe(got)}",
+               where="look at your return statement: it returns the mean and the std, in that order")
         if part in ("both", "mean") and batches and len(dataset) >= batch_size:
             expect(max(batches) == batch_size,
                    f"{shown}: your DataLoader fetched batches of up to {max(batches)} images; expected batches of "
@@ -740,9 +770,11 @@ def check_make_loaders(fn: Callable[..., tuple[DataLoader, DataLoader]],
             shown = f"make_loaders({n_train} training and {n_val} validation samples, batch_size={batch_size}, seed={seed}"
             got = call(fn, train_set, val_set, batch_size, seed, cpu)
             expect(isinstance(got, (tuple, list)) and len(got) == 2,
-                   f"{shown}, cpu) should return (train_loader, val_loader), not {describe(got)}")
+                   f"{shown}, cpu) should return (train_loader, val_loader), not {describe(got)}",
+                   where="look at your return statement: it returns the training loader, then the validation loader")
             expect(all(isinstance(loader, DataLoader) for loader in got),
-                   f"{shown}, cpu) should return two DataLoader objects, not {describe(got[0])} and {describe(got[1])}")
+                   f"{shown}, cpu) should return two DataLoader objects, not {describe(got[0])} and {describe(got[1])}",
+                   where="look at what you build and return: torch.utils.data.DataLoader objects")
             on_cuda = call(fn, train_set, val_set, batch_size, seed, cuda)
             on_cuda1 = call(fn, train_set, val_set, batch_size, seed, torch.device("cuda", 1))  # a CUDA GPU too
             on_mps = call(fn, train_set, val_set, batch_size, seed, torch.device("mps"))  # a GPU that is not CUDA
@@ -860,11 +892,14 @@ def check_loading_share(fn: Callable[[float, float], float],
         got = call(fn, load_ms, step_ms)
         expect_close(got, ref.loading_share(load_ms, step_ms), what=shown, python_number=True, mistakes=[
             Mistake("that is the training step's share; the loading share is load / (load + step)",
-                    lambda: step_ms / (load_ms + step_ms)),
+                    lambda: step_ms / (load_ms + step_ms),
+                    where="look at the numerator: which of the two times is loading?"),
             Mistake("that is load / step, a ratio of the two; the share of the whole is load / (load + step)",
-                    lambda: load_ms / step_ms),
+                    lambda: load_ms / step_ms,
+                    where="look at the denominator: the whole is load plus step"),
             Mistake("that is a percentage; return a fraction between 0 and 1",
-                    lambda: 100 * load_ms / (load_ms + step_ms)),
+                    lambda: 100 * load_ms / (load_ms + step_ms),
+                    where="look at the scale of what you return: a fraction, not a percentage"),
         ])
     passed("loading_share", len(inputs))
 

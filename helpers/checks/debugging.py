@@ -187,7 +187,9 @@ def attempt(fn: Callable[..., Any], *args: Any, seed: int | None = None, allow: 
     program change its model).
     """
     if not callable(fn):
-        raise CheckError(f"expected a function or a class, got {describe(fn)}: pass the function itself, not its result")
+        raise CheckError(f"the check expected a function or a class, but was given {describe(fn)}",
+                         where="look at the argument you pass to the check: the name of your function or class, no ()",
+                         mistake="pass the function itself, not its result")
     if allow is None:
         allow = Allow(modes=True, global_rng=True)
     with torch.random.fork_rng(devices=[]):
@@ -196,8 +198,9 @@ def attempt(fn: Callable[..., Any], *args: Any, seed: int | None = None, allow: 
         try:
             return Outcome(value=call(fn, *args, allow=allow, **kwargs))
         except NotImplementedError:
-            raise CheckError(f"{getattr(fn, '__name__', 'your code')} is not written yet: "
-                             "replace `raise NotImplementedError()` with the fixed program") from None
+            raise CheckError(f"{getattr(fn, '__name__', 'your code')} is not written yet: it raised NotImplementedError",
+                             where="look in its cell for `raise NotImplementedError()`",
+                             mistake="replace `raise NotImplementedError()` with the fixed program") from None
         except CheckError as error:
             cause = error.__cause__  # call wraps the program's own exception: that is the evidence to read
             if isinstance(cause, Exception) and not isinstance(cause, CheckError):
@@ -263,7 +266,7 @@ def expect_fixed(
             raise failure(f"{what} still raises the error it was handed out with: {line}",
                           where=where, mistake=bug) from got.error
         hint = next((h for fragment, h in (hints or {}).items() if fragment in str(got.error)), None)
-        raise failure(f"{what} raises {line}", mistake=hint) from got.error
+        raise failure(f"{what} raises {line}", where=where, mistake=hint) from got.error
     if same(got.value, want):
         return got.value
     if broken.error is None and same(got.value, broken.value):
@@ -273,7 +276,7 @@ def expect_fixed(
         raise failure(shows(got.value), where=where, mistake=mistake.message)
     if differs is not None:
         differs(got.value, want)
-    raise failure(shows(got.value))
+    raise failure(shows(got.value), where=where)
 
 
 def _number(what: str) -> Callable[[Any, Any], None]:
@@ -577,10 +580,12 @@ def check_loss_from_table(fn: Callable[..., torch.Tensor], inputs: Sequence[tupl
                      mistakes=[
                          Mistake("clamping moves label 10 onto class 9 and leaves every other label off by one: "
                                  "the table's numbers are the class indices plus one",
-                                 lambda: F.cross_entropy(logits, numbers.clamp(max=9))),
+                                 lambda: F.cross_entropy(logits, numbers.clamp(max=9)),
+                                 where="look at how the table's label numbers become class indices"),
                          Mistake("% 10 turns label 10 into class 0 and leaves every other label off by one: "
                                  "the table's numbers are the class indices plus one",
-                                 lambda: F.cross_entropy(logits, numbers % 10)),
+                                 lambda: F.cross_entropy(logits, numbers % 10),
+                                 where="look at how the table's label numbers become class indices"),
                      ],
                      hints={"multi-target": "the labels still have a second dimension, [N, 1]: cross_entropy "
                                             "wants shape [N]",
@@ -655,7 +660,8 @@ def check_gated_block(cls: type, inputs: Sequence[tuple[int, int, int]] | None =
                      symptom=grads_symptom,
                      mistakes=[Mistake("detach() (or no_grad) cut sigmoid out of the graph: that hides the error "
                                        "and the gate no longer learns. Compute the product as a new tensor instead",
-                                       matches=_no_gradient("gate.weight", want))],
+                                       matches=_no_gradient("gate.weight", want),
+                                       where="look at how the gate's output is combined with the input in forward")],
                      differs=lambda got, expected: _differs_grads(what, got, expected))
     passed("GatedBlock", len(inputs))
 
@@ -771,10 +777,12 @@ def check_fit(fn: Callable[..., list[float]], inputs: Sequence[FitCase] | None =
                      mistakes=[
                          Mistake("zero_grad() runs between backward() and step(), so every step applies zero "
                                  "gradients and the weights never change. Zero them before backward()",
-                                 lambda: _fit_run(_zero_grad_late, case).value),
+                                 lambda: _fit_run(_zero_grad_late, case).value,
+                                 where="look at the order of zero_grad, backward and step in each iteration"),
                          Mistake("the gradients are never zeroed: each step applies the sum of every gradient so "
                                  "far. Zero them at every step, before backward()",
-                                 lambda: _fit_run(_no_zero_grad, case).value),
+                                 lambda: _fit_run(_no_zero_grad, case).value,
+                                 where="look at what happens to the gradients between one step and the next"),
                      ],
                      differs=differs)
     passed("fit", len(inputs))

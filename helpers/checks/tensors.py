@@ -372,18 +372,24 @@ def check_class_means(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tens
         expect_tensor(got, ref.class_means(features, labels, num_classes), what=what, mistakes=[
             Mistake(f"class(es) {empty} have no examples and your rows for them are NaN (0 / 0); the task asks for "
                     "zeros there", matches=lambda g: isinstance(g, torch.Tensor) and bool(empty)
-                    and g.shape == sums.shape and bool(g[empty].isnan().any())),
+                    and g.shape == sums.shape and bool(g[empty].isnan().any()),
+                    where="look at what your division does for a class with no examples (a count of 0)"),
             Mistake(f"you divided every class's sum by the number of examples ({len(labels)}); "
-                    "a mean divides by that class's own count", lambda: sums / len(labels)),
-            Mistake("those are the sums of each class's features, not their means", lambda: sums),
+                    "a mean divides by that class's own count", lambda: sums / len(labels),
+                    where="look at what you divide each class's sum by"),
+            Mistake("those are the sums of each class's features, not their means", lambda: sums,
+                    where="look at the last step: from each class's sum to its mean"),
             Mistake("your result is transposed: one row per class, one column per feature",
-                    lambda: (sums / counts.clamp(min=1)[:, None]).T),
+                    lambda: (sums / counts.clamp(min=1)[:, None]).T,
+                    where="look at which dim of the result runs over the classes"),
             Mistake(f"you took the number of classes from the largest label ({int(labels.max()) + 1}); use num_classes "
                     f"({num_classes}): a class may have no examples", matches=lambda g: isinstance(g, torch.Tensor)
-                    and g.dim() == 2 and g.shape[0] == int(labels.max()) + 1 != num_classes),
+                    and g.dim() == 2 and g.shape[0] == int(labels.max()) + 1 != num_classes,
+                    where="look at where the number of rows comes from: the num_classes argument, or the labels?"),
             Mistake("the counts were divided along the wrong dimension: they have one value per class, so they must "
                     "line up with the rows (shape [C, 1]), not with the columns",
-                    lambda: sums / counts.clamp(min=1)),
+                    lambda: sums / counts.clamp(min=1),
+                    where="look at the shape of the counts when you divide: do they line up with the rows?"),
         ], given=features)
         problem = _meta_device_problem(fn, features, labels, num_classes)
         expect(problem is None, f"{what}, with the same inputs on another device ('meta'): {problem}; the result "
