@@ -315,7 +315,8 @@ def check_save_checkpoint_resume_state(fn: Callable[..., None], inputs: Sequence
                    "its own generator, so save generator.get_state()")
             expect(not isinstance(checkpoint["loader_rng"], int),
                    f"{what}: checkpoint['loader_rng'] is a number (a seed?); a seed restarts the loader's random "
-                   "stream from its beginning. Save the generator's current state, generator.get_state()")
+                   "stream from its beginning. Save the generator's current state, generator.get_state()",
+                   where="look at what you store under 'loader_rng'")
             _compare_entry(checkpoint, "loader_rng", want["loader_rng"], what, "generator.get_state()")
             for key in CHECKPOINT_KEYS:  # resuming reads every entry (a missing one is named by the basics check)
                 _expect_entry(checkpoint, key, what)
