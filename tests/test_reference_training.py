@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -134,3 +135,15 @@ def test_spirals_are_learnable_but_not_by_chance():
     untrained = checks.SpiralNet()
     assert checks.spiral_accuracy(untrained, checks.make_spirals(2000, 100)) < 0.6
     assert untrained.training  # spiral_accuracy hands the model back in the mode it came in
+
+
+@pytest.mark.parametrize("bug", ["scheduler_first", "per_epoch", "no_clipping", "clip_each"])
+def test_fit_history_is_graded_apart_from_the_updates(bug):
+    """One bug, one cell: a fit whose only mistake is in its updates keeps the history cell's point."""
+    variant = {"scheduler_first": checks._fit_variant(scheduler_first=True),
+               "per_epoch": checks._fit_variant(per_epoch=True),
+               "no_clipping": checks._fit_variant(clip="none"),
+               "clip_each": checks._fit_variant(clip="each")}[bug]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        checks.check_fit_history(variant)

@@ -208,8 +208,26 @@ def _run_save(fn: Callable[..., Any], case: Case, folder: Path) -> tuple[dict, d
     epoch, loss = case.interrupt_after - 1, 0.125 + case.seed
     want = _saved_states(s, epoch, loss)
     path = folder / "checkpoint.pt"
+    loader_state = s.generator.get_state()
     call(fn, path, s.model, s.optimizer, s.scheduler, s.generator, epoch, loss)
+    _expect_generator_kept(s.generator, loader_state, f"save_checkpoint on {case}")
     return _read_checkpoint(path, f"save_checkpoint on {case}"), want
+
+
+def _expect_generator_kept(generator: torch.Generator, before: torch.Tensor, what: str) -> None:
+    """Saving reads the loader's generator; it must not change it (the run goes on after the save)."""
+    # (the framework's call() does not compare torch.Generator arguments yet)
+    after = generator.get_state()
+    if torch.equal(after, before):
+        return
+    reseeded = torch.equal(after, torch.Generator().manual_seed(generator.initial_seed()).get_state())
+    raise CheckError(f"{what}: the loader's generator you were given has another state after the call, so the run "
+                     "that goes on after saving shuffles its data differently than it would have",
+                     where="look at every call on generator: get_state() reads it; seed(), manual_seed() and "
+                           "drawing with it change it",
+                     mistake=("generator.seed() does not return the seed: it reseeds the generator with a fresh "
+                              "random seed; save generator.get_state(), which reads the state without changing it"
+                              if reseeded else None))
 
 
 def check_save_checkpoint_basics(fn: Callable[..., None], inputs: Sequence[Case] | None = None) -> None:
@@ -249,7 +267,14 @@ def check_save_checkpoint_resume_state(fn: Callable[..., None], inputs: Sequence
                    "you were given",
                    where="look at the value you store under 'loader_rng'",
                    mistake="the DataLoader shuffles with its own generator, so save generator.get_state()")
+            expect(not isinstance(checkpoint["loader_rng"], int),
+                   f"{what}: checkpoint['loader_rng'] is a number (a seed?), not a generator state",
+                   where="look at what you store under 'loader_rng'",
+                   mistake="a seed restarts the loader's random stream from its beginning. Save the generator's "
+                           "current state, generator.get_state()")
             _compare_entry(checkpoint, "loader_rng", want["loader_rng"], what, "generator.get_state()")
+            for key in CHECKPOINT_KEYS:  # resuming reads every entry (a missing one is named by the basics check)
+                _expect_entry(checkpoint, key, what)
             resumed = _setup(case, restart=True)
             ref.load_checkpoint(folder / "checkpoint.pt", *resumed[:3], resumed.generator)
             for _ in range(case.interrupt_after, case.epochs):
@@ -262,6 +287,11 @@ def check_save_checkpoint_resume_state(fn: Callable[..., None], inputs: Sequence
 
 
 # ---------------------------------------------------------------- load_checkpoint
+
+
+def _fresh_loader_state(case: Case) -> torch.Tensor:
+    """The state of the loader generator a restarted process builds (``_setup(case, restart=True)``), untouched."""
+    return torch.Generator().manual_seed(case.seed + 5000).get_state()
 
 
 def _run_load(fn: Callable[..., Any], case: Case, folder: Path) -> tuple[Any, Setup, dict, dict]:
@@ -286,7 +316,8 @@ def _call_loading(fn: Callable[..., Any], what: str, *args: Any, allow: Allow = 
     On a machine without a GPU, torch.load without map_location fails on such a file; on one with
     a GPU it would succeed, so a spy on torch.load also requires a map_location there.
     """
-    with mock.patch.object(torch, "load", wraps=torch.load) as spy:
+    _RNG_SETS.clear()
+    with mock.patch.object(torch, "load", wraps=torch.load) as spy, _rng_sets_recorded():
         try:
             result = call(fn, *args, allow=allow)
         except CheckError as error:
@@ -294,8 +325,7 @@ def _call_loading(fn: Callable[..., Any], what: str, *args: Any, allow: Allow = 
             if CUDA_ERROR in cause:
                 raise CheckError(f"{what}: torch.load raised RuntimeError: the file's tensors were saved on 'cuda:0' "
                                  "and this machine has no GPU", where="look at how you call torch.load",
-                                 mistake="without map_location, torch.load puts every tensor back on the device it "
-                                 "was saved from; pass map_location='cpu'") from None
+                                 mistake=_map_location_mistake(spy, "cuda:0")) from None
             message = next((m for needle, m in hints if needle in cause), None)
             if message:
                 raise CheckError(f"{what} raised {type(error.__cause__).__name__}: {cause.splitlines()[0][:160]}",
@@ -307,6 +337,37 @@ def _call_loading(fn: Callable[..., Any], what: str, *args: Any, allow: Allow = 
            where="look at how you call torch.load",
            mistake="on a machine with a GPU the tensors would go back to cuda:0; pass map_location='cpu'")
     return result
+
+
+def _map_location_mistake(spy: mock.MagicMock, gpu: str) -> str:
+    """Why torch.load (spied on) put tensors back on ``gpu``: no map_location, or a dict that does not name it."""
+    maps = [c.kwargs.get("map_location", c.args[1] if len(c.args) > 1 else None) for c in spy.call_args_list]
+    renamed = next((m for m in maps if isinstance(m, dict)), None)
+    if renamed is not None:
+        return (f"map_location={renamed!r} maps only the devices it names, and this file comes from '{gpu}'; "
+                "pass map_location='cpu', which maps every device")
+    if any(m is not None for m in maps):
+        return "your map_location still sends the tensors to a GPU; pass map_location='cpu'"
+    return ("without map_location, torch.load puts every tensor back on the device it was saved from; "
+            "pass map_location='cpu'")
+
+
+# The states the learner's function passed to torch.set_rng_state during the last _call_loading
+_RNG_SETS: list[torch.Tensor] = []
+
+
+@contextmanager
+def _rng_sets_recorded() -> Iterator[None]:
+    """Record every state handed to torch.set_rng_state (under both of its names) while open."""
+    real = torch.random.set_rng_state
+
+    def recording(new_state: torch.Tensor) -> None:
+        _RNG_SETS.append(new_state.clone() if isinstance(new_state, torch.Tensor) else new_state)
+        real(new_state)
+
+    with mock.patch.object(torch, "set_rng_state", recording), mock.patch.object(torch.random, "set_rng_state",
+                                                                                 recording):
+        yield
 
 
 def check_load_checkpoint_states(fn: Callable[..., int], inputs: Sequence[Case] | None = None) -> None:
@@ -349,12 +410,30 @@ def check_load_checkpoint_resume(fn: Callable[..., int], inputs: Sequence[Case] 
                where="look at what happens to checkpoint['scheduler'] in your function",
                mistake="call scheduler.load_state_dict(checkpoint['scheduler']); otherwise the learning rate "
                        "starts again from its first value")
+        restored = any(isinstance(state, torch.Tensor) and same_value(state, want["torch_rng"])
+                       for state in _RNG_SETS)
+        expect(same_value(torch_rng, want["torch_rng"]) or not restored,
+               f"{what}: when your function returned, torch's global random state was not the saved one, although "
+               "it called torch.set_rng_state(checkpoint['torch_rng']): something drew from (or reseeded) the "
+               "global generator after that call",
+               where="look at what runs after torch.set_rng_state: a forward pass through dropout, torch.rand..., "
+                     "a layer built, a seed",
+               mistake="restore the random states last, just before returning, and draw nothing after them: the "
+                       "first draw after loading must be the uninterrupted run's next one")
         expect(same_value(torch_rng, want["torch_rng"]),
                f"{what}: the global random state was not restored: after your call it differs from the saved one",
                where="look at what happens to checkpoint['torch_rng'] in your function",
                mistake="restore it with torch.set_rng_state(checkpoint['torch_rng']). Otherwise dropout draws "
                        "different masks than the uninterrupted run")
-        expect(same_value(fresh.generator.get_state(), want["loader_rng"]),
+        loader_state = fresh.generator.get_state()
+        expect(not same_value(loader_state, _fresh_loader_state(case)) or same_value(loader_state, want["loader_rng"]),
+               f"{what}: the loader's random state was not restored: the generator you were given still holds the "
+               "state it had before the call, so the data is shuffled in a different order than the uninterrupted "
+               "run", where="look at which generator object you restore: it must be the one you were given",
+               mistake="call set_state(checkpoint['loader_rng']) on the generator argument itself: the DataLoader "
+                       "shuffles with that object, and a torch.Generator() built inside your function is another "
+                       "one that nothing uses")
+        expect(same_value(loader_state, want["loader_rng"]),
                f"{what}: the loader's random state was not restored: after your call the generator's state differs "
                "from the saved checkpoint['loader_rng']",
                where="look at what happens to checkpoint['loader_rng'] in your function",
@@ -475,6 +554,14 @@ def _expect_epochs(case: Case, first: int, crashed: bool, second: int, saved: di
            f"left records epoch {k} as finished", where="look at where in the loop you save",
            mistake="you saved before run_epoch ran: a checkpoint marks its epoch finished, so save after "
                    "run_epoch returns")
+    unsaved = [e for e in range(k) if e not in saved_before]
+    # only when the function saves through save_checkpoint: one that calls torch.save itself leaves no log
+    expect(not (saved_before and unsaved),
+           f"{what}: before the stop, epochs 0 to {k - 1} finished and your function saved a checkpoint after "
+           f"epochs {sorted(set(saved_before))} only (none after epoch {unsaved[0] if unsaved else ''})",
+           where="look at the condition around save_checkpoint in your loop",
+           mistake="a job can be stopped after any epoch: save a checkpoint at the end of every epoch, or the "
+                   "epochs since the last save are lost")
     if second == n and loaded:
         raise CheckError(f"{what}: after the restart your function loaded the checkpoint (load_checkpoint returned "
                          f"{loaded[0]}) and then ran {second} epochs; {n - k} were left ({n} in all)",
@@ -510,10 +597,19 @@ def _second_interruption(fn: Callable[..., Any], case: Case) -> tuple[Any, int]:
     Returns the epoch recorded in the checkpoint after the second stop and the epochs the last run ran.
     """
     name = getattr(fn, "__name__", "train_resumable")
-    with substitute(fn, save_checkpoint=ref.save_checkpoint, load_checkpoint=ref.load_checkpoint), \
+    _SAVED_AFTER_RESTART.clear()
+    saved_now: list[int] = []
+    save = ref.save_checkpoint  # now: for the reference itself, its own name is swapped below too
+
+    def saving(path, model, optimizer, scheduler, generator, epoch, loss):
+        saved_now.append(epoch)
+        return save(path, model, optimizer, scheduler, generator, epoch, loss)
+
+    with substitute(fn, save_checkpoint=saving, load_checkpoint=ref.load_checkpoint), \
             _workspace() as folder:
         path = folder / "run.pt"
         for stop_after, restart in ((case.interrupt_after, False), (1, True)):
+            saved_now.clear()
             s = _setup(case, restart=restart)
             try:
                 fn(s.model, s.optimizer, s.scheduler, s.loader, s.generator, case.epochs, path, _Counter(stop_after))
@@ -523,6 +619,7 @@ def _second_interruption(fn: Callable[..., Any], case: Case) -> tuple[Any, int]:
                 raise CheckError(f"{name} raised {type(error).__name__} when restarted: {error}",
                                  where="look at the path your function takes when the checkpoint file already "
                                        "exists (the restart): loading it and the loop after it") from error
+        _SAVED_AFTER_RESTART[:] = saved_now
         saved = torch.load(path, map_location="cpu", weights_only=False).get("epoch") if path.exists() else None
         last, r = _Counter(), _setup(case, restart=True)
         try:
@@ -534,6 +631,10 @@ def _second_interruption(fn: Callable[..., Any], case: Case) -> tuple[Any, int]:
     return saved, last.calls
 
 
+# The epochs the learner's function saved (through save_checkpoint) in the run restarted by _second_interruption
+_SAVED_AFTER_RESTART: list[int] = []
+
+
 def check_resume_epochs(fn: Callable[..., None], inputs: Sequence[Case] | None = None) -> None:
     """A checkpoint after every epoch; after a restart exactly the remaining epochs run, also after a second stop."""
     inputs = inputs if inputs is not None else DEFAULT_CASES
@@ -543,6 +644,12 @@ def check_resume_epochs(fn: Callable[..., None], inputs: Sequence[Case] | None =
         if case.epochs - case.interrupt_after >= 2:  # room for a second stop after one resumed epoch
             k = case.interrupt_after
             recorded, last = _second_interruption(fn, case)
+            saves = list(_SAVED_AFTER_RESTART)
+            expect(recorded == k or not saves or k in saves,
+                   f"train_resumable on {case}: stopped after {k} epochs, restarted, and stopped again after one "
+                   f"more epoch (epoch {k}), the checkpoint records epoch {recorded}: after the restart your function "
+                   f"saved after epochs {saves} only", where="look at the condition around save_checkpoint",
+                   mistake="a job can be stopped after any epoch: save a checkpoint at the end of every epoch")
             expect(recorded == k, f"train_resumable on {case}: stopped after {k} epochs, restarted, and stopped "
                    f"again after one more epoch, the checkpoint records epoch {recorded}; epochs 0 to {k} are "
                    f"finished, so it should record {k}",
@@ -602,16 +709,10 @@ def check_load_on_cpu(fn: Callable[[Path], dict], inputs: Sequence[int] | None =
                     got = call(fn, path)
             except CheckError as error:
                 if CUDA_ERROR in str(error):
-                    maps = [c.kwargs.get("map_location", c.args[1] if len(c.args) > 1 else None)
-                            for c in spy.call_args_list]
-                    renamed = next((m for m in maps if isinstance(m, dict)), None)
                     raise CheckError(f"{what}: torch.load tried to put the tensors back on '{gpu}', where they "
                                      "were saved, and this machine has no GPU",
                                      where="look at the map_location you pass to torch.load",
-                                     mistake=(f"map_location={renamed!r} maps only the devices it names, and this "
-                                              f"file comes from '{gpu}'; pass map_location='cpu', which maps every "
-                                              "device" if renamed is not None else
-                                              "pass map_location='cpu'")) from None
+                                     mistake=_map_location_mistake(spy, gpu)) from None
                 raise
         expect(isinstance(got, dict) and got.keys() == want.keys(),
                f"{what} should return the whole checkpoint (a dict with keys {sorted(want)}), not {describe(got)}",

@@ -297,6 +297,17 @@ def check_accuracy(fn: Callable[[torch.Tensor, torch.Tensor], float],
             Mistake("that is a percentage; return a fraction between 0 and 1",
                     lambda: 100 * want,
                     where="look at the scale of what you return: a fraction, not a percentage"),
+            Mistake(f"you compared a [{len(targets)}] tensor with a [{len(targets)}, 1] one (argmax with "
+                    f"keepdim=True, or an unsqueeze): they broadcast to a {len(targets)} x {len(targets)} table of "
+                    "every prediction against every target, and its mean is not the accuracy. Compare two "
+                    f"[{len(targets)}] tensors",
+                    lambda: (logits.argmax(dim=1, keepdim=True) == targets).float().mean().item(),
+                    where="look at the shapes of the two tensors you compare"),
+            Mistake("you took the softmax over dim=0 (down the batch), which changes which class wins in a row; "
+                    "the argmax over dim=1 of the raw scores is already the prediction (a softmax over dim=1 "
+                    "would not change it)",
+                    lambda: (logits.softmax(dim=0).argmax(dim=1) == targets).float().mean().item(),
+                    where="look at every dim= you pass"),
         ]
         plain = _plain(got)
         if not same_value(plain, want):
@@ -305,7 +316,8 @@ def check_accuracy(fn: Callable[[torch.Tensor, torch.Tensor], float],
             mistake = explaining[0] if len(explaining) == 1 else None
             if mistake is not None:
                 raise CheckError(f"{what} returned {plain!r}; expected {want!r}",
-                                 where="look at which dim you take the argmax over and what you divide by",
+                                 where=mistake.where or "look at which dim you take the argmax over and what you "
+                                                        "divide by",
                                  mistake=mistake.message)
         if isinstance(got, torch.Tensor):
             raise CheckError(f"{what} returned a tensor ({describe(got)}); expected a Python float",
@@ -722,6 +734,9 @@ def _fit_variant(clip: str = "norm", fixed_norm: float | None = None, scheduler_
                     nn.utils.clip_grad_norm_(model.parameters(), fixed_norm or max_norm)
                 elif clip == "value":
                     nn.utils.clip_grad_value_(model.parameters(), max_norm)
+                elif clip == "each":
+                    for parameter in model.parameters():
+                        nn.utils.clip_grad_norm_([parameter], max_norm)
                 if scheduler_first and not per_epoch:
                     scheduler.step()
                 optimizer.step()
@@ -747,14 +762,34 @@ def _run_fit(fn: Callable[..., Any], fit_case: FitCase, *, one_cycle: bool, clip
         else:
             scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
         max_norm = fit_case.max_norm if clip else NO_CLIPPING
+        loss_fn = _LossLog(_loss_fn())
         # task: "trains for `epochs` passes", "The scheduler ... must advance in step with the updates" (and "may
         # be left in training mode"): model, optimizer and scheduler change. This model has no dropout, so a
         # correct fit leaves the global random stream alone: that rule stays on.
-        result = _call(fn, model, loader, _loss_fn(), optimizer, scheduler, CPU, epochs, max_norm,
+        result = _call(fn, model, loader, loss_fn, optimizer, scheduler, CPU, epochs, max_norm,
                        hints=[("Tried to step", "you stepped the scheduler more often than once per batch "
                                "(OneCycleLR refuses to go past its last step)")],
                        allow=Allow(changed=(model, optimizer, scheduler)))
+    _LAST_LOSSES[:] = list(loss_fn.values)
     return result, _state(model), scheduler, len(loader), seen
+
+
+class _LossLog(nn.Module):
+    """``loss_fn`` that remembers the value of every loss it computed with gradient tracking on (one per batch)."""
+
+    def __init__(self, loss_fn: nn.Module) -> None:
+        super().__init__()
+        self.loss_fn = loss_fn
+        object.__setattr__(self, "values", [])  # outside the module's state: the caller's loss_fn stays unchanged
+
+    def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        loss = self.loss_fn(logits, targets)
+        if loss.requires_grad:
+            self.values.append(loss.item())
+        return loss
+
+
+_LAST_LOSSES: list[float] = []  # every batch loss the last _run_fit's function computed through the loss_fn
 
 
 def check_fit_schedule(fn: Callable[..., list[float]], inputs: Sequence[FitCase] | None = None) -> None:
@@ -816,6 +851,11 @@ def check_fit_clipping(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
             Mistake("you clipped to a fixed norm of 1.0; use the max_norm argument",
                     lambda: twin(_fit_variant(fixed_norm=1.0)),
                     where="look at the arguments of your clipping call"),
+            Mistake("you clipped each parameter's gradient to max_norm on its own; clip_grad_norm_ takes all the "
+                    "parameters at once and scales them together, so that their total norm (over every gradient "
+                    "as one vector) is at most max_norm: pass model.parameters() in one call",
+                    lambda: twin(_fit_variant(clip="each")),
+                    where="look at the arguments of your clipping call"),
         ]
         if not same_value(got, want):
             mistake = next((m for m in mistakes if m.explains(got)), None)
@@ -827,12 +867,19 @@ def check_fit_clipping(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
 
 
 def check_fit_history(fn: Callable[..., list[float]], inputs: Sequence[FitCase] | None = None) -> None:
-    """fit returns one float per batch: loss.item(), never the loss tensor."""
+    """fit returns one float per batch: loss.item(), never the loss tensor.
+
+    One bug, one cell: where the updates differ from the reference's (the schedule and clipping checks grade
+    those), the history is compared with the losses the learner's own run computed through ``loss_fn``; where
+    those cannot be told apart (not one loss per batch), a mismatch after the first update says the updates
+    are the cause.
+    """
     inputs = inputs if inputs is not None else DEFAULT_FIT_CASES
     for fit_case in inputs:
-        got, _, _, batches, _ = _run_fit(fn, fit_case, one_cycle=True, clip=True)
+        got, state, _, batches, _ = _run_fit(fn, fit_case, one_cycle=True, clip=True)
+        own_losses = list(_LAST_LOSSES)
         what = f"fit on {fit_case}"
-        want = _run_fit(ref.fit, fit_case, one_cycle=True, clip=True)[0]
+        want, want_state = _run_fit(ref.fit, fit_case, one_cycle=True, clip=True)[:2]
         expect(got is not None, f"{what} returned None; expected the list of every batch's loss",
                where="look at the end of fit: its return statement")
         expect(isinstance(got, list), f"{what} should return a list of floats, not {describe(got)}",
@@ -855,7 +902,20 @@ def check_fit_history(fn: Callable[..., list[float]], inputs: Sequence[FitCase] 
                f"{what}: the history has {len(got)} values; it should have one per batch, "
                f"{fit_case.epochs} epochs x {batches} batches = {len(want)}",
                where="look at where you append to the history: once for every batch of every epoch?")
+        if not same_value(state, want_state) and len(own_losses) == len(want):
+            # one bug, one cell: the schedule and clipping cells grade the updates; here the history must hold
+            # the losses your own run computed, one per batch
+            for i, (value, expected) in enumerate(zip(got, own_losses)):
+                expect_close(value, expected, what=f"{what}: history[{i}] (the loss your run computed for batch {i})")
+            continue
         for i, (value, expected) in enumerate(zip(got, want)):
+            # the first loss comes before any update: only later ones can differ because of the updates
+            if i > 0 and not same_value(state, want_state) and not same_value(value, expected):
+                raise CheckError(f"{what}: history[{i}] should be {expected:.6g}, but yours is "
+                                 f"{f'{value:.6g}' if isinstance(value, (int, float)) else describe(value)}; "
+                                 "your parameter updates differ from the reference's, so the losses after the first "
+                                 "update cannot match: fix the updates first (the schedule and clipping checks say how)",
+                                 where="look at the order of the calls for each batch and at which loss you record")
             expect_close(value, expected, what=f"{what}: history[{i}]")
     passed("fit (loss history)", len(inputs))
 

@@ -667,3 +667,79 @@ LEARNER_CLASSES = [
 ]
 
 CASES = CASES + LEARNER_CLASSES
+
+
+# ---------------------------------------------------------------- issue 18, independent round 3: classes of mistakes
+
+
+def save_global_seed_for_loader(path, model, optimizer, scheduler, generator, epoch, loss):
+    _save(path, {**_entries(model, optimizer, scheduler, generator, epoch, loss), "loader_rng": torch.initial_seed()})
+
+
+def save_logs_a_fresh_seed(path, model, optimizer, scheduler, generator, epoch, loss):
+    entries = _entries(model, optimizer, scheduler, generator, epoch, loss)
+    print(f"saving epoch {epoch}, loader seed {generator.seed()}")  # seed() reseeds, it does not read
+    _save(path, entries)
+
+
+def save_draws_a_run_id(path, model, optimizer, scheduler, generator, epoch, loss):
+    run_id = int(torch.randint(0, 1000, (1,), generator=generator))  # draws from the caller's loader generator
+    _save(path, {**_entries(model, optimizer, scheduler, generator, epoch, loss), "run_id": run_id})
+
+
+def save_pytorch_tutorial_keys(path, model, optimizer, scheduler, generator, epoch, loss):
+    entries = _entries(model, optimizer, scheduler, generator, epoch, loss)
+    entries["state_dict"] = entries.pop("model")
+    _save(path, entries)
+
+
+def load_maps_a_named_device(path, model, optimizer, scheduler, generator):
+    checkpoint = torch.load(path, map_location={"cuda:1": "cpu"})  # the file comes from cuda:0
+    return _load_from(checkpoint, model, optimizer, scheduler, generator)
+
+
+def load_then_builds_a_layer(path, model, optimizer, scheduler, generator):
+    start = _load(path, model, optimizer, scheduler, generator)
+    torch.nn.Linear(2, 2)  # initialising a layer draws from the global generator just restored
+    return start
+
+
+def load_into_a_new_generator(path, model, optimizer, scheduler, generator):
+    checkpoint = torch.load(path, map_location="cpu")
+    start = _load_from({**checkpoint, "loader_rng": generator.get_state()}, model, optimizer, scheduler, generator)
+    restored = torch.Generator()
+    restored.set_state(checkpoint["loader_rng"])  # the DataLoader never sees this generator
+    return start
+
+
+def resume_saves_every_third_epoch(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    start = load_checkpoint_if_any(path, model, optimizer, scheduler, generator)
+    for epoch in range(start, epochs):
+        loss = run_epoch(model, loader, optimizer, scheduler)
+        if epoch % 3 == 2 or epoch == epochs - 1:
+            save_checkpoint(path, model, optimizer, scheduler, generator, epoch, loss)
+
+
+def resume_saves_even_epochs(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    start = load_checkpoint_if_any(path, model, optimizer, scheduler, generator)
+    for epoch in range(start, epochs):
+        loss = run_epoch(model, loader, optimizer, scheduler)
+        if epoch % 2 == 0:
+            save_checkpoint(path, model, optimizer, scheduler, generator, epoch, loss)
+
+
+ROUND_3_CLASSES = [
+    Reject(checks.check_save_checkpoint_resume_state, save_global_seed_for_loader,
+           "checkpoint['loader_rng'] is a number (a seed?)"),
+    Reject(checks.check_save_checkpoint_basics, save_logs_a_fresh_seed, "generator.seed() does not return the seed"),
+    Reject(checks.check_save_checkpoint_resume_state, save_logs_a_fresh_seed, "has another state after the call"),
+    Reject(checks.check_save_checkpoint_basics, save_draws_a_run_id, "has another state after the call"),
+    Reject(checks.check_save_checkpoint_resume_state, save_pytorch_tutorial_keys, "no 'model' entry"),
+    Reject(checks.check_load_checkpoint_states, load_maps_a_named_device, "maps only the devices it names"),
+    Reject(checks.check_load_checkpoint_resume, load_then_builds_a_layer, "something drew from (or reseeded)"),
+    Reject(checks.check_load_checkpoint_resume, load_into_a_new_generator, "on the generator argument itself"),
+    Reject(checks.check_resume_epochs, resume_saves_every_third_epoch, "at the end of every epoch"),
+    Reject(checks.check_resume_epochs, resume_saves_even_epochs, "after epochs [0] only"),
+]
+
+CASES = CASES + ROUND_3_CLASSES

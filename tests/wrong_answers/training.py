@@ -1092,3 +1092,72 @@ def fit_own_loss(model, loader, loss_fn, optimizer, scheduler, device, epochs=1,
 
 
 CASES = CASES + [Reject(checks.check_fit_schedule, fit_own_loss, "loss_fn you were given")]
+
+
+# ---------------------------------------------------------------- issue 18, independent round 3: classes of mistakes
+
+
+def accuracy_column_of_predictions(logits, targets):
+    # [N, 1] predictions against [N] targets: the comparison broadcasts to an N x N table
+    predictions = logits.max(dim=1, keepdim=True).indices
+    return torch.eq(predictions, targets).float().mean().item()
+
+
+def accuracy_softmax_over_batch(logits, targets):
+    probabilities = nn.functional.softmax(logits, dim=0)  # normalises each class over the batch
+    return (probabilities.argmax(dim=-1) == targets).double().mean().item()
+
+
+def fit_clips_layer_by_layer(model, loader, loss_fn, optimizer, scheduler, device, epochs=1, max_norm=1.0):
+    def clip_each_layer():
+        for layer in model.modules():
+            for parameter in layer.parameters(recurse=False):
+                nn.utils.clip_grad_norm_(parameter, max_norm)
+    return _fit_loop(model, loader, loss_fn, optimizer, scheduler, epochs, clip_each_layer)
+
+
+def fit_logs_a_recomputed_loss(model, loader, loss_fn, optimizer, scheduler, device, epochs=1, max_norm=1.0):
+    # two mistakes: a fixed clipping norm, and the history records a loss computed after the update
+    model.train()
+    history = []
+    for _ in range(epochs):
+        for inputs, targets in loader:
+            inputs, targets = inputs.to(device), targets.to(device)
+            optimizer.zero_grad()
+            loss_fn(model(inputs), targets).backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            with torch.no_grad():
+                history.append(loss_fn(model(inputs), targets).item())
+    return history
+
+
+def fit_schedule_per_epoch_logging_twice(model, loader, loss_fn, optimizer, scheduler, device, epochs=1, max_norm=1.0):
+    # the schedule is stepped once per epoch; the history itself is right, but the loss is computed twice per batch
+    model.train()
+    history = []
+    for _ in range(epochs):
+        for inputs, targets in loader:
+            inputs, targets = inputs.to(device), targets.to(device)
+            optimizer.zero_grad()
+            logits = model(inputs)
+            loss_fn(logits, targets).backward()
+            nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            optimizer.step()
+            history.append(loss_fn(logits, targets).item())
+        scheduler.step()
+    return history
+
+
+ROUND_3_CLASSES = [
+    Reject(checks.check_accuracy, accuracy_column_of_predictions, "broadcast to a 4 x 4 table"),
+    Reject(checks.check_accuracy, accuracy_softmax_over_batch, "softmax over dim=0"),
+    Reject(checks.check_fit_clipping, fit_clips_layer_by_layer, "clipped each parameter's gradient"),
+    # the history cell grades the history against the losses of the learner's own run
+    Reject(checks.check_fit_history, fit_logs_a_recomputed_loss, "the loss your run computed for batch 0"),
+    # ... and, where it cannot tell them apart, says that the updates are the cause
+    Reject(checks.check_fit_history, fit_schedule_per_epoch_logging_twice, "fix the updates first"),
+]
+
+CASES = CASES + ROUND_3_CLASSES
