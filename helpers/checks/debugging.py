@@ -748,9 +748,9 @@ def check_loss_from_table(fn: Callable[..., torch.Tensor], inputs: Sequence[tupl
         want = ref.loss_from_table(logits, column)
         got = attempt(fn, logits, column.clone())  # call's rules: the caller's column comes back unchanged
         broken = attempt(broken_loss_from_table, logits, column.clone())
-        expect_fixed(what, got, want, broken,
-                     where="print the shape, dtype and values of the labels as they reach cross_entropy, and compare "
-                           "them with what it expects: one class index per sample, 0 to 9",
+        labels_where = ("print the shape, dtype and values of the labels as they reach cross_entropy, and compare "
+                        "them with what it expects: one class index per sample, 0 to 9")
+        expect_fixed(what, got, want, broken, where=labels_where, error_where=labels_where,
                      bug="cross_entropy wants a 1-D tensor of int64 class indices from 0 to 9; the table gives an "
                          "[N, 1] float column numbered 1 to 10. Squeeze it to [N], convert it with .long() and "
                          "shift it down by one",
