@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterator, NamedTuple, Sequence
 import torch
 import torch.nn.functional as F
 from torch.optim.optimizer import register_optimizer_step_pre_hook
+from torch.overrides import TorchFunctionMode
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
@@ -239,6 +240,7 @@ def expect_fixed(
     mistakes: Sequence[Mistake] = (),
     hints: dict[str, str] | None = None,
     differs: Callable[[Any, Any], None] | None = None,
+    error_where: str | None = None,
 ) -> Any:
     """Pass when the learner's program ran and produced ``want``; otherwise raise the ladder for what is wrong.
 
@@ -255,6 +257,7 @@ def expect_fixed(
         hints: for an error the learner's program raises that the broken one did not, the named mistake
             per fragment of the message.
         differs: raises the message for a result that is simply different (default: a neutral one).
+        error_where: where to look for an error the broken program did not raise (default: none named).
     """
     def shows(value: Any) -> str:
         return symptom(value, want) if symptom is not None else \
@@ -266,7 +269,7 @@ def expect_fixed(
             raise failure(f"{what} still raises the error it was handed out with: {line}",
                           where=where, mistake=bug) from got.error
         hint = next((h for fragment, h in (hints or {}).items() if fragment in str(got.error)), None)
-        raise failure(f"{what} raises {line}", where=where, mistake=hint) from got.error
+        raise failure(f"{what} raises {line}", where=error_where or where, mistake=hint) from got.error
     if same(got.value, want):
         return got.value
     if broken.error is None and same(got.value, broken.value):
@@ -325,6 +328,12 @@ class Trace:
     steps: list[tuple[int, str, dict]] = field(default_factory=list)
     """per optimizer step: (event index, optimizer class, its hyperparameters)"""
     events: int = 0
+    modes: list[list[str]] = field(default_factory=list)
+    """per forward of the model: every submodule (the model itself as '') in training mode, whatever its kind"""
+    backwards: int = 0
+    """how many gradients backward passes accumulated into the model's parameters so far"""
+    step_grads: list[tuple[int, bool]] = field(default_factory=list)
+    """per optimizer step: (gradients accumulated before it, whether any gradient it applies is nonzero)"""
 
     def training_forwards(self) -> list[tuple[int, int, list[str], list[str]]]:
         """The forward passes that an optimizer step followed (the training ones)."""
@@ -353,21 +362,30 @@ def traced(model: nn.Module) -> Iterator[Trace]:
         if module is model:
             rows = args[0].shape[0] if args and isinstance(args[0], torch.Tensor) and args[0].dim() else 0
             trace.forwards.append((trace.events, rows, _layer_names(model, True), _layer_names(model, False)))
+            trace.modes.append([name for name, m in model.named_modules() if m.training])
             trace.events += 1
 
     def on_step(optimizer: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
         if any(id(p) in params for group in optimizer.param_groups for p in group["params"]):
             settings = {k: v for k, v in optimizer.param_groups[0].items() if k != "params"}
             trace.steps.append((trace.events, type(optimizer).__name__, settings))
+            trace.step_grads.append((trace.backwards, any(p.grad is not None and bool(p.grad.any())
+                                                          for p in model.parameters())))
             trace.events += 1
+
+    def on_accumulated(_: torch.Tensor) -> None:
+        trace.backwards += 1
 
     forward_hook = torch.nn.modules.module.register_module_forward_pre_hook(on_forward)
     step_hook = register_optimizer_step_pre_hook(on_step)
+    grad_hooks = [p.register_post_accumulate_grad_hook(on_accumulated) for p in model.parameters() if p.requires_grad]
     try:
         yield trace
     finally:
         forward_hook.remove()
         step_hook.remove()
+        for hook in grad_hooks:
+            hook.remove()
 
 
 _IMPLEMENTATION = {"foreach", "fused", "differentiable", "capturable", "initial_lr"}  # settings that change no number
@@ -428,6 +446,49 @@ class _DeviceModel(nn.Module):
         return self.net(images)
 
 
+class _Moves(TorchFunctionMode):
+    """Records where each .to / .cuda / .cpu call sends a tensor of ``shape`` (the images): the evidence for which way
+    a program moved its batch, whatever device stand-in the tensors are."""
+
+    def __init__(self, shape: torch.Size) -> None:
+        super().__init__()
+        self.shape, self.targets = shape, []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206 - torch's protocol
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name in ("to", "cuda", "cpu") and args and isinstance(args[0], torch.Tensor) and args[0].shape == self.shape:
+            target = _destination(name, args, kwargs)
+            if target is not None:
+                self.targets.append(target)
+        return func(*args, **kwargs)
+
+
+def _destination(name: str, args: tuple, kwargs: dict) -> torch.device | None:
+    """Where a .to / .cuda / .cpu call sends a tensor, from its arguments (None: it stays where it is)."""
+    if name == "cpu":
+        return torch.device("cpu")
+    if name == "cuda":
+        return torch.device("cuda")
+    for value in list(args[1:]) + [kwargs.get("device"), kwargs.get("other")]:
+        if isinstance(value, torch.Tensor):  # .to(other): the other tensor's place (the stand-in knows it)
+            return torch.device("cuda") if getattr(value, "on_device", False) else torch.device("cpu")
+        if isinstance(value, (torch.device, str)) or (isinstance(value, int) and not isinstance(value, bool)):
+            return torch.device(value)
+    return None
+
+
+def _unmoved_bug(targets: list[torch.device], device: torch.device) -> str:
+    """The named bug of a program whose model received the images in host memory, from where it moved them."""
+    if any(t.type != "cpu" for t in targets):
+        return ("images.to(device) returns a moved copy and leaves `images` where it was (unlike model.to(device), "
+                "which moves the module in place); the copy is thrown away. Keep it: images = images.to(device)")
+    if targets:
+        return (f"the images were moved only to {targets[0]}, not to the `device` the function is given ({device}): "
+                "move them to its argument `device` (a name from outside the function may hold another device)")
+    return "the images are never moved: move them to `device` and keep the moved copy (images = images.to(device))"
+
+
 def check_predict_digits(fn: Callable[..., torch.Tensor], inputs: Sequence[tuple[int, int]] | None = None) -> None:
     """Runs with the images in the host's memory and a model with dropout in training mode, ``device`` a stand-in for
     a GPU: predicts in eval mode what the reference does, computed on the device, returned on the CPU."""
@@ -437,7 +498,8 @@ def check_predict_digits(fn: Callable[..., torch.Tensor], inputs: Sequence[tuple
         what = f"predict_digits on {n} images not yet on the device (device={STAND_IN_DEVICE})"
         want = unplaced(ref.predict_digits(_DeviceModel(seed), images.as_subclass(OnHost), STAND_IN_DEVICE))
         model = _DeviceModel(seed)
-        got = attempt(fn, model, images.as_subclass(OnHost), STAND_IN_DEVICE)
+        with _Moves(images.shape) as moves:
+            got = attempt(fn, model, images.as_subclass(OnHost), STAND_IN_DEVICE)
         broken = attempt(broken_predict_digits, _DeviceModel(seed), images.as_subclass(OnHost), STAND_IN_DEVICE)
         left_on_device = isinstance(got.value, OnDevice)
         if got.error is None:
@@ -453,9 +515,7 @@ def check_predict_digits(fn: Callable[..., torch.Tensor], inputs: Sequence[tuple
         expect_fixed(what, got, want, broken,
                      where="follow the images from the argument to the model call: which tensor does the model "
                            "actually receive, and where is it? Compare what Module.to and Tensor.to do",
-                     bug="images.to(device) returns a moved copy and leaves `images` where it was (unlike "
-                         "model.to(device), which moves the module in place); the copy is thrown away. Keep it: "
-                         "images = images.to(device)",
+                     bug=_unmoved_bug(moves.targets, STAND_IN_DEVICE),
                      differs=_tensor(what))
         if left_on_device:
             raise failure(f"{what} returns the right predictions, but on the device ({STAND_IN_DEVICE}); the task "
@@ -506,7 +566,14 @@ def check_small_cnn(cls: type, inputs: Sequence[tuple[int, int]] | None = None) 
                          bug="the classifier expects 16 * 7 * 7 inputs, but the second convolution has no padding, "
                              "so the features are 16 x 6 x 6. Give nn.Linear the size that arrives",
                          same=lambda a, b: isinstance(a, torch.Tensor) and a.shape == b.shape,
-                         differs=_tensor(what))
+                         hints={"mat1 and mat2": "the classifier's in_features (the first size of mat2) is not the "
+                                                 "number of features per image that arrives (the second size of "
+                                                 "mat1): give nn.Linear the size that arrives",
+                                "is invalid for input of size": "a reshape to a fixed number of features per image "
+                                                                "cannot change how many arrive: the batch's elements "
+                                                                "are no multiple of it (or images get mixed). Keep "
+                                                                "flatten(1) and give nn.Linear the size that arrives"},
+                         error_where=where_size, differs=_tensor(what))
         features = getattr(model, "features", None)
         if isinstance(features, nn.Module):
             with torch.no_grad():
@@ -526,13 +593,11 @@ def check_small_cnn(cls: type, inputs: Sequence[tuple[int, int]] | None = None) 
                           mistake="a layer created inside forward gets new random weights at every call and is "
                                   "not part of the model's parameters (nothing would train it): create every layer "
                                   "in __init__")
-        try:
-            model.load_state_dict(reference.state_dict())
-        except (RuntimeError, KeyError) as error:
-            raise failure(f"{what} runs now, but the designed network's weights do not fit its layers: "
-                          f"{_state_dict_problem(error)}",
-                          where="compare your layers (their names and sizes) with the program you were given; "
-                                "the task changes only the classifier's input size") from None
+        problem = _load_designed(model, reference)
+        if problem is not None:
+            raise failure(f"{what} runs now, but the designed network's weights do not fit its layers: {problem}",
+                          where="compare your layers and their sizes with the program you were given; the task "
+                                "changes only the classifier's input size")
         with torch.no_grad():
             got_same_weights = attempt(model, images)
         if got_same_weights.error is not None or not same_value(got_same_weights.value, want):
@@ -545,6 +610,28 @@ def check_small_cnn(cls: type, inputs: Sequence[tuple[int, int]] | None = None) 
 def _loss_value(value: Any) -> str:
     """A one-number tensor as its number, anything else described."""
     return f"{value.item():.6g}" if isinstance(value, torch.Tensor) and value.numel() == 1 else describe(value)
+
+
+def _load_designed(model: nn.Module, reference: nn.Module) -> str | None:
+    """Load the reference's weights into ``model``: by name when its layers keep the designed names, else in order
+    when each of its tensors has the designed shape (the task leaves the names and the nesting open, e.g. a classifier
+    wrapped in a Sequential with Flatten). None when loaded, else what does not fit, in words."""
+    designed = reference.state_dict()
+    try:
+        model.load_state_dict(designed)
+        return None
+    except (RuntimeError, KeyError) as error:
+        by_name = _state_dict_problem(error)
+    mine = model.state_dict()
+    shapes = [list(t.shape) for t in mine.values()]
+    want = [list(t.shape) for t in designed.values()]
+    if shapes != want:
+        return by_name.rstrip(".") if by_name.startswith("size mismatch") or len(mine) != len(designed) else \
+            f"{by_name.rstrip('.')}; in order, its tensors have the shapes {shapes}, the designed network's {want}"
+    with torch.no_grad():
+        for mine_tensor, designed_tensor in zip(mine.values(), designed.values()):
+            mine_tensor.copy_(designed_tensor)
+    return None
 
 
 def _state_dict_problem(error: Exception) -> str:
@@ -570,9 +657,9 @@ def check_loss_from_table(fn: Callable[..., torch.Tensor], inputs: Sequence[tupl
         want = ref.loss_from_table(logits, column)
         got = attempt(fn, logits, column.clone())  # call's rules: the caller's column comes back unchanged
         broken = attempt(broken_loss_from_table, logits, column.clone())
-        expect_fixed(what, got, want, broken,
-                     where="print the shape, dtype and values of the labels as they reach cross_entropy, and compare "
-                           "them with what it expects: one class index per sample, 0 to 9",
+        labels_where = ("print the shape, dtype and values of the labels as they reach cross_entropy, and compare "
+                        "them with what it expects: one class index per sample, 0 to 9")
+        expect_fixed(what, got, want, broken, where=labels_where, error_where=labels_where,
                      bug="cross_entropy wants a 1-D tensor of int64 class indices from 0 to 9; the table gives an "
                          "[N, 1] float column numbered 1 to 10. Squeeze it to [N], convert it with .long() and "
                          "shift it down by one",
@@ -586,19 +673,53 @@ def check_loss_from_table(fn: Callable[..., torch.Tensor], inputs: Sequence[tupl
                                  "the table's numbers are the class indices plus one",
                                  lambda: F.cross_entropy(logits, numbers % 10),
                                  where="look at how the table's label numbers become class indices"),
+                         Mistake(f"the loss is summed over the {n} samples instead of averaged: cross_entropy "
+                                 "averages by default (reduction='mean')",
+                                 lambda: F.cross_entropy(logits, numbers - 1, reduction="sum"),
+                                 where="look at the arguments of your cross_entropy call"),
+                         Mistake("an extra logit column makes label 10 fit, but it takes part in every softmax and "
+                                 "changes the loss of every sample: shift the labels down by one instead",
+                                 matches=lambda value: _padded_logits(value, logits, numbers),
+                                 where="look at how the table's label numbers become class indices"),
                      ],
                      hints={"multi-target": "the labels still have a second dimension, [N, 1]: cross_entropy "
                                             "wants shape [N]",
                             "target dtype": "cross_entropy wants the class indices as int64 (torch.long); the "
                                             "message says which dtype arrived",
                             "out of bounds": "a label is outside 0..9: the class indices of 10 outputs run from 0 "
-                                             "to 9, and the table numbers them from 1"},
-                     differs=_tensor(what))
+                                             "to 9, and the table numbers them from 1",
+                            "target batch_size (0)": "the labels reached cross_entropy without a batch dimension "
+                                                     "(0-d): with one row, [1, 1] lost both its dimensions, as "
+                                                     "squeeze() without a dim does. Name the dimension to remove"},
+                     differs=_loss_differs(what, want, numbers))
         if not got.value.requires_grad:
             raise failure(f"{what} returns a loss that backward() cannot follow (requires_grad=False)",
                           where="look for detach(), .item() or no_grad between the loss and the return",
                           mistake="return the loss tensor itself, with its graph")
     passed("loss_from_table", len(inputs))
+
+
+def _padded_logits(value: Any, logits: torch.Tensor, numbers: torch.Tensor) -> bool:
+    """The loss of the logits with a zero column added (first or last) against the unshifted labels 1..10."""
+    if not (isinstance(value, torch.Tensor) and value.numel() == 1):
+        return False
+    with torch.no_grad():
+        zeros = torch.zeros(len(logits), 1)
+        return any(same_value(value.detach(), F.cross_entropy(padded, numbers))
+                   for padded in (torch.cat([zeros, logits], 1), torch.cat([logits, zeros], 1)))
+
+
+def _loss_differs(what: str, want: torch.Tensor, numbers: torch.Tensor) -> Callable[[Any, Any], None]:
+    """A ``differs`` for the loss: a one-number tensor is compared as a number (a ratio of one number to another is
+    no evidence of a factor), anything else described by expect_tensor."""
+    def differs(got: Any, expected: torch.Tensor) -> None:
+        if isinstance(got, torch.Tensor) and got.shape == expected.shape and got.dtype == expected.dtype:
+            raise failure(f"{what} returns {got.item():.6g}, expected {expected.item():.6g} (the mean cross-entropy "
+                          f"against the classes {(numbers - 1).tolist()})",
+                          where="print the labels as they reach cross_entropy, and the logits it gets: one class "
+                                "index 0..9 per sample, and the [N, 10] logits as they were given")
+        expect_tensor(got, expected, what=what)
+    return differs
 
 
 # ---------------------------------------------------------------- 4. an in-place change autograd needed
@@ -729,12 +850,36 @@ def _no_zero_grad(model: nn.Module, loader: DataLoader, epochs: int, lr: float) 
     return losses
 
 
+def _no_steps(model: nn.Module, loader: DataLoader, epochs: int, lr: float) -> list[float]:
+    """Trains nothing: the weights as the loop receives them."""
+    return []
+
+
+def _unchanged_weights(what: str, trace: Trace, shown: str) -> None:
+    """Raise for a loop whose weights never changed, naming why only from what its optimizer steps found."""
+    where = ("step() applies the gradients as they are when it runs: put zero_grad(), backward() and step() in the "
+             "order of one training step")
+    if not trace.steps:
+        raise failure(f"{shown}; the weights never change: the loop takes no optimizer step",
+                      where="look for optimizer.step() in the loop, and for the optimizer it is called on")
+    if any(nonzero for _, nonzero in trace.step_grads):
+        return
+    first_backwards = trace.step_grads[0][0]
+    raise failure(f"{shown}; the weights never change: each of its {len(trace.steps)} optimizer steps found no "
+                  "gradient (all zero or None)", where=where,
+                  mistake="the first step() runs before any backward(): there is nothing to apply yet, and the "
+                          "next zero_grad() clears what backward() computed. Call step() after backward()"
+                  if first_backwards == 0 else
+                  "backward() ran, but its gradients are gone when step() runs: zero_grad() runs between backward() "
+                  "and step(). Zero them before backward()")
+
+
 def check_fit(fn: Callable[..., list[float]], inputs: Sequence[FitCase] | None = None) -> None:
     """The weights after training and the logged losses equal the reference's."""
     inputs = inputs if inputs is not None else [FitCase(0), FitCase(1, 20, 5, 3, 0.2)]
     for case in inputs:
         steps = math.ceil(case.n / case.batch_size)
-        what = (f"fit for {case.epochs} epochs of {steps} batches (lr={case.lr})")
+        what = f"fit for {case.epochs} epochs of {steps} batches of {case.batch_size} (lr={case.lr})"
         want_run = _fit_run(ref.fit, case)
         want, got = want_run.value, _fit_run(fn, case)
 
@@ -755,6 +900,17 @@ def check_fit(fn: Callable[..., list[float]], inputs: Sequence[FitCase] | None =
                 raise failure(f"{what}: the weights after training are right, but it logs {_short(losses, 8)}, "
                               f"expected {_short(expected['losses'], 8)}",
                               where="look at what is appended to the list, and when")
+            right = expected["losses"]
+            if losses and right and not math.isclose(losses[0], right[0], rel_tol=1e-4):
+                ratio = losses[0] / right[0]
+                summed = math.isclose(ratio, case.batch_size, rel_tol=1e-4)
+                raise failure(f"{losses_symptom(got, expected)}: before any step, its first loss is {ratio:.4g} "
+                              f"times the correct one (a batch holds {case.batch_size} samples)",
+                              where="the first loss comes before any update: compare how the loss of one batch is "
+                                    "computed with the task's cross-entropy",
+                              mistake="the loss is summed over the batch instead of averaged, so each step is "
+                                      f"{case.batch_size} times too large: cross_entropy averages by default "
+                                      "(reduction='mean')" if summed else None)
             optimizer = _optimizer_difference(got_trace, want_run.trace)
             if optimizer:
                 raise failure(losses_symptom(got, expected) + ", and the weights after training differ",
@@ -767,6 +923,10 @@ def check_fit(fn: Callable[..., list[float]], inputs: Sequence[FitCase] | None =
                                 "given lr, cross-entropy, and the gradients each step applies")
 
         got_trace = got.trace
+        if got.error is None and not same_value(got.value, want) \
+                and same_value(got.value["weights"], _fit_run(_no_steps, case).value["weights"]):
+            _unchanged_weights(what, got_trace, losses_symptom(got.value, want) if isinstance(
+                got.value["losses"], list) and all(isinstance(v, float) for v in got.value["losses"]) else what)
         expect_fixed(what, got, want, _fit_run(broken_fit, case),
                      where="the first step is right and the later ones are not: look at what each step starts "
                            "from. How often does each line of the loop run?",
@@ -775,10 +935,6 @@ def check_fit(fn: Callable[..., list[float]], inputs: Sequence[FitCase] | None =
                          "gradients at every step, before backward()",
                      symptom=losses_symptom,
                      mistakes=[
-                         Mistake("zero_grad() runs between backward() and step(), so every step applies zero "
-                                 "gradients and the weights never change. Zero them before backward()",
-                                 lambda: _fit_run(_zero_grad_late, case).value,
-                                 where="look at the order of zero_grad, backward and step in each iteration"),
                          Mistake("the gradients are never zeroed: each step applies the sum of every gradient so "
                                  "far. Zero them at every step, before backward()",
                                  lambda: _fit_run(_no_zero_grad, case).value,
@@ -836,17 +992,16 @@ def check_accuracy(fn: Callable[..., float], inputs: Sequence[tuple[int, int]] |
         broken_model = _eval_setup(seed, n)[0]
         broken = attempt(broken_accuracy, broken_model, images, labels, seed=seed,
                          allow=Allow(changed=(broken_model,), global_rng=True))
-        in_training = next((f[2] for f in trace.forwards if f[2]), None)
-        if got.error is None and in_training and not (isinstance(got.value, float) and same_value(got.value, want)):
+        at = next((i for i, f in enumerate(trace.forwards) if f[2]), None)
+        if got.error is None and at is not None and \
+                not (isinstance(got.value, float) and same_value(got.value, want)):
             same = " (the same as the program you were given)" if same_value(got.value, broken.value) else ""
             raise failure(f"{accuracy_symptom(got.value, want)}{same}; the model predicted with "
-                          f"{', '.join(in_training)} in training mode",
+                          f"{', '.join(trace.forwards[at][2])} in training mode"
+                          + (" (the model itself too)" if "" in trace.modes[at] else ""),
                           where="dropout and batch norm each keep their own training flag: after the line meant to "
                                 "switch the mode, print each submodule's .training",
-                          mistake="Dropout and BatchNorm1d read their own flags: model.training = False sets the flag "
-                                  "of the outer module only, and setting flags by hand misses the layers inside "
-                                  "blocks, so they still drop units and use the batch's statistics. model.eval() sets "
-                                  "every submodule's flag")
+                          mistake=_mode_mistake(trace.modes[at], model))
         expect_fixed(what, got, want, broken,
                      where="dropout and batch norm each keep their own training flag: after the line meant to "
                            "switch the mode, print each submodule's .training",
@@ -861,6 +1016,21 @@ def check_accuracy(fn: Callable[..., float], inputs: Sequence[tuple[int, int]] |
                           f"{', '.join(n or 'the model' for n in left)}",
                           where="the task leaves the model in eval mode; look at what runs after the predictions")
     passed("accuracy", len(inputs))
+
+
+def _mode_mistake(training: list[str], model: nn.Module) -> str:
+    """The named mistake for a model that predicted with mode layers in training mode, from the modes it had then
+    (``training``: the submodules in training mode at that forward, '' the model itself) and has after the call."""
+    late = not any(m.training for m in model.modules())
+    if "" in training and len(training) == len(list(model.modules())):
+        return ("nothing had switched the model to eval mode when it predicted"
+                + (", and it is in eval mode only afterwards: switch before predicting" if late else
+                   ": call model.eval() before predicting (with the parentheses: model.eval alone names the method "
+                   "and switches nothing)"))
+    return ("Dropout and BatchNorm1d read their own flags: model.training = False sets the flag of the outer module "
+            "only, and setting flags by hand misses the layers inside blocks, so they still drop units and use the "
+            "batch's statistics. model.eval() sets every submodule's flag"
+            + (", and it must run before predicting: after, it comes too late" if late else ""))
 
 
 # ---------------------------------------------------------------- 7. a shuffled test set (silent)
@@ -1010,6 +1180,14 @@ def _eval_accuracy(model: nn.Module, test_set: TensorDataset) -> float:
         return (model(x).argmax(dim=1) == y).float().mean().item()
 
 
+def _mean_of_test_batches(model: nn.Module, test_set: TensorDataset) -> float:
+    """The mean of the accuracies of the test batches of 64 (in eval mode, on a copy): what averaging reports."""
+    model = copy.deepcopy(model).eval()
+    with torch.no_grad():
+        scores = [(model(x).argmax(dim=1) == y).float().mean().item() for x, y in DataLoader(test_set, batch_size=64)]
+    return sum(scores) / len(scores)
+
+
 def _parameters(model: nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.named_parameters()}
 
@@ -1049,6 +1227,16 @@ def _training_cause(got: _Run, want: _Run, case: TrainCase) -> tuple[str, str | 
         return ("look at the optimizer the program builds: the task trains with SGD and the learning rate it is "
                 "given", f"{optimizer}: another optimizer (or other settings) takes other steps. Use "
                 "torch.optim.SGD(model.parameters(), lr=lr)")
+    history = got.outcome.value[0] if isinstance(got.outcome.value, tuple) and got.outcome.value else None
+    losses = [float(v.detach()) if isinstance(v, torch.Tensor) and v.numel() == 1 else v for v in history] \
+        if isinstance(history, list) else []
+    negative = next((v for v in losses if isinstance(v, float) and v < 0), None)
+    if negative is not None:
+        return (f"its history holds a negative loss ({negative:.3f}), and a cross-entropy is never below 0: look at "
+                "the loss function the training step calls and what it is given (cross_entropy takes the raw logits)",
+                "nll_loss on probabilities (a softmax output) is not a cross-entropy: it wants log-probabilities. Pass the "
+                "raw logits to cross_entropy"
+                if _same_training(got, _three_bug_run(_probability_nll_training, case)) else None)
     steps, want_steps = len(got.trace.steps), len(want.trace.steps)
     if steps != want_steps:
         return (f"count the optimizer steps: it takes {steps}, and batches of 8 over {case.n_train} samples for "
@@ -1070,6 +1258,22 @@ def _training_cause(got: _Run, want: _Run, case: TrainCase) -> tuple[str, str | 
     return ("compare the training loop with the task, one rule at a time: batches of 8 in the dataset's order, SGD "
             "with the given lr, cross_entropy on the model's raw output, the model in training mode at every step",
             None)
+
+
+def _same_training(a: _Run, b: _Run) -> bool:
+    return same_value(_parameters(a.model), _parameters(b.model))
+
+
+def _probability_nll_training(model: nn.Module, train_set: Dataset, test_set: Dataset, epochs: int,
+                              lr: float) -> None:
+    """The training part with nll_loss on softmax probabilities (a wrong fix of the softmax bug)."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    model.train()
+    for _ in range(epochs):
+        for inputs, targets in DataLoader(train_set, batch_size=8):
+            optimizer.zero_grad()
+            F.nll_loss(model(inputs).softmax(dim=1), targets).backward()
+            optimizer.step()
 
 
 def _softmax_training(model: nn.Module, train_set: Dataset, test_set: Dataset, epochs: int, lr: float) -> None:
@@ -1154,13 +1358,24 @@ def _three_bug_problems(fn: Callable[..., Any], case: TrainCase) -> tuple[dict[s
     if not (isinstance(accuracy, float) and same_value(accuracy, expected)):
         shown = f"{accuracy:.4f}" if isinstance(accuracy, float) else describe(accuracy)
         in_training = [f for f in got.trace.evaluation_forwards() if f[2]]
+        n = case.n_test
+        no_share = not in_training and isinstance(accuracy, float) and \
+            not math.isclose(accuracy * n, round(accuracy * n), abs_tol=1e-4)
+        averaged = no_share and same_value(accuracy, _mean_of_test_batches(model, test_set))
         problems["evaluation"] = (
             f"{what} reports the test accuracy {shown}; the model it trained, evaluated in eval mode, "
-            f"scores {expected:.4f}",
+            f"scores {expected:.4f}"
+            + (f", and {shown} is no share of the {n} test samples ({accuracy:.6g} x {n} = {accuracy * n:.4g} "
+               "samples)" if no_share else ""),
             "which mode is the model in while it is evaluated? (it has dropout and batch norm)" if in_training else
+            "every test sample must count once, with the same weight: how are the batches' results combined?"
+            if no_share else
             "compare how the accuracy is computed with the task: the share of the test samples classified right",
             "the model is evaluated in training mode: dropout drops units and batch norm uses the test batch's "
-            "statistics. Call model.eval() before evaluating" if in_training else None)
+            "statistics. Call model.eval() before evaluating" if in_training else
+            "the mean of the batches' accuracies weighs each batch alike, so the samples of the smaller last batch "
+            "weigh more than the others: count the right predictions over all batches and divide by the number of "
+            "test samples" if averaged else None)
     history_problem = _history_problem(what, history, case)
     if history_problem is not None:
         problems["history"] = history_problem

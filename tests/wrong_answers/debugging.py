@@ -672,6 +672,205 @@ check_evaluation = lambda fn: checks.check_train_and_evaluate(fn, "evaluation") 
 check_history = lambda fn: checks.check_train_and_evaluate(fn, "history")  # noqa: E731
 
 
+
+# ---------------------------------------------------------------- issue 18: messages that name only what the evidence shows
+
+
+def predict_to_host_name(model, images, device):
+    """Keeps the moved copy, but moves it to a fixed place (the host), not to the `device` argument."""
+    model.to(device).eval()
+    batch = images.to("cpu")
+    with torch.no_grad():
+        return model(batch).argmax(dim=1).cpu()
+
+
+def predict_never_moved(model, images, device):
+    """Moves the model only."""
+    model.to(device)
+    model.eval()
+    with torch.no_grad():
+        return model(images).argmax(dim=1).cpu()
+
+
+class RenamedHeadCNN(_Designed):
+    """Correct: the classifier under another name, after a Flatten module (the task leaves names open)."""
+
+    def __init__(self):
+        super().__init__(nn.Flatten())
+        self.head = nn.Linear(16 * 6 * 6, 10)
+
+    def forward(self, images):
+        return self.head(self.classifier(self.features(images)))
+
+
+class WholeSequentialCNN(nn.Sequential):
+    """Correct: the whole network one Sequential, the convolutions unchanged."""
+
+    def __init__(self):
+        super().__init__(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(8, 16, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(576, 10))
+
+
+class ExtraHiddenCNN(_Designed):
+    """Fits the classifier by adding a hidden layer: another network than the designed one."""
+
+    def __init__(self):
+        super().__init__(nn.Sequential(nn.Linear(576, 64), nn.ReLU(), nn.Linear(64, 10)))
+
+    def forward(self, images):
+        return self.classifier(self.features(images).flatten(1))
+
+
+class AvgPoolCNN(_Designed):
+    """The designed weights fit (by order), but a pooling layer changed: the function differs."""
+
+    def __init__(self):
+        super().__init__(nn.Linear(576, 10))
+        self.features[5] = nn.AvgPool2d(2)
+
+    def forward(self, images):
+        return self.classifier(self.features(images).flatten(1))
+
+
+class FiveByFiveCNN(_Designed):
+    """Miscounts the size: 16 x 5 x 5."""
+
+    def __init__(self):
+        super().__init__(nn.Linear(16 * 5 * 5, 10))
+
+    def forward(self, images):
+        return self.classifier(self.features(images).flatten(1))
+
+
+class ReshapedCNN(_Designed):
+    """Keeps the designed classifier and reshapes the features to fit it."""
+
+    def __init__(self):
+        super().__init__(nn.Linear(16 * 7 * 7, 10))
+
+    def forward(self, images):
+        return self.classifier(self.features(images).reshape(-1, 784))
+
+
+def table_summed(logits, label_column):
+    """Sums the per-sample losses instead of averaging."""
+    return F.cross_entropy(logits, label_column[:, 0].long() - 1, reduction="none").sum()
+
+
+def table_extra_last_column(logits, label_column):
+    """Appends a zero logit so that label 10 fits, labels unshifted."""
+    return F.cross_entropy(torch.cat([logits, torch.zeros(len(logits), 1)], dim=1), label_column.flatten().long())
+
+
+def table_squeeze_all(logits, label_column):
+    """squeeze() without a dim: fine for N > 1, a 0-d target for one row."""
+    return nn.CrossEntropyLoss()(logits, label_column.squeeze().long() - 1)
+
+
+def fit_step_first(model, loader, epochs, lr):
+    """Steps before backward: each step finds no gradient."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    model.train()
+    losses = []
+    for _ in range(epochs):
+        for inputs, targets in loader:
+            model.zero_grad()
+            loss = F.cross_entropy(model(inputs), targets)
+            optimizer.step()
+            loss.backward()
+            losses.append(loss.item())
+    return losses
+
+
+def fit_summed(model, loader, epochs, lr):
+    """Sums the batch's losses."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    criterion = nn.CrossEntropyLoss(reduction="sum")
+    model.train()
+    losses = []
+    for _ in range(epochs):
+        for inputs, targets in loader:
+            optimizer.zero_grad()
+            loss = criterion(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+    return losses
+
+
+def fit_no_step(model, loader, epochs, lr):
+    """Computes the gradients and never steps."""
+    torch.optim.SGD(model.parameters(), lr=lr)
+    model.train()
+    losses = []
+    for _ in range(epochs):
+        for inputs, targets in loader:
+            model.zero_grad()
+            loss = F.cross_entropy(model(inputs), targets)
+            loss.backward()
+            losses.append(loss.item())
+    return losses
+
+
+def accuracy_method_not_called(model, images, labels):
+    """Names model.eval without calling it."""
+    switch = model.eval  # noqa: F841
+    with torch.no_grad():
+        hits = model(images).argmax(dim=1).eq(labels)
+    return hits.sum().item() / len(labels)
+
+
+def accuracy_eval_afterwards(model, images, labels):
+    """Predicts first, switches to eval mode afterwards."""
+    with torch.no_grad():
+        predictions = model(images).argmax(dim=1)
+    model.eval()
+    return (predictions == labels).float().mean().item()
+
+
+def three_bugs_batch_mean(model, train_set, test_set, epochs, lr):
+    """All three fixed in the training, but the reported accuracy is the mean of the test batches' accuracies."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    history = []
+    model.train()
+    for _ in range(epochs):
+        for inputs, targets in DataLoader(train_set, batch_size=8):
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            history.append(loss.item())
+    model.eval()
+    with torch.no_grad():
+        scores = torch.stack([(model(x).argmax(1) == y).float().mean() for x, y in DataLoader(test_set, batch_size=64)])
+    return history, scores.mean().item()
+
+
+def three_bugs_nll_on_probabilities(model, train_set, test_set, epochs, lr):
+    """Keeps the softmax and takes nll_loss of it."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    history = []
+    model.train()
+    for _ in range(epochs):
+        for inputs, targets in DataLoader(train_set, batch_size=8):
+            optimizer.zero_grad()
+            loss = nn.NLLLoss()(torch.softmax(model(inputs), dim=1), targets)
+            loss.backward()
+            optimizer.step()
+            history.append(loss.item())
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for inputs, targets in DataLoader(test_set, batch_size=64):
+            correct += (model(inputs).argmax(dim=1) == targets).sum().item()
+    return history, correct / len(test_set)
+
+
+check_one_row_table = lambda fn: checks.check_loss_from_table(fn, inputs=[(10, 1)])  # noqa: E731
+check_evaluation_80 = lambda fn: checks.check_train_and_evaluate(  # noqa: E731
+    fn, "evaluation", inputs=[checks.TrainCase(2, 64, 80, 3, 0.3)])
+
+
 CASES = [
     Accept(checks.check_predict_digits, ref.predict_digits),
     Accept(checks.check_predict_digits, predict_inline),
@@ -788,4 +987,34 @@ CASES = [
     Reject(check_training, three_bugs_momentum, "its SGD steps with momentum=0.9 (the task's: 0)"),
     *[Accept(check_part, answer) for check_part in (check_evaluation, check_history)
       for answer in (three_bugs_random_sampler, three_bugs_momentum)],
+
+    # issue 18: a named cause only where the evidence shows it
+    Reject(checks.check_predict_digits, predict_to_host_name, "the images were moved only to cpu, not to the `device`"),
+    Reject(checks.check_predict_digits, predict_never_moved, "the images are never moved"),
+    Accept(checks.check_small_cnn, RenamedHeadCNN),
+    Accept(checks.check_small_cnn, WholeSequentialCNN),
+    Reject(checks.check_small_cnn, ExtraHiddenCNN, "the designed network's weights do not fit its layers"),
+    Reject(checks.check_small_cnn, AvgPoolCNN, "with the designed network's weights loaded its output differs"),
+    Reject(checks.check_small_cnn, FiveByFiveCNN, "the classifier's in_features (the first size of mat2)"),
+    Reject(checks.check_small_cnn, ReshapedCNN, "a reshape to a fixed number of features per image"),
+    Reject(checks.check_loss_from_table, table_summed, "summed over the 5 samples instead of averaged"),
+    Reject(checks.check_loss_from_table, table_extra_last_column, "an extra logit column makes label 10 fit"),
+    Reject(check_one_row_table, table_squeeze_all, "the labels reached cross_entropy without a batch dimension"),
+    Reject(check_one_row_table, checks.broken_loss_from_table, STILL),
+    *[Accept(check_one_row_table, answer) for answer in (ref.loss_from_table, table_view_long, table_column_index,
+                                                         table_module_loss)],
+    Reject(checks.check_fit, fit_step_first, "the first step() runs before any backward()"),
+    Reject(checks.check_fit, fit_summed, "its first loss is 6 times the correct one (a batch holds 6 samples)"),
+    Reject(checks.check_fit, fit_summed, "the loss is summed over the batch instead of averaged"),
+    Reject(checks.check_fit, fit_no_step, "the loop takes no optimizer step"),
+    Reject(checks.check_accuracy, accuracy_method_not_called, "nothing had switched the model to eval mode"),
+    Reject(checks.check_accuracy, accuracy_eval_afterwards, "it is in eval mode only afterwards"),
+    Reject(check_evaluation_80, three_bugs_batch_mean, "is no share of the 80 test samples"),
+    Reject(check_evaluation_80, three_bugs_batch_mean, "the mean of the batches' accuracies weighs each batch alike"),
+    Accept(check_training, three_bugs_batch_mean),
+    Reject(check_evaluation_80, checks.broken_train_and_evaluate, "evaluated in eval mode, scores"),
+    *[Accept(check_evaluation_80, answer) for answer in (ref.train_and_evaluate, FIXED, three_bugs_whole_test_set,
+                                                         three_bugs_log_softmax)],
+    Reject(check_training, three_bugs_nll_on_probabilities, "a cross-entropy is never below 0"),
+    Reject(check_training, three_bugs_nll_on_probabilities, "nll_loss on probabilities"),
 ]
