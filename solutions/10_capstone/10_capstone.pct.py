@@ -78,22 +78,23 @@ BACKGROUND = (0.0 - MNIST_MEAN) / MNIST_STD  # a blank pixel after Normalize
 # **Not allowed:** pretrained weights, or weights from any file; downloading
 # anything; reading MNIST's test split (`train=False`) or any digits other than the
 # `train_set` you are given (opening MNIST's training split again is one: it holds
-# the grader's 1,000 validation digits too); changing the number of threads. The grader has no
-# GPU: train on the CPU. (DataLoader worker processes are allowed, but their CPU
-# time counts too, and starting them costs a second or two.)
+# the grader's 1,000 validation digits too); changing the number of threads. The
+# grader has no GPU: train on the CPU. (DataLoader worker processes are allowed,
+# but their CPU time counts too, and starting them costs a second or two.)
 #
 # **Playing fair.** The held-out digits are loaded only while your notebook is
 # graded. The graded training notices when your function opens MNIST's files (of
 # the test split, or of the training split again), and then there is nothing to
-# grade: the capstone's 10 points are lost, with a message that says why. Reading them any other way is just as much
-# against the rules, easy for your instructor to find in your notebook, and
-# pointless: your instructor can grade with held-out digits that you never had.
+# grade: the capstone's 10 points are lost, with a message that says why.
+# Reading the held-out digits any other way is just as much against the rules,
+# easy for your instructor to find in your notebook, and pointless: your
+# instructor can grade with held-out digits that you never had.
 #
 # **Seeds.** The grader seeds PyTorch, NumPy and `random` with 0 before calling
 # your function, so one machine trains the same model every time. Your function
 # must not seed them again (`torch.manual_seed` and its kind reset the random
-# state the caller set); a generator of your own, `torch.Generator().manual_seed(...)`,
-# is fine.
+# state the caller set); a generator of your own,
+# `torch.Generator().manual_seed(...)`, is fine.
 #
 # ## 2. The data, and a validation split
 #
