@@ -37,6 +37,29 @@ def test_expect_tensor_names_the_relation(got, expected, given, message):
     assert message in str(error.value)
 
 
+@pytest.mark.parametrize("got,expected", [
+    (torch.tensor([97.0]), torch.tensor([97.88])),  # floored: one number is always some factor of another
+    (torch.tensor(3.0), torch.tensor(2.5)),
+    (torch.tensor([[5.0]]), torch.tensor([[4.0]])),
+])
+def test_one_element_shows_no_factor_and_no_offset(got, expected):
+    with pytest.raises(CheckError) as error:
+        expect_tensor(got, expected, what="f(x)")
+    assert "times the expected" not in str(error.value) and "off by the same amount" not in str(error.value)
+    if got.item() == 97.0:
+        assert "rounded down (floor)" in str(error.value), str(error.value)
+
+
+def test_positions_where_values_were_expected_are_named():
+    x = torch.tensor([-1.0, 2.5, 0.0, 3.0])
+    with pytest.raises(CheckError) as error:
+        expect_tensor(torch.where(x > 0)[0], x[x > 0], what="positive_values(x)", given=x)
+    assert "positions (indices) into the input" in str(error.value), str(error.value)
+    with pytest.raises(CheckError) as error:  # integers that are no positions: the dtype alone is the symptom
+        expect_tensor(torch.tensor([20, 31]), x[x > 0], what="positive_values(x)", given=x)
+    assert "positions" not in str(error.value)
+
+
 def test_small_tensors_come_with_a_worked_example():
     with pytest.raises(CheckError, match=r"input: +\[0.0, 2.0\]\n +expected: \[0.0, 2.0\]\n +yours: +\[0.0, 3.0\]"):
         expect_tensor(torch.tensor([0.0, 3.0]), torch.tensor([0.0, 2.0]), what="f(x)", given=torch.tensor([0.0, 2.0]))

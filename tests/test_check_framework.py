@@ -206,8 +206,8 @@ def test_large_tensors_are_compared_by_a_sample_and_their_sum():
 # ---------------------------------------------------------------- rule 2: state that outlives the call
 
 
-def draws(n):
-    return torch.randn(n)
+def draws(seed):  # a function handed a seed must draw from it, not from the global generator
+    return torch.randn(3)
 
 
 def reseeds(n):
@@ -215,11 +215,11 @@ def reseeds(n):
     return n
 
 
-def draws_python(n):
+def draws_python(seed):
     return random.random()
 
 
-def draws_numpy(n):
+def draws_numpy(seed):
     return float(np.random.rand())
 
 
@@ -285,14 +285,41 @@ def test_state_is_given_back_when_the_learners_code_crashes():
     assert torch.is_grad_enabled() and torch.equal(rng, torch.get_rng_state())
 
 
-def test_the_global_generator_message_names_a_cause_only_when_randomness_was_given():
+def test_drawing_from_the_global_generator_is_a_mistake_only_when_randomness_was_given():
     def shuffles(order, generator=None):
         return torch.randperm(len(order)).tolist()  # ignores the generator it is given
 
     given = rejects(shuffles, [1, 2, 3], generator=torch.Generator().manual_seed(0))
     assert "draw from the generator (or seed) the task gives you" in given.mistake, str(given)
-    not_given = rejects(shuffles, [1, 2, 3])
-    assert not_given.mistake is None and "hands it no generator" in not_given.symptom, str(not_given)
+    rng = torch.get_rng_state()
+    assert sorted(call(shuffles, [1, 2, 3])) == [0, 1, 2]  # no generator given: a random draw is its own business
+    assert torch.equal(rng, torch.get_rng_state())  # and the caller's stream is given back all the same
+
+    def picks_a_port():
+        return random.randrange(20000, 30000)
+
+    assert 20000 <= call(picks_a_port) < 30000
+
+
+@pytest.mark.parametrize("reset", [
+    lambda: (torch.manual_seed(7), torch.randn(2)),  # seeded, then drawn: the state is no seed's own
+    lambda: torch.random.manual_seed(3),
+    lambda: torch.set_rng_state(torch.Generator().manual_seed(5).get_state()),
+    lambda: random.seed(11),
+    lambda: np.random.seed(13),
+], ids=["torch.manual_seed-then-draw", "torch.random.manual_seed", "torch.set_rng_state", "random.seed",
+        "np.random.seed"])
+def test_resetting_a_global_generator_is_named_whatever_the_task(reset):
+    def resets(n):
+        reset()
+        return n
+
+    state = torch.get_rng_state(), random.getstate(), np.random.get_state()[1].copy()
+    error = rejects(resets, 3)
+    assert "global random generator" in error.symptom and error.where, str(error)
+    assert torch.equal(state[0], torch.get_rng_state()) and state[1] == random.getstate()
+    assert np.array_equal(state[2], np.random.get_state()[1])
+    assert torch.manual_seed is torch.random.manual_seed or torch.manual_seed.__module__ == "torch.random"
 
 
 def test_a_given_generator_may_be_used():
@@ -364,3 +391,115 @@ def test_a_mistake_becomes_the_last_rung_and_the_comparison_the_symptom():
     with pytest.raises(CheckError) as caught:  # the framework's own diagnosis, with a generic where
         expect_tensor(x.T, x, what="f(x)")
     assert "transpose" in caught.value.mistake and caught.value.where
+
+
+# ---------------------------------------------------------------- the stand-in device (helpers.checks.devices)
+
+def test_stand_in_device_rejects_two_devices_with_pytorchs_own_error():
+    from helpers.checks.devices import STAND_IN_DEVICE, place
+
+    host, device = place(torch.ones(2, 3), False), place(torch.ones(2, 3), True)
+    with pytest.raises(RuntimeError, match=r"^Expected all tensors to be on the same device, but found at least two "
+                                           r"devices, cuda:0 and cpu!$"):
+        host + device
+    assert (device * 2).device == STAND_IN_DEVICE and (device * 2).is_cuda  # results stay where they were computed
+    assert host.device.type == "cpu" and not host.is_cuda
+    assert torch.equal(device + torch.ones(3), torch.full((2, 3), 2.0))  # a plain tensor goes with either place
+    assert (host.sum() + device).device == STAND_IN_DEVICE  # a CPU scalar mixes with any device, as on a GPU
+    with pytest.raises(RuntimeError, match="two devices"):
+        host + device.sum()  # a device scalar does not mix with CPU tensors
+
+
+def test_stand_in_device_moves_like_a_gpu():
+    from helpers.checks.devices import STAND_IN_DEVICE, OnDevice, OnHost, place
+
+    host = place(torch.arange(4.0), False)
+    moved = host.to(STAND_IN_DEVICE)
+    assert type(moved) is OnDevice and moved.data_ptr() != host.data_ptr()  # another device: a copy
+    assert type(moved.cpu()) is OnHost and type(host.cuda()) is OnDevice
+    assert type(host.to("cuda", torch.float64)) is OnDevice and host.to("cuda", torch.float64).dtype == torch.float64
+    assert type(host.to(moved)) is OnDevice and type(moved.to(host)) is OnHost  # .to(other): other's device
+    assert type(host.to(torch.float16)) is OnHost  # a dtype alone moves nothing
+    assert moved.to(STAND_IN_DEVICE).data_ptr() == moved.data_ptr()  # already there: no copy
+
+
+def test_stand_in_device_reads_fail_only_where_a_gpu_fails():
+    from helpers.checks.devices import place
+
+    device = place(torch.tensor([1.5, 2.5]), True)
+    with pytest.raises(TypeError, match="can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu()"):
+        device.numpy()
+    with pytest.raises(TypeError, match="can't convert cuda:0 device type tensor to numpy"):
+        np.asarray(device)
+    assert device.sum().item() == 4.0 and float(device[0]) == 1.5 and device.tolist() == [1.5, 2.5]  # these sync
+    assert device.cpu().numpy().tolist() == [1.5, 2.5]
+
+
+def test_place_model_wants_its_input_where_it_is_and_returns_its_output_there():
+    import copy
+
+    from helpers.checks.devices import STAND_IN_DEVICE, model_on_device, place, place_model
+
+    model = place_model(nn.Linear(3, 2))
+    assert type(model).__name__ == "Linear" and not model_on_device(model)
+    host, device = place(torch.ones(4, 3), False), place(torch.ones(4, 3), True)
+    assert model(host).device.type == "cpu" and model(torch.ones(4, 3)).device.type == "cpu"
+    with pytest.raises(RuntimeError, match="found at least two devices, cpu and cuda:0!"):
+        model(device)  # a model never moved
+    assert model.to(STAND_IN_DEVICE) is model and model_on_device(model)
+    assert model(device).device == STAND_IN_DEVICE
+    with pytest.raises(RuntimeError, match="found at least two devices, cuda:0 and cpu!"):
+        model(host)  # a batch never moved
+    with pytest.raises(RuntimeError, match="two devices"):
+        model(torch.ones(4, 3))  # a plain tensor is on the host, where a real model's input starts
+    twin = copy.deepcopy(model).cpu()  # moving a copy moves only the copy
+    assert model_on_device(model) and not model_on_device(twin) and twin(host).device.type == "cpu"
+    assert model.to(torch.float64).weight.dtype == torch.float64 and model_on_device(model)
+
+
+def test_outputs_on_device_marks_a_plain_models_results():
+    from helpers.checks.devices import is_on_device, outputs_on_device, unplaced
+
+    model = outputs_on_device(nn.Linear(3, 2))
+    out = model(torch.ones(1, 3))
+    assert is_on_device(out) and is_on_device(out.argmax(dim=1)) and not is_on_device(out.cpu())
+    assert type(unplaced(out)) is torch.Tensor
+
+
+def test_host_tensor_fails_unless_moved_and_call_says_so():
+    from helpers.checks.devices import HostTensor, NotMovedError, host_collate
+
+    weights = torch.ones(3, 2)
+    batch = torch.ones(4, 3).as_subclass(HostTensor)
+    with pytest.raises(NotMovedError, match="^Expected all tensors to be on the same device"):
+        batch @ weights
+    assert type(batch.to("cpu")) is torch.Tensor and type(batch.cpu()) is torch.Tensor
+    assert type(batch * 2) is HostTensor and type(batch.to(torch.float64)) is HostTensor
+    assert torch.equal(batch.to("cpu") @ weights, torch.full((4, 2), 3.0))
+
+    def forgot(loader: DataLoader) -> torch.Tensor:
+        return sum(x @ weights for x, in loader)
+
+    def moved(loader: DataLoader) -> torch.Tensor:
+        return sum(x.to("cpu") @ weights for x, in loader)
+
+    loader = DataLoader(TensorDataset(torch.ones(4, 3)), batch_size=2, collate_fn=host_collate,
+                        generator=torch.Generator())  # its own: iterating draws a seed
+    with pytest.raises(CheckError, match="used a batch without moving it to the device"):
+        call(forgot, loader)
+    assert torch.equal(call(moved, loader), torch.full((2, 2), 6.0))
+
+
+def test_saved_on_tags_a_checkpoint_as_a_gpu_writes_it(tmp_path):
+    from helpers.checks.devices import CUDA_LOAD_ERROR, save_as_on_device, saved_on, storage_locations
+
+    path = save_as_on_device(tmp_path / "gpu.pt", {"w": torch.ones(2)})
+    assert storage_locations(path) == {"cuda:0"}
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match=CUDA_LOAD_ERROR):
+            torch.load(path)
+    assert torch.equal(torch.load(path, map_location="cpu")["w"], torch.ones(2))
+    with saved_on("cuda:1"):
+        torch.save({"w": torch.ones(1)}, tmp_path / "rank1.pt")
+    torch.save({"w": torch.ones(1)}, tmp_path / "cpu.pt")  # outside the block: an ordinary save
+    assert storage_locations(tmp_path / "rank1.pt") == {"cuda:1"} and storage_locations(tmp_path / "cpu.pt") == {"cpu"}

@@ -118,11 +118,14 @@ def test_reentrant_checkpoint_really_loses_the_first_blocks_gradients():
 
 
 def test_train_epoch_on_device_syncs_once_and_frees_gradients():
-    result, _, syncs, arrivals, _ = checks._epoch_run(ref.train_epoch_on_device, checks.StepCase(1, 4, 5),
-                                                      learner=False)
+    run = checks._epoch_run(ref.train_epoch_on_device, checks.StepCase(1, 4, 5), learner=False)
+    result, syncs, arrivals = run.result, run.syncs, run.arrivals
     assert [sync.how for sync in syncs] == [".item()"] and not syncs[0].requires_grad
     assert set(arrivals) == {"none"}
     assert isinstance(result, float)
+    # the last batch is smaller, so the mean per batch differs from the mean per sample
+    assert run.sizes == [5, 5, 5, 2]
+    assert result == pytest.approx(sum(loss.item() for loss in run.losses) / 4)
 
 
 @pytest.mark.parametrize("kind, args, error", [

@@ -11,6 +11,7 @@ course, 2 minutes to autograde a submission.
 
     python -m coursetools.bench                (or: make bench)
     python -m coursetools.bench --autograde    only the autograde rows
+    python -m coursetools.bench --notebooks 05_training 10_capstone    only those notebooks' rows
     python -m coursetools.bench --class    (or: make bench-class) grading a class: see coursetools.bench.classroom
 """
 
@@ -179,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(rows))
         return 0 if grade <= AUTOGRADE_SECONDS else 1
     notebooks = sorted((REPO_ROOT / "solutions").glob("*/*.ipynb"))
+    only = argv[1:] if argv[:1] == ["--notebooks"] else None
+    if only is not None:
+        notebooks = [path for path in notebooks if any(name in path.parent.name for name in only)]
     print(f"{'notebook':<22} {'time (s)':>9} {'CPU (s)':>8} {'peak memory (MB)':>17}  budget"
           "  (CPU and memory: kernel + its processes; memory as PSS)")
     total, worst = 0.0, True
@@ -194,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         megabytes = result["peak_bytes"] / 2**20
         print(f"{path.parent.name:<22} {result['seconds']:>9.1f} {result['cpu_seconds']:>8.1f} {megabytes:>17.0f}"
               f"  {verdict(ok)}", flush=True)
+    if only is not None:
+        return 0 if worst else 1
     print(f"{'whole course':<22} {total:>9.1f} {'':>8} {'':>17}  {verdict(total <= COURSE_SECONDS)}")
     rows, grade = autograde_table()
     print("\n".join(rows))

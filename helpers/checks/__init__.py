@@ -69,6 +69,7 @@ check in the notebook for hints.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import linecache
 import math
@@ -78,7 +79,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
 
@@ -295,22 +296,55 @@ def _invoke(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     """Call a learner's function, turning a crash into a readable CheckError."""
     name = getattr(fn, "__name__", repr(fn))
     if not callable(fn):
-        raise CheckError(f"expected a function, got {type(fn).__name__}: pass the function itself, not its result")
+        raise CheckError(f"the check expected a function, but was given {describe(fn)} ({type(fn).__name__})",
+                         where="look at the argument you pass to the check: the name of your function, no ()",
+                         mistake="pass the function itself, not its result: check_x(my_fn), not check_x(my_fn(...))")
     try:
         return fn(*args, **kwargs)
     except NotImplementedError:
-        raise CheckError(
-            f"{name} is not written yet: replace `raise NotImplementedError()` with your code"
-        ) from None
+        raise CheckError(f"{name} is not written yet: it raised NotImplementedError",
+                         where=f"look in the cell that defines {name} for `raise NotImplementedError()`",
+                         mistake="replace `raise NotImplementedError()` with your code") from None
     except CheckError:
         raise
     except NotMovedError as error:
-        raise CheckError(f"{name} used a batch without moving it to the device: call .to(device) on every tensor "
-                         "of the batch before the model or the loss sees it. (Without a GPU nothing seems wrong; on "
-                         "a GPU this is the error 'Expected all tensors to be on the same device'.)") from error
+        raise CheckError(f"{name} used a batch without moving it to the device: a tensor of the batch reached the "
+                         "model or the loss still on the host",
+                         where="look at each tensor of the batch (inputs and labels) between the loader and the "
+                               "model or the loss",
+                         mistake="call .to(device) on every tensor of the batch before the model or the loss sees "
+                                 "it. (Without a GPU nothing seems wrong; on a GPU this is the error 'Expected all "
+                                 "tensors to be on the same device'.)") from error
     except Exception as error:
         shown = ", ".join([describe(a) for a in args] + [f"{k}={describe(v)}" for k, v in kwargs.items()])
-        raise CheckError(f"{name}({shown}) raised {type(error).__name__}: {error}") from error
+        raise CheckError(f"{name}({shown}) raised {type(error).__name__}: {error}",
+                         where=_where_raised(error)) from error
+
+
+# Where to look when the learner's code raised, by the words of the error; the default names the line.
+_WHERE_RAISED = (
+    (("shape", "size of tensor", "dimension", "mat1 and mat2", "expand", "broadcast"),
+     "look at the line that raised (listed below the message in a notebook): print the .shape of each tensor on it "
+     "and compare them with what that operation needs"),
+    (("dtype", "scalar type", "not implemented for"),
+     "look at the line that raised and print the .dtype of each tensor on it: two of them do not go together"),
+    (("device", "cuda", "mps"),
+     "look at the line that raised and print the .device of each tensor on it"),
+    (("index", "out of range", "out of bounds"),
+     "look at the line that raised and at each index on it: compare it with the size of the dim it indexes"),
+    (("grad", "backward", "leaf", "inplace", "in-place"),
+     "look at the line that raised and at the tensors that require grad on it (backward, in-place changes, .grad)"),
+)
+
+
+def _where_raised(error: Exception) -> str:
+    """Where to look when the learner's code raised ``error``: by its words, else the line it came from."""
+    text = str(error)
+    for words, where in _WHERE_RAISED:
+        if any(word.lower() in text.lower() for word in words):
+            return where
+    return ("look at the line of your code that raised (listed below the message in a notebook) and the values it "
+            "uses there")
 
 
 def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), **kwargs: Any) -> Any:
@@ -333,7 +367,8 @@ def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), **kwargs: A
     watched = [(label, value, _snapshot(value)) for label, value in labelled if not allow.lets_change(value)]
     state = _global_state()
     try:
-        result = _invoke(fn, args, kwargs)
+        with _watching_reseeds() as reseeds:
+            result = _invoke(fn, args, kwargs)
     except BaseException:
         _give_back(state, _global_state(), watched, allow)
         raise
@@ -347,7 +382,8 @@ def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), **kwargs: A
             raise CheckError(f"{name} changed the {kind} it was given as {label}: {what}",
                              where=f"look at every line that uses {label}: {_WRITES.get(kind, 'anything that changes it')}",
                              mistake=f"the {kind} belongs to the caller, who still uses it; {fix}")
-    problem = _state_problem(name, state, after, allow, randomness_given=_gives_randomness(labelled))
+    problem = _state_problem(name, state, after, allow, randomness_given=_gives_randomness(labelled),
+                             reseeded=reseeds)
     if problem is not None:
         raise problem
     return result
@@ -522,6 +558,8 @@ def _wrong_values(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: 
         bad = got != expected
         index = int(bad.flatten().nonzero()[0])
         shown = f"{got.flatten()[index].item()}, expected {expected.flatten()[index].item()}"
+    if bad.numel() == 1:  # one number: no index to give
+        return f"wrong values: it is {shown}"
     return f"wrong values: at flat index {index} it is {shown} ({int(bad.sum())} of {bad.numel()} elements are wrong)"
 
 
@@ -599,21 +637,21 @@ def _diagnose_values(got: torch.Tensor, expected: torch.Tensor, given: torch.Ten
     if not torch.isfinite(got.double()).all() or not torch.isfinite(expected.double()).all():
         return None
     e, g = expected.double(), got.double()
-    # a constant factor (includes the sign flip)
-    if e.abs().max() > atol:
+    # whole numbers where the expected values are not (first: one element is always some factor of another)
+    if expected.is_floating_point() and not _close(expected, expected.round(), atol, rtol):
+        for name, op in (("rounded to whole numbers", torch.round), ("rounded down (floor)", torch.floor),
+                         ("rounded towards zero (an int conversion?)", torch.trunc),
+                         ("rounded up (ceil)", torch.ceil)):
+            if _close(got, op(expected), atol, rtol):
+                return f"your values are the expected ones {name}"
+    # a constant factor (includes the sign flip); it takes two nonzero values to show one
+    if int((e.abs() > atol).sum()) >= 2:
         factor = float((g * e).sum() / (e * e).sum())
         if factor != 0 and not math.isclose(factor, 1.0, rel_tol=1e-4) and _close(g, factor * e, atol, rtol):
             return _factor_name(factor, given)
     # transposed (square matrices, or the last two dimensions of a batch)
     if got.dim() >= 2 and got.shape[-1] == got.shape[-2] and _close(got, expected.transpose(-1, -2), atol, rtol):
         return "your result is the transpose of the expected one (rows and columns swapped)"
-    # whole numbers where the expected values are not
-    if expected.is_floating_point():
-        for name, op in (("rounded to whole numbers", torch.round), ("rounded down (floor)", torch.floor),
-                         ("rounded towards zero (an int conversion?)", torch.trunc),
-                         ("rounded up (ceil)", torch.ceil)):
-            if _close(got, op(expected), atol, rtol):
-                return f"your values are the expected ones {name}"
     # the right values, in the wrong place
     for d in range(got.dim()):
         if got.shape[d] < 2:
@@ -626,7 +664,7 @@ def _diagnose_values(got: torch.Tensor, expected: torch.Tensor, given: torch.Ten
         return "you have the right values, but in the wrong order"
     # an offset: every value off by the same amount
     offset = float((g - e).mean())
-    if abs(offset) > atol and _close(g, e + offset, atol, rtol):
+    if got.numel() >= 2 and abs(offset) > atol and _close(g, e + offset, atol, rtol):
         return f"every value is off by the same amount ({offset:+.4g})"
     # wrong only on part of the input's domain
     wrong = ~torch.isclose(g, e, atol=atol, rtol=rtol)
@@ -654,7 +692,19 @@ def _diagnose_dtype(got: torch.Tensor, expected: torch.Tensor, given: torch.Tens
             and expected.device.type != "meta" and got.shape == expected.shape:
         if _close(got.to(expected.dtype), expected.trunc(), 1e-5, 1e-4) and not _close(expected, expected.trunc()):
             return "your values are whole numbers: they were truncated by a conversion to an integer type"
+    if _are_positions(got, expected, given):
+        return ("your result holds positions (indices) into the input, not the values found there: torch.where(mask) "
+                "and nonzero() give positions, while indexing with the mask itself (x[mask]) gives the values")
     return None
+
+
+def _are_positions(got: torch.Tensor, expected: torch.Tensor, given: torch.Tensor | None) -> bool:
+    """Integers, where floats were expected, that all index into the input (its first dimension or its elements)."""
+    if not (isinstance(given, torch.Tensor) and expected.is_floating_point() and got.dtype == torch.int64
+            and got.numel() > 0 and given.numel() > 0 and "meta" not in (got.device.type, given.device.type)):
+        return False
+    within = bool(((got >= 0) & (got < max(given.shape[0] if given.dim() else 1, given.numel()))).all())
+    return within and not _close(got.to(expected.dtype), expected)
 
 
 def _diagnose_shape(got: torch.Tensor, expected: torch.Tensor, given: torch.Tensor | None) -> str | None:
@@ -1067,7 +1117,10 @@ def _module_change(before: Any, after: Any, allow: Allow) -> tuple[str, str] | N
             inner = _change(old[key][1], new[key][1], allow)
             if inner:
                 fix = ("an optimizer step or an in-place update changed the caller's weights"
-                       if inner[0].startswith("its values") else inner[1])
+                       if inner[0].startswith("its values") else
+                       "requires_grad_() on the caller's parameters changes them for everything that follows; "
+                       "torch.no_grad() turns off recording without touching the model"
+                       if "requires_grad" in inner[0] else inner[1])
                 return (f"its {what} {key!r} changed: {inner[0].removeprefix('its ')}", fix)
     if not allow.modes and mode != mode_after:
         switched = [n or "the model itself" for n in mode if mode[n] != mode_after[n]]
@@ -1143,6 +1196,44 @@ def _restore_global_state(state: dict, after: dict, allow: Allow) -> None:
         torch.set_num_threads(state["threads"])
 
 
+# The functions that reset a global generator's state, by module: a call to any of them during a learner's
+# function throws away the caller's random stream, whatever the task.
+_RESEEDERS = {"torch": ("manual_seed", "seed", "set_rng_state"), "torch.random": ("manual_seed", "seed", "set_rng_state"),
+              "random": ("seed", "setstate"), "numpy.random": ("seed", "set_state")}
+
+
+@contextlib.contextmanager
+def _watching_reseeds() -> Iterator[list[str]]:
+    """Record (and still perform) every reset of a global generator made through its module while the block runs."""
+    import importlib
+
+    calls: list[str] = []
+    patched = []
+    for module_name, names in _RESEEDERS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for attribute in names:
+            original = getattr(module, attribute, None)
+            if original is None:
+                continue
+
+            def spy(*args: Any, _original: Callable = original, _name: str = f"{module_name}.{attribute}",
+                    **kwargs: Any) -> Any:
+                shown = ", ".join(repr(a) for a in args if not isinstance(a, torch.Tensor))
+                calls.append(f"{_name}({shown})")
+                return _original(*args, **kwargs)
+
+            setattr(module, attribute, spy)
+            patched.append((module, attribute, original))
+    try:
+        yield calls
+    finally:
+        for module, attribute, original in reversed(patched):
+            setattr(module, attribute, original)
+
+
 def _reseeded(after: dict) -> int | None:
     """The small seed k the torch generator was just reset to (manual_seed(k)), if it was."""
     for k in (*range(101), 123, 1234, 12345, 2024, 2025, 2026, 1337, 31337, 4242, 999, 1000):
@@ -1152,17 +1243,19 @@ def _reseeded(after: dict) -> int | None:
 
 
 def _state_problem(name: str, state: dict, after: dict, allow: Allow, *,
-                   randomness_given: bool = True) -> CheckError | None:
+                   randomness_given: bool = True, reseeded: Sequence[str] = ()) -> CheckError | None:
     """A CheckError for the first piece of global state the call left changed (and was not allowed to), or None.
 
-    ``randomness_given``: the call handed the function a generator or a seed, so the named mistake can point
-    at it; otherwise the message says only what the evidence shows (the global generator moved).
+    The global generators: resetting one (``reseeded``: the calls seen) is always a problem, since it throws
+    away the caller's random stream; drawing from one is a problem only when ``randomness_given``, the call
+    handed the function a generator or a seed to draw from instead.
     """
     if not allow.global_rng:
         changed = _rng_changed(state, after)
-        if changed:
+        if changed and (randomness_given or reseeded):
             seed = _reseeded(after) if "torch" in changed else None
             how = (f"reseeded torch's global random generator (torch.manual_seed({seed}))" if seed is not None
+                   else f"reset a global random generator ({reseeded[0]})" if reseeded
                    else f"used the global random generator of {' and '.join(changed)} (its state changed)")
             where = ("look for random draws without a generator= argument (torch.randn, randperm, rand, "
                      "random.shuffle, np.random...), for manual_seed, and for layers built inside the function")
@@ -1173,8 +1266,9 @@ def _state_problem(name: str, state: dict, after: dict, allow: Allow, *,
                             "generator=g); seeding or drawing from the global generator changes every random "
                             "number the caller draws afterwards")
             return CheckError(
-                f"{name} {how}, which the rest of the program shares; the task hands it no generator and asks "
-                "for nothing random from it", where=where)
+                f"{name} {how}, which the rest of the program shares", where=where,
+                mistake="seeding inside a function resets the random numbers the caller draws afterwards; draw "
+                        "what you need without seeding (or from a torch.Generator of your own)")
     if not allow.grad_mode and (after["grad"] != state["grad"] or after["inference"] != state["inference"]):
         if after["inference"] != state["inference"]:
             left = f"inference mode switched {'on' if after['inference'] else 'off'}"
@@ -1271,65 +1365,9 @@ def _globals_of(fn: Any) -> dict | None:
 
 
 # ---------------------------------------------------------------- a device stand-in for a grader without a GPU
+# HostTensor, host_collate and NotMovedError live in helpers.checks.devices, with the rest of the stand-in device.
 
-class NotMovedError(RuntimeError):
-    """Raised when a batch that was never moved with ``.to(device)`` meets the model's tensors."""
-
-
-class HostTensor(torch.Tensor):
-    """A batch tensor still "on the host": a stand-in for a CPU batch when the model is on a GPU.
-
-    On a machine without a GPU, forgetting ``batch.to(device)`` changes nothing,
-    so no check could see it. A HostTensor makes it visible everywhere: it
-    behaves like an ordinary tensor on its own, ``.to(device)`` (or ``.cuda()``)
-    returns an ordinary tensor, and combining a HostTensor with an ordinary
-    tensor (the model's weights, a moved batch) raises :class:`NotMovedError`,
-    as PyTorch raises for two devices. Checks hand learners loaders whose
-    batches are HostTensors (``collate_fn=host_collate``).
-    """
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        name = getattr(func, "__name__", "")
-        if name in ("to", "cuda", "cpu"):
-            moves = name in ("cuda", "cpu") or "device" in kwargs or any(
-                isinstance(a, (torch.device, str)) or (isinstance(a, torch.Tensor) and not isinstance(a, cls))
-                for a in args[1:])
-            if moves:
-                with torch._C.DisableTorchFunctionSubclass():
-                    out = func(*args, **kwargs)
-                return out.as_subclass(torch.Tensor) if isinstance(out, cls) else out
-        with torch._C.DisableTorchFunctionSubclass():  # looking at the tensors must not come back here
-            tensors = [t for t in _tensors_in(args) + _tensors_in(list(kwargs.values())) if t.dim() > 0]
-        if any(isinstance(t, cls) for t in tensors) and any(not isinstance(t, cls) for t in tensors):
-            raise NotMovedError(f"{name or 'an operation'} got a batch tensor that was never moved to the device "
-                                "together with tensors that were (the model's parameters or a moved batch)")
-        return super().__torch_function__(func, types, args, kwargs)
-
-
-def _tensors_in(values: Any) -> list[torch.Tensor]:
-    found: list[torch.Tensor] = []
-    for value in values:
-        if isinstance(value, torch.Tensor):
-            found.append(value)
-        elif isinstance(value, (list, tuple)):
-            found.extend(_tensors_in(value))
-    return found
-
-
-def host_collate(samples: list) -> Any:
-    """``default_collate``, with every tensor of the batch a :class:`HostTensor`."""
-    from torch.utils.data import default_collate
-
-    def wrap(value: Any) -> Any:
-        if isinstance(value, torch.Tensor):
-            return value.as_subclass(HostTensor)
-        if isinstance(value, (list, tuple)):
-            return type(value)(wrap(v) for v in value)
-        return value
-
-    return wrap(default_collate(samples))
+from helpers.checks.devices import HostTensor, NotMovedError, host_collate  # noqa: E402
 
 
 def same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:

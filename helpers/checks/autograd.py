@@ -104,11 +104,13 @@ def _same_floats(a: Any, b: Sequence[float]) -> bool:
 
 def check_mean_square_grad(fn: Callable[[torch.Tensor], torch.Tensor],
                            inputs: Sequence[torch.Tensor] | None = None) -> None:
-    inputs = inputs if inputs is not None else [torch.ones(2, 2), torch.tensor([-2.0, 0.0, 1.5]), _randn(3, 4)]
+    inputs = inputs if inputs is not None else [torch.ones(2, 2), torch.tensor([-2.0, 0.0, 1.5]), _randn(3, 4),
+                                                torch.tensor([0.5, -1.0], dtype=torch.float64)]
     for x in inputs:
         n = x.numel()
         got = _run(fn, x)
-        expect_tensor(got, ref.mean_square_grad(x), what=f"mean_square_grad(x of shape {list(x.shape)})", given=x,
+        expect_tensor(got, ref.mean_square_grad(x), what=f"mean_square_grad(x of shape {list(x.shape)}, {x.dtype})",
+                      given=x,
                       mistakes=[Mistake("you returned out itself (one number); return the gradient, x.grad",
                                         matches=lambda g: isinstance(g, torch.Tensor) and g.dim() == 0 and n > 1,
                                             where='look at what you return: the output, or a gradient?'),
@@ -135,8 +137,14 @@ def _vjp_examples() -> list[tuple[Callable, torch.Tensor, torch.Tensor]]:
     def matrix_times(x: torch.Tensor) -> torch.Tensor:
         return w @ x
 
+    w_rows = _randn(3, 2, seed=4)
+
+    def rows_times(x: torch.Tensor) -> torch.Tensor:  # x [2, 3] -> [2, 2]: neither side is a vector
+        return x @ w_rows
+
     return [(square, torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 0.5, -1.0])),
-            (matrix_times, _randn(3, seed=2), _randn(3, seed=3))]
+            (matrix_times, _randn(3, seed=2), _randn(3, seed=3)),
+            (rows_times, _randn(2, 3, seed=5), _randn(2, 2, seed=6))]
 
 
 def check_vector_jacobian_product(
@@ -154,7 +162,12 @@ def check_vector_jacobian_product(
                                             where='look at where v enters the backward pass'),
                                 Mistake("you computed J @ v; backward(gradient=v) gives v @ J, "
                                         "the vector-Jacobian product", lambda: _jacobian(f, x) @ v,
-                                            where='look at which side v multiplies the Jacobian from')])
+                                            where='look at which side v multiplies the Jacobian from'),
+                                Mistake("you multiplied v elementwise with the gradient of f(x).sum(); that equals "
+                                        "v @ J only when each output depends on its own input alone. Pass v to "
+                                        "backward: f(x).backward(gradient=v)",
+                                        lambda: v * ref.vector_jacobian_product(f, x, torch.ones_like(v)),
+                                        where="look at where v enters the backward pass")])
     passed("vector_jacobian_product", len(inputs))
 
 
@@ -192,10 +205,14 @@ def check_per_batch_grads(fn: Callable, inputs: Sequence[tuple[torch.Tensor, lis
         expect(learner_w.is_leaf and learner_w.requires_grad and torch.equal(learner_w.detach(), w.detach()),
                f"{what} changed w itself (its values, or its requires_grad); only its .grad may change",
                where="look for assignments to w or in-place operations on it")
-        expect(isinstance(got, (list, tuple)), f"{what} should return a list of tensors, not {describe(got)}")
-        expect(len(got) == len(batches), f"{what} returned {len(got)} gradients; return one per batch ({len(batches)})")
+        expect(isinstance(got, (list, tuple)), f"{what} should return a list of tensors, not {describe(got)}",
+               where="look at what your function returns (every return statement)")
+        expect(len(got) == len(batches), f"{what} returned {len(got)} gradients; expected one per batch ({len(batches)})",
+               where="look at where you append to the list: is it inside the loop over the batches, once per batch?",
+               mistake=f"return one per batch: append a copy of w.grad after each batch's backward, {len(batches)} in all")
         odd = [g for g in got if not isinstance(g, torch.Tensor)]
-        expect(not odd, f"{what} should return a list of tensors, but it holds {describe(odd[:1] and odd[0])}")
+        expect(not odd, f"{what} should return a list of tensors, but it holds {describe(odd[:1] and odd[0])}",
+               where="look at what you append to the list at each batch")
         # tensors in the list that are w.grad itself (or each other): zeroing w.grad later changes them too
         shared = any(same_tensor(got[i], got[j]) for i in range(len(got)) for j in range(i)) or (
             learner_w.grad is not None and any(same_tensor(g, learner_w.grad) for g in got[:-1]))
@@ -210,6 +227,16 @@ def check_per_batch_grads(fn: Callable, inputs: Sequence[tuple[torch.Tensor, lis
                         "adds into .grad. Zero it (w.grad = None or w.grad.zero_()) before each backward",
                         matches=lambda _: all(torch.allclose(a, b, atol=1e-5, rtol=1e-4) for a, b in zip(got, never_zeroed)),
                             where='look at what happens to w.grad between batches'),
+                Mistake(f"each gradient is the batch size ({len(batches[index][1])}) times the expected one: your "
+                        "loss sums the squared errors, and the task's loss is their mean",
+                        matches=lambda _: all(torch.allclose(a, b * len(batch[1]), atol=1e-5, rtol=1e-4)
+                                              for a, b, batch in zip(got, expected, batches)),
+                        where="look at how each batch's loss reduces its squared errors"),
+                Mistake("every gradient in your list is the gradient of all the batches together: one backward "
+                        "through the summed losses; the task asks for one backward per batch",
+                        matches=lambda _: len(got) > 1 and all(torch.allclose(a, sum(expected), atol=1e-5, rtol=1e-4)
+                                                               for a in got),
+                        where="look at how many times backward() runs, and on which loss"),
                 Mistake("the first gradient includes the gradient w already held when your function was called: "
                         "zero w.grad *before* each backward, not after it",
                         matches=lambda _: w.grad is not None and all(
@@ -237,16 +264,18 @@ def _line_examples() -> list[tuple[torch.Tensor, torch.Tensor, float, int]]:
             (x2, -0.5 * x2 + 3 + 0.2 * _randn(30, seed=51), 0.05, 40)]
 
 
-def _fit_by_hand_variant(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, *,
-                         zero: bool = True, sign: float = 1.0) -> tuple[float, float]:
-    """The reference loop with one knob turned: ``zero=False`` never zeroes, ``sign=-1`` climbs."""
+def _fit_by_hand_variant(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, *, zero: bool = True,
+                         sign: float = 1.0, reduce: str = "mean", b_moves_by_w: bool = False) -> tuple[float, float]:
+    """The reference loop with one knob turned: ``zero=False`` never zeroes, ``sign=-1`` climbs, ``reduce="sum"``
+    descends the summed squares, ``b_moves_by_w`` updates b with w's gradient."""
     w = torch.zeros((), requires_grad=True)
     b = torch.zeros((), requires_grad=True)
     for _ in range(steps):
-        ref.line_loss(w, b, x, y).backward()
+        squares = (w * x + b - y) ** 2
+        (squares.sum() if reduce == "sum" else squares.mean()).backward()
         with torch.no_grad():
             w -= sign * lr * w.grad
-            b -= sign * lr * b.grad
+            b -= sign * lr * (w.grad if b_moves_by_w else b.grad)
         if zero:
             w.grad.zero_()
             b.grad.zero_()
@@ -269,8 +298,34 @@ def _fit_line_mistakes(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, 
     ]
     if lr != NOTEBOOK_LR:
         mistakes.append(Mistake(f"you used the notebook's learning rate {NOTEBOOK_LR} instead of the lr argument ({lr})",
-                                matches=lambda got: _same_floats(got[:2], variant(x, y, NOTEBOOK_LR, steps))))
+                                matches=lambda got: _same_floats(got[:2], variant(x, y, NOTEBOOK_LR, steps)),
+                                where="look at which learning rate your update multiplies by"))
+    mistakes += [
+        Mistake(f"your w and b are those after {steps - 1} updates; the task asks for {steps}",
+                matches=lambda got: steps > 1 and _same_floats(got[:2], variant(x, y, lr, steps - 1)),
+                where="look at how many times your loop runs (range's start and end)"),
+        Mistake(f"your w and b are those after {steps + 1} updates; the task asks for {steps}",
+                matches=lambda got: _same_floats(got[:2], variant(x, y, lr, steps + 1)),
+                where="look at how many times your loop runs (range's start and end)"),
+        Mistake("every update moved half as far as gradient descent with lr: a factor 2 is missing from the "
+                "gradient (the derivative of (w*x + b - y)**2 is 2*(w*x + b - y) times the inner derivative)",
+                matches=lambda got: _same_floats(got[:2], variant(x, y, lr / 2, steps)),
+                where="look at the size of each update, and every factor of the gradient"),
+    ]
     return mistakes
+
+
+def _by_hand_mistakes(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int) -> list[Mistake]:
+    """Mistakes only a hand-written update can make."""
+    return [
+        Mistake("b moved by w's gradient: each parameter moves against its own gradient (b -= lr * b.grad)",
+                matches=lambda got: _same_floats(got[:2], _fit_by_hand_variant(x, y, lr, steps, b_moves_by_w=True)),
+                where="look at the update of b"),
+        Mistake(f"you descended the sum of the squared errors: its gradient is {len(x)} times the mean's, so the "
+                "steps overshoot and grow. The loss is their mean (line_loss)",
+                matches=lambda got: _same_floats(got[:2], _fit_by_hand_variant(x, y, lr, steps, reduce="sum")),
+                where="look at how the loss reduces the squared errors"),
+    ]
 
 
 def _expect_float_pair(got: Any, expected: Sequence[float], what: str, mistakes: Sequence[Mistake]) -> None:
@@ -295,19 +350,21 @@ def check_fit_line_by_hand(fn: Callable, inputs: Sequence[tuple[torch.Tensor, to
     for x, y, lr, steps in inputs:
         what = f"fit_line_by_hand(x, y, lr={lr}, steps={steps})"
         got = _run(fn, x, y, lr, steps)
-        expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{what} should return a pair (w, b), not {describe(got)}")
+        expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{what} should return a pair (w, b), not {describe(got)}",
+               where="look at your return statement: it returns w and b, in that order")
         _expect_float_pair(got, ref.fit_line_by_hand(x, y, lr, steps), what,
                            _fit_line_mistakes(x, y, lr, steps, _fit_by_hand_variant,
-                                              "Zero w.grad and b.grad after each update"))
+                                              "Zero w.grad and b.grad after each update")
+                           + _by_hand_mistakes(x, y, lr, steps))
     passed("fit_line_by_hand", len(inputs))
 
 
-def _sgd_variant(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, *,
-                 zero: str = "first", sign: float = 1.0) -> tuple[float, float, list[float]]:
+def _sgd_variant(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, *, zero: str = "first",
+                 sign: float = 1.0, momentum: float = 0.0) -> tuple[float, float, list[float]]:
     """The reference SGD loop, zeroing "first" (right), "never", or "before_step" (after backward)."""
     w = torch.zeros((), requires_grad=True)
     b = torch.zeros((), requires_grad=True)
-    optimizer = torch.optim.SGD([w, b], lr=lr, maximize=sign < 0)
+    optimizer = torch.optim.SGD([w, b], lr=lr, maximize=sign < 0, momentum=momentum)
     losses = []
     for _ in range(steps):
         if zero == "first":
@@ -325,9 +382,20 @@ def _sgd_params(x, y, lr, steps, *, zero: bool = True, sign: float = 1.0) -> tup
     return _sgd_variant(x, y, lr, steps, zero="first" if zero else "never", sign=sign)[:2]
 
 
+def _momentum_mistake(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, pick: Callable,
+                      part: slice) -> Mistake:
+    """Plain SGD was asked for (the fit of exercise 4); ``pick`` takes the compared part of the learner's result."""
+    return Mistake("your run matches SGD with momentum (0.9); the fit of exercise 4 is plain SGD: "
+                   "torch.optim.SGD(params, lr=lr) without momentum",
+                   matches=lambda g: any(_same_floats(pick(g), _sgd_variant(x, y, lr, steps, momentum=m)[part])
+                                         for m in (0.9, 0.5, 0.99)),
+                   where="look at the arguments you build the optimizer with")
+
+
 def _check_sgd_result(got: Any, what: str) -> None:
     expect(isinstance(got, (tuple, list)) and len(got) == 3,
-           f"{what} should return a triple (w, b, losses), not {describe(got)}")
+           f"{what} should return a triple (w, b, losses), not {describe(got)}",
+           where="look at your return statement: it returns w, b and the list of losses, in that order")
 
 
 def check_fit_line_with_sgd(fn: Callable, inputs: Sequence[tuple[torch.Tensor, torch.Tensor, float, int]] | None = None) -> None:
@@ -344,7 +412,9 @@ def check_fit_line_with_sgd(fn: Callable, inputs: Sequence[tuple[torch.Tensor, t
         mistakes.insert(1, Mistake(
             "w and b never moved: optimizer.zero_grad() ran between loss.backward() and optimizer.step(), so the "
             "step saw zero gradients. Order: zero_grad, forward, backward, step",
-            matches=lambda g: _same_floats(g[:2], _sgd_variant(x, y, lr, steps, zero="before_step")[:2])))
+            matches=lambda g: _same_floats(g[:2], _sgd_variant(x, y, lr, steps, zero="before_step")[:2]),
+            where="look at the order of zero_grad, forward, backward and step in each iteration"))
+        mistakes.append(_momentum_mistake(x, y, lr, steps, lambda g: g[:2], slice(0, 2)))
         _expect_float_pair(got[:2], ref.fit_line_with_sgd(x, y, lr, steps)[:2], what, mistakes)
     passed("fit_line_with_sgd", len(inputs))
 
@@ -358,8 +428,11 @@ def check_loss_log(fn: Callable, inputs: Sequence[tuple[torch.Tensor, torch.Tens
         got = _run(fn, x, y, lr, steps, allow=Allow(global_rng=True))
         _check_sgd_result(got, what.replace("the losses from ", ""))
         losses = got[2]
-        expect(isinstance(losses, list), f"{what} should be a list, not {describe(losses)}")
-        expect(len(losses) == steps, f"{what}: there are {len(losses)} values; log one loss per step ({steps})")
+        expect(isinstance(losses, list), f"{what} should be a list, not {describe(losses)}",
+               where="look at how you build the losses you return: a Python list, one append per step")
+        expect(len(losses) == steps, f"{what}: there are {len(losses)} values; expected {steps}",
+               where="look at where you append to the list: does it run at every step of the loop?",
+               mistake=f"log one loss per step ({steps}), not only some of them")
         tensors = [v for v in losses if isinstance(v, torch.Tensor)]
         expect(not any(t.grad_fn is not None for t in tensors),
                f"{what}: your list holds loss tensors that still carry their autograd graph (grad_fn)",
@@ -370,13 +443,17 @@ def check_loss_log(fn: Callable, inputs: Sequence[tuple[torch.Tensor, torch.Tens
                where="look at what you append to the list at each step",
                mistake="append loss.item(), a plain Python float")
         odd = [v for v in losses if not isinstance(v, float)]
-        expect(not odd, f"{what} should all be Python floats, but one is {describe(odd[:1] and odd[0])}")
+        expect(not odd, f"{what} should all be Python floats, but one is {describe(odd[:1] and odd[0])}",
+               where="look at what you append to the list at each step")
         expected = ref.fit_line_with_sgd(x, y, lr, steps)[2]
         if not _same_floats(losses, expected):
             worst = max(range(steps), key=lambda i: abs(losses[i] - expected[i]) if not math.isnan(losses[i]) else math.inf)
             symptom = (f"{what}: at step {worst} you logged {losses[worst]:.6g}, expected {expected[worst]:.6g} "
                        "(the loss computed at that step, before optimizer.step())")
-            where = "look at the order of zero_grad, forward, backward and step in each iteration"
+            where = "look at each iteration: the order of zero_grad, forward, backward and step, and the optimizer"
+            momentum = _momentum_mistake(x, y, lr, steps, lambda g: g, slice(2, 3))
+            expect(not any(_same_floats(losses, _sgd_variant(x, y, lr, steps, momentum=m)[2]) for m in (0.9, 0.5, 0.99)),
+                   symptom, where=momentum.where, mistake=momentum.message)
             expect(not _same_floats(losses, _sgd_variant(x, y, lr, steps, zero="never")[2]), symptom, where=where,
                    mistake="the losses are those of a run that never calls optimizer.zero_grad(), "
                            "so gradients accumulated across steps")
@@ -415,11 +492,15 @@ def check_accuracy(fn: Callable, inputs: Sequence[tuple[nn.Module, torch.Tensor,
         got = _run(fn, model, images, labels, allow=Allow(modes=True))
         expect_close(got, ref.accuracy(model, images, labels), what=what, mistakes=[
             Mistake(f"you returned the number of correct predictions ({correct}); divide by the number of images "
-                    f"({len(labels)}) to get a fraction", lambda: correct),
+                    f"({len(labels)}) to get a fraction", lambda: correct,
+                    where="look at the last step: how the count of correct predictions becomes a fraction"),
             Mistake("you returned a percentage; return a fraction between 0 and 1",
-                    lambda: 100.0 * correct / len(labels)),
+                    lambda: 100.0 * correct / len(labels),
+                    where="look at the last step: how the count of correct predictions becomes a fraction"),
         ])
-        expect(isinstance(got, float), f"{what} should return a Python float, not {describe(got)}; use .item()")
+        expect(isinstance(got, float), f"{what} should return a Python float, not {describe(got)}",
+               where="look at the value you return: how the count of correct predictions becomes a fraction",
+               mistake="a tensor (or an int) is not a Python float: .item() turns a one-element tensor into one")
     passed("accuracy", len(inputs))
 
 
@@ -465,6 +546,8 @@ def check_softplus_backward(fn: Callable, inputs: Sequence[tuple[torch.Tensor, t
                       what=f"softplus_backward(x of shape {list(x.shape)}, grad_output)", mistakes=[
                           Mistake("you forgot the chain rule: multiply the local derivative by grad_output",
                                   lambda: torch.sigmoid(x), where='look at where grad_output enters'),
+                          Mistake("you added grad_output to the local derivative; the chain rule multiplies them",
+                                  lambda: grad_output + torch.sigmoid(x), where="look at where grad_output enters"),
                           Mistake("the sign is wrong: d/dx log(1 + exp(x)) = exp(x) / (1 + exp(x)) = sigmoid(x) > 0",
                                   lambda: -grad_output * torch.sigmoid(x), where='look at the sign of the derivative'),
                           Mistake("that is sigmoid(-x) = 1 - sigmoid(x); the derivative is exp(x) / (1 + exp(x)) "
@@ -501,8 +584,19 @@ def _gradcheck_examples() -> list[tuple[Callable, torch.Tensor, bool]]:
     good = make_function(softplus, ref.softplus_backward, "Softplus")
     no_chain_rule = make_function(softplus, lambda x, g: torch.sigmoid(x), "SoftplusNoChainRule")
     wrong_sign = make_function(torch.exp, lambda x, g: -g * torch.exp(x), "ExpWrongSign")
+    # 5% too large: gradcheck's default tolerances see it; tolerances loosened to 10% do not
+    slightly_off = make_function(softplus, lambda x, g: 1.05 * g * torch.sigmoid(x), "SoftplusFivePercentOff")
     return [(good, _randn(6, seed=93), True), (no_chain_rule, _randn(6, seed=94), False),
-            (torch.tanh, _randn(2, 3, seed=95), True), (wrong_sign, _randn(4, seed=96), False)]
+            (torch.tanh, _randn(2, 3, seed=95), True), (wrong_sign, _randn(4, seed=96), False),
+            (torch.tanh, _randn(5, seed=97, dtype=torch.float64), True),  # float64 already: .double() is x itself
+            (slightly_off, _randn(5, seed=98), False)]
+
+
+def gradcheck_says(f: Callable, x: torch.Tensor) -> bool:
+    """False when gradcheck, with its default tolerances on a float64 copy of x, finds f's backward wrong."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return not torch.autograd.gradcheck(f, (x.detach().double().requires_grad_(True),), raise_exception=False)
 
 
 def check_gradients_are_correct(fn: Callable, inputs: Sequence[tuple[Callable, torch.Tensor, bool]] | None = None) -> None:
@@ -510,7 +604,8 @@ def check_gradients_are_correct(fn: Callable, inputs: Sequence[tuple[Callable, t
     for index, (f, x, correct) in enumerate(inputs):
         what = f"gradients_are_correct(f, x of dtype {x.dtype}) for example {index}"
         got = _run(fn, f, x)
-        expect(isinstance(got, bool), f"{what} should return True or False, not {describe(got)}")
+        expect(isinstance(got, bool), f"{what} should return True or False, not {describe(got)}",
+               where="look at what you return: gradcheck's own answer is a bool")
         if got == correct:
             continue
         if correct and x.dtype != torch.float64:
@@ -522,7 +617,13 @@ def check_gradients_are_correct(fn: Callable, inputs: Sequence[tuple[Callable, t
                    where="look at the dtype of the tensor you pass to gradcheck",
                    mistake="gradcheck needs float64. In float32 the finite differences are too coarse, so correct "
                            "gradients look wrong; check a copy made with x.detach().double().requires_grad_()")
-        raise CheckError(f"{what} returned {got}, but this function's gradients are {'right' if correct else 'wrong'}",
+        name = getattr(getattr(f, "__self__", f), "__name__", "f")
+        if not correct and gradcheck_says(f, x):
+            raise CheckError(f"{what} returned True for {name}, whose backward is wrong (torch.autograd.gradcheck "
+                             "with its default tolerances, on a float64 copy, returns False)",
+                             where="look at the arguments you pass to gradcheck: the dtype, and any tolerance "
+                                   "(atol, rtol, eps) you changed")
+        raise CheckError(f"{what} returned {got}, but the gradients of {name} are {'right' if correct else 'wrong'}",
                          where="look at what decides the value you return",
                          mistake="return the result of torch.autograd.gradcheck(f, (x64,), raise_exception=False)")
     passed("gradients_are_correct", len(inputs))
@@ -562,8 +663,12 @@ def _fit_examples() -> list[tuple[Callable, list[torch.Tensor], torch.Tensor, to
     y1 = 0.5 - x1 + 2 * x1 ** 3 + 0.1 * _randn(40, seed=120)
     x2 = torch.linspace(-2, 2, 30)
     y2 = 1.5 * x2 - 0.5 + 0.2 * _randn(30, seed=121)
+    line_start = _leaves(torch.tensor(0.5), torch.tensor(-1.0))
+    # the target first met by the last allowed update: a loop that stops checking one update early misses it
+    last = _descend(_line, line_start, x2, y2, 0.1, 12)
     return [(_poly3, _leaves(torch.zeros(4)), x1, y1, 0.3, 0.02, 1000),
-            (_line, _leaves(torch.tensor(0.5), torch.tensor(-1.0)), x2, y2, 0.1, 0.1, 500)]
+            (_line, line_start, x2, y2, 0.1, 0.1, 500),
+            (_line, line_start, x2, y2, 0.1, (last[-1][1] + last[-2][1]) / 2, 12)]
 
 
 def _descend(predict: Callable, params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor, lr: float,
@@ -616,8 +721,11 @@ def _call_fit(fn: Callable, predict: Callable, params: list[torch.Tensor], x: to
         return _run(fn, spied, params, x, y, lr, target, max_steps, allow=Allow(changed=(params, *params)))
     except CheckError as error:
         if isinstance(error.__cause__, _Runaway):
-            raise CheckError(f"{what} was still calling predict after {max_steps} steps: the loop must end after at "
-                             "most max_steps updates (raise RuntimeError then)") from None
+            raise CheckError(f"{what} was still calling predict after {max_steps} steps",
+                             where="look at the condition that ends your loop: what happens when max_steps updates "
+                                   "are done and the target is still not met?",
+                             mistake="the loop must end after at most max_steps updates (raise RuntimeError then)"
+                             ) from None
         raise
 
 
@@ -661,45 +769,65 @@ def check_fit_to_target(fn: Callable, inputs: Sequence[tuple] | None = None) -> 
             if not isinstance(error.__cause__, RuntimeError) or any(p in str(error.__cause__) for p, _ in KNOWN_ERRORS):
                 raise
             _diagnose_gave_up(params, predict, start, x, y, lr, target, max_steps, first, what, error)
-        expect(torch.equal(x, x_before) and torch.equal(y, y_before), f"{what} changed x or y, which belong to the caller")
-        expect(torch.is_grad_enabled(), f"{what} left gradient recording switched off")
+        expect(torch.equal(x, x_before) and torch.equal(y, y_before), f"{what} changed x or y, which belong to the caller",
+               where="look for in-place operations on x or y (x -= ..., y[...] = ..., methods ending in _)")
+        expect(torch.is_grad_enabled(), f"{what} left gradient recording switched off",
+               where="look for torch.set_grad_enabled(...) or a mode entered without a `with` block")
         expect(len(params) == len(objects) and all(p is q for p, q in zip(params, objects)),
-               f"{what}: the list params no longer holds the tensors it was given: change those tensors in place "
-               "(p -= ... under torch.no_grad()), do not replace them")
+               f"{what}: the list params no longer holds the tensors it was given",
+               where="look for assignments to params[i] (or to the list) in your update",
+               mistake="change those tensors in place (p -= ... under torch.no_grad()), do not replace them")
         expect(all(p.is_leaf and p.requires_grad for p in params),
-               f"{what}: after your call the params are no longer leaves that require grad; update them in place "
-               "under torch.no_grad()")
+               f"{what}: after your call the params are no longer leaves that require grad",
+               where="look at the update of the params: where it runs (inside torch.no_grad()?) and how (in place?)",
+               mistake="update them in place under torch.no_grad()")
         with torch.no_grad():
             final = ((predict(params, x) - y) ** 2).mean().item()
         expect(not isinstance(got, torch.Tensor),
-               f"{what} returned {describe(got)}; return the error as a Python float (.item())")
-        expect(isinstance(got, float), f"{what} should return the final error as a Python float, not {describe(got)}")
+               f"{what} returned {describe(got)}; expected the error as a Python float",
+               where="look at the value you return",
+               mistake="return the error as a Python float (.item()), not a tensor")
+        expect(isinstance(got, float), f"{what} should return the final error as a Python float, not {describe(got)}",
+               where="look at the value you return")
         if not _same_params(params, path[first][0]) and not any(
                 _same_params(params, path[k][0]) and path[k][1] <= target * (1 + 1e-5)
                 for k in (first - 1, first + 1) if 0 <= k < len(path)):
             if _same_params(params, start) and first > 0:
                 raise CheckError(f"{what}: the params are exactly where they started, but gradient descent needs "
-                                 f"{first} steps to reach the target. Update the given tensors in place "
-                                 "(p -= lr * p.grad inside torch.no_grad()); `p = p - ...` only rebinds a name")
+                                 f"{first} steps to reach the target",
+                                 where="look at the line that updates each parameter: does it change the tensor "
+                                       "in the list, or make a new one?",
+                                 mistake="update the given tensors in place (p -= lr * p.grad inside "
+                                         "torch.no_grad()); `p = p - ...` only rebinds a name")
             variants = [("you never cleared the gradients, so every step used the sum of all gradients so far",
                          _descend(predict, start, x, y, lr, max_steps, zero=False)),
                         ("you descended the sum of the squared errors; the task says their mean (the gradient of "
                          f"the sum is {y.numel()} times larger)", _descend(predict, start, x, y, lr, max_steps, reduce="sum"))]
             for message, variant in variants:
                 if any(_same_params(params, p) for p, _ in variant):
-                    raise CheckError(f"{what}: {message}")
+                    raise CheckError(f"{what}: your final params are not on the path of plain gradient descent with "
+                                     f"lr={lr} from the given params",
+                                     where="look at the gradient each step uses: where it is cleared, and the loss "
+                                           "it comes from",
+                                     mistake=message)
             later = [k for k in range(first + 2, len(path)) if _same_params(params, path[k][0])]
             if later:
                 raise CheckError(f"{what}: your params are those of step {later[0]}, but the error was already at "
-                                 f"most {target} after step {first}: stop as soon as the target is reached")
+                                 f"most {target} after step {first}",
+                                 where="look at where your loop tests the error against the target: before or after "
+                                       "each update?",
+                                 mistake="stop as soon as the target is reached")
             raise CheckError(f"{what}: your final params are not on the path of plain gradient descent with "
                              f"lr={lr} from the given params (it reaches the target after {first} steps, error "
-                             f"{path[first][1]:.6g}); your params give error {final:.6g}")
+                             f"{path[first][1]:.6g}); your params give error {final:.6g}",
+                             where="look at one update by hand: p minus lr times p.grad, with the gradient of the "
+                                   "mean squared error, cleared before each backward")
         if not math.isclose(got, final, rel_tol=1e-4, abs_tol=1e-7):
             stale = any(math.isclose(got, error, rel_tol=1e-4, abs_tol=1e-7) for _, error in path)
-            raise CheckError(f"{what} returned {got:.6g}, but the error of the params it leaves is {final:.6g}"
-                             + (": that is the error computed before the last update; return the error of the "
-                                "final params" if stale else ""))
+            raise CheckError(f"{what} returned {got:.6g}, but the error of the params it leaves is {final:.6g}",
+                             where="look at which error you return: computed before or after the last update?",
+                             mistake="that is the error computed before the last update; return the error of the "
+                                     "final params" if stale else None)
     passed("fit_to_target", len(inputs))
 
 
@@ -725,10 +853,14 @@ def check_fit_to_target_edges(fn: Callable, inputs: Sequence[tuple[str, tuple]] 
             got = _call_fit(fn, predict, params, x, y, lr, target, max_steps, what)
             expect(_same_params(params, start) and all(torch.equal(p.detach(), q) for p, q in zip(params, start)),
                    f"{what}: the params already met the target (error {error:.6g} <= {target:.4g}) but your call "
-                   "changed them; check the error before updating")
+                   "changed them",
+                   where="look at the order in your loop: is the error compared with the target before the first "
+                         "update?",
+                   mistake="check the error before updating")
             expect(isinstance(got, float) and math.isclose(got, error, rel_tol=1e-4, abs_tol=1e-7),
-                   f"{what}: the params already met the target; return their error {error:.6g} as a float, "
-                   f"not {describe(got)}")
+                   f"{what}: the params already met the target; expected their error {error:.6g} as a float, "
+                   f"got {describe(got)}",
+                   where="look at what you return when no update is needed")
             continue
         try:
             got = _call_fit(fn, predict, params, x, y, lr, target, max_steps, what)
@@ -737,5 +869,8 @@ def check_fit_to_target_edges(fn: Callable, inputs: Sequence[tuple[str, tuple]] 
                 continue
             raise
         raise CheckError(f"{what} returned {describe(got)}, but {max_steps} steps of gradient descent do not bring "
-                         f"the error to {target:.4g} (it starts at {error:.6g}): raise a RuntimeError saying so")
+                         f"the error to {target:.4g} (it starts at {error:.6g}); expected a RuntimeError",
+                         where="look at what your function does after its last allowed step when the target is "
+                               "still not met",
+                         mistake="raise a RuntimeError saying so")
     passed("fit_to_target edge cases", len(inputs))

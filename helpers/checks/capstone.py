@@ -142,14 +142,16 @@ class _Numbers(Dataset):
 
 def _items(part: Any, what: str) -> list[int]:
     if not hasattr(part, "__len__") or not hasattr(part, "__getitem__"):
-        raise CheckError(f"{what} should be a dataset (random_split returns Subsets), but is {describe(part)}")
+        raise CheckError(f"{what} should be a dataset (random_split returns Subsets), but is {describe(part)}",
+                         where="look at what you return for each part")
     return [int(part[i]) for i in range(len(part))]
 
 
 def _split(fn: Callable, n: int, val_size: int, seed: int) -> tuple[list[int], list[int]]:
     result = call(fn, _Numbers(n), val_size, seed)
     if not isinstance(result, (tuple, list)) or len(result) != 2:
-        raise CheckError(f"make_validation_split should return two datasets (train, val), but returned {describe(result)}")
+        raise CheckError(f"make_validation_split should return two datasets (train, val), but returned {describe(result)}",
+                     where="look at your return statement: the train part, then the validation part")
     return _items(result[0], "the train part"), _items(result[1], "the validation part")
 
 
@@ -214,10 +216,13 @@ def check_make_validation_split(fn: Callable, inputs: Sequence[tuple[int, int, i
                              where="look at the order of the parts you return",
                              mistake="the parts are swapped: return (train, val), with val_size items in val")
         expect(len(train) == n - val_size and len(val) == val_size,
-               f"{what}: the parts should have {n - val_size} and {val_size} items, but have {len(train)} and {len(val)}")
-        expect(not set(train) & set(val), f"{what}: item(s) {sorted(set(train) & set(val))[:5]} are in both parts")
+               f"{what}: the parts should have {n - val_size} and {val_size} items, but have {len(train)} and {len(val)}",
+               where="look at the sizes you split into: the validation part has val_size items, the train part the rest")
+        expect(not set(train) & set(val), f"{what}: item(s) {sorted(set(train) & set(val))[:5]} are in both parts",
+               where="look at how you pick the indices of each part: do they come from one shuffled order?")
         expect(sorted(train + val) == list(range(n)),
-               f"{what}: item(s) {sorted(set(range(n)) - set(train + val))[:5]} are in neither part")
+               f"{what}: item(s) {sorted(set(range(n)) - set(train + val))[:5]} are in neither part",
+               where="look at how you pick the indices of each part: together they must cover range(n)")
     _expect_random(fn)
     passed("make_validation_split", len(inputs) + 1)
 
@@ -274,7 +279,8 @@ def check_stack_dataset(fn: Callable, inputs: Sequence[tuple[int, int]] | None =
             # even without shuffling
             result = call(fn, dataset, allow=Allow(global_rng=True))
         if not isinstance(result, (tuple, list)) or len(result) != 2:
-            raise CheckError(f"{what} should return (images, labels), but returned {describe(result)}")
+            raise CheckError(f"{what} should return (images, labels), but returned {describe(result)}",
+                         where="look at your return statement")
         got_images, got_labels = result
         if isinstance(got_labels, list):
             raise CheckError(f"{what}: the labels are a list of {len(got_labels)}, expected one int64 tensor of "
@@ -424,10 +430,12 @@ def check_random_shift(fn: Callable, inputs: Sequence[ShiftCase] | None = None) 
         with _KeptRandomState():
             got = call(fn, images, case.max_shift, fill, torch.Generator().manual_seed(case.seed))
             again = call(fn, images.clone(), case.max_shift, fill, torch.Generator().manual_seed(case.seed))
-        expect(isinstance(got, torch.Tensor), f"{what} should return a tensor, but returned {describe(got)}")
+        expect(isinstance(got, torch.Tensor), f"{what} should return a tensor, but returned {describe(got)}",
+               where="look at your return statement")
         expect(got.shape == images.shape and got.dtype == images.dtype,
                f"{what} should return the shape {list(images.shape)} and dtype {images.dtype} of its input, "
-               f"but returned {describe(got)}")
+               f"but returned {describe(got)}",
+               where="look at how the shifted batch is built: it starts as a tensor like the input (torch.zeros_like?)")
         offsets = _offsets(got, images, case.max_shift, fill)
         missing = [i for i, o in enumerate(offsets) if o is None]
         if missing:
@@ -626,19 +634,28 @@ def _forward(model: nn.Module, x: torch.Tensor, what: str) -> torch.Tensor:
             return model(x)
     except Exception as error:
         raise CheckError(f"{what}: the model fails on a batch of shape {list(x.shape)}: "
-                         f"{type(error).__name__}: {error}") from error
+                         f"{type(error).__name__}: {error}",
+                         where="look at the model's forward for a batch of this size: the flatten before the first "
+                               "Linear and the sizes where one layer meets the next") from error
 
 
 def _expect_logits(out: Any, n: int, what: str) -> None:
     if not isinstance(out, torch.Tensor):
-        raise CheckError(f"{what}: the model should return a tensor of scores, but returned {describe(out)}")
+        raise CheckError(f"{what}: the model should return a tensor of scores, but returned {describe(out)}",
+                         where="look at what the model's forward returns")
     if out.shape == (n,):
-        raise CheckError(f"{what}: the model returns shape [{n}] (one number per image?); it must return "
-                         f"[{n}, 10]: a score for each digit")
+        raise CheckError(f"{what}: the model returns shape [{n}]; it must return [{n}, 10]: a score for each digit",
+                         where="look at the end of the model: its last layer and anything after it (argmax?)",
+                         mistake="one number per image is not a score for each digit: return the last layer's "
+                                 "10 outputs")
     expect(out.shape == (n, 10), f"{what}: for {n} images the model should return scores of shape [{n}, 10], "
-           f"but returned shape {list(out.shape)}")
-    expect(out.is_floating_point(), f"{what}: the model should return float scores, but returned {out.dtype}")
-    expect(bool(torch.isfinite(out).all()), f"{what}: the model's scores contain nan or inf")
+           f"but returned shape {list(out.shape)}",
+           where="look at the last layer's out_features and at any reshape after it")
+    expect(out.is_floating_point(), f"{what}: the model should return float scores, but returned {out.dtype}",
+           where="look at the end of the model: its last layer and anything after it (argmax?)")
+    expect(bool(torch.isfinite(out).all()), f"{what}: the model's scores contain nan or inf",
+           where="look at the training: print the loss per epoch (a learning rate too large makes it grow), and at "
+                 "any log or division in the model")
 
 
 def _expect_fresh_weights(fn: Callable, first: nn.Module, second: nn.Module) -> None:
@@ -677,12 +694,15 @@ def check_build_model(fn: Callable, inputs: Sequence[int] | None = None) -> None
             raise CheckError(f"{what} returned the class {first.__name__}, expected a model (an instance)",
                              where="look at what you return",
                              mistake=f"a class is not a model: create one from it, {first.__name__}()")
-        expect(isinstance(first, nn.Module), f"{what} should return an nn.Module, but returned {describe(first)}")
+        expect(isinstance(first, nn.Module), f"{what} should return an nn.Module, but returned {describe(first)}",
+           where="look at your return statement: the model object itself")
         shared = {id(p) for p in first.parameters()} & {id(p) for p in second.parameters()}
         expect(first is not second and not shared, f"{what} returns the same model (or the same layers) on every "
                "call", where="look at where the layers are created",
                mistake="build the layers inside the function, so every training starts from fresh weights")
-        expect(any(True for _ in first.parameters()), f"{what}: the model has no parameters to train")
+        expect(any(True for _ in first.parameters()), f"{what}: the model has no parameters to train",
+           where="look at how the layers are stored: as attributes of the module (self.x = nn.Linear(...)) or in "
+                 "nn.Sequential / nn.ModuleList, not in a plain list")
         _expect_fresh_weights(fn, first, second)
         g = torch.Generator().manual_seed(7)
         for n in sizes:
@@ -860,21 +880,24 @@ def _training_files_read_error(name: str, path: str) -> CheckError:
                               "grader keeps out of training to validate your model")
 
 
-def _describe_return(result: Any) -> str | None:
-    """Why ``result`` is not a model, in words, or None when it is one."""
+def _describe_return(result: Any) -> tuple[str, str | None] | None:
+    """What ``result`` is instead of a model (the symptom) and the likely mistake, or None when it is one."""
     if isinstance(result, nn.Module):
         return None
     if isinstance(result, type):
-        return f"returned the class {result.__name__}, not a trained model: return the model object you trained"
+        return (f"returned the class {result.__name__}, not a trained model",
+                "return the model object you trained, not its class")
     if isinstance(result, (tuple, list)):
         inside = next((type(r).__name__ for r in result if isinstance(r, nn.Module)), None)
         more = f" (it holds a {inside}: return just that)" if inside else ""
-        return f"returned a {type(result).__name__}{more}; it must return only the trained model, an nn.Module"
+        return (f"returned a {type(result).__name__}{more}; it must return only the trained model, an nn.Module",
+                None)
     if result is None:
-        return "returned None: is `return model` missing at the end?"
+        return "returned None; expected the trained model", "is `return model` missing at the end?"
     if isinstance(result, dict):
-        return "returned a dict (a state_dict?); return the trained model itself, an nn.Module"
-    return f"should return the trained model (an nn.Module), but returned {describe(result)}"
+        return ("returned a dict (a state_dict?); expected the trained model itself, an nn.Module",
+                "return the model, not its state_dict()")
+    return f"should return the trained model (an nn.Module), but returned {describe(result)}", None
 
 
 def _train(fn: Callable, train_set: Dataset, budget_s: float, limit_s: float, threads: int, seed: int) -> TrainingResult:
@@ -911,8 +934,9 @@ def _train(fn: Callable, train_set: Dataset, budget_s: float, limit_s: float, th
             result = None
             error = CheckError(f"{name} was interrupted after {time.perf_counter() - start:.0f} s on the clock "
                                f"({cpu_seconds() - cpu_start:.0f} s of CPU time): the cell was stopped, by you "
-                               "or by the grader's limit on a cell's clock time, before the training finished. "
-                               "Run the cell that defines build_and_train again to train again")
+                               "or by the grader's limit on a cell's clock time, before the training finished",
+                               where="look at how long one epoch takes (timed_training) and the number of epochs",
+                               mistake="run the cell that defines build_and_train again to train again")
         finally:
             watch.stop()
             seconds = time.perf_counter() - start
@@ -939,7 +963,8 @@ def _train(fn: Callable, train_set: Dataset, budget_s: float, limit_s: float, th
     if error is None:
         problem = _describe_return(result)
         if problem:
-            error = CheckError(f"{name} {problem}")
+            error = CheckError(f"{name} {problem[0]}", where="look at the end of build_and_train: what it returns",
+                               mistake=problem[1])
         else:
             model = result
     return TrainingResult(model, seconds, cpu_used, len(train_set), error=error)
@@ -950,7 +975,9 @@ def _prepared(model: nn.Module, name: str, images: torch.Tensor) -> None:
     try:
         model.to("cpu")
     except Exception as error:
-        raise CheckError(f"{name}'s model cannot be moved to the CPU: {type(error).__name__}: {error}") from error
+        raise CheckError(f"{name}'s model cannot be moved to the CPU: {type(error).__name__}: {error}",
+                         where="look at the model you return: is it an nn.Module whose parts are all modules, "
+                               "parameters and buffers?") from error
     model.eval()
     _expect_logits(_forward(model, images, f"{name}'s model"), len(images), f"{name}'s model")
 
@@ -986,7 +1013,8 @@ def check_build_and_train(fn: Callable, inputs: Sequence[int] | None = None) -> 
         budget = max(5.0, run.budget_s * len(small) / len(train))
         result = _train(fn, small, budget, run.limit_s, run.threads, run.seed)
         if result.error is not None:
-            raise CheckError(f"on {len(small)} digits: {result.error}") from result.error.__cause__
+            raise CheckError(f"on {len(small)} digits: {result.error.symptom}", where=result.error.where,
+                             mistake=result.error.mistake) from result.error.__cause__
         images, _ = ref.stack_dataset(Subset(small, range(16)))
         _prepared(result.model, name, images)
     passed("build_and_train (the contract, on a small training set)", len(sizes))
@@ -1070,7 +1098,8 @@ def held_out_accuracy(fn: Callable, run: GradedRun | None = None) -> tuple[int, 
     run = run or GradedRun()
     result = graded_run(fn, run)
     if result.error is not None:
-        raise CheckError(f"no model to grade: {result.error}") from result.error.__cause__
+        raise CheckError(f"no model to grade: {result.error.symptom}", where=result.error.where,
+                         mistake=result.error.mistake) from result.error.__cause__
     if result.held_out is None:
         images, labels = held_out_digits()
         model = result.model

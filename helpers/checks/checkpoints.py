@@ -33,78 +33,21 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from helpers.checks import (Allow, CheckError, call, describe, expect, passed, same_tensor, same_value,
                            substitute)
+from helpers.checks.devices import CUDA_LOAD_ERROR, save_as_on_device, storage_locations  # noqa: F401 - the lesson shows it
 from helpers.reference import checkpoints as ref
 
 N_FEATURES, N_CLASSES = 6, 3
 CHECKPOINT_KEYS = ("epoch", "model", "optimizer", "scheduler", "torch_rng", "loader_rng", "loss")
-CUDA_ERROR = "Attempting to deserialize object on a CUDA device"
+CUDA_ERROR = CUDA_LOAD_ERROR
 
 # ---------------------------------------------------------------- a CUDA-tagged checkpoint without a GPU
-#
-# torch.save stores each tensor's data separately from the pickle and writes, in
-# the pickle, a "location tag" naming the device the data came from ('cpu',
-# 'cuda:0', ...); torch.load uses the tag to put the data back there. The tags
-# come from the taggers registered with torch.serialization.register_package,
-# asked in priority order. The one below (priority 1, before the CPU tagger's
-# 10) answers only while make_cuda_checkpoint is saving, and says 'cuda:0'.
-
-_retag_as: list[str] = []
-
-
-def _retag(storage: Any) -> str | None:
-    if _retag_as and storage.device.type == "cpu":
-        return _retag_as[-1]
-    return None
-
-
-def _leave_to_others(storage: Any, location: str) -> None:
-    return None  # loading is handled by torch's own deserializers
-
-
-if not any(tagger is _retag or getattr(tagger, "__qualname__", "") == "_retag"
-           for _, tagger, _ in torch.serialization._package_registry):
-    torch.serialization.register_package(1, _retag, _leave_to_others)
-
-
-def storage_locations(path: str | Path) -> set[str]:
-    """The device tags stored in a checkpoint file (read without moving anything to a GPU)."""
-    seen: set[str] = set()
-
-    def record(storage, location):
-        seen.add(location)
-        return storage
-
-    torch.load(path, map_location=record)
-    return seen
+# The framework's stand-in device writes it (helpers.checks.devices.save_as_on_device): every tensor's location
+# tag names the GPU, so torch.load without map_location fails here as on any machine without CUDA.
 
 
 def make_cuda_checkpoint(path: str | Path, obj: Any, device: str = "cuda:0") -> Path:
-    """Save ``obj`` to ``path`` as if its tensors had been on ``device`` (a GPU).
-
-    The file is byte for byte what ``torch.save`` writes for tensors on that
-    GPU: the same data, with ``device`` as every tensor's location tag. Then it
-    verifies the result: every tag is ``device``, and, on a machine without CUDA,
-    plain ``torch.load(path)`` fails with PyTorch's CUDA error while
-    ``torch.load(path, map_location="cpu")`` works.
-    """
-    path = Path(path)
-    _retag_as.append(device)
-    try:
-        torch.save(obj, path)
-    finally:
-        _retag_as.pop()
-    locations = storage_locations(path)
-    if locations != {device}:
-        raise RuntimeError(f"make_cuda_checkpoint: expected every tensor tagged {device!r}, found {sorted(locations)}")
-    if not torch.cuda.is_available():
-        try:
-            torch.load(path)
-        except RuntimeError as error:
-            if CUDA_ERROR not in str(error):
-                raise
-        else:
-            raise RuntimeError("make_cuda_checkpoint: torch.load without map_location should have failed here")
-    return path
+    """Save ``obj`` to ``path`` as ``torch.save`` writes it on ``device`` (a GPU): see ``save_as_on_device``."""
+    return save_as_on_device(path, obj, device)
 
 
 # ---------------------------------------------------------------- the small training setup
@@ -223,21 +166,27 @@ _MISSING = {
 
 def _read_checkpoint(path: Path, what: str) -> dict:
     """Load a learner's checkpoint the way the course does (weights_only=True), explaining failures."""
-    expect(path.exists(), f"{what}: no file was written at the path you were given; call torch.save(checkpoint, path)")
+    expect(path.exists(), f"{what}: no file was written at the path you were given",
+           where="look at your torch.save call: what it saves, and to which path",
+           mistake="call torch.save(checkpoint, path) with the path argument you were given")
     try:
         checkpoint = torch.load(path, map_location="cpu")
     except (pickle.UnpicklingError, RuntimeError) as error:
         if "weights_only" not in str(error) and "Weights only" not in str(error):
-            raise CheckError(f"{what}: torch.load could not read your file: {error}") from None
+            raise CheckError(f"{what}: torch.load could not read your file: {error}",
+                             where="look at your torch.save call: what it saves, and to which path") from None
         whole = torch.load(path, map_location="cpu", weights_only=False)
         objects = {k: type(v).__name__ for k, v in (whole.items() if isinstance(whole, dict) else [("file", whole)])
                    if isinstance(v, (nn.Module, torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler,
                                      torch.Generator))}
-        raise CheckError(f"{what}: your checkpoint holds whole Python objects ({objects or type(whole).__name__}) "
-                         "instead of their state: save model.state_dict(), optimizer.state_dict(), "
-                         "scheduler.state_dict() and generator.get_state(). torch.load's default "
-                         "(weights_only=True) refuses pickled objects") from None
-    expect(isinstance(checkpoint, dict), f"{what}: the checkpoint should be a dict, but the file holds {describe(checkpoint)}")
+        raise CheckError(f"{what}: torch.load (weights_only=True, its default) refuses your file: the checkpoint "
+                         f"holds whole Python objects ({objects or type(whole).__name__})",
+                         where="look at the values of the dict you pass to torch.save",
+                         mistake="save their state instead of the objects: model.state_dict(), "
+                                 "optimizer.state_dict(), scheduler.state_dict() and generator.get_state(); "
+                                 "torch.load's default (weights_only=True) refuses pickled objects") from None
+    expect(isinstance(checkpoint, dict), f"{what}: the checkpoint should be a dict, but the file holds {describe(checkpoint)}",
+           where="look at the first argument of your torch.save call")
     return checkpoint
 
 
@@ -250,7 +199,8 @@ def _expect_entry(checkpoint: dict, key: str, what: str) -> None:
 
 def _compare_entry(checkpoint: dict, key: str, want: Any, what: str, hint: str) -> None:
     _expect_entry(checkpoint, key, what)
-    expect(same_value(checkpoint[key], want), f"{what}: checkpoint['{key}'] is not what it should be: {hint}")
+    expect(same_value(checkpoint[key], want), f"{what}: checkpoint['{key}'] differs from the expected {hint}",
+           where=f"look at the value you store under '{key}' in the dict you pass to torch.save")
 
 
 def _run_save(fn: Callable[..., Any], case: Case, folder: Path) -> tuple[dict, dict]:
@@ -287,21 +237,27 @@ def check_save_checkpoint_resume_state(fn: Callable[..., None], inputs: Sequence
             _compare_entry(checkpoint, "scheduler", want["scheduler"], what, "scheduler.state_dict()")
             _expect_entry(checkpoint, "torch_rng", what)
             expect(not (isinstance(checkpoint["torch_rng"], int)),
-                   f"{what}: checkpoint['torch_rng'] is a number (a seed?); a seed restarts the random stream "
-                   "from its beginning. Save the current state, torch.get_rng_state()")
+                   f"{what}: checkpoint['torch_rng'] is a number, expected torch's random state (a uint8 tensor)",
+                   where="look at the value you store under 'torch_rng'",
+                   mistake="a seed restarts the random stream from its beginning. Save the current state, "
+                           "torch.get_rng_state()")
             _compare_entry(checkpoint, "torch_rng", want["torch_rng"], what, "torch.get_rng_state() (a uint8 tensor)")
             _expect_entry(checkpoint, "loader_rng", what)
             expect(not same_value(checkpoint["loader_rng"], want["torch_rng"])
                    or same_value(want["loader_rng"], want["torch_rng"]),
-                   f"{what}: checkpoint['loader_rng'] is the global random state; the DataLoader shuffles with "
-                   "its own generator, so save generator.get_state()")
+                   f"{what}: checkpoint['loader_rng'] is the global random state, not the state of the generator "
+                   "you were given",
+                   where="look at the value you store under 'loader_rng'",
+                   mistake="the DataLoader shuffles with its own generator, so save generator.get_state()")
             _compare_entry(checkpoint, "loader_rng", want["loader_rng"], what, "generator.get_state()")
             resumed = _setup(case, restart=True)
             ref.load_checkpoint(folder / "checkpoint.pt", *resumed[:3], resumed.generator)
             for _ in range(case.interrupt_after, case.epochs):
                 run_epoch(resumed.model, resumed.loader, resumed.optimizer, resumed.scheduler)
             expect(same_value(_state(resumed.model), _uninterrupted(case), atol=0, rtol=0),
-                   f"{what}: resuming from your checkpoint does not reproduce the uninterrupted run")
+                   f"{what}: resuming from your checkpoint does not reproduce the uninterrupted run",
+                   where="look at each entry of your checkpoint: is every state that the next epochs use saved as "
+                         "it is at the end of the saved epoch?")
     passed("save_checkpoint (scheduler and random states)", len(inputs))
 
 
@@ -342,7 +298,9 @@ def _call_loading(fn: Callable[..., Any], what: str, *args: Any, allow: Allow = 
                                  "was saved from; pass map_location='cpu'") from None
             message = next((m for needle, m in hints if needle in cause), None)
             if message:
-                raise CheckError(f"{what}: {message}") from None
+                raise CheckError(f"{what} raised {type(error.__cause__).__name__}: {cause.splitlines()[0][:160]}",
+                                 where="look at the load_state_dict calls: which object gets which entry",
+                                 mistake=message) from None
             raise
     unmapped = [c for c in spy.call_args_list if len(c.args) < 2 and c.kwargs.get("map_location") is None]
     expect(not unmapped, f"{what}: torch.load was called without map_location on a file saved on 'cuda:0'",
@@ -360,14 +318,21 @@ def check_load_checkpoint_states(fn: Callable[..., int], inputs: Sequence[Case] 
             _, fresh, want, before = _run_load(fn, case, folder)
         got = _state(fresh.model)
         expect(not same_value(got, before) or same_value(before, want["model"]),
-               f"{what}: the model's weights were not restored; call model.load_state_dict(checkpoint['model']) "
-               "on the model you were given (assigning to a variable does not change it)")
-        expect(same_value(got, want["model"]), f"{what}: the model's weights differ from the saved ones")
+               f"{what}: the model's weights were not restored (they are those it had before the call)",
+               where="look at what happens to checkpoint['model'] in your function",
+               mistake="call model.load_state_dict(checkpoint['model']) on the model you were given (assigning to "
+                       "a variable does not change it)")
+        expect(same_value(got, want["model"]), f"{what}: the model's weights differ from the saved ones",
+               where="look at which entry of the checkpoint goes into model.load_state_dict")
         expect(len(fresh.optimizer.state_dict()["state"]) > 0,
-               f"{what}: the optimizer state was not restored: call optimizer.load_state_dict(checkpoint['optimizer']). "
-               "Without it the momentum buffers start again from zero and the resumed run differs")
+               f"{what}: the optimizer state was not restored: after your call it holds no momentum buffers",
+               where="look at what happens to checkpoint['optimizer'] in your function",
+               mistake="call optimizer.load_state_dict(checkpoint['optimizer']). Without it the momentum buffers "
+                       "start again from zero and the resumed run differs")
         expect(same_value(fresh.optimizer.state_dict(), want["optimizer"]),
-               f"{what}: the optimizer's state differs from the saved one; use optimizer.load_state_dict")
+               f"{what}: the optimizer's state differs from the saved one",
+               where="look at which entry of the checkpoint goes into the optimizer, and how",
+               mistake="use optimizer.load_state_dict(checkpoint['optimizer'])")
     passed("load_checkpoint (model and optimizer)", len(inputs))
 
 
@@ -380,20 +345,32 @@ def check_load_checkpoint_resume(fn: Callable[..., int], inputs: Sequence[Case] 
             result, fresh, want, _ = _run_load(fn, case, folder)
             torch_rng = torch.get_rng_state()
         expect(same_value(fresh.scheduler.state_dict(), want["scheduler"]),
-               f"{what}: the scheduler was not restored: call scheduler.load_state_dict(checkpoint['scheduler']); "
-               "otherwise the learning rate starts again from its first value")
+               f"{what}: the scheduler was not restored: its state differs from the saved one",
+               where="look at what happens to checkpoint['scheduler'] in your function",
+               mistake="call scheduler.load_state_dict(checkpoint['scheduler']); otherwise the learning rate "
+                       "starts again from its first value")
         expect(same_value(torch_rng, want["torch_rng"]),
-               f"{what}: the global random state was not restored: torch.set_rng_state(checkpoint['torch_rng']). "
-               "Otherwise dropout draws different masks than the uninterrupted run")
+               f"{what}: the global random state was not restored: after your call it differs from the saved one",
+               where="look at what happens to checkpoint['torch_rng'] in your function",
+               mistake="restore it with torch.set_rng_state(checkpoint['torch_rng']). Otherwise dropout draws "
+                       "different masks than the uninterrupted run")
         expect(same_value(fresh.generator.get_state(), want["loader_rng"]),
-               f"{what}: the loader's random state was not restored: generator.set_state(checkpoint['loader_rng']). "
-               "Otherwise the data is shuffled in a different order than the uninterrupted run")
-        expect(result is not None, f"{what} returned None; return the next epoch to run, checkpoint['epoch'] + 1")
+               f"{what}: the loader's random state was not restored: after your call the generator's state differs "
+               "from the saved checkpoint['loader_rng']",
+               where="look at what happens to checkpoint['loader_rng'] in your function",
+               mistake="restore it with generator.set_state(checkpoint['loader_rng']). Otherwise the data is "
+                       "shuffled in a different order than the uninterrupted run")
+        expect(result is not None, f"{what} returned None; expected the next epoch to run ({want['epoch'] + 1})",
+               where="look at the end of your function: its return statement",
+               mistake="return the next epoch to run, checkpoint['epoch'] + 1")
         expect(result != want["epoch"],
-               f"{what} returned {result}, the saved epoch. That epoch is already finished: return "
-               f"checkpoint['epoch'] + 1 ({want['epoch'] + 1}), or the resumed run repeats it")
+               f"{what} returned {result}, the saved epoch; expected the next epoch to run ({want['epoch'] + 1})",
+               where="look at the value you return",
+               mistake=f"that epoch is already finished: return checkpoint['epoch'] + 1 ({want['epoch'] + 1}), or "
+                       "the resumed run repeats it")
         expect(result == want["epoch"] + 1, f"{what} returned {describe(result)}; it should return "
-               f"checkpoint['epoch'] + 1 = {want['epoch'] + 1}")
+               f"checkpoint['epoch'] + 1 = {want['epoch'] + 1}",
+               where="look at the value you return: it comes from checkpoint['epoch']")
     passed("load_checkpoint (scheduler, random states, next epoch)", len(inputs))
 
 
@@ -455,27 +432,39 @@ def _run_resumable_as_is(fn: Callable[..., Any], case: Case) -> tuple[int, bool,
         except _Interrupted:
             crashed = True
         except NotImplementedError:
-            raise CheckError(f"{name} is not written yet: replace `raise NotImplementedError()` with your code") from None
+            raise CheckError(f"{name} is not written yet: it raised NotImplementedError",
+                             where=f"look in the cell that defines {name} for `raise NotImplementedError()`",
+                             mistake="replace `raise NotImplementedError()` with your code") from None
         except Exception as error:
-            raise CheckError(f"{name} raised {type(error).__name__}: {error}") from error
+            raise CheckError(f"{name} raised {type(error).__name__}: {error}",
+                             where="look at the line of your code that raised (listed below the message in a "
+                                   "notebook), on the first run, when no checkpoint file exists yet") from error
         saved = torch.load(path, map_location="cpu", weights_only=False) if path.exists() else None
         r = _setup(case, restart=True)
         _RESUME_LOG.append(("restart", None))
         try:
             fn(r.model, r.optimizer, r.scheduler, r.loader, r.generator, case.epochs, path, second)
         except Exception as error:
-            raise CheckError(f"{name} raised {type(error).__name__} when restarted: {error}") from error
+            raise CheckError(f"{name} raised {type(error).__name__} when restarted: {error}",
+                             where="look at the path your function takes when the checkpoint file already exists "
+                                   "(the restart): loading it and the loop after it") from error
         return first.calls, crashed, second.calls, _state(r.model), saved
 
 
 def _expect_epochs(case: Case, first: int, crashed: bool, second: int, saved: dict | None) -> None:
     what = f"train_resumable on {case}"
     k, n = case.interrupt_after, case.epochs
-    expect(first > 0, f"{what}: run_epoch was never called; call it once per epoch")
+    expect(first > 0, f"{what}: run_epoch was never called",
+           where="look at your loop over the epochs: does its body call run_epoch (the argument you were given)?",
+           mistake="call run_epoch once per epoch")
     expect(crashed, f"{what}: the job should have been stopped during epoch {k + 1}, but your function "
-           f"stopped calling run_epoch after {first} epochs; loop over range(start, epochs)")
+           f"stopped calling run_epoch after {first} epochs",
+           where="look at the bounds of your loop over the epochs",
+           mistake="loop over range(start, epochs)")
     expect(saved is not None, f"{what}: the job was stopped after {k} finished epochs and no checkpoint file "
-           "existed: save a checkpoint at the end of every epoch, not only at the end of training")
+           "existed",
+           where="look at where your function calls save_checkpoint: inside the loop, or after it?",
+           mistake="save a checkpoint at the end of every epoch, not only at the end of training")
     log = list(_RESUME_LOG)
     restart = log.index(("restart", None)) if ("restart", None) in log else len(log)
     saved_before = [e for kind, e in log[:restart] if kind == "save"]
@@ -492,10 +481,14 @@ def _expect_epochs(case: Case, first: int, crashed: bool, second: int, saved: di
                          where="look at where your loop over the epochs stops",
                          mistake="epochs is the number of epochs in total, not how many more to run: loop over "
                                  "range(start, epochs)")
-    expect(second != n, f"{what}: after the restart your function ran all {n} epochs again: when the checkpoint "
-           "file exists, load it and start at the epoch load_checkpoint returns (the saved epoch + 1)")
-    expect(second != n - k + 1, f"{what}: after the restart epoch {k} ran again (off by one): the saved epoch "
-           "is finished, so resume at saved epoch + 1")
+    expect(second != n, f"{what}: after the restart your function ran all {n} epochs again; {n - k} were left",
+           where="look at what your function does when the checkpoint file exists, and where its loop starts",
+           mistake="when the checkpoint file exists, load it and start at the epoch load_checkpoint returns "
+                   "(the saved epoch + 1)")
+    expect(second != n - k + 1, f"{what}: after the restart epoch {k} ran again ({second} epochs ran; {n - k} "
+           "were left)",
+           where="look at the epoch your loop starts at after loading",
+           mistake="off by one: the saved epoch is finished, so resume at saved epoch + 1")
     if second == n - k - 1 and loaded and saved_after and saved_after[0] == loaded[0] + 1:
         raise CheckError(f"{what}: after the restart one epoch too few ran ({second} instead of {n - k}): "
                          f"load_checkpoint returned {loaded[0]}, and the first epoch saved after it was "
@@ -506,7 +499,8 @@ def _expect_epochs(case: Case, first: int, crashed: bool, second: int, saved: di
            where="look at the bounds of your loop over the epochs",
            mistake="range(start, epochs) already stops at the last epoch, epochs - 1")
     expect(second == n - k, f"{what}: after the restart {second} epochs ran; {n - k} were left ({n} in all, "
-           f"{k} done before the stop)")
+           f"{k} done before the stop)",
+           where="look at the epoch your loop starts at after loading, and where it stops")
     del saved_before
 
 
@@ -526,13 +520,17 @@ def _second_interruption(fn: Callable[..., Any], case: Case) -> tuple[Any, int]:
             except _Interrupted:
                 pass
             except Exception as error:
-                raise CheckError(f"{name} raised {type(error).__name__} when restarted: {error}") from error
+                raise CheckError(f"{name} raised {type(error).__name__} when restarted: {error}",
+                                 where="look at the path your function takes when the checkpoint file already "
+                                       "exists (the restart): loading it and the loop after it") from error
         saved = torch.load(path, map_location="cpu", weights_only=False).get("epoch") if path.exists() else None
         last, r = _Counter(), _setup(case, restart=True)
         try:
             fn(r.model, r.optimizer, r.scheduler, r.loader, r.generator, case.epochs, path, last)
         except Exception as error:
-            raise CheckError(f"{name} raised {type(error).__name__} when restarted: {error}") from error
+            raise CheckError(f"{name} raised {type(error).__name__} when restarted: {error}",
+                             where="look at the path your function takes when the checkpoint file already exists "
+                                   "(the restart): loading it and the loop after it") from error
     return saved, last.calls
 
 
@@ -547,10 +545,13 @@ def check_resume_epochs(fn: Callable[..., None], inputs: Sequence[Case] | None =
             recorded, last = _second_interruption(fn, case)
             expect(recorded == k, f"train_resumable on {case}: stopped after {k} epochs, restarted, and stopped "
                    f"again after one more epoch, the checkpoint records epoch {recorded}; epochs 0 to {k} are "
-                   f"finished, so it should record {k}. Save the epoch number itself (the loop variable of "
-                   "range(start, epochs)), not a count of the epochs since the restart")
+                   f"finished, so it should record {k}",
+                   where="look at the epoch number you pass to save_checkpoint",
+                   mistake="save the epoch number itself (the loop variable of range(start, epochs)), not a count "
+                           "of the epochs since the restart")
             expect(last == case.epochs - k - 1, f"train_resumable on {case}: after a second stop and restart "
-                   f"{last} epochs ran; {case.epochs - k - 1} were left")
+                   f"{last} epochs ran; {case.epochs - k - 1} were left",
+                   where="look at the epoch number you save, and the epoch your loop starts at after loading")
     passed("train_resumable (epochs)", len(inputs))
 
 
@@ -613,16 +614,22 @@ def check_load_on_cpu(fn: Callable[[Path], dict], inputs: Sequence[int] | None =
                                               "pass map_location='cpu'")) from None
                 raise
         expect(isinstance(got, dict) and got.keys() == want.keys(),
-               f"{what} should return the whole checkpoint (a dict with keys {sorted(want)}), not {describe(got)}")
-        expect(isinstance(got["model"], dict), f"{what}: checkpoint['model'] should be a dict, not {describe(got['model'])}")
+               f"{what} should return the whole checkpoint (a dict with keys {sorted(want)}), not {describe(got)}",
+               where="look at what you return: what torch.load gave you, all of it")
+        expect(isinstance(got["model"], dict), f"{what}: checkpoint['model'] should be a dict, not {describe(got['model'])}",
+               where="look at what you do to the loaded checkpoint before returning it")
         for key, value in [("model." + k, v) for k, v in got["model"].items()] + [("scale", got["scale"])]:
-            expect(isinstance(value, torch.Tensor), f"{what}: {key} should be a tensor, not {describe(value)}")
+            expect(isinstance(value, torch.Tensor), f"{what}: {key} should be a tensor, not {describe(value)}",
+                   where="look at what you do to the loaded checkpoint before returning it")
             expect(value.device.type != "meta", f"{what}: {key} went to DEVICE (the check set DEVICE to a stand-in "
-                   "device, 'meta', to see where your tensors go): the task asks for the CPU whatever DEVICE is, "
-                   "so pass map_location='cpu'")
-            expect(value.device.type == "cpu", f"{what}: {key} is on {value.device}; pass map_location='cpu' "
-                   "so every tensor is loaded onto the CPU")
-        expect(same_value(got, want), f"{what}: the loaded values differ from the saved ones")
+                   "device, 'meta', to see where your tensors go); the task asks for the CPU whatever DEVICE is",
+                   where="look at the map_location you pass to torch.load",
+                   mistake="pass map_location='cpu'")
+            expect(value.device.type == "cpu", f"{what}: {key} is on {value.device}, expected the CPU",
+                   where="look at the map_location you pass to torch.load",
+                   mistake="pass map_location='cpu' so every tensor is loaded onto the CPU")
+        expect(same_value(got, want), f"{what}: the loaded values differ from the saved ones",
+               where="look at what you do to the loaded checkpoint before returning it")
     passed("load_on_cpu", len(inputs))
 
 
@@ -646,15 +653,22 @@ def check_load_for_inference(fn: Callable[[Path, nn.Module], nn.Module], inputs:
             with mock.patch.object(torch, "load", wraps=torch.load) as spy:
                 # task: "copies its model weights into `model`, and returns the model ready to predict"
                 got = _call_loading(fn, what, path, fresh, allow=Allow(changed=(fresh,)), hints=hints)
-        expect(isinstance(got, nn.Module), f"{what} should return the model, not {describe(got)}")
+        expect(isinstance(got, nn.Module), f"{what} should return the model, not {describe(got)}",
+               where="look at your return statement")
         expect(same_value(_state(got), _state(s.model)), f"{what}: the returned model's weights differ from the "
-               "saved ones; call model.load_state_dict(checkpoint['model'])")
+               "saved ones",
+               where="look at what goes into model.load_state_dict",
+               mistake="call model.load_state_dict(checkpoint['model'])")
         expect(not any(m.training for m in got.modules()),
-               f"{what}: you forgot model.eval(): the model is still in training mode, so dropout keeps "
-               "dropping units and the same image can get different predictions")
+               f"{what}: the returned model is still in training mode",
+               where="look at what your function does to the model after loading the weights",
+               mistake="you forgot model.eval(): in training mode dropout keeps dropping units and the same image "
+                       "can get different predictions")
         expect(not any(c.kwargs.get("weights_only") is False for c in spy.call_args_list),
-               f"{what}: you passed weights_only=False. A checkpoint of state_dicts and tensors does not need it, "
-               "and it lets the file run arbitrary code while loading; keep the default (weights_only=True)")
+               f"{what}: you passed weights_only=False to torch.load",
+               where="look at the arguments of your torch.load call",
+               mistake="a checkpoint of state_dicts and tensors does not need weights_only=False, and it lets the "
+                       "file run arbitrary code while loading; keep the default (weights_only=True)")
     passed("load_for_inference", len(inputs))
 
 
@@ -691,29 +705,41 @@ def check_strip_module_prefix(fn: Callable[[dict], dict], inputs: Sequence[dict]
         what = f"strip_module_prefix(state_dict with keys {keys[:3]}{' ...' if len(keys) > 3 else ''})"
         got = call(fn, state_dict)
         want = ref.strip_module_prefix(state_dict)
-        expect(isinstance(got, dict), f"{what} should return a dict, not {describe(got)}")
+        expect(isinstance(got, dict), f"{what} should return a dict, not {describe(got)}",
+               where="look at your return statement")
         got_keys = list(got)
         if got_keys != list(want):
             everywhere = list(dict.fromkeys(k.replace("module.", "") for k in keys))
             sliced = list(dict.fromkeys(k[len("module."):] for k in keys))
             example = next((k for k in keys if "module." in k.removeprefix("module.")), None)
             expect(got_keys != everywhere or example is None,
-                   f"{what}: you removed 'module.' everywhere in the key, so '{example}' became "
-                   f"'{example.replace('module.', '') if example else ''}'; strip only the leading prefix: "
-                   "key.removeprefix('module.')")
-            expect(got_keys != sliced, f"{what}: you cut the first 7 characters off every key, including keys that "
-                   "do not start with 'module.'; use key.removeprefix('module.')")
-            expect(got_keys != keys, f"{what}: the keys still start with 'module.'; remove that prefix")
+                   f"{what}: '{example}' became '{example.replace('module.', '') if example else ''}'; expected "
+                   f"'{example.removeprefix('module.') if example else ''}'",
+                   where="look at how you take 'module.' off each key",
+                   mistake="you removed 'module.' everywhere in the key; strip only the leading prefix: "
+                           "key.removeprefix('module.')")
+            expect(got_keys != sliced, f"{what}: every key lost its first 7 characters, including keys that do not "
+                   "start with 'module.'",
+                   where="look at how you take 'module.' off each key",
+                   mistake="you cut the first 7 characters off every key; use key.removeprefix('module.')")
+            expect(got_keys != keys, f"{what}: the keys still start with 'module.'",
+                   where="look at the keys of the dict you return: are they the changed ones?",
+                   mistake="remove that prefix from each key (key.removeprefix('module.'))")
             stripped = list(dict.fromkeys(k.lstrip("module.") for k in keys))
-            expect(got_keys != stripped, f"{what}: str.lstrip('module.') removes any of the characters "
-                   "m, o, d, u, l, e and '.', not the prefix, so 'module.layer.weight' became 'ayer.weight'; "
-                   "use key.removeprefix('module.')")
-            expect(sorted(got_keys) != sorted(want), f"{what}: the keys are right but in a different order; "
-                   "keep the state_dict's order")
-            raise CheckError(f"{what}: the keys should be {list(want)[:4]}..., yours are {got_keys[:4]}...")
+            expect(got_keys != stripped, f"{what}: 'module.layer.weight' became 'ayer.weight'",
+                   where="look at how you take 'module.' off each key",
+                   mistake="str.lstrip('module.') removes any of the characters m, o, d, u, l, e and '.', not the "
+                           "prefix; use key.removeprefix('module.')")
+            expect(sorted(got_keys) != sorted(want), f"{what}: the keys are right but in a different order",
+                   where="look at how you build the new dict: in which order are the keys added?",
+                   mistake="keep the state_dict's order")
+            raise CheckError(f"{what}: the keys should be {list(want)[:4]}..., yours are {got_keys[:4]}...",
+                             where="look at how you build each new key from the old one")
         for key in want:
             expect(isinstance(got[key], torch.Tensor) and same_value(got[key], want[key]),
-                   f"{what}: the value of '{key}' changed; keep every tensor as it is")
+                   f"{what}: the value of '{key}' changed",
+                   where="look at what you do to each value",
+                   mistake="keep every tensor as it is")
             # task: "with the same tensors": a copy holds the same values in memory of its own
             expect(same_tensor(got[key], want[key]),
                    f"{what}: '{key}' holds a copy of the tensor it was given (equal values, memory of its own); the "

@@ -8,12 +8,14 @@ separable part of an exercise, so graded cells can give partial credit.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import math
 import os
 import tempfile
 import weakref
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -21,7 +23,7 @@ from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader, Dataset, RandomSampler, SequentialSampler, Subset, TensorDataset
 
 from helpers.checks import (Allow, CheckError, Mistake, call, describe, expect, expect_close, expect_tensor,
-                           passed, substitute)
+                           passed, same_value, substitute)
 from helpers.reference import datasets as ref
 
 ClipSpec = tuple[dict[str, np.ndarray], int, Sequence[str]]
@@ -143,12 +145,55 @@ def check_points_dataset(cls: type, inputs: Sequence[tuple[list, list]] | None =
                           mistakes=[Mistake("the features are int64 because the lists held integers: "
                                             "convert with torch.tensor(features, dtype=torch.float32), "
                                             "since layers compute in float32",
-                                            lambda: torch.tensor(features)[i])])
+                                            lambda: torch.tensor(features)[i],
+                                            where="look at how the features are turned into a tensor (its dtype)")])
             expect_tensor(y, want_y, what=f"dataset[{i}][1], the label",
                           mistakes=[Mistake("labels are class indices and must be int64 (torch.long), which "
-                                            "is what CrossEntropyLoss expects", lambda: want_y.float())])
+                                            "is what CrossEntropyLoss expects", lambda: want_y.float(),
+                                            where="look at how the label is turned into a tensor (its dtype)")])
             checks += 1
     passed("PointsDataset", checks)
+
+
+# ---------------------------------------------------------------- uninitialised memory
+
+@contextlib.contextmanager
+def _filled_empty() -> Iterator[None]:
+    """While the learner's function runs, memory torch.empty (new_empty, resize_, empty_like) hands out is filled
+    with NaN (floats) or the largest integer, as PyTorch's deterministic mode does, instead of whatever was there
+    (which may happen to be zeros): an answer that never writes its padding fails every time, and recognisably."""
+    enabled, warn_only = torch.are_deterministic_algorithms_enabled(), \
+        torch.is_deterministic_algorithms_warn_only_enabled()
+    fill = torch.utils.deterministic.fill_uninitialized_memory
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    try:
+        yield
+    finally:
+        torch.utils.deterministic.fill_uninitialized_memory = fill
+        torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+
+
+def _unwritten(part: torch.Tensor) -> bool:
+    """Whether ``part`` holds the value _filled_empty gives memory nobody wrote."""
+    if part.numel() == 0:
+        return False
+    if part.is_floating_point():
+        return bool(part.isnan().any())
+    if part.dtype in (torch.bool, torch.uint8) or part.is_complex():
+        return False
+    return bool((part == torch.iinfo(part.dtype).max).any())
+
+
+_UNWRITTEN = ("the padding holds values nobody wrote there (NaN, or the largest integer, is what the check gives "
+              "unwritten memory): torch.empty, new_empty and resize_ give memory as it was left, not zeros; make "
+              "the padding with zeros (torch.zeros, new_zeros, F.pad)")
+
+
+def _unwritten_mistake(regions: Callable[[torch.Tensor], list[torch.Tensor]]) -> Mistake:
+    """The padding holds values nobody wrote (torch.empty, new_empty, resize_)."""
+    return Mistake(_UNWRITTEN, matches=lambda t: isinstance(t, torch.Tensor) and any(_unwritten(p) for p in regions(t)),
+                   where="look at how the padding's memory is created")
 
 
 # ---------------------------------------------------------------- fix_length
@@ -168,19 +213,25 @@ def check_fix_length(fn: Callable[[torch.Tensor, int], torch.Tensor],
     ]
     chosen = [(s, n) for s, n in inputs
               if part == "both" or (part == "crop") == (len(s) >= n)]
-    expect(chosen, f"no inputs to test for part={part!r}")
+    expect(chosen, f"no inputs to test for part={part!r}",
+           where="look at the inputs the check was called with (its part= argument)")
     for signal, length in chosen:
-        got = call(fn, signal, length)
+        with _filled_empty():
+            got = call(fn, signal, length)
         n = len(signal)
         expect_tensor(got, ref.fix_length(signal, length), what=f"fix_length(signal of {n} samples, {length})",
                       given=signal if n == length else None,
-                      mistakes=[Mistake("you kept the last samples; crop from the start, signal[:length]",
-                                        lambda: signal[-length:] if n > length else None),
+                      mistakes=[_unwritten_mistake(lambda t: [t[n:]] if t.dim() == 1 else []),
+                                Mistake("you kept the last samples; crop from the start, signal[:length]",
+                                        lambda: signal[-length:] if n > length else None,
+                                        where="look at which end of the signal you keep when it is too long"),
                                 Mistake("you padded at the start; pad with zeros at the end (right side), "
                                         "e.g. F.pad(signal, (0, length - len(signal)))",
-                                        lambda: torch.nn.functional.pad(signal, (length - n, 0)) if n < length else None),
+                                        lambda: torch.nn.functional.pad(signal, (length - n, 0)) if n < length else None,
+                                        where="look at which side the zeros go when the signal is too short"),
                                 Mistake(f"the signal came back unchanged ({n} samples); it must have exactly "
-                                        f"{length}", lambda: signal if n != length else None),
+                                        f"{length}", lambda: signal if n != length else None,
+                                        where="look at the branch for a signal whose length is not the wanted one"),
                                 Mistake(f"the zeros you appended are {torch.get_default_dtype()} (the default of "
                                         f"torch.zeros), so the {signal.dtype} signal was promoted: make the zeros "
                                         "with the signal's dtype (dtype=signal.dtype), or use F.pad",
@@ -288,17 +339,20 @@ def check_clip_dataset(cls: type, inputs: Sequence[ClipSpec] | None = None, part
                     raise CheckError(f"dataset[{i}][1] is the string {label!r}; expected its class index (an int)",
                                      where="look at how the label is computed from the file name",
                                      mistake="you returned the class name; return its index in classes")
-                if isinstance(label, torch.Tensor) and label.numel() == 1 and not label.is_floating_point():
-                    label = int(label.item())
-                expect(isinstance(label, (int, np.integer)) and not isinstance(label, bool),
+                # task: "`label`, the int index of the file's class name" (a tensor or a NumPy integer is not one)
+                if isinstance(label, np.integer) or (isinstance(label, torch.Tensor) and label.numel() == 1
+                                                     and not label.is_floating_point()):
+                    raise CheckError(f"dataset[{i}][1] is {describe(label)}; expected the class index as a Python int",
+                                     where="look at the type of the label __getitem__ returns",
+                                     mistake="the task asks for an int: .item() (or int(...)) turns a one-element "
+                                             "tensor or a NumPy integer into one; list.index already returns an int")
+                expect(isinstance(label, int) and not isinstance(label, bool),
                        f"dataset[{i}][1] is {describe(label)}; expected the class index (an int)",
                        where="look at how the label is computed from the file name")
             if part == "len":
                 checks += 1
                 continue
             for i, ((clip, label), (want_clip, want_label)) in enumerate(zip(items, wanted)):
-                if isinstance(label, torch.Tensor):
-                    label = int(label.item())
                 others = [j for j, (other, other_label) in enumerate(wanted)
                           if j != i and other.shape == clip.shape and other_label == label
                           and torch.allclose(other, clip.to(other.dtype))]
@@ -311,17 +365,22 @@ def check_clip_dataset(cls: type, inputs: Sequence[ClipSpec] | None = None, part
                 raw = torch.from_numpy(np.load(expected.files[i]))
                 expect_tensor(clip, want_clip, what=f"dataset[{i}][0], the clip from {names[i]} ({len(raw)} samples)",
                               mistakes=[Mistake(f"every clip must have exactly {length} samples: crop or pad it "
-                                                "with fix_length", lambda: raw.float() if len(raw) != length else None),
+                                                "with fix_length", lambda: raw.float() if len(raw) != length else None,
+                                                where="look at where each clip gets its length"),
                                         Mistake("the file holds float64; convert the clip to float32 with .float()",
-                                                lambda: want_clip.double()),
+                                                lambda: want_clip.double(),
+                                                where="look at the clip's dtype after loading the file"),
                                         Mistake("you kept the last samples; crop from the start",
-                                                lambda: raw[-length:].float() if len(raw) > length else None),
+                                                lambda: raw[-length:].float() if len(raw) > length else None,
+                                                where="look at which end of the clip you keep when it is too long"),
                                         Mistake("you padded at the start; pad at the end",
                                                 lambda: torch.nn.functional.pad(raw, (length - len(raw), 0)).float()
-                                                if len(raw) < length else None)])
+                                                if len(raw) < length else None,
+                                                where="look at which side the zeros go when the clip is too short")])
                 expect(label == want_label,
                        f"dataset[{i}] ({names[i]}) has label {label}, expected {want_label}: the label is the index "
-                       f"of the file name's class (the part before '_') in classes={list(classes)}")
+                       f"of the file name's class (the part before '_') in classes={list(classes)}",
+                       where="look at how the label is computed from the file name")
             checks += 1
     passed(f"ClipDataset ({part})" if part != "both" else "ClipDataset", checks)
 
@@ -342,8 +401,21 @@ def _left_padded(batch: list[torch.Tensor]) -> torch.Tensor:
 
 def _pair(got: Any, name: str, size: int = 2) -> tuple:
     parts = "(padded, lengths)" if size == 2 else "(padded, lengths, labels)"
-    expect(isinstance(got, (tuple, list)) and len(got) == size, f"{name} should return {parts}, not {describe(got)}")
+    expect(isinstance(got, (tuple, list)) and len(got) == size, f"{name} should return {parts}, not {describe(got)}",
+           where=f"look at your return statement: it returns {parts}, in that order")
     return tuple(got)
+
+
+def _expect_order(name: str, got: tuple, want: tuple, parts: Sequence[str]) -> None:
+    """Name a result whose parts are all right but returned in another order (the task fixes the order)."""
+    if all(same_value(g, w) for g, w in zip(got, want)):
+        return
+    for order in itertools.permutations(range(len(want))):
+        if list(order) != list(range(len(want))) and all(same_value(got[i], want[j]) for i, j in enumerate(order)):
+            returned = ", ".join(parts[j] for j in order)
+            raise CheckError(f"{name} returned ({returned}): each part is right, but in another order; expected "
+                             f"({', '.join(parts)})", where="look at the order of the parts in your return statement",
+                             mistake=f"return them in the task's order, ({', '.join(parts)})")
 
 
 def _padded_mistakes(batch: list[torch.Tensor], want: torch.Tensor) -> list[Mistake]:
@@ -355,19 +427,26 @@ def _padded_mistakes(batch: list[torch.Tensor], want: torch.Tensor) -> list[Mist
 
     return [
         Mistake("you padded on the left; put the zeros at the end of each sequence (right side)",
-                lambda: _left_padded(batch)),
+                lambda: _left_padded(batch),
+                where="look at which end of each row the sequence is copied to"),
+        _unwritten_mistake(lambda t: [row[len(s):] for row, s in zip(t, batch)]
+                           if t.dim() == want.dim() and t.shape[0] == len(batch) else []),
         Mistake(f"off by one: this batch's longest sequence has {longest} elements, so the padded batch "
                 f"needs exactly {longest} columns, no more, no fewer",
                 matches=lambda t: isinstance(t, torch.Tensor) and t.dim() == want.dim()
-                and t.shape[0] == len(batch) and abs(t.shape[1] - longest) == 1),
+                and t.shape[0] == len(batch) and abs(t.shape[1] - longest) == 1,
+                where="look at how you compute the number of columns of the padded batch"),
         Mistake(f"you padded to a fixed length instead of to this batch's longest sequence ({longest}): "
                 "compute the longest length from the batch itself",
-                matches=lambda t: prefix_matches(t) and t.shape[1] > longest + 1),
+                matches=lambda t: prefix_matches(t) and t.shape[1] > longest + 1,
+                where="look at where the number of columns comes from: this batch, or a constant?"),
         Mistake(f"the padded batch has dtype {torch.float32} but the sequences are {want.dtype}: create the "
-                "zeros with dtype=batch[0].dtype", lambda: want.float() if want.dtype != torch.float32 else None),
+                "zeros with dtype=batch[0].dtype", lambda: want.float() if want.dtype != torch.float32 else None,
+                where="look at how the padded tensor is created (its dtype=)"),
         Mistake("the padding value must be 0", matches=lambda t: isinstance(t, torch.Tensor) and t.shape == want.shape
                 and not torch.equal(t, want) and all(torch.equal(t[i, :len(s)], want[i, :len(s)])
-                                                      for i, s in enumerate(batch))),
+                                                      for i, s in enumerate(batch)),
+                where="look at how the padded tensor is created: the value it starts with"),
     ]
 
 
@@ -382,13 +461,16 @@ def _lengths_mistakes(lengths: list[int], longest: int, numels: list[int] | None
                 lambda: nonzero if nonzero is not None and nonzero.tolist() != lengths else _not_this(),
                 where="look at where the lengths come from"),
         Mistake("lengths should be a tensor: torch.tensor([...]) (int64)",
-                matches=lambda t: isinstance(t, (list, tuple)) and list(t) == lengths),
+                matches=lambda t: isinstance(t, (list, tuple)) and list(t) == lengths,
+                where="look at how you build the lengths you return"),
         Mistake(f"those are the lengths after padding (all {longest}): record each sequence's own length",
-                lambda: torch.full((len(lengths),), longest) if len(set(lengths)) > 1 else None),
+                lambda: torch.full((len(lengths),), longest) if len(set(lengths)) > 1 else None,
+                where="look at where the lengths come from: each sequence before padding"),
     ]
     if numels is not None and numels != lengths:
         mistakes.append(Mistake("you counted elements (numel); a sequence's length is its number of time steps, "
-                                "len(sequence) or sequence.shape[0]", lambda: torch.tensor(numels)))
+                                "len(sequence) or sequence.shape[0]", lambda: torch.tensor(numels),
+                                where="look at how you measure one sequence's length"))
     return mistakes
 
 
@@ -400,7 +482,9 @@ def check_pad_collate(fn: Callable[[list[torch.Tensor]], tuple[torch.Tensor, tor
     for batch in inputs:
         want_padded, want_lengths = ref.pad_collate(batch)
         shown = [len(s) for s in batch]
-        padded, lengths = _pair(call(fn, batch), "pad_collate")
+        with _filled_empty():
+            padded, lengths = _pair(call(fn, batch), "pad_collate")
+        _expect_order("pad_collate", (padded, lengths), (want_padded, want_lengths), ("padded", "lengths"))
         if part in ("both", "padded"):
             expect_tensor(padded, want_padded, what=f"the padded batch for lengths {shown}",
                           mistakes=_padded_mistakes(batch, want_padded))
@@ -422,10 +506,14 @@ def check_collate_sequences(fn: Callable[[list[tuple[torch.Tensor, int]]], tuple
         sequences = [s for s, _ in batch]
         want_padded, want_lengths, want_labels = ref.collate_sequences(batch)
         shapes = [list(s.shape) for s in sequences]
-        padded, lengths, labels = _pair(call(fn, batch), "collate_sequences", 3)
+        with _filled_empty():
+            padded, lengths, labels = _pair(call(fn, batch), "collate_sequences", 3)
+        _expect_order("collate_sequences", (padded, lengths, labels), (want_padded, want_lengths, want_labels),
+                      ("padded", "lengths", "labels"))
         expect_tensor(padded, want_padded, what=f"the padded batch for sequences of shapes {shapes}",
                       mistakes=[Mistake("pad_sequence puts time first by default ([longest, batch, ...]); "
-                                        "pass batch_first=True", lambda: pad_sequence(sequences)),
+                                        "pass batch_first=True", lambda: pad_sequence(sequences),
+                                        where="look at the pad_sequence call's arguments"),
                                 *_padded_mistakes(sequences, want_padded)])
         expect_tensor(lengths, want_lengths, what=f"the lengths for sequences of shapes {shapes}",
                       mistakes=_lengths_mistakes([len(s) for s in sequences], want_padded.shape[1],
@@ -434,7 +522,8 @@ def check_collate_sequences(fn: Callable[[list[tuple[torch.Tensor, int]]], tuple
         expect_tensor(labels, want_labels, what=f"the labels {label_list}",
                       mistakes=[Mistake("the labels are still a tuple or list: you forgot to convert them "
                                         "to a tensor, torch.tensor(labels)",
-                                        matches=lambda t: isinstance(t, (list, tuple)) and list(t) == label_list)])
+                                        matches=lambda t: isinstance(t, (list, tuple)) and list(t) == label_list,
+                                        where="look at what you return as the labels: a list, or a tensor?")])
     passed("collate_sequences", len(inputs))
 
 
@@ -449,6 +538,18 @@ def _image_set(n: int, size: int, seed: int) -> TensorDataset:
     return TensorDataset(images, torch.randint(0, 10, (n,), generator=g))
 
 
+def _sensor_set(n: int, size: int, seed: int) -> TensorDataset:
+    """Raw sensor-like float32 images: readings around 1000 with a spread of about 0.3. sum(x**2) / n is then
+    near 10**6, so totals kept in float32 (about 7 significant digits) lose the variance entirely."""
+    g = _gen(seed)
+    images = 1000 + torch.rand(n, 1, size, size, generator=g)
+    return TensorDataset(images, torch.randint(0, 10, (n,), generator=g))
+
+
+def _large_offset(images: torch.Tensor) -> bool:
+    return float(images.abs().mean()) > 100 * float(images.std())
+
+
 def _stats_mistakes(dataset: TensorDataset, batch_size: int, which: str) -> list[Mistake]:
     images = dataset.tensors[0].double()
     batches = list(images.split(batch_size))
@@ -456,25 +557,32 @@ def _stats_mistakes(dataset: TensorDataset, batch_size: int, which: str) -> list
     if which == "mean":
         return [Mistake("you averaged the per-batch means, but the last batch is smaller, so its pixels count "
                         "too much: add up sums and pixel counts over all batches, then divide once",
-                        lambda: sum(b.mean().item() for b in batches) / len(batches)),
+                        lambda: sum(b.mean().item() for b in batches) / len(batches),
+                        where="look at how the batches' results are combined: per batch, or by running totals?"),
                 Mistake(f"that is the mean times {pixels}, the number of pixels per image: you counted images "
                         "(len(images)), not pixels; n must count every pixel (images.numel())",
                         lambda: images.sum().item() / len(images) if pixels > 1 else _not_this(),
                         where="look at what your count n adds up per batch"),
                 Mistake("that is the mean of the first batch only; go through the whole dataset",
-                        lambda: batches[0].mean().item() if len(batches) > 1 else None)]
+                        lambda: batches[0].mean().item() if len(batches) > 1 else None,
+                        where="look at your loop over the loader: does it run over every batch?")]
     per_image = [torch.stack([img.std(correction=c) for img in images]).mean().item() for c in (0, 1)]
     per_batch = [sum(b.std(correction=c).item() for b in batches) / len(batches) for c in (0, 1)]
     per_pixel = [images.std(dim=0, correction=c).mean().item() for c in (0, 1)]
     return [
         *[Mistake("you computed a std per image and averaged them: that misses how much images differ from "
-                  "each other. Compute one std over all pixels of all images", (lambda v=v: v)) for v in per_image],
+                  "each other. Compute one std over all pixels of all images", (lambda v=v: v),
+                  where="look at which pixels each std is computed over") for v in per_image],
         *[Mistake("you averaged per-batch stds; compute one std over all pixels (accumulate the sum of "
-                  "squares across batches)", (lambda v=v: v)) for v in per_batch if len(batches) > 1],
+                  "squares across batches)", (lambda v=v: v),
+                  where="look at how the batches' results are combined: per batch, or by running totals?")
+          for v in per_batch if len(batches) > 1],
         *[Mistake("you took the std across images at each pixel position, then averaged: compute one std "
-                  "over all pixels at once", (lambda v=v: v)) for v in per_pixel],
+                  "over all pixels at once", (lambda v=v: v),
+                  where="look at which pixels each std is computed over") for v in per_pixel],
         Mistake("that is the variance; the standard deviation is its square root",
-                lambda: images.var(correction=0).item()),
+                lambda: images.var(correction=0).item(),
+                where="look at the last step, from the variance to the std"),
         Mistake("your variance came out negative, so its square root is complex: sum(x**2) / n - mean**2 is never "
                 "negative when the sums and n describe the same pixels; n must count every pixel (images.numel())",
                 matches=lambda got: isinstance(got, complex), where="look at the count you divide the sums by"),
@@ -516,7 +624,7 @@ def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
     dividing by the pixel count, or by the count minus one (what tensor.std() does)."""
     _check_part(part, ("both", "mean", "std"))
     inputs = inputs if inputs is not None else [(_image_set(25, 6, 0), 10), (_image_set(12, 5, 1), 4),
-                                                (_image_set(22, 3, 2), 4)]
+                                                (_image_set(22, 3, 2), 4), (_sensor_set(60, 8, 3), 8)]
     for dataset, batch_size in inputs:
         images = dataset.tensors[0].double()
         shown = f"mean_std({len(dataset)} images of shape {list(images.shape[1:])}, batch_size={batch_size})"
@@ -537,7 +645,8 @@ def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
                              mistake="you kept every batch (in a list, or for torch.cat) to compute the statistics "
                                      "at the end: keep running totals (sums and a count) and let each batch go, so "
                                      "a dataset larger than memory works" if held[k] == k else None)
-        expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{shown} should return (mean, std), not {describe(got)}")
+        expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{shown} should return (mean, std), not {describe(got)}",
+               where="look at your return statement: it returns the mean and the std, in that order")
         if part in ("both", "mean") and batches and len(dataset) >= batch_size:
             expect(max(batches) == batch_size,
                    f"{shown}: your DataLoader fetched batches of up to {max(batches)} images; expected batches of "
@@ -552,9 +661,19 @@ def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
             number = std
             is_sample_std = (isinstance(number, (int, float)) and not isinstance(number, bool)
                              and math.isclose(number, sample, rel_tol=1e-4, abs_tol=1e-5))
+            # task: "keep the running totals in float64": a dataset whose pixels are large next to their spread
+            # (raw sensor readings) shows totals kept in float32; with the mean right, precision is the cause
+            precision = [Mistake(
+                "the mean is right, but the std is not: float32 keeps about 7 significant digits, and with pixels "
+                f"around {float(images.mean()):.0f} the sums of squares are near {float((images**2).mean()):.3g} "
+                "per pixel, so the variance (their difference from mean**2) is lost in the rounding. Convert each "
+                "batch to float64 before summing (images.double())",
+                matches=lambda _: isinstance(mean, float) and math.isclose(mean, images.mean().item(), rel_tol=1e-6),
+                where="look at the dtype your sums and sums of squares are computed in")] \
+                if _large_offset(images) else []
             if not is_sample_std:
                 expect_close(std, population, what=f"the std from {shown}", python_number=True,
-                             mistakes=_stats_mistakes(dataset, batch_size, "std"))
+                             mistakes=_stats_mistakes(dataset, batch_size, "std") + precision)
     passed(f"mean_std ({part})" if part != "both" else "mean_std", len(inputs))
 
 
@@ -651,9 +770,11 @@ def check_make_loaders(fn: Callable[..., tuple[DataLoader, DataLoader]],
             shown = f"make_loaders({n_train} training and {n_val} validation samples, batch_size={batch_size}, seed={seed}"
             got = call(fn, train_set, val_set, batch_size, seed, cpu)
             expect(isinstance(got, (tuple, list)) and len(got) == 2,
-                   f"{shown}, cpu) should return (train_loader, val_loader), not {describe(got)}")
+                   f"{shown}, cpu) should return (train_loader, val_loader), not {describe(got)}",
+                   where="look at your return statement: it returns the training loader, then the validation loader")
             expect(all(isinstance(loader, DataLoader) for loader in got),
-                   f"{shown}, cpu) should return two DataLoader objects, not {describe(got[0])} and {describe(got[1])}")
+                   f"{shown}, cpu) should return two DataLoader objects, not {describe(got[0])} and {describe(got[1])}",
+                   where="look at what you build and return: torch.utils.data.DataLoader objects")
             on_cuda = call(fn, train_set, val_set, batch_size, seed, cuda)
             on_cuda1 = call(fn, train_set, val_set, batch_size, seed, torch.device("cuda", 1))  # a CUDA GPU too
             on_mps = call(fn, train_set, val_set, batch_size, seed, torch.device("mps"))  # a GPU that is not CUDA
@@ -771,11 +892,14 @@ def check_loading_share(fn: Callable[[float, float], float],
         got = call(fn, load_ms, step_ms)
         expect_close(got, ref.loading_share(load_ms, step_ms), what=shown, python_number=True, mistakes=[
             Mistake("that is the training step's share; the loading share is load / (load + step)",
-                    lambda: step_ms / (load_ms + step_ms)),
+                    lambda: step_ms / (load_ms + step_ms),
+                    where="look at the numerator: which of the two times is loading?"),
             Mistake("that is load / step, a ratio of the two; the share of the whole is load / (load + step)",
-                    lambda: load_ms / step_ms),
+                    lambda: load_ms / step_ms,
+                    where="look at the denominator: the whole is load plus step"),
             Mistake("that is a percentage; return a fraction between 0 and 1",
-                    lambda: 100 * load_ms / (load_ms + step_ms)),
+                    lambda: 100 * load_ms / (load_ms + step_ms),
+                    where="look at the scale of what you return: a fraction, not a percentage"),
         ])
     passed("loading_share", len(inputs))
 
@@ -847,11 +971,28 @@ def _unbatch(batches: list[tuple], shown: str, batch_size: int) -> list[tuple[to
         for row, n, label in zip(padded, lengths.tolist(), labels.tolist()):
             expect(bool((row[n:] == 0).all()),
                    f"{shown}: in batch {k}, a recording of {n} readings is followed by {row[n:][:4].tolist()} "
-                   "instead of zeros", where="look at the order of standardising and padding",
-                   mistake="pad after standardising: the padding must stay 0, and must not count in the mean and "
-                           "std" if bool((row[n:] != 0).all()) else None)
+                   "instead of zeros", where="look at the order of standardising and padding"
+                   if not _unwritten(row[n:]) else "look at how the padding's memory is created",
+                   mistake=_UNWRITTEN if _unwritten(row[n:]) else
+                   "pad after standardising: the padding must stay 0, and must not count in the mean and "
+                   "std" if bool((row[n:] != 0).all()) else None)
             found.append((row[:n], label))
     return found
+
+
+def _fitted_statistics(got: torch.Tensor, candidates: list[list[float]]) -> tuple[float, float] | None:
+    """(mean, std) such that ``got`` is one candidate's readings standardised with them, if any such pair exists."""
+    for readings in candidates:
+        x = torch.tensor(readings, dtype=torch.float64)
+        y = got.double()
+        if len(x) < 2 or float(x.max() - x.min()) < 1e-6 or float(y.max() - y.min()) < 1e-9:
+            continue
+        i, k = int(x.argmin()), int(x.argmax())
+        std = float((x[k] - x[i]) / (y[k] - y[i]))
+        mean = float(x[i] - std * y[i])
+        if std > 0 and torch.allclose((x - mean) / std, y, atol=1e-4):
+            return mean, std
+    return None
 
 
 def _match(found: list[tuple[torch.Tensor, int]], want: list[tuple[torch.Tensor, int]], raw: list[tuple[list, int]],
@@ -869,16 +1010,31 @@ def _match(found: list[tuple[torch.Tensor, int]], want: list[tuple[torch.Tensor,
             unchanged = any(torch.allclose(got.double(), torch.tensor(raw[j][0], dtype=torch.float64), atol=1e-3)
                             for j in same)
             per_row = len(got) > 1 and abs(float(got.mean())) < 1e-4
+            fitted = _fitted_statistics(got, [raw[j][0] for j in same])
+            readings = torch.tensor([v for r, _ in raw for v in r], dtype=torch.float64)
+            numbers = torch.tensor([v for r, y in raw for v in (y, *r)], dtype=torch.float64)
+            with_labels = fitted is not None and any(
+                math.isclose(fitted[0], float(numbers.mean()), rel_tol=1e-3)
+                and math.isclose(fitted[1], float(numbers.std(correction=c)), rel_tol=1e-3) for c in (0, 1))
             raise CheckError(
                 f"{shown}: the loader delivered a recording with label {label} and readings {got[:4].tolist()}"
                 f"{'...' if len(got) > 4 else ''}; no recording of the file, standardised with the mean and std of "
                 "all its readings, has these values"
-                + (" (it was already delivered once this epoch)" if same and all(j not in left for j in same) else ""),
+                + (" (it was already delivered once this epoch)" if same and all(j not in left for j in same) else "")
+                + (f". They are a line's readings standardised with mean {round(fitted[0], 4) + 0:.4g} and std "
+                   f"{fitted[1]:.4g}; "
+                   f"the file's readings have mean {float(readings.mean()):.4g} and std "
+                   f"{float(readings.std(correction=0)):.4g}" if fitted is not None and not unchanged and not per_row
+                   else ""),
                 where="look at how each line becomes a tensor, and where the mean and std come from",
                 mistake=("the readings are not standardised: subtract the mean of all readings in the file and divide "
                          "by their std" if unchanged else
                          "you standardised each recording with its own mean and std; use the mean and std of all "
-                         "readings of the file" if per_row else None))
+                         "readings of the file" if per_row else
+                         "those are the mean and std of every number in the file, the labels (each line's first "
+                         "number) included: compute them over the readings only" if with_labels else
+                         "you divided by the std but did not subtract the mean" if fitted is not None
+                         and abs(fitted[0]) < 1e-6 else None))
         left.remove(hit)
         order.append(hit)
     if left:
@@ -888,6 +1044,28 @@ def _match(found: list[tuple[torch.Tensor, int]], want: list[tuple[torch.Tensor,
                          where="look at how the file's lines are read (blank lines and # comments are not "
                                "recordings) and at drop_last")
     return order
+
+
+def _explain_parse_failure(error: CheckError, text: str, shown: str) -> None:
+    """Name the line a ValueError quotes when it is a comment or a blank line of the file, not a recording."""
+    cause = error.__cause__
+    if not isinstance(cause, ValueError):
+        return
+    comments = [line.strip() for line in text.splitlines() if line.strip().startswith("#")]
+    quoted = next((c for c in comments for q in _quoted(str(cause)) if len(q.strip()) >= 3 and q.strip() in c), None)
+    blank = "''" in str(cause)
+    if quoted is None and not blank:
+        return
+    what = f"the comment line {quoted!r}" if quoted is not None else "an empty string (from a blank line)"
+    raise CheckError(f"{shown}: making the loader raised {type(cause).__name__}: {cause}; it was reading {what}",
+                     where="look at how the file's lines are read: which lines hold recordings",
+                     mistake="blank lines and lines starting with # are not recordings: skip them before splitting "
+                             "on commas") from cause
+
+
+def _quoted(text: str) -> list[str]:
+    """The parts of an error message between single quotes (what int() or float() could not convert)."""
+    return [part for part in text.split("'")[1::2] if part]
 
 
 def check_recording_loader(fn: Callable[[Path, int, int], DataLoader],
@@ -911,7 +1089,11 @@ def check_recording_loader(fn: Callable[[Path, int, int], DataLoader],
                 # Earlier exercises' functions the learner may reuse are graded with the reference versions.
                 with substitute(fn, pad_collate=ref.pad_collate, collate_sequences=ref.collate_sequences,
                                 fix_length=ref.fix_length):
-                    return call(fn, path, batch_size, s)
+                    try:
+                        return call(fn, path, batch_size, s)
+                    except CheckError as error:
+                        _explain_parse_failure(error, text, shown)
+                        raise
 
             loader, twin, other = build(seed), build(seed), build(seed + 1)
             expect(isinstance(loader, DataLoader), f"{shown} returned {describe(loader)}; expected a DataLoader",
@@ -919,7 +1101,7 @@ def check_recording_loader(fn: Callable[[Path, int, int], DataLoader],
             path.write_text("0,not a number\n")  # the file changes once the loaders exist: they must not read it again
             before = torch.get_rng_state()
             with substitute(fn, pad_collate=ref.pad_collate, collate_sequences=ref.collate_sequences,
-                            fix_length=ref.fix_length):
+                            fix_length=ref.fix_length), _filled_empty():
                 epochs = [_epoch(loader, shown) for _ in range(2)]
                 twin_epochs = [_epoch(twin, shown) for _ in range(2)]
                 other_epoch = _epoch(other, shown)

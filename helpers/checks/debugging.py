@@ -31,6 +31,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from helpers.checks import (Allow, CheckError, Mistake, NotMovedError, call, describe, expect_tensor,
                            passed, same_value)
+from helpers.checks.devices import STAND_IN_DEVICE, OnDevice, OnHost, model_on_device, place_model, unplaced
 from helpers.reference import debugging as ref
 
 # ---------------------------------------------------------------- the broken programs (the starters, verbatim)
@@ -186,7 +187,9 @@ def attempt(fn: Callable[..., Any], *args: Any, seed: int | None = None, allow: 
     program change its model).
     """
     if not callable(fn):
-        raise CheckError(f"expected a function or a class, got {describe(fn)}: pass the function itself, not its result")
+        raise CheckError(f"the check expected a function or a class, but was given {describe(fn)}",
+                         where="look at the argument you pass to the check: the name of your function or class, no ()",
+                         mistake="pass the function itself, not its result")
     if allow is None:
         allow = Allow(modes=True, global_rng=True)
     with torch.random.fork_rng(devices=[]):
@@ -195,8 +198,9 @@ def attempt(fn: Callable[..., Any], *args: Any, seed: int | None = None, allow: 
         try:
             return Outcome(value=call(fn, *args, allow=allow, **kwargs))
         except NotImplementedError:
-            raise CheckError(f"{getattr(fn, '__name__', 'your code')} is not written yet: "
-                             "replace `raise NotImplementedError()` with the fixed program") from None
+            raise CheckError(f"{getattr(fn, '__name__', 'your code')} is not written yet: it raised NotImplementedError",
+                             where="look in its cell for `raise NotImplementedError()`",
+                             mistake="replace `raise NotImplementedError()` with the fixed program") from None
         except CheckError as error:
             cause = error.__cause__  # call wraps the program's own exception: that is the evidence to read
             if isinstance(cause, Exception) and not isinstance(cause, CheckError):
@@ -262,7 +266,7 @@ def expect_fixed(
             raise failure(f"{what} still raises the error it was handed out with: {line}",
                           where=where, mistake=bug) from got.error
         hint = next((h for fragment, h in (hints or {}).items() if fragment in str(got.error)), None)
-        raise failure(f"{what} raises {line}", mistake=hint) from got.error
+        raise failure(f"{what} raises {line}", where=where, mistake=hint) from got.error
     if same(got.value, want):
         return got.value
     if broken.error is None and same(got.value, broken.value):
@@ -272,7 +276,7 @@ def expect_fixed(
         raise failure(shows(got.value), where=where, mistake=mistake.message)
     if differs is not None:
         differs(got.value, want)
-    raise failure(shows(got.value))
+    raise failure(shows(got.value), where=where)
 
 
 def _number(what: str) -> Callable[[Any, Any], None]:
@@ -399,91 +403,16 @@ def recording(dataset_type: type, log: list[int]) -> type:
 # ---------------------------------------------------------------- 1. a batch left on the CPU
 
 
-# A device stand-in that tells the device from the CPU on any grader: the images arrive as _OnHost tensors, `device`
-# is cuda:0, and Tensor.to / .cuda() / .cpu() move a tensor between _OnHost and _OnDevice (its data stays in memory, so
-# nothing needs a GPU). The check's model (a _DeviceModel) moves the same way and wants its input where it is. The
-# framework's HostTensor cannot see a result left on the device, nor a "fix" that computes on the CPU: there, a plain
-# tensor counts as moved. (A general version belongs in the framework.)
-STAND_IN_DEVICE = torch.device("cuda", 0)
-_SAME_DEVICE = "Expected all tensors to be on the same device, but found at least two devices, {} and {}!"
-
-
-def _unwrapped(t: torch.Tensor) -> torch.Tensor:
-    with torch._C.DisableTorchFunctionSubclass():
-        return t.as_subclass(torch.Tensor)
-
-
-class _Placed(torch.Tensor):
-    """A tensor with a place, the host or the device (see STAND_IN_DEVICE)."""
-
-    on_device = False
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206 - torch's protocol
-        kwargs = kwargs or {}
-        name = getattr(func, "__name__", "")
-        if name == "__get__" and getattr(func, "__self__", None) is torch.Tensor.__dict__.get("device"):
-            return STAND_IN_DEVICE if isinstance(args[0], _OnDevice) else torch.device("cpu")
-        if name == "__get__" and getattr(func, "__self__", None) is torch.Tensor.__dict__.get("is_cuda"):
-            return isinstance(args[0], _OnDevice)
-        if name == "numpy" and isinstance(args[0], _OnDevice):
-            raise TypeError(f"can't convert {STAND_IN_DEVICE} device type tensor to numpy. Use Tensor.cpu() to copy "
-                            "the tensor to host memory first.")
-        if name in ("to", "cuda", "cpu"):
-            target = _target(name, args, kwargs)
-            if target is not None:
-                dtype = next((a for a in args[1:] if isinstance(a, torch.dtype)), kwargs.get("dtype"))
-                moved = _unwrapped(args[0])
-                with torch._C.DisableTorchFunctionSubclass():
-                    moved = moved.to(dtype) if dtype is not None else moved
-                    if target != isinstance(args[0], _OnDevice):
-                        moved = moved.clone()  # another device: a copy
-                return moved.as_subclass(_OnDevice if target else _OnHost)
-        with torch._C.DisableTorchFunctionSubclass():
-            tensors = [t for t in _tensors(list(args) + list(kwargs.values())) if t.dim() > 0]
-        places = {isinstance(t, _OnDevice) for t in tensors if isinstance(t, _Placed)}
-        if len(places) > 1:
-            raise RuntimeError(_SAME_DEVICE.format(STAND_IN_DEVICE, "cpu"))
-        return super().__torch_function__(func, types, args, kwargs)
-
-
-class _OnHost(_Placed):
-    """A tensor in the host's memory (the CPU)."""
-
-
-class _OnDevice(_Placed):
-    """A tensor on the stand-in device."""
-
-    on_device = True
-
-
-def _tensors(values: Sequence[Any]) -> list[torch.Tensor]:
-    found: list[torch.Tensor] = []
-    for value in values:
-        if isinstance(value, torch.Tensor):
-            found.append(value)
-        elif isinstance(value, (list, tuple)):
-            found.extend(_tensors(value))
-    return found
-
-
-def _target(name: str, args: tuple, kwargs: dict) -> bool | None:
-    """Where a .to / .cuda / .cpu call moves a tensor: True for the device, False for the host, None if it stays."""
-    if name in ("cuda", "cpu"):
-        return name == "cuda"
-    for value in list(args[1:]) + [kwargs.get("device"), kwargs.get("other")]:
-        if isinstance(value, torch.Tensor):
-            return isinstance(value, _OnDevice)
-        if isinstance(value, (torch.device, str)) or (isinstance(value, int) and not isinstance(value, bool)):
-            return torch.device(value).type != "cpu"
-    return None
+# The framework's stand-in device (helpers.checks.devices) tells the device from the CPU on any grader: the images
+# arrive OnHost, `device` is cuda:0, and the check's model (a _DeviceModel) moves in name with .to / .cuda / .cpu and
+# wants its input where it is, so a batch never moved, a result left on the device and a "fix" that computes on the
+# CPU all show.
 
 
 class _DeviceModel(nn.Module):
     """The check's digit classifier (dropout inside a block), movable between the host and the stand-in device.
 
-    ``.to(device)``, ``.cuda()`` and ``.cpu()`` move it (in name: its weights stay in memory); its forward wants its
-    input where it is, as on a GPU, and records where it ran and which layers were in training mode.
+    Made movable by ``place_model``; its forward records where it ran and which layers were in training mode.
     """
 
     def __init__(self, seed: int) -> None:
@@ -491,32 +420,12 @@ class _DeviceModel(nn.Module):
         torch.manual_seed(seed)
         self.net = nn.Sequential(nn.Flatten(), nn.Sequential(nn.Linear(28 * 28, 32), nn.ReLU(), nn.Dropout(0.5)),
                                  nn.Linear(32, 10))
-        self.on_device = False
         self.ran: list[tuple[bool, list[str]]] = []
-
-    def to(self, *args: Any, **kwargs: Any) -> _DeviceModel:  # type: ignore[override]
-        device, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
-        if device is not None:
-            self.on_device = device.type != "cpu"
-        if dtype is not None:
-            super().to(dtype=dtype)
-        return self
-
-    def cuda(self, device: Any = None) -> _DeviceModel:  # type: ignore[override]
-        self.on_device = True
-        return self
-
-    def cpu(self) -> _DeviceModel:
-        self.on_device = False
-        return self
+        place_model(self)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        if isinstance(images, _OnDevice) != self.on_device:
-            raise RuntimeError(_SAME_DEVICE.format(*((STAND_IN_DEVICE, "cpu") if self.on_device
-                                                     else ("cpu", STAND_IN_DEVICE))))
-        self.ran.append((self.on_device, _layer_names(self, True)))
-        out = self.net(_unwrapped(images))
-        return out.as_subclass(_OnDevice if self.on_device else _OnHost)
+        self.ran.append((model_on_device(self), _layer_names(self, True)))
+        return self.net(images)
 
 
 def check_predict_digits(fn: Callable[..., torch.Tensor], inputs: Sequence[tuple[int, int]] | None = None) -> None:
@@ -526,11 +435,11 @@ def check_predict_digits(fn: Callable[..., torch.Tensor], inputs: Sequence[tuple
     for seed, n in inputs:
         images = torch.randn(n, 1, 28, 28, generator=torch.Generator().manual_seed(100 + seed))
         what = f"predict_digits on {n} images not yet on the device (device={STAND_IN_DEVICE})"
-        want = _unwrapped(ref.predict_digits(_DeviceModel(seed), images.as_subclass(_OnHost), STAND_IN_DEVICE))
+        want = unplaced(ref.predict_digits(_DeviceModel(seed), images.as_subclass(OnHost), STAND_IN_DEVICE))
         model = _DeviceModel(seed)
-        got = attempt(fn, model, images.as_subclass(_OnHost), STAND_IN_DEVICE)
-        broken = attempt(broken_predict_digits, _DeviceModel(seed), images.as_subclass(_OnHost), STAND_IN_DEVICE)
-        left_on_device = isinstance(got.value, _OnDevice)
+        got = attempt(fn, model, images.as_subclass(OnHost), STAND_IN_DEVICE)
+        broken = attempt(broken_predict_digits, _DeviceModel(seed), images.as_subclass(OnHost), STAND_IN_DEVICE)
+        left_on_device = isinstance(got.value, OnDevice)
         if got.error is None:
             in_training = next((layers for _, layers in model.ran if layers), None)
             if in_training:
@@ -540,7 +449,7 @@ def check_predict_digits(fn: Callable[..., torch.Tensor], inputs: Sequence[tuple
                               mistake="without model.eval() dropout keeps dropping units (and batch norm uses the "
                                       "batch's statistics): call model.eval() before predicting")
             if isinstance(got.value, torch.Tensor):
-                got.value = _unwrapped(got.value)
+                got.value = unplaced(got.value)
         expect_fixed(what, got, want, broken,
                      where="follow the images from the argument to the model call: which tensor does the model "
                            "actually receive, and where is it? Compare what Module.to and Tensor.to do",
@@ -671,10 +580,12 @@ def check_loss_from_table(fn: Callable[..., torch.Tensor], inputs: Sequence[tupl
                      mistakes=[
                          Mistake("clamping moves label 10 onto class 9 and leaves every other label off by one: "
                                  "the table's numbers are the class indices plus one",
-                                 lambda: F.cross_entropy(logits, numbers.clamp(max=9))),
+                                 lambda: F.cross_entropy(logits, numbers.clamp(max=9)),
+                                 where="look at how the table's label numbers become class indices"),
                          Mistake("% 10 turns label 10 into class 0 and leaves every other label off by one: "
                                  "the table's numbers are the class indices plus one",
-                                 lambda: F.cross_entropy(logits, numbers % 10)),
+                                 lambda: F.cross_entropy(logits, numbers % 10),
+                                 where="look at how the table's label numbers become class indices"),
                      ],
                      hints={"multi-target": "the labels still have a second dimension, [N, 1]: cross_entropy "
                                             "wants shape [N]",
@@ -749,7 +660,8 @@ def check_gated_block(cls: type, inputs: Sequence[tuple[int, int, int]] | None =
                      symptom=grads_symptom,
                      mistakes=[Mistake("detach() (or no_grad) cut sigmoid out of the graph: that hides the error "
                                        "and the gate no longer learns. Compute the product as a new tensor instead",
-                                       matches=_no_gradient("gate.weight", want))],
+                                       matches=_no_gradient("gate.weight", want),
+                                       where="look at how the gate's output is combined with the input in forward")],
                      differs=lambda got, expected: _differs_grads(what, got, expected))
     passed("GatedBlock", len(inputs))
 
@@ -865,10 +777,12 @@ def check_fit(fn: Callable[..., list[float]], inputs: Sequence[FitCase] | None =
                      mistakes=[
                          Mistake("zero_grad() runs between backward() and step(), so every step applies zero "
                                  "gradients and the weights never change. Zero them before backward()",
-                                 lambda: _fit_run(_zero_grad_late, case).value),
+                                 lambda: _fit_run(_zero_grad_late, case).value,
+                                 where="look at the order of zero_grad, backward and step in each iteration"),
                          Mistake("the gradients are never zeroed: each step applies the sum of every gradient so "
                                  "far. Zero them at every step, before backward()",
-                                 lambda: _fit_run(_no_zero_grad, case).value),
+                                 lambda: _fit_run(_no_zero_grad, case).value,
+                                 where="look at what happens to the gradients between one step and the next"),
                      ],
                      differs=differs)
     passed("fit", len(inputs))

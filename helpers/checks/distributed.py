@@ -37,8 +37,9 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data.distributed import DistributedSampler
 
-from helpers.checks import CheckError, Mistake, call, describe, expect, expect_tensor, passed
-from helpers.checks import substitute
+from helpers.checks import Allow, CheckError, Mistake, call, describe, expect, expect_tensor, passed
+from helpers.checks import MISTAKE_LABEL, WHERE_LABEL, substitute, symptom_of
+from helpers.checks.devices import CUDA_LOAD_ERROR, saved_on
 from helpers.reference import distributed as ref
 
 LAUNCH_TIMEOUT_S = 60.0      # the whole group: start, the learner's code, results written
@@ -46,6 +47,8 @@ COLLECTIVE_TIMEOUT_S = 20.0  # one collective (all_reduce, barrier, ...) waiting
 HOST = "127.0.0.1"
 _HANG_HINT = ("a collective that one rank never reached? Every rank must call the same collectives "
               "(all_reduce, barrier, ...) in the same order; one inside `if rank == 0:` waits forever")
+_WHERE_HANG = ("look at every collective (all_reduce, barrier, broadcast...) and the `if` around it: does every rank "
+               "reach each one, in the same order?")
 
 
 # ---------------------------------------------------------------- a real process group, forked from the kernel
@@ -81,7 +84,9 @@ def _member(rank: int, world_size: int, port: int, target: Callable[..., Any], a
                 report = _Report(result=target(rank, world_size, *args))
             except BaseException as error:  # the learner's code: report it, never let it escape the child
                 traceback.print_exc()
-                report = _Report(error=type(error).__name__, message=str(error))
+                # A CheckError travels whole (symptom, where, mistake: the hint ladder's rungs).
+                report = _Report(result=error if isinstance(error, CheckError) else None,
+                                 error=type(error).__name__, message=str(error))
             finally:
                 dist.destroy_process_group()
         try:
@@ -126,7 +131,7 @@ def _port_clash(report: _Report | None) -> bool:
 
 def run_group(target: Callable[..., Any], *args: Any, world_size: int = 2, what: str = "your function",
               port: int | None = None, timeout_s: float | None = None, collective_timeout_s: float | None = None,
-              explain: Callable[[int, _Report], str | None] | None = None) -> list[Any]:
+              explain: Callable[[int, _Report], CheckError | str | None] | None = None) -> list[Any]:
     """Run ``target(rank, world_size, *args)`` on every rank of a real Gloo group; return each rank's result.
 
     Steps:
@@ -148,39 +153,71 @@ def run_group(target: Callable[..., Any], *args: Any, world_size: int = 2, what:
         if port is not None or not any(r is not None and r.stage == "init" for r in reports):
             break
     if timed_out:
-        raise CheckError(f"{what} timed out after {timeout_s:g} s: {_HANG_HINT}")
+        raise CheckError(f"{what} timed out after {timeout_s:g} s", where=_WHERE_HANG, mistake=_HANG_HINT)
     for rank, report in enumerate(reports):
         if report is not None and report.stage == "init":
             if _port_clash(report):
                 raise CheckError(f"{what}: rank 0 could not listen on port {chosen}: it is already in use "
-                                 "('Address already in use'), by another job on this machine")
+                                 "('Address already in use'), by another job on this machine",
+                                 where="look at where the port comes from: a fixed number, or one the system "
+                                       "chose just now?")
             raise RuntimeError(f"the process group could not start (rank {rank}): {report.error}: {report.message}")
     for rank, report in enumerate(reports):
         if report is not None and report.error == "NotImplementedError":
-            raise CheckError(f"{what} is not written yet: replace `raise NotImplementedError()` with your code")
+            raise CheckError(f"{what} is not written yet: it raised NotImplementedError",
+                             where="look in its cell for `raise NotImplementedError()`",
+                             mistake="replace `raise NotImplementedError()` with your code")
     gloo = ("Timed out waiting", "Connection closed by peer", "Connection reset by peer", "Broken pipe")
     for rank, report in enumerate(reports):
         if report is not None and report.error:
             named = explain(rank, report) if explain else None
             if named:
-                raise CheckError(named)
+                raise named if isinstance(named, CheckError) else CheckError(named)
             if report.error == "CheckError":
-                raise CheckError(report.message)
+                raise report.result if isinstance(report.result, CheckError) else _rebuilt(report.message)
             if not any(sign in report.message for sign in gloo):
                 first = report.message.strip().splitlines()[0] if report.message.strip() else ""
-                raise CheckError(f"{what} raised {report.error} on rank {rank}: {first}")
+                raise CheckError(f"{what} raised {report.error} on rank {rank}: {first}",
+                                 where=f"look at the line that raised on rank {rank} (run your function for that "
+                                       "rank alone to see it) and at what differs between the ranks there")
     for rank, report in enumerate(reports):
         if report is not None and "Timed out waiting" in report.message:
-            raise CheckError(f"{what} timed out after {collective_timeout_s:g} s on rank {rank}: {_HANG_HINT}")
+            raise CheckError(f"{what} timed out after {collective_timeout_s:g} s on rank {rank}", where=_WHERE_HANG,
+                             mistake=_HANG_HINT)
     for rank, report in enumerate(reports):
         if report is not None and report.error:
             raise CheckError(f"{what}: rank {rank} waited in a collective that another rank never called (that rank "
-                             "finished and closed the connection: 'Connection closed by peer'). Every rank must call "
-                             "the same collectives in the same order; is one inside `if rank == 0:`?")
+                             "finished and closed the connection: 'Connection closed by peer')", where=_WHERE_HANG,
+                             mistake="every rank must call the same collectives in the same order; is one inside "
+                                     "`if rank == 0:`?")
     for rank, report in enumerate(reports):
         if report is None:
-            raise CheckError(f"{what}: rank {rank} ended without finishing (did your code exit the process?)")
+            raise CheckError(f"{what}: rank {rank} ended without finishing",
+                             where="look for sys.exit(), exit() or os._exit() in your code: did it exit the process?")
     return [report.result for report in reports]
+
+
+def in_rank(fn: Callable[..., Any], *args: Any, allow: Allow = Allow()) -> Any:
+    """Call the learner's ``fn`` on one rank under the framework's default rules (:func:`call`): its arguments
+    and the state outliving the call (global generators, grad mode, ...) must be as they were, unless ``allow``
+    says otherwise. An exception of the learner's own code is raised as itself, for :func:`run_group` to read."""
+    try:
+        return call(fn, *args, allow=allow)
+    except CheckError as error:
+        cause = error.__cause__
+        if isinstance(cause, Exception) and not isinstance(cause, CheckError):
+            raise cause from None
+        raise
+
+
+def _rebuilt(text: str) -> CheckError:
+    """A CheckError raised in a rank, from its ``str()`` (all rungs): the ladder again, rung by rung."""
+    rungs = {}
+    rest = text[len(symptom_of(text)):]
+    for label in (MISTAKE_LABEL, WHERE_LABEL):  # the mistake comes last: split it off first
+        rest, _, found = rest.partition(f"\n   {label} ")
+        rungs[label] = found or None
+    return CheckError(symptom_of(text), where=rungs[WHERE_LABEL], mistake=rungs[MISTAKE_LABEL])
 
 
 @contextmanager
@@ -212,13 +249,19 @@ def _port_in_use(port: int) -> bool:
 
 def _expect_port(port: Any, what: str) -> int:
     if isinstance(port, tuple):
-        raise CheckError(f"{what} returned the tuple {port!r}: getsockname() gives (host, port); return its [1]")
+        raise CheckError(f"{what} returned the tuple {port!r}; expected the port, an int",
+                         where="look at what you return from getsockname()",
+                         mistake="getsockname() gives (host, port); return its [1]")
     if isinstance(port, bool) or not isinstance(port, int):
-        raise CheckError(f"{what} should return the port as an int, but returned {describe(port)}")
+        raise CheckError(f"{what} should return the port as an int, but returned {describe(port)}",
+                         where="look at your return statement")
     if port == 0:
-        raise CheckError(f"{what} returned 0: binding port 0 asks the system to choose a port; return the one it "
-                         "chose, probe.getsockname()[1]")
-    expect(0 < port < 65536, f"{what} returned {port}, which is not a TCP port (1-65535)")
+        raise CheckError(f"{what} returned 0, which no program can listen on",
+                         where="look at which port you return: the one you asked for, or the one the system chose?",
+                         mistake="binding port 0 asks the system to choose a port; return the one it chose, "
+                                 "probe.getsockname()[1]")
+    expect(0 < port < 65536, f"{what} returned {port}, which is not a TCP port (1-65535)",
+           where="look at where the number you return comes from")
     return port
 
 
@@ -251,10 +294,14 @@ def _expect_bound(port: int, bound: list[tuple[int, int]]) -> None:
         return
     if kinds:
         raise CheckError(f"free_port() returned {port}, a port it got for a UDP socket (SOCK_DGRAM); the group's rank "
-                         "0 listens on TCP, and a free UDP port says nothing about TCP's: use a SOCK_STREAM socket "
-                         "(socket.socket()'s default)")
+                         "0 listens on TCP",
+                         where="look at the arguments of socket.socket(...)",
+                         mistake="a free UDP port says nothing about TCP's: use a SOCK_STREAM socket "
+                                 "(socket.socket()'s default)")
     raise CheckError(f"free_port() returned {port}, but no socket was bound to that port during the call: nothing "
-                     f"asked the system whether it is free (another program may be using it): {_ASK_THE_SYSTEM}")
+                     "asked the system whether it is free (another program may be using it)",
+                     where="look at where the number you return comes from",
+                     mistake=_ASK_THE_SYSTEM)
 
 
 def check_free_port(fn: Callable[[], int], inputs: Sequence[int] | None = None) -> None:
@@ -269,30 +316,27 @@ def check_free_port(fn: Callable[[], int], inputs: Sequence[int] | None = None) 
             held: list[int] = []
             for job in range(jobs + 1):
                 with _watching_binds() as bound:
-                    try:
-                        port = call(fn)
-                    except CheckError as error:
-                        if "global random generator" not in str(error) or any(k == socket.SOCK_STREAM for k, _ in bound):
-                            raise
-                        raise CheckError("free_port() drew from a global random generator and bound no TCP socket "
-                                         "during the call: a port picked at random may be in use by another program; "
-                                         + _ASK_THE_SYSTEM) from None
+                    port = call(fn)
                 port = _expect_port(port, "free_port()")
                 if port in held:
-                    raise CheckError(f"free_port() returned {port} again while another job was using it: a fixed "
-                                     "port clashes ('Address already in use') as soon as two jobs share a "
-                                     "machine. Bind port 0 and return the port the system chose")
+                    raise CheckError(f"free_port() returned {port} again while another job was using it",
+                                     where="look at where the number you return comes from: a constant?",
+                                     mistake="a fixed port clashes ('Address already in use') as soon as two jobs "
+                                             "share a machine. Bind port 0 and return the port the system chose")
                 _expect_bound(port, bound)
                 if _port_in_use(port):
-                    raise CheckError(f"port {port} is still in use after free_port() returned it: close the socket "
-                                     "before returning (a `with socket.socket() as probe:` block does)")
+                    raise CheckError(f"port {port} is still in use after free_port() returned it",
+                                     where="look at what happens to your socket before the function returns",
+                                     mistake="close the socket before returning (a `with socket.socket() as probe:` "
+                                             "block does)")
                 if job < jobs:
                     running_jobs.enter_context(occupied(port))
                     held.append(port)
                 else:
                     totals = run_group(_all_reduce_ranks, what=f"a process group on port {port} from free_port()",
                                        port=port)
-                    expect(totals == [3.0, 3.0], f"a group on port {port} did not work: all_reduce gave {totals}")
+                    expect(totals == [3.0, 3.0], f"a group on port {port} did not work: all_reduce gave {totals}",
+                           where="look at the port you return: is it free, and a TCP one?")
                 checks += 1
     passed("free_port", checks)
 
@@ -333,33 +377,39 @@ class _Exchanges(NamedTuple):
     calls: int = 0        # all_reduce calls
     on_grads: int = 0     # of those, on a tensor sharing memory with a parameter's .grad
     on_weights: int = 0   # of those, on a tensor sharing memory with a parameter itself
+    reduces: int = 0      # dist.reduce calls (the result reaches one rank only)
 
 
 def _grad_target(rank: int, world_size: int, fn: Callable[[nn.Module], None], cases: list[GradCase]) -> list[tuple]:
     out = []
-    real_all_reduce = dist.all_reduce
+    real_all_reduce, real_reduce = dist.all_reduce, dist.reduce
     for case in cases:
         model, x, y = _grad_data(case)
         nn.functional.mse_loss(model(x[rank::world_size]), y[rank::world_size]).backward()
         own = _grads(model)
         grad_memory = {p.grad.data_ptr() for p in model.parameters() if p.grad is not None}
         weight_memory = {p.data_ptr() for p in model.parameters()}
-        seen = {"calls": 0, "on_grads": 0, "on_weights": 0}
+        seen = {"calls": 0, "on_grads": 0, "on_weights": 0, "reduces": 0}
 
         def all_reduce(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
             if tensor is None:
-                raise CheckError(_NONE_GRAD.format(rank=rank, error="dist.all_reduce was given None"))
+                raise _none_grad(rank, "dist.all_reduce was given None")
             memory = tensor.data_ptr() if isinstance(tensor, torch.Tensor) else None
             seen["calls"] += 1
             seen["on_grads"] += memory in grad_memory
             seen["on_weights"] += memory in weight_memory
             return real_all_reduce(tensor, *args, **kwargs)
 
-        dist.all_reduce = all_reduce
+        def reduce(*args: Any, **kwargs: Any) -> Any:
+            seen["reduces"] += 1
+            return real_reduce(*args, **kwargs)
+
+        dist.all_reduce, dist.reduce = all_reduce, reduce
         try:
-            fn(model)
+            # task: "replaces every parameter's `.grad` with its mean over all ranks, on every rank, in place"
+            in_rank(fn, model, allow=Allow(changed=(model,)))
         finally:
-            dist.all_reduce = real_all_reduce
+            dist.all_reduce, dist.reduce = real_all_reduce, real_reduce
         out.append((own, _grads(model), _Exchanges(**seen)))
     return out
 
@@ -392,14 +442,18 @@ def _by_world_size(cases: Sequence[Any]) -> dict[int, list[Any]]:
     return groups
 
 
-_NONE_GRAD = ("average_gradients(model) failed on rank {rank}: {error}. The model has a parameter that takes no part in "
-              "the loss (`unused`), so its .grad is None: there is nothing to average for it; skip it")
+def _none_grad(rank: int, error: str) -> CheckError:
+    """A parameter's .grad was None (it took no part in the loss) and the learner's code used it."""
+    return CheckError(f"average_gradients(model) failed on rank {rank}: {error}",
+                      where="look at what your loop does with a parameter whose .grad is None",
+                      mistake="the model has a parameter that takes no part in the loss (`unused`), so its .grad is "
+                              "None: there is nothing to average for it; skip it")
 
 
-def _explain_none_grad(rank: int, report: _Report) -> str | None:
+def _explain_none_grad(rank: int, report: _Report) -> CheckError | None:
     """Arithmetic on None: the parameter whose .grad is None (it took no part in the loss)."""
     if report.error in ("TypeError", "AttributeError") and "NoneType" in report.message:
-        return _NONE_GRAD.format(rank=rank, error=f"{report.error}: {report.message.strip().splitlines()[0]}")
+        return _none_grad(rank, f"{report.error}: {report.message.strip().splitlines()[0]}")
     return None
 
 
@@ -422,24 +476,36 @@ def check_average_gradients(fn: Callable[[nn.Module], None], inputs: Sequence[Gr
                         what = f"with {world_size} processes, rank {rank}'s {name}.grad"
                         if want is None:  # took no part in the loss: nothing to average (zeros are as good)
                             expect(got[name] is None or not got[name].any(), f"{what} was None before the call (the "
-                                   f"parameter takes no part in the loss) and is {describe(got[name])} afterwards: "
-                                   "leave it None")
+                                   f"parameter takes no part in the loss) and is {describe(got[name])} afterwards",
+                                   where="look at what your loop does with a parameter whose .grad is None",
+                                   mistake="there is nothing to average for it: leave it None")
                             continue
-                        expect(got[name] is not None, f"{what} is None afterwards: average the gradients, keep them")
+                        expect(got[name] is not None, f"{what} is None afterwards",
+                               where="look for assignments to p.grad (p.grad = None, zero_grad) in your function",
+                               mistake="average the gradients, keep them")
                         shard = own[name]
                         mistakes = []
                         if rank > 0 and rank0_ok:
                             mistakes.append(Mistake(
-                                "rank 0 ended with the average but this rank did not: only rank 0 got the result. "
-                                "dist.reduce gives it to one rank (and leaves the others' tensors undefined); "
-                                "dist.all_reduce gives it to every rank", matches=lambda got: True))
+                                "rank 0 ended with the average, this rank with the sum over the ranks: only rank 0 "
+                                "divided by the world size. After all_reduce every rank holds the sum, and every "
+                                "rank must divide its own copy", lambda want=want: want * world_size,
+                                where="look at the condition around your division: which ranks run it?"))
+                            if exchanges.reduces:
+                                mistakes.append(Mistake(
+                                    "rank 0 ended with the average but this rank did not: only rank 0 got the result. "
+                                    "dist.reduce gives it to one rank (and leaves the others' tensors undefined); "
+                                    "dist.all_reduce gives it to every rank", matches=lambda got: True,
+                                    where="look at which collective you call: does every rank receive its result?"))
                         mistakes += [
                             Mistake(f"it is the sum over the {world_size} ranks, not the average: divide by the world "
                                     "size (dist.get_world_size()) after all_reduce. (With a sum, a learning rate "
                                     "tuned for one process is world_size times too large)",
-                                    lambda want=want: want * world_size),
+                                    lambda want=want: want * world_size,
+                                    where="look at what happens to each gradient after all_reduce"),
                             Mistake(f"it is the sum divided by 2, but the world size is {world_size}: divide by "
-                                    "dist.get_world_size(), not by a fixed number", lambda want=want: want * world_size / 2),
+                                    "dist.get_world_size(), not by a fixed number", lambda want=want: want * world_size / 2,
+                                    where="look at the number you divide by after all_reduce"),
                         ]
                         mistakes.append(Mistake("it is still this rank's own shard gradient: "
                                                 + _unchanged_grad_cause(exchanges), lambda shard=shard: shard,
@@ -462,7 +528,7 @@ class ShardCase(NamedTuple):
 
 
 def _shard_target(rank: int, world_size: int, fn: Callable[..., Any], cases: list[ShardCase]) -> list[Any]:
-    return [fn(case.n, rank, world_size, case.epoch, case.seed) for case in cases]
+    return [in_rank(fn, case.n, rank, world_size, case.epoch, case.seed) for case in cases]
 
 
 def _as_index_list(value: Any) -> list[int] | None:
@@ -498,38 +564,58 @@ def check_shard_indices(fn: Callable[..., list[int]], inputs: Sequence[ShardCase
             got = [_as_index_list(per_rank[rank][index]) for rank in range(world_size)]
             for rank, value in enumerate(got):
                 expect(value is not None, f"{what.replace('rank=r', f'rank={rank}')} should return a list of ints, "
-                       f"but returned {_not_a_list_of_ints(per_rank[rank][index])}")
+                       f"but returned {_not_a_list_of_ints(per_rank[rank][index])}",
+                       where="look at the type of what you return: a tensor becomes a list of ints with .tolist()")
             lengths = [len(value) for value in got]
             per = -(-n // world_size)
             if len(set(lengths)) > 1:
                 longer = per * world_size - n > n
                 raise CheckError(f"{what}: the ranks got different numbers of indices ({lengths}). Then one rank runs "
-                                 "one more step than the other and waits forever in its all_reduce. Pad: repeat "
-                                 "indices from the start of the shuffled list until the length is a multiple of "
-                                 "world_size, as DistributedSampler does"
+                                 "one more step than the other and waits forever in its all_reduce",
+                                 where="look at what you do when n is not a multiple of world_size",
+                                 mistake="pad: repeat indices from the start of the shuffled list until the length is "
+                                         "a multiple of world_size, as DistributedSampler does"
                                  + (f". Here the padding ({per * world_size - n}) is longer than the list ({n}): "
                                     "the list repeats more than once" if longer else ""))
             order = _shuffled(n, seed + epoch)
             if lengths[0] == n // world_size and n % world_size:
                 raise CheckError(f"{what}: each rank got {lengths[0]} indices and {n % world_size} of the {n} samples "
-                                 "are never seen: that is drop_last=True. DistributedSampler's default pads instead, "
-                                 "repeating indices from the start so that no sample is lost")
+                                 "are never seen",
+                                 where="look at what you do when n is not a multiple of world_size",
+                                 mistake="that is drop_last=True. DistributedSampler's default pads instead, "
+                                         "repeating indices from the start so that no sample is lost")
             for rank in range(world_size):
                 want = ref.shard_indices(n, rank, world_size, epoch, seed)
                 if got[rank] == want:
                     continue
                 padded = order + order[: per * world_size - n]
                 if got[rank] == padded[rank * per:(rank + 1) * per]:
-                    raise CheckError(f"{what}: rank {rank} got a contiguous block of the shuffled indices; "
-                                     "DistributedSampler deals them out like cards: indices[rank::world_size]")
+                    raise CheckError(f"{what}: rank {rank} got a contiguous block of the shuffled indices",
+                                     where="look at how you pick this rank's share of the shuffled list",
+                                     mistake="DistributedSampler deals them out like cards: indices[rank::world_size]")
                 if epoch and got[rank] == ref.shard_indices(n, rank, world_size, 0, seed):
-                    raise CheckError(f"{what}: epoch {epoch} gives the same order as epoch 0: seed the shuffle with "
-                                     "seed + epoch (this is what sampler.set_epoch(epoch) changes)")
+                    raise CheckError(f"{what}: epoch {epoch} gives the same order as epoch 0",
+                                     where="look at the seed of your shuffle: does it depend on the epoch?",
+                                     mistake="seed the shuffle with seed + epoch (this is what sampler.set_epoch(epoch) "
+                                             "changes)")
                 unshuffled = list(range(n)) + list(range(per * world_size - n))
                 if got[rank] == unshuffled[rank::world_size]:
-                    raise CheckError(f"{what}: rank {rank}'s indices are not shuffled: shuffle range(n) with "
-                                     "torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch)) first")
-                raise CheckError(f"{what}: rank {rank} should get {want}, but got {got[rank]}")
+                    raise CheckError(f"{what}: rank {rank}'s indices are not shuffled (they are in index order)",
+                                     where="look at the start of your function: where is range(n) shuffled?",
+                                     mistake="shuffle range(n) with torch.randperm(n, "
+                                             "generator=torch.Generator().manual_seed(seed + epoch)) first")
+                padding = [k for k, i in enumerate(range(rank, per * world_size, world_size)) if i >= n]
+                if padding and len(got[rank]) == len(want) and all(
+                        got[rank][k] == want[k] for k in range(len(want)) if k not in padding):
+                    raise CheckError(f"{what}: rank {rank} should get {want}, but got {got[rank]}: only the padding "
+                                     f"differs (the entries past the {n} shuffled indices)",
+                                     where="look at what you pad the shuffled list with",
+                                     mistake="DistributedSampler pads by repeating the shuffled indices from the start "
+                                             "(order[0], order[1], ..., and from the start again when the padding is "
+                                             "longer than the list)")
+                raise CheckError(f"{what}: rank {rank} should get {want}, but got {got[rank]}",
+                                 where="look at each step for this small case: the shuffled order of range(n) "
+                                       "(randperm with seed + epoch), the padding, then indices[rank::world_size]")
             checks += 1
     passed("shard_indices", checks)
 
@@ -563,8 +649,10 @@ def _epoch_target(rank: int, world_size: int, fn: Callable[..., Any], cases: lis
     out = []
     for case in cases:
         dataset = list(range(case.n))
-        out.append((fn(dataset, case.global_batch_size, case.epochs), ref.epoch_batches(dataset, case.global_batch_size,
-                                                                                          case.epochs)))
+        # task: "builds a DistributedSampler(dataset) ... and a DataLoader": a DataLoader's iterator draws its
+        # base seed from torch's global generator
+        got = in_rank(fn, dataset, case.global_batch_size, case.epochs, allow=Allow(global_rng=True))
+        out.append((got, ref.epoch_batches(dataset, case.global_batch_size, case.epochs)))
     return out
 
 
@@ -613,21 +701,28 @@ def check_epoch_batches(fn: Callable[..., Any], inputs: Sequence[EpochCase] | No
                                      f"each a list of ints (batch.tolist()); its first batch is {shown}"
                                      if batch is not None else
                                      f"{what}: rank {rank} should return a list (one per epoch) of lists of batches "
-                                     f"(lists of ints, batch.tolist()), but returned {shown}")
+                                     f"(lists of ints, batch.tolist()), but returned {shown}",
+                                     where="look at what you append for each batch and each epoch")
                 if got == want:
                     continue
-                expect(len(got) == case.epochs, f"{what}: rank {rank} returned {len(got)} epochs, expected {case.epochs}")
+                expect(len(got) == case.epochs, f"{what}: rank {rank} returned {len(got)} epochs, expected {case.epochs}",
+                       where="look at your loop over the epochs and where you append each epoch's batches")
                 seen = [sum(epoch, []) for epoch in got]
                 share = len(sum(want[0], []))
                 if len(seen[0]) == case.n and share < case.n:
                     raise CheckError(f"{what}: rank {rank} saw all {case.n} samples in one epoch; with {world_size} "
-                                     f"processes each should see its share ({share}): pass "
-                                     "sampler=DistributedSampler(dataset) to the DataLoader")
+                                     f"processes each should see its share ({share})",
+                                     where="look at the arguments of your DataLoader: what decides which samples "
+                                           "this rank loads?",
+                                     mistake="pass sampler=DistributedSampler(dataset) to the DataLoader")
                 sizes = {len(batch) for epoch in got for batch in epoch}
                 if max(sizes) > case.global_batch_size // world_size:
-                    raise CheckError(f"{what}: rank {rank}'s batches hold {max(sizes)} samples; each process should "
-                                     f"load global_batch_size // world_size = {case.global_batch_size // world_size}, "
-                                     "so that one step of all ranks together uses the global batch")
+                    raise CheckError(f"{what}: rank {rank}'s batches hold {max(sizes)} samples; expected "
+                                     f"{case.global_batch_size // world_size}",
+                                     where="look at the batch_size you give the DataLoader",
+                                     mistake=f"each process should load global_batch_size // world_size = "
+                                             f"{case.global_batch_size // world_size}, so that one step of all ranks "
+                                             "together uses the global batch")
                 in_order = (list(range(case.n)) * 2)[:len(sum(want[0], [])) * world_size][rank::world_size]
                 if case.n > 2 and all(epoch == in_order for epoch in seen):
                     raise CheckError(f"{what}: rank {rank} saw its samples in index order {in_order} in every epoch, "
@@ -646,7 +741,8 @@ def check_epoch_batches(fn: Callable[..., Any], inputs: Sequence[EpochCase] | No
                         raise CheckError(f"{what}: rank {rank} should see the batches {want}, but saw {got}",
                                          where="look at the sampler's arguments and at what you give set_epoch",
                                          mistake=cause)
-                raise CheckError(f"{what}: rank {rank} should see the batches {want}, but saw {got}")
+                raise CheckError(f"{what}: rank {rank} should see the batches {want}, but saw {got}",
+                                 where="look at the sampler's arguments, the batch size and what you give set_epoch")
             checks += 1
     passed("epoch_batches", checks)
 
@@ -716,7 +812,8 @@ def _train_target(rank: int, world_size: int, fn: Callable[..., Any], cases: lis
         x, y = _train_data(case)
         make_model, built = _recording_factory(x)
         torch.manual_seed(1234 + rank)  # whatever state each process happens to have: only `seed` may matter
-        result = fn(make_model, x, y, case.steps, case.seed, case.lr)
+        # task: "the model comes from make_model, built right after torch's global generator is seeded with seed"
+        result = in_rank(fn, make_model, x, y, case.steps, case.seed, case.lr, allow=Allow(global_rng=True))
         if isinstance(result, dict):
             result = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in result.items()}
         out.append((result, built))
@@ -746,7 +843,9 @@ def _expect_training_contract(what: str, case: TrainCase, rank: int, built: list
     only. Returns how many forwards with gradients the trained model(s) ran (one per step is expected)."""
     world_size = case.world_size
     if not built:
-        raise CheckError(f"{what}: rank {rank} never called make_model(): the model must come from it")
+        raise CheckError(f"{what}: rank {rank} never called make_model()",
+                         where="look at where your model comes from",
+                         mistake="the model must come from make_model() (right after torch.manual_seed(seed))")
     trained = [record for record in built if record["forwards"]] or built[-1:]
     start = _built_with(case.seed)
     for record in trained:
@@ -805,12 +904,17 @@ def _check_training(fn: Callable[..., Any], inputs: Sequence[TrainCase], name: s
             for rank in range(world_size):  # the contract on every rank first: one rank's slip skews all weights
                 got, built = per_rank[rank][index]
                 expect(isinstance(got, dict), f"{what}: rank {rank} should return the model's state_dict(), "
-                       f"but returned {describe(got)}")
+                       f"but returned {describe(got)}",
+                       where="look at your return statement")
                 if got and all(isinstance(k, str) and k.startswith("module.") for k in got):
-                    raise CheckError(f"{what}: the keys start with 'module.' ({next(iter(got))!r}): that is the DDP "
-                                     "wrapper's state_dict; return ddp_model.module.state_dict(), the plain model's")
+                    raise CheckError(f"{what}: the keys start with 'module.' ({next(iter(got))!r}); expected the "
+                                     "plain model's keys",
+                                     where="look at which model's state_dict() you return",
+                                     mistake="that is the DDP wrapper's state_dict; return "
+                                             "ddp_model.module.state_dict(), the plain model's")
                 expect(set(got) == set(expected), f"{what}: rank {rank} returned the keys {sorted(got)}, expected the "
-                       f"model's {sorted(expected)}")
+                       f"model's {sorted(expected)}",
+                       where="look at which model's state_dict() you return")
                 forwards.append(_expect_training_contract(what, case, rank, built))
             twins = extra(case)
             for rank in range(world_size):
@@ -822,7 +926,9 @@ def _check_training(fn: Callable[..., Any], inputs: Sequence[TrainCase], name: s
                                                 f"for steps={case.steps}: one step is one forward, backward and "
                                                 "optimizer step; count the loop", matches=lambda got: True,
                                                 where="look at how many times your loop runs"))
-                    mistakes += [Mistake(message, lambda twin=twin, rank=rank, key=key: twin[min(rank, len(twin) - 1)][key])
+                    mistakes += [Mistake(message, lambda twin=twin, rank=rank, key=key: twin[min(rank, len(twin) - 1)][key],
+                                         where="look at each step of the training loop: the shard, the loss, "
+                                               "backward, the gradient exchange, the step")
                                  for message, twin in twins]
                     expect_tensor(got[key], want, what=f"{what}: rank {rank}'s {key} after training", mistakes=mistakes,
                                   atol=1e-5)
@@ -830,8 +936,17 @@ def _check_training(fn: Callable[..., Any], inputs: Sequence[TrainCase], name: s
     return checks
 
 
-_NOT_AVERAGED = ("the ranks ended with different weights, each trained on its own shard only: the gradients were "
-                 "never averaged across the ranks")
+_NOT_AVERAGED = ("the ranks ended with different weights, each trained on its own shard only: the gradients "
+                 "optimizer.step() used were not averaged across the ranks")
+
+
+def _divided_again(case: TrainCase, averaged_by: str) -> tuple[str, list[dict[str, torch.Tensor]]]:
+    """The twin of a run whose averaged gradients were divided by the world size once more (for plain SGD the same
+    weights as a learning rate divided by it)."""
+    return (f"the weights are those of a run with the learning rate divided by the world size ({case.lr} / "
+            f"{case.world_size}): the updates are {case.world_size} times too small. {averaged_by} already averages "
+            "the gradients: do not divide them (or the learning rate) by the world size again",
+            _simulated(case._replace(lr=case.lr / case.world_size)))
 _SUMMED_LOSS = ("the loss is summed over the shard: use the mean (the default reduction), so that the average over "
                 "the ranks is the whole batch's mean")
 _ACCUMULATED = ("the gradients of every step were added to those of the steps before: clear them before each "
@@ -843,10 +958,11 @@ def check_train_by_hand(fn: Callable[..., Any], inputs: Sequence[TrainCase] | No
     inputs = inputs or [TrainCase()]
 
     def twins(case: TrainCase) -> list:
-        return [(_NOT_AVERAGED + ": call average_gradients(model) after backward() and before optimizer.step()",
-                 _simulated(case, average=False)),
+        return [(_NOT_AVERAGED + ": call average_gradients(model) after backward() (which writes them) and before "
+                 "optimizer.step()", _simulated(case, average=False)),
                 (_SUMMED_LOSS, _simulated(case, reduction="sum")),
-                (_ACCUMULATED, _simulated(case, accumulate=True))]
+                (_ACCUMULATED, _simulated(case, accumulate=True)),
+                _divided_again(case, "average_gradients")]
 
     # graded with the reference average_gradients: a bug there costs exercise 2's points, not these too
     with torch.random.fork_rng(devices=[]), substitute(fn, average_gradients=ref.average_gradients):
@@ -865,7 +981,8 @@ def check_train_ddp(fn: Callable[..., Any], inputs: Sequence[TrainCase] | None =
                 (_ACCUMULATED, _simulated(case, accumulate=True)),
                 (f"the weights are those of a run with the learning rate times the world size ({case.world_size} x "
                  f"{case.lr}): DistributedDataParallel averages the gradients, so the one-process lr stays as it is",
-                 _simulated(case._replace(lr=case.lr * case.world_size)))]
+                 _simulated(case._replace(lr=case.lr * case.world_size))),
+                _divided_again(case, "DistributedDataParallel")]
 
     with torch.random.fork_rng(devices=[]):
         checks = _check_training(fn, inputs, "train_ddp", twins)
@@ -931,9 +1048,12 @@ def _save_target(rank: int, world_size: int, fn: Callable[..., Any], case: SaveC
         _record(folder, rank, "save-module" if isinstance(obj, nn.Module) else "save")
         if rank == 0:
             _wait_for_the_others(folder, world_size)
-        return real_save(obj, *args, **kwargs)
+        with saved_on(f"cuda:{rank}"):  # as on a GPU machine, where rank r's tensors live on cuda:r
+            return real_save(obj, *args, **kwargs)
 
     def load(*args: Any, **kwargs: Any) -> Any:
+        if len(args) < 2 and kwargs.get("map_location") is None:
+            _record(folder, rank, "load-unmapped")  # the file's tensors go back to the GPU they came from
         try:
             return real_load(*args, **kwargs)
         finally:  # after the read: rank 0 must not start writing while this rank still reads
@@ -976,6 +1096,16 @@ def _barrier_on_some_ranks(folder: str, world_size: int) -> str | None:
     return None
 
 
+def _unmapped_load(rank: int, symptom: str) -> CheckError:
+    """The failure for a rank that loaded the checkpoint without map_location."""
+    return CheckError(f"save_and_load: on rank {rank}, {symptom} (the check's rank 0 saves as a GPU machine does: "
+                      "every tensor in the file is tagged 'cuda:0')",
+                      where="look at the arguments of your torch.load call",
+                      mistake="without map_location, torch.load puts every tensor back on the device it was saved "
+                              "from: rank 0's GPU, on every rank, and on a machine without CUDA it cannot load at all; "
+                              "the task loads with map_location=\"cpu\"")
+
+
 def check_save_and_load(fn: Callable[..., Any], inputs: Sequence[SaveCase] | None = None) -> None:
     """Only rank 0 writes the file; every rank ends with rank 0's weights, read after the file was complete."""
     inputs = inputs or [SaveCase(0, 2, older_file=False), SaveCase(1, 2, older_file=True)]
@@ -986,12 +1116,17 @@ def check_save_and_load(fn: Callable[..., Any], inputs: Sequence[SaveCase] | Non
             if case.older_file:
                 torch.save(older, Path(folder) / "model.pt")  # yesterday's checkpoint, still at the path
 
-            def explain(rank: int, report: _Report) -> str | None:
+            def explain(rank: int, report: _Report) -> CheckError | None:
+                if report.error == "RuntimeError" and CUDA_LOAD_ERROR in report.message:
+                    raise _unmapped_load(rank, "torch.load raised RuntimeError: "
+                                               f"{report.message.strip().splitlines()[0]}")
                 if rank > 0 and report.error == "FileNotFoundError":
                     early = (f"save_and_load: rank {rank} tried to load the file before rank 0 had written it "
                              "(FileNotFoundError)")
                     uneven = _barrier_on_some_ranks(folder, case.world_size)
-                    return f"{early}: {uneven}" if uneven else f"{early}: call dist.barrier() between saving and loading"
+                    return CheckError(early, where="look at what the other ranks do while rank 0 saves: what makes "
+                                                   "them wait until the file is complete?",
+                                      mistake=uneven or "call dist.barrier() between saving and loading")
                 return None
 
             results = run_group(_save_target, fn, case, folder, world_size=case.world_size,
@@ -1000,9 +1135,13 @@ def check_save_and_load(fn: Callable[..., Any], inputs: Sequence[SaveCase] | Non
             what = f"save_and_load with {case.world_size} processes"
             writers = [rank for rank, (_, events) in enumerate(results) if {"save", "save-module"} & set(events)]
             if any(rank > 0 for rank in writers):
-                raise CheckError(f"{what}: rank {max(writers)} wrote the checkpoint too: only rank 0 should save "
-                                 "(`if dist.get_rank() == 0:`); several processes writing one file can corrupt it")
-            expect(writers == [0], f"{what}: rank 0 never saved the model: torch.save(model.state_dict(), path) on rank 0")
+                raise CheckError(f"{what}: rank {max(writers)} wrote the checkpoint too",
+                                 where="look at the condition around your torch.save",
+                                 mistake="only rank 0 should save (`if dist.get_rank() == 0:`); several processes "
+                                         "writing one file can corrupt it")
+            expect(writers == [0], f"{what}: rank 0 never saved the model",
+                   where="look at the condition around your torch.save, and what it saves",
+                   mistake="torch.save(model.state_dict(), path) on rank 0")
             if "save-module" in results[0][1]:
                 raise CheckError(f"{what}: rank 0 saved the model object itself (torch.save(model, path)); the task "
                                  "saves model.state_dict(), the weights by name",
@@ -1010,16 +1149,21 @@ def check_save_and_load(fn: Callable[..., Any], inputs: Sequence[SaveCase] | Non
                                  mistake="a pickled module needs its class's code to load (and weights_only=False, "
                                          "which runs whatever the file holds); a state_dict loads into any model "
                                          "of that shape")
+            unmapped = [rank for rank, (_, events) in enumerate(results) if "load-unmapped" in events]
+            if unmapped:  # a grader with CUDA loads such a file without an error: the spy sees it there
+                raise _unmapped_load(unmapped[0], "torch.load was called without map_location")
             for rank, (weights, events) in enumerate(results):
                 if case.older_file and all(torch.equal(weights[k], older[k]) for k in older):
                     early = (f"{what}: rank {rank} loaded the file before rank 0 had written it (it read the "
                              "older checkpoint that was still there)")
                     uneven = _barrier_on_some_ranks(folder, case.world_size)
-                    raise CheckError(f"{early}: {uneven}" if uneven else
-                                     f"{early}: call dist.barrier() between saving and loading")
+                    raise CheckError(early, where="look at what the other ranks do while rank 0 saves: what makes "
+                                                  "them wait until the file is complete?",
+                                     mistake=uneven or "call dist.barrier() between saving and loading")
                 if rank > 0 and "load" not in events:
-                    raise CheckError(f"{what}: rank {rank} never loaded the checkpoint: every rank must load it "
-                                     "(after the barrier) to get rank 0's weights")
+                    raise CheckError(f"{what}: rank {rank} never loaded the checkpoint",
+                                     where="look at the condition around your torch.load",
+                                     mistake="every rank must load it (after the barrier) to get rank 0's weights")
                 own = _weights(case.seed + 100 + rank)
                 if rank > 0 and all(torch.equal(weights[k], own[k]) for k in own):
                     raise CheckError(f"{what}: rank {rank} called torch.load, but the model it was given still holds "
@@ -1083,7 +1227,10 @@ def _whole_target(rank: int, world_size: int, fn: Callable[..., Any], cases: lis
         x, y = _whole_data(case)
         dataset = _ReadCounting(x, y)
         torch.manual_seed(4321 + rank)  # whatever state each process happens to have: only `seed` may matter
-        result = fn(_whole_model(case), dataset, case.epochs, case.batch_size, 0.1, case.seed)
+        # task: "trains the same model to the same weights as train_one_process" (which seeds torch's global
+        # generator); `dataset` is the check's own stand-in, which records every read
+        result = in_rank(fn, _whole_model(case), dataset, case.epochs, case.batch_size, 0.1, case.seed,
+                         allow=Allow(global_rng=True, changed=(dataset,)))
         if isinstance(result, dict):
             result = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in result.items()}
         out.append((result, dataset.order))
@@ -1131,6 +1278,18 @@ def _expect_steps(what: str, case: WholeCase, world_size: int, reads: list[list[
                                  mistake=cause)
 
 
+def _own_block(case: WholeCase, reads: list[list[int]]) -> str | None:
+    """The mistake when every rank read, in every epoch, only from its own contiguous block of the dataset."""
+    world_size, share = len(reads), case.n // len(reads)
+    if world_size < 2 or not all(read and set(read) <= set(range(rank * share, (rank + 1) * share))
+                                 for rank, read in enumerate(reads)):
+        return None
+    return (f"every rank read only its own contiguous block of the dataset in every epoch (rank r: the samples "
+            f"r * {share} to (r + 1) * {share} - 1), while the one-process run's batches mix samples from all of "
+            "it: shuffle the whole dataset each epoch and deal that order out to the ranks, as DistributedSampler "
+            "does")
+
+
 def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] | None = None) -> None:
     """On every rank, ``fn`` reads only its share of the data and ends with the given single-process run's weights."""
     inputs = inputs or [WholeCase()]
@@ -1171,7 +1330,8 @@ def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] 
                 got, read = per_rank[rank][index]
                 reads = len(read)
                 expect(isinstance(got, dict), f"{what}: rank {rank} should return the model's state_dict(), "
-                       f"but returned {describe(got)}")
+                       f"but returned {describe(got)}",
+                       where="look at your return statement")
                 if got and all(isinstance(k, str) and k.startswith("module.") for k in got):
                     raise CheckError(f"{what}: rank {rank} returned keys that start with 'module.' "
                                      f"({next(iter(got))!r}), the single-process run's have none",
@@ -1179,7 +1339,8 @@ def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] 
                                      mistake="that is the DDP wrapper's state_dict; the plain model's is "
                                              "ddp_model.module.state_dict()")
                 expect(set(got) == set(expected), f"{what}: rank {rank} returned the keys {sorted(got)}, expected "
-                       f"the model's {sorted(expected)}")
+                       f"the model's {sorted(expected)}",
+                       where="look at which model's state_dict() you return")
                 share = case.n // world_size * case.epochs
                 if reads > share:
                     raise CheckError(f"{what}: rank {rank} read {reads} samples from the dataset in {case.epochs} "
@@ -1198,9 +1359,11 @@ def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] 
                                              "wrapped in DistributedDataParallel, and is the wrapper the model that "
                                              "computes the loss?")
             if any(not torch.allclose(results[0][k], expected[k], atol=1e-5) for k in expected):
-                _expect_steps(what, case, world_size, [per_rank[rank][index][1] for rank in range(world_size)],
+                reads = [per_rank[rank][index][1] for rank in range(world_size)]
+                _expect_steps(what, case, world_size, reads,
                               next((message for message, twin in twins
-                                    if all(torch.allclose(results[0][k], twin[k], atol=1e-5) for k in expected)), None))
+                                    if all(torch.allclose(results[0][k], twin[k], atol=1e-5) for k in expected)), None)
+                              or _own_block(case, reads))
             for key, want in expected.items():
                 mistakes = [Mistake(message, lambda twin=twin, key=key: twin[key],
                                     where="look at which samples each rank takes in each step, in which order")

@@ -145,16 +145,32 @@ def _sync_index(args: tuple, kwargs: dict) -> int | None | str:
     return device.index if device.type == "cuda" else "other"
 
 
+_WHERE_MACHINE = ("look at what your function's choice depends on: the device it was given, or the machine "
+                  "(torch.cuda.is_available())?")
+_BY_DEVICE = ("decide by the device you were given (device.type), not by what the machine has: a CPU device has "
+              "nothing to wait for, even on a machine with a GPU")
+
+
 def check_synchronize(fn: Callable[[torch.device], None], inputs: Sequence[torch.device] | None = None) -> None:
     """synchronize(device) waits on CUDA (that very GPU) and MPS, and does nothing on the CPU."""
     devices = inputs if inputs is not None else [torch.device("cpu"), torch.device("cuda"),
                                                  torch.device("cuda", 1), torch.device("mps")]
-    for device in devices:
+    # the CPU device also on a machine with CUDA: the device given decides, not what the machine has
+    runs = [(device, cuda) for device in devices
+            for cuda in ([False, True] if device.type == "cpu" else [device.type == "cuda"])]
+    for device, cuda_machine in runs:
         seen: list[tuple[str, tuple, dict]] = []
+        what = f"synchronize({device!r})" + (" on a machine with CUDA" if device.type == "cpu" and cuda_machine
+                                              else "")
         with _patched_syncs(lambda kind, args, kwargs: seen.append((kind, args, kwargs)),
-                            cuda_available=device.type == "cuda") as current:
-            call(fn, device)
-        what = f"synchronize({device!r})"
+                            cuda_available=cuda_machine) as current:
+            try:
+                call(fn, device)
+            except CheckError as error:  # a synchronize given the CPU device raises, as the real one does
+                if not (device.type == "cpu" and cuda_machine and "Expected a cuda device" in error.symptom):
+                    raise
+                raise CheckError(f"{what}: {error.symptom} (on a machine without CUDA it called nothing)",
+                                 where=_WHERE_MACHINE, mistake=_BY_DEVICE) from None
         if current.set_by_learner and current.index != 0:
             raise CheckError(f"{what} left GPU {current.index} selected (torch.cuda.set_device) for the rest of the "
                              "program, which expects GPU 0 to stay the current one",
@@ -163,6 +179,10 @@ def check_synchronize(fn: Callable[[torch.device], None], inputs: Sequence[torch
                                      "a `with torch.cuda.device(device):` block, which restores the current GPU")
         kinds = [kind for kind, _, _ in seen]
         if device.type == "cpu":
+            if seen and cuda_machine:  # the same device on a machine without CUDA called nothing
+                raise CheckError(f"{what} called torch.{kinds[0]}.synchronize; for the CPU it should call nothing "
+                                 "(on a machine without CUDA it called nothing)", where=_WHERE_MACHINE,
+                                 mistake=_BY_DEVICE)
             if seen:
                 raise CheckError(f"{what} called torch.{kinds[0]}.synchronize; for the CPU it should call nothing",
                                  where="look at what your function does when device.type == 'cpu'",
@@ -284,10 +304,13 @@ def _run_timing(fn: Callable[..., float], case: TimingCase) -> tuple[Any, FakeDe
 
 
 def _expect_calls(world: FakeDevice, case: TimingCase, what: str) -> None:
-    expect(world.calls > 0, f"{what}: fn was never called")
+    expect(world.calls > 0, f"{what}: fn was never called",
+           where="look at your loops: does each of them call fn()?")
     clock_reads = sum(1 for event, _ in world.events if event == "clock")
-    expect(clock_reads > 0, f"{what}: the clock you were given was never read: time with start = clock() "
-           "and clock() - start (the check passes a fake clock, so time.perf_counter() cannot be seen)")
+    expect(clock_reads > 0, f"{what}: the clock you were given was never read (the check passes a fake clock, so "
+           "time.perf_counter() cannot be seen)",
+           where="look at how you read the time around each timed call",
+           mistake="time with the clock argument: start = clock() and clock() - start")
     expected = case.warmup + case.repeat
     if world.calls == case.repeat and case.warmup > 0:
         raise CheckError(f"{what}: fn ran {world.calls} times, all of them timed; expected {case.warmup} untimed "
@@ -296,7 +319,8 @@ def _expect_calls(world: FakeDevice, case: TimingCase, what: str) -> None:
                          mistake=f"there is no warm-up. The first call pays one-off costs (here it took "
                                  f"{_FIRST_CALL:g} s instead of about 0.02 s); call fn warmup times before timing")
     expect(world.calls == expected, f"{what}: fn ran {world.calls} times; it should run warmup + repeat = "
-           f"{case.warmup} + {case.repeat} = {expected} times (untimed warm-up calls first, then the timed ones)")
+           f"{case.warmup} + {case.repeat} = {expected} times (untimed warm-up calls first, then the timed ones)",
+           where="look at the bounds of your two loops: the warm-up one and the timed one")
 
 
 def check_median_time_sync(fn: Callable[..., float], inputs: Sequence[TimingCase] | None = None) -> None:
@@ -338,11 +362,14 @@ def check_median_time_value(fn: Callable[..., float], inputs: Sequence[TimingCas
         what = f"median_time on the CPU (warmup={case.warmup}, repeat={case.repeat})"
         if world.wrong_syncs:
             raise CheckError(f"{what}: called torch.{world.wrong_syncs[0]}.synchronize for a CPU device, which "
-                             "raises on a machine without CUDA: wait only on a GPU (use your synchronize(device))")
+                             "raises on a machine without CUDA",
+                             where="look at how you wait for the device before reading the clock",
+                             mistake="wait only on a GPU (use your synchronize(device))")
         _expect_calls(world, case, what)
         number = got.item() if isinstance(got, torch.Tensor) and got.numel() == 1 else got
         expect(isinstance(number, (int, float)) and not isinstance(number, bool),
-               f"{what} should return one number (seconds), but returned {describe(got)}")
+               f"{what} should return one number (seconds), but returned {describe(got)}",
+               where="look at your return statement")
         times = world.timed_intervals(case.warmup)
         ordered = sorted(times)
         low, high = ordered[(len(ordered) - 1) // 2], ordered[len(ordered) // 2]
@@ -351,15 +378,21 @@ def check_median_time_value(fn: Callable[..., float], inputs: Sequence[TimingCas
         all_calls = [_HOST + w for w in world.work[:world.calls]]
         mistakes = [
             Mistake("that is the mean of the timed runs: one slow run (here one took 0.5 s) pulls the mean up; "
-                    "return the median (statistics.median)", lambda: statistics.mean(times)),
+                    "return the median (statistics.median)", lambda: statistics.mean(times),
+                    where="look at how you combine the timed runs into one number"),
             Mistake("that is the total of all timed runs; return the median of the single-run times",
-                    lambda: sum(times)),
-            Mistake("that is the fastest run (min), not the median", lambda: min(times)),
-            Mistake("that is the slowest run (max), not the median", lambda: max(times)),
+                    lambda: sum(times),
+                    where="look at how you combine the timed runs into one number"),
+            Mistake("that is the fastest run (min), not the median", lambda: min(times),
+                    where="look at how you combine the timed runs into one number"),
+            Mistake("that is the slowest run (max), not the median", lambda: max(times),
+                    where="look at how you combine the timed runs into one number"),
             Mistake("that is the median in milliseconds; return seconds",
-                    matches=lambda g: _in_range(g / 1000, low, high)),
+                    matches=lambda g: _in_range(g / 1000, low, high),
+                    where="look at the unit of what you return: clock() gives seconds"),
             Mistake("the warm-up calls were timed too and are in your median; time only the calls after the warm-up",
-                    matches=lambda g: _is_median(g, all_calls)),
+                    matches=lambda g: _is_median(g, all_calls),
+                    where="look at which calls' times go into your median"),
         ]
         expect_close(number, statistics.median(times), what=what, mistakes=mistakes, atol=1e-9, rtol=1e-6)
     passed("median_time (the median in seconds)", len(cases))
@@ -386,15 +419,24 @@ def check_scaled_learning_rate(fn: Callable[[float, int, int], float],
         ratio = batch / base_batch
         mistakes = [
             Mistake("the learning rate did not change with the batch size: the linear rule multiplies it by "
-                    "batch_size / base_batch_size", lambda: base_lr),
+                    "batch_size / base_batch_size", lambda: base_lr,
+                    where="look at how batch_size enters your formula"),
             Mistake("the ratio is upside down: a larger batch gets a larger learning rate "
-                    "(multiply by batch_size / base_batch_size)", lambda: base_lr * base_batch / batch),
+                    "(multiply by batch_size / base_batch_size)", lambda: base_lr * base_batch / batch,
+                    where="look at the ratio of the batch sizes: which one is on top?"),
             Mistake("that is the square-root rule (sometimes used for Adam); the linear rule multiplies by the "
-                    "ratio itself", lambda: base_lr * math.sqrt(ratio)),
+                    "ratio itself", lambda: base_lr * math.sqrt(ratio),
+                    where="look at how the ratio of the batch sizes enters your formula"),
             Mistake("integer division (//) rounded the ratio of batch sizes; use /",
-                    lambda: base_lr * (batch // base_batch)),
+                    lambda: base_lr * (batch // base_batch),
+                    where="look at the division of the batch sizes"),
             Mistake("floor division (//) rounded base_lr * batch_size / base_batch_size down to a whole number; "
-                    "use /", lambda: (base_lr * batch) // base_batch),
+                    "use /", lambda: (base_lr * batch) // base_batch,
+                    where="look at the division in your formula"),
+            Mistake("that is base_lr multiplied by batch_size alone: the linear rule multiplies it by the ratio "
+                    "batch_size / base_batch_size (divide by base_batch_size too)", lambda: base_lr * batch),
+            Mistake("that is base_lr divided by base_batch_size alone: the linear rule multiplies it by the ratio "
+                    "batch_size / base_batch_size (multiply by batch_size too)", lambda: base_lr / base_batch),
         ]
         expect_close(got, ref.scaled_learning_rate(base_lr, base_batch, batch),
                      what=f"scaled_learning_rate({base_lr}, {base_batch}, {batch})", mistakes=mistakes, rtol=1e-6)
@@ -488,8 +530,9 @@ def _large_batch(case: StepCase) -> tuple[float, list[torch.Tensor]]:
         return loss.item(), _params(model)
 
 
-def _variant(case: StepCase, divide: bool, zero_each: bool, zero_first: bool) -> list[torch.Tensor]:
-    """Parameters after a wrong twin of accumulated_step (one step at the end)."""
+def _variant(case: StepCase, divide: bool, zero_each: bool, zero_first: bool,
+             by_size: bool = False) -> list[torch.Tensor]:
+    """Parameters after a wrong twin of accumulated_step (one step at the end; ``by_size``: loss / micro-batch size)."""
     def step(model, optimizer, loss_fn, micro):
         if zero_first:
             optimizer.zero_grad()
@@ -497,7 +540,7 @@ def _variant(case: StepCase, divide: bool, zero_each: bool, zero_first: bool) ->
             if zero_each:
                 optimizer.zero_grad()
             loss = loss_fn(model(inputs), targets)
-            (loss / len(micro) if divide else loss).backward()
+            (loss / (len(inputs) if by_size else len(micro)) if divide else loss).backward()
         optimizer.step()
     return _accumulation_run(step, case, learner=False)[1]
 
@@ -508,10 +551,13 @@ def check_accumulation_update(fn: Callable[..., float], inputs: Sequence[StepCas
     for case in cases:
         _, got, steps = _accumulation_run(fn, case)
         what = f"accumulated_step over {case.batches} micro-batches of {case.size}"
-        expect(steps > 0, f"{what}: optimizer.step() was never called, so the parameters did not change")
+        expect(steps > 0, f"{what}: optimizer.step() was never called, so the parameters did not change",
+               where="look at the end of your function, after the loop over the micro-batches",
+               mistake="call optimizer.step() once, after all k backward passes")
         expect(steps == 1, f"{what}: the optimizer stepped {steps} times"
-               + (", once per micro-batch" if steps == case.batches else "")
-               + ": accumulation means one optimizer.step() after all k backward passes")
+               + (", once per micro-batch" if steps == case.batches else "") + "; expected once",
+               where="look at where optimizer.step() is: inside the loop over the micro-batches, or after it?",
+               mistake="accumulation means one optimizer.step() after all k backward passes")
         _, want = _large_batch(case)
         if _same_params(got, want):
             continue
@@ -532,13 +578,16 @@ def check_accumulation_update(fn: Callable[..., float], inputs: Sequence[StepCas
             ("the loss was not divided by k, and the gradients already in .grad were added too: call "
              "optimizer.zero_grad() before the first micro-batch and divide each loss by k",
              lambda: _variant(case, divide=False, zero_each=False, zero_first=False)),
+            ("each micro-batch's loss was divided by the micro-batch size ({size}), not by k = {k}, the number of "
+             "micro-batches (loss_fn already averages over the samples of a micro-batch): divide by k",
+             lambda: _variant(case, divide=True, zero_each=False, zero_first=True, by_size=True)),
         ]
         symptom = (f"{what}: the parameters after your step differ from one SGD step on all {k * case.size} "
                    f"samples at once (largest difference {max((a - b).abs().max().item() for a, b in zip(got, want)):.3g})")
         where = "look at how the micro-batch losses are scaled and where the gradients are cleared"
         for message, twin in wrong:
             if _same_params(got, twin()):
-                raise CheckError(symptom, where=where, mistake=message.format(k=k))
+                raise CheckError(symptom, where=where, mistake=message.format(k=k, size=case.size))
         raise CheckError(symptom, where=where)
     passed("accumulated_step (equals one large-batch step)", len(cases))
 
@@ -550,23 +599,33 @@ def check_accumulation_steps(fn: Callable[..., float], inputs: Sequence[StepCase
         got, _, steps = _accumulation_run(fn, case)
         what = f"accumulated_step over {case.batches} micro-batches of {case.size}"
         if steps == case.batches and steps > 1:
-            raise CheckError(f"{what}: the optimizer stepped after every micro-batch ({steps} steps): that is "
-                             f"{steps} small-batch steps, not one large-batch step. Call optimizer.step() once, "
-                             "after the loop")
-        expect(steps == 1, f"{what}: the optimizer stepped {steps} times; it must step exactly once")
+            raise CheckError(f"{what}: the optimizer stepped after every micro-batch ({steps} steps); expected "
+                             "one step",
+                             where="look at where optimizer.step() is: inside the loop over the micro-batches, or "
+                                   "after it?",
+                             mistake=f"that is {steps} small-batch steps, not one large-batch step. Call "
+                                     "optimizer.step() once, after the loop")
+        expect(steps == 1, f"{what}: the optimizer stepped {steps} times; it must step exactly once",
+               where="look at every optimizer.step() in your function")
         want, _ = _large_batch(case)
         k = case.batches
         expect_close(got, want, what=f"{what}, the loss you returned", python_number=True, rtol=1e-4, mistakes=[
             Mistake(f"that is k = {k} times the mean: return the sum of the divided losses (loss / k), which is "
-                    "the large batch's mean loss", lambda: want * k),
+                    "the large batch's mean loss", lambda: want * k,
+                    where="look at how you combine the micro-batches' losses into the number you return"),
             Mistake("that is the last micro-batch's loss only; return the large batch's mean loss "
                     "(the sum of the divided losses)",
                     lambda: nn.functional.cross_entropy(_model(case.seed)(_batches(case)[-1][0]),
-                                                        _batches(case)[-1][1]).item() / k),
+                                                        _batches(case)[-1][1]).item() / k,
+                    where="look at where the loss you return is computed: inside the loop, or after it?"),
             Mistake("that is the last micro-batch's loss only (not divided by k); return the large batch's mean "
                     "loss (the sum of the divided losses)",
                     lambda: nn.functional.cross_entropy(_model(case.seed)(_batches(case)[-1][0]),
-                                                        _batches(case)[-1][1]).item()),
+                                                        _batches(case)[-1][1]).item(),
+                    where="look at where the loss you return is computed: inside the loop, or after it?"),
+            Mistake(f"that is the sum of the micro-batch losses divided by the micro-batch size ({case.size}), "
+                    f"not by k = {k}, the number of micro-batches: divide each loss by k",
+                    lambda: want * k / case.size, where="look at what you divide each micro-batch's loss by"),
         ])
     passed("accumulated_step (one step, the large batch's loss)", len(cases))
 
@@ -752,16 +811,20 @@ def check_amp_autocast(fn: Callable[..., float], inputs: Sequence[AmpCase] | Non
     for case in cases:
         run = _amp_run(fn, case, factor=1.0)
         what = f"mixed_precision_step (dtype={case.dtype}, inputs on the CPU)"
-        expect(bool(run.spy.forward_states), f"{what}: the model was never called")
+        expect(bool(run.spy.forward_states), f"{what}: the model was never called",
+               where="look for the forward pass model(inputs) in your function")
         enabled, dtype, other_enabled = run.spy.forward_states[0]
         if not enabled:
             cuda_asked = other_enabled or any("CUDA is not available" in w for w in run.warnings)
             raise CheckError(f"{what}: the forward pass did not run under autocast for the inputs' device 'cpu'"
-                             + (" (you asked for device_type='cuda')" if cuda_asked else "")
-                             + ": wrap the forward pass and the loss in "
-                             "torch.autocast(device_type=inputs.device.type, dtype=dtype)")
-        expect(dtype == case.dtype, f"{what}: autocast ran in {dtype}, but the dtype you were given is {case.dtype}: "
-               "pass dtype=dtype (float16 on CUDA, bfloat16 on the CPU)")
+                             + (" (you asked for device_type='cuda')" if cuda_asked else ""),
+                             where="look at the `with torch.autocast(...)` block: its device_type, and whether the "
+                                   "forward pass is inside it",
+                             mistake="wrap the forward pass and the loss in "
+                                     "torch.autocast(device_type=inputs.device.type, dtype=dtype)")
+        expect(dtype == case.dtype, f"{what}: autocast ran in {dtype}, but the dtype you were given is {case.dtype}",
+               where="look at the arguments of torch.autocast",
+               mistake="pass dtype=dtype (float16 on CUDA, bfloat16 on the CPU)")
         expect(bool(run.loss_under_autocast) and all(run.loss_under_autocast),
                f"{what}: loss_fn was called outside the autocast block"
                + ("" if run.loss_under_autocast else " (or never called)")
@@ -771,17 +834,21 @@ def check_amp_autocast(fn: Callable[..., float], inputs: Sequence[AmpCase] | Non
         if any(run.spy.backward_states):
             unscaled = case.dtype == torch.float16 and "scale" not in run.scaler.calls
             raise CheckError(f"{what}: backward ran inside the autocast block"
-                             + (" on the unscaled float16 loss: small float16 gradients underflow to zero. "
-                                if unscaled else ". ")
-                             + "Autocast is for the forward pass and the loss only: end the with block, then call "
-                             "scaler.scale(loss).backward()")
+                             + (" on the unscaled float16 loss: small float16 gradients underflow to zero."
+                                if unscaled else "."),
+                             where="look at the indentation of the backward call: is it inside the `with` block?",
+                             mistake="autocast is for the forward pass and the loss only: end the with block, then "
+                                     "call scaler.scale(loss).backward()")
         expect(run.steps == 1, f"{what}: the optimizer stepped {run.steps} times; one training step steps it once "
-               "(through scaler.step(optimizer))")
+               "(through scaler.step(optimizer))",
+               where="look at every optimizer.step() and scaler.step(optimizer) in your function")
         _expect_fresh_gradients(run.arrivals, what, "optimizer.zero_grad()")
         want_loss, want = _float32_step(case)
         error = _relative_update_error(run.params, want, run.before)
         expect(error < AMP_TOLERANCE, f"{what}: the parameter update differs from the float32 step by "
-               f"{error:.1%} (mixed precision should stay within {AMP_TOLERANCE:.0%})")
+               f"{error:.1%} (mixed precision should stay within {AMP_TOLERANCE:.0%})",
+               where="look at each step of the training step: zero_grad, forward and loss under autocast, backward, "
+                     "step")
         expect_close(run.result, want_loss, what=f"{what}, the loss you returned", python_number=True, rtol=2e-2,
                      atol=1e-3)
     passed("mixed_precision_step (autocast)", len(cases))
@@ -797,34 +864,50 @@ def check_amp_scaler(fn: Callable[..., float], inputs: Sequence[AmpCase] | None 
         _expect_fresh_gradients(run.arrivals, what, "optimizer.zero_grad()")
         if not run.scaler.is_enabled():  # bfloat16: a disabled scaler, which an answer may also leave unused
             expect(run.steps == 1, f"{what}, a disabled scaler: the optimizer stepped {run.steps} times; "
-                   "one training step steps it once")
+                   "one training step steps it once",
+                   where="look at every optimizer.step() and scaler.step(optimizer) in your function")
             _, want = _float32_step(case)
             error = _relative_update_error(run.params, want, run.before)
             expect(error < AMP_TOLERANCE, f"{what}, a disabled scaler: the parameter update differs from the "
-                   f"float32 step by {error:.1%}")
+                   f"float32 step by {error:.1%}",
+                   where="look at the scaler calls: with a disabled scaler they must pass the loss and the step "
+                         "through unchanged (scaler.scale(loss).backward(), scaler.step(optimizer))")
             continue
         expect("scale" in calls, f"{what}: scaler.scale(loss) was never called, so backward ran on the unscaled "
-               "loss: in float16, small gradients underflow to zero. Call scaler.scale(loss).backward()")
+               "loss",
+               where="look at what you call backward() on",
+               mistake="in float16, small gradients underflow to zero. Call scaler.scale(loss).backward()")
         if "step" not in calls:
-            expect(run.steps == 0, f"{what}: you called optimizer.step() directly: the gradients are still "
-                   "multiplied by the scale (1024 here), and steps with inf/NaN gradients are not skipped. "
-                   "Call scaler.step(optimizer)")
-            raise CheckError(f"{what}: the optimizer never stepped: call scaler.step(optimizer)")
-        expect("update" in calls, f"{what}: scaler.update() was never called: the scale never adapts, so after a "
-               "float16 overflow it is not lowered (every later step would be skipped) and it never grows back. "
-               "Call scaler.update() after scaler.step(optimizer)")
+            expect(run.steps == 0, f"{what}: scaler.step(optimizer) was never called, and the optimizer stepped "
+                   f"{run.steps} time(s)",
+                   where="look at how your function steps the optimizer",
+                   mistake="you called optimizer.step() directly: the gradients are still multiplied by the scale "
+                           "(1024 here), and steps with inf/NaN gradients are not skipped. Call scaler.step(optimizer)")
+            raise CheckError(f"{what}: the optimizer never stepped",
+                             where="look at the end of your training step, after backward",
+                             mistake="call scaler.step(optimizer)")
+        expect("update" in calls, f"{what}: scaler.update() was never called",
+               where="look at the end of your training step, after scaler.step(optimizer)",
+               mistake="the scale never adapts, so after a float16 overflow it is not lowered (every later step "
+                       "would be skipped) and it never grows back. Call scaler.update() after scaler.step(optimizer)")
         expect(calls.index("scale") < calls.index("step") < len(calls) - 1 - calls[::-1].index("update"),
-               f"{what}: the calls came in the order {calls}: scale the loss and backward, then "
-               "scaler.step(optimizer), then scaler.update()")
-        expect(run.steps == 1, f"{what}: the optimizer stepped {run.steps} times; step it once, through "
-               "scaler.step(optimizer)")
+               f"{what}: the calls came in the order {calls}",
+               where="look at the order of the scaler calls in your training step",
+               mistake="scale the loss and backward, then scaler.step(optimizer), then scaler.update()")
+        expect(run.steps == 1, f"{what}: the optimizer stepped {run.steps} times; expected once",
+               where="look at every optimizer.step() and scaler.step(optimizer) in your function",
+               mistake="step it once, through scaler.step(optimizer)")
         _, want = _float32_step(case)
         error = _relative_update_error(run.params, want, run.before)
-        expect(error < AMP_TOLERANCE, f"{what}: the parameter update differs from the float32 step by {error:.1%}")
+        expect(error < AMP_TOLERANCE, f"{what}: the parameter update differs from the float32 step by {error:.1%}",
+               where="look at each step of the training step: zero_grad, forward and loss under autocast, "
+                     "scaler.scale(loss).backward(), scaler.step, scaler.update")
         expect_close(run.result, _float32_step(case)[0], what=f"{what}, the loss you returned", python_number=True,
                      rtol=2e-2, atol=1e-3, mistakes=[Mistake("that is the scaled loss (multiplied by the scale "
                                                               "factor, 1024 here); return loss.item()",
-                                                              lambda: _float32_step(case)[0] * 1024)])
+                                                              lambda: _float32_step(case)[0] * 1024,
+                                                              where="look at which loss you return: the one "
+                                                                    "before or after scaler.scale")])
     passed("mixed_precision_step (GradScaler)", len(cases))
 
 
@@ -871,10 +954,10 @@ def check_checkpointed_forward(fn: Callable[..., torch.Tensor], inputs: Sequence
         with torch.random.fork_rng(devices=[]):
             want_out, want_grads, want_x_grad = _plain_grads(case)
             blocks, x = _blocks(case), _ckpt_input(case)
-            runs = [0] * len(blocks)
+            order: list[int] = []  # every block's forward, in the order they ran (forward, then recomputations)
             for i, block in enumerate(blocks):
                 # a pre-hook: recomputation stops early (inside forward) once it has rebuilt what backward needs
-                block.register_forward_pre_hook(lambda *_, i=i: runs.__setitem__(i, runs[i] + 1))
+                block.register_forward_pre_hook(lambda *_, i=i: order.append(i))  # returns None: input unchanged
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 out = call(fn, blocks, x)
@@ -888,11 +971,15 @@ def check_checkpointed_forward(fn: Callable[..., torch.Tensor], inputs: Sequence
                 advice = (" You did not pass use_reentrant, and it still defaults to True." if implicit else "")
                 if not out.requires_grad:
                     expect(not reentrant, f"{what}: the output does not require grad, so no parameter can get a "
-                           "gradient: checkpoint with use_reentrant=True passes gradients only to inputs that "
-                           "require grad, and the input of the first block does not."
-                           + advice + " Pass use_reentrant=False")
-                    raise CheckError(f"{what}: the output does not require grad (is it detached, or computed "
-                                     "under torch.no_grad()?), so no parameter can get a gradient")
+                           "gradient",
+                           where="look at the arguments of your checkpoint calls",
+                           mistake="checkpoint with use_reentrant=True passes gradients only to inputs that "
+                                   "require grad, and the input of the first block does not." + advice
+                           + " Pass use_reentrant=False")
+                    raise CheckError(f"{what}: the output does not require grad, so no parameter can get a gradient",
+                                     where="look for .detach(), torch.no_grad() or a new tensor between the blocks "
+                                           "and your return (is it detached, or computed under torch.no_grad()?)")
+                forward_runs = len(order)
                 try:
                     _weighted(out).backward()
                 except CheckpointError as error:
@@ -904,23 +991,58 @@ def check_checkpointed_forward(fn: Callable[..., torch.Tensor], inputs: Sequence
                                            "reads a loop variable sees that variable's last value)") from None
             missing = sorted({name.split(".")[0] for name, p in blocks.named_parameters() if p.grad is None})
             if missing:
-                expect(not reentrant, f"{what}: the parameters of block(s) {', '.join(missing)} got no gradient: "
-                       "checkpoint with use_reentrant=True passes gradients only through inputs that require grad, "
-                       "and that block's input does not." + advice + " Pass use_reentrant=False")
-                raise CheckError(f"{what}: the parameters of block(s) {', '.join(missing)} got no gradient")
+                expect(not reentrant, f"{what}: the parameters of block(s) {', '.join(missing)} got no gradient",
+                       where="look at the arguments of your checkpoint calls",
+                       mistake="checkpoint with use_reentrant=True passes gradients only through inputs that require "
+                               "grad, and that block's input does not." + advice + " Pass use_reentrant=False")
+                raise CheckError(f"{what}: the parameters of block(s) {', '.join(missing)} got no gradient",
+                                 where=f"look at how block(s) {', '.join(missing)} are called: is the output built "
+                                       "from them, without .detach() or torch.no_grad()?")
             for (name, p), want in zip(blocks.named_parameters(), want_grads):
                 expect_tensor(p.grad, want, what=f"{what}: the gradient of {name}")
             if case.input_requires_grad:
-                expect(x.grad is not None, f"{what}: the input requires grad but got no gradient")
+                expect(x.grad is not None, f"{what}: the input requires grad but got no gradient",
+                       where="look for .detach() or a copy of the input before the first block")
                 expect_tensor(x.grad, want_x_grad, what=f"{what}: the input's gradient")
+            runs = [order.count(i) for i in range(len(blocks))]
             once = [str(i) for i, n in enumerate(runs) if n < 2]
             if len(once) == len(blocks):
                 raise CheckError(f"{what}: every block ran only once, so nothing was recomputed in backward and all "
-                                 "activations were stored as usual: wrap each block, "
-                                 "x = checkpoint(block, x, use_reentrant=False)")
-            expect(not once, f"{what}: block(s) {', '.join(once)} ran only once (not checkpointed): wrap every block, "
-                   "x = checkpoint(block, x, use_reentrant=False)")
+                                 "activations were stored as usual",
+                                 where="look at how each block is called in your loop",
+                                 mistake="wrap each block, x = checkpoint(block, x, use_reentrant=False)")
+            expect(not once, f"{what}: block(s) {', '.join(once)} ran only once (not checkpointed)",
+                   where=f"look at how block(s) {', '.join(once)} are called",
+                   mistake="wrap every block, x = checkpoint(block, x, use_reentrant=False)")
+            _expect_one_block_per_checkpoint(order[forward_runs:], len(blocks), what)
     passed("checkpointed_forward", len(cases))
+
+
+def _expect_one_block_per_checkpoint(recomputed: list[int], n_blocks: int, what: str) -> None:
+    """Backward recomputes each checkpoint on its own, last block first; blocks recomputed in forward order share one.
+
+    task: "runs the blocks ... one after another, each under checkpoint(...)": a checkpoint around several blocks
+    rebuilds all their activations at once in backward (the memory the lesson saves per block is not saved).
+    """
+    together: list[list[int]] = []
+    for i in recomputed:
+        if together and together[-1][-1] < i:  # the next block of the same recomputation
+            together[-1].append(i)
+        else:
+            together.append([i])
+    shared = [run for run in together if len(run) > 1]
+    if not shared:
+        return
+    whole = len(shared[0]) == n_blocks
+    raise CheckError(f"{what}: in backward, blocks {', '.join(map(str, shared[0]))} were recomputed together, in one "
+                     "go; a block under its own checkpoint is recomputed alone, when backward reaches it (the last "
+                     "block first)",
+                     where="look at what you pass to checkpoint: the task asks for each block under checkpoint",
+                     mistake=("one checkpoint around the whole Sequential" if whole else
+                              "one checkpoint around several blocks")
+                     + " keeps only its input, but backward then rebuilds the activations of all those blocks at "
+                       "once, so they are all in memory together again, as without checkpointing: call checkpoint "
+                       "once per block")
 
 
 # ---------------------------------------------------------------- losses on the device, one sync
@@ -962,6 +1084,13 @@ class EpochRun(NamedTuple):
     syncs: list[SyncRead]
     arrivals: list[str]  # .grad of each parameter as its gradient arrived, in order: "none", "zeros", "values"
     n_params: int
+    losses: list[torch.Tensor]  # every loss loss_fn returned, detached, in order
+    sizes: list[int]  # the number of samples in each batch
+
+
+def _last_smaller(case: StepCase) -> int:
+    """The size of the epoch's last batch: smaller than the others, as a loader's last batch often is."""
+    return max(1, case.size // 2)
 
 
 def _epoch_run(fn: Callable[..., float], case: StepCase, learner: bool = True) -> EpochRun:
@@ -972,17 +1101,21 @@ def _epoch_run(fn: Callable[..., float], case: StepCase, learner: bool = True) -
         _stale(model, case.seed)  # gradients from before the call: a correct epoch clears them before backward
         arrivals = _record_arrivals(model)
         batches = _batches(case)
-        losses = [0]
+        inputs, targets = batches[-1]  # a smaller last batch: the mean per batch and per sample then differ
+        batches[-1] = (inputs[:_last_smaller(case)].clone(), targets[:_last_smaller(case)].clone())
+        losses: list[torch.Tensor] = []
 
-        def loss_fn(*args: Any, **kwargs: Any) -> torch.Tensor:  # cross_entropy, counted
-            losses[0] += 1
-            return nn.functional.cross_entropy(*args, **kwargs)
+        def loss_fn(*args: Any, **kwargs: Any) -> torch.Tensor:  # cross_entropy, recorded
+            loss = nn.functional.cross_entropy(*args, **kwargs)
+            losses.append(loss.detach())
+            return loss
 
-        with _counting_syncs(lambda: losses[0]) as syncs:
+        with _counting_syncs(lambda: len(losses)) as syncs:
             # task: "trains on every (inputs, targets) in batches"
             result = call(fn, model, optimizer, loss_fn, batches, allow=Allow(changed=(model, optimizer))) \
                 if learner else fn(model, optimizer, loss_fn, batches)
-        return EpochRun(result, _params(model), syncs, arrivals, len(list(model.parameters())))
+        return EpochRun(result, _params(model), syncs, arrivals, len(list(model.parameters())), losses,
+                        [len(x) for x, _ in batches])
 
 
 def check_train_epoch_on_device(fn: Callable[..., float], inputs: Sequence[StepCase] | None = None) -> None:
@@ -990,9 +1123,11 @@ def check_train_epoch_on_device(fn: Callable[..., float], inputs: Sequence[StepC
     cases = inputs if inputs is not None else [StepCase(4, 5, 6), StepCase(5, 3, 4)]
     for case in cases:
         run = _epoch_run(fn, case)
-        want, want_params = _epoch_run(ref.train_epoch_on_device, case, learner=False)[:2]
+        want_run = _epoch_run(ref.train_epoch_on_device, case, learner=False)
+        want, want_params = want_run.result, want_run.params
         got, syncs = run.result, run.syncs
-        what = f"train_epoch_on_device over {case.batches} batches"
+        what = (f"train_epoch_on_device over {case.batches} batches of {case.size} samples"
+                + (f" (the last one {_last_smaller(case)})" if _last_smaller(case) < case.size else ""))
         n = case.batches
         if len(syncs) >= n:
             shown = ", ".join(sorted({sync.how for sync in syncs}))
@@ -1010,8 +1145,10 @@ def check_train_epoch_on_device(fn: Callable[..., float], inputs: Sequence[StepC
                                             "tensors, a loop of .item()",
                              mistake="combine the losses on the device first (a running total, or torch.stack), "
                                      "then read that one tensor once")
-        expect(len(syncs) <= 1, f"{what}: {len(syncs)} sync points ({', '.join(sync.how for sync in syncs)}); one "
-               ".item() after the loop is enough")
+        expect(len(syncs) <= 1, f"{what}: {len(syncs)} sync points ({', '.join(sync.how for sync in syncs)}); "
+               "expected at most one",
+               where="look at every line that reads a tensor's value into Python (.item(), float(), print)",
+               mistake="one .item() after the loop is enough")
         if any(sync.requires_grad for sync in syncs):
             raise CheckError(f"{what}: the tensor you read with {syncs[0].how} at the end still requires grad: it is "
                              "built from the losses themselves, so the autograd graph of every step stayed alive "
@@ -1030,14 +1167,28 @@ def check_train_epoch_on_device(fn: Callable[..., float], inputs: Sequence[StepC
                              mistake="call optimizer.zero_grad(set_to_none=True) at the start of every step, before "
                                      "backward, not after the step")
         expect("zeros" not in run.arrivals, f"{what}: the gradients were tensors of zeros when backward wrote the new "
-               "ones: optimizer.zero_grad(set_to_none=True) sets them to None instead, so backward writes fresh "
-               "gradients (no memory spent on zeros, no extra addition)")
+               "ones",
+               where="look at how you clear the gradients",
+               mistake="optimizer.zero_grad(set_to_none=True) sets them to None instead, so backward writes fresh "
+                       "gradients (no memory spent on zeros, no extra addition)")
         expect(_same_params(run.params, want_params), f"{what}: the parameters after your epoch differ from "
-               "training on every batch in order (zero_grad, forward, loss, backward, step)")
+               "training on every batch in order (zero_grad, forward, loss, backward, step)",
+               where="look at each batch's steps: moved to the device, zero_grad, forward, loss, backward, step")
         expect(not isinstance(got, torch.Tensor), f"{what} should return a Python float, but returned "
-               f"{describe(got)}: call .item() on it once, at the end")
+               f"{describe(got)}",
+               where="look at the value you return",
+               mistake="call .item() on it once, at the end")
+        losses, sizes = [loss.item() for loss in want_run.losses], want_run.sizes
         expect_close(got, want, what=f"{what}, the loss you returned", python_number=True, mistakes=[
-            Mistake(f"that is the sum over the {n} batches; return the mean loss per batch", lambda: want * n),
+            Mistake(f"that is the sum over the {n} batches; return the mean loss per batch", lambda: want * n,
+                    where="look at the last step: from the total to a mean per batch"),
+            Mistake(f"that is the sum of the {n} batch losses divided by {n - 1}, one less than the number of "
+                    f"batches (an index counted from 0 ends at {n - 1}); divide by the number of batches",
+                    lambda: sum(losses) / (n - 1), where="look at what you divide the total by"),
+            Mistake("that is the mean loss per sample (each batch's loss weighted by its size); the task asks for "
+                    "the mean loss per batch: the sum of the batch losses divided by the number of batches",
+                    lambda: sum(loss * size for loss, size in zip(losses, sizes)) / sum(sizes),
+                    where="look at what you add to the total and what you divide it by"),
         ])
     passed("train_epoch_on_device", len(cases))
 
@@ -1070,12 +1221,33 @@ def _train_model(seed: int, batch_norm: bool = True) -> nn.Sequential:
 
 
 class _ModeSpy:
-    """Records, for every forward pass of a model, (train mode, grad enabled)."""
+    """Records, for every forward pass of a model, (train mode, grad enabled), autocast, and backward in eval mode."""
 
     def __init__(self, model: nn.Module) -> None:
         self.calls: list[tuple[bool, bool]] = []
+        self.autocast: list[bool] = []  # the forward ran under torch.autocast (CPU or CUDA)
+        self.eval_backward: list[bool] = []  # a gradient reached the output of a forward made in eval mode
         model.register_forward_pre_hook(lambda module, _: self.calls.append((module.training,
                                                                              torch.is_grad_enabled())))
+        model.register_forward_pre_hook(lambda *_: self.autocast.append(
+            torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda")))
+        model.register_forward_hook(self._watch_backward)
+
+    def _watch_backward(self, module: nn.Module, _: Any, output: Any) -> None:
+        if isinstance(output, torch.Tensor) and output.requires_grad and not module.training:
+            output.register_hook(lambda grad: self.eval_backward.append(True))  # returns None: grad unchanged
+
+    def explains(self) -> str | None:
+        """The cause of different results that the recorded forward passes show, if any."""
+        if any(self.autocast):
+            return ("your forward passes ran under torch.autocast, in lower precision, which changes the results; "
+                    "slow_train computes in float32 throughout, and a speed-up must keep its results: leave "
+                    "autocast out")
+        if self.eval_backward:
+            return ("backward ran through forward passes made with the model in eval mode: model.eval() (for "
+                    "validation) stays in force until model.train() is called again; call model.train() at the "
+                    "start of every epoch, as slow_train does")
+        return None
 
     @property
     def validated_in_train_mode(self) -> bool:
@@ -1140,14 +1312,21 @@ def _expect_same_training(fn: Callable[..., Any], case: TrainCase) -> None:
     try:
         for epoch, (pair, (loss, accuracy)) in enumerate(zip(got, want)):
             expect(isinstance(pair, (tuple, list)) and len(pair) == 2,
-                   f"{what}: epoch {epoch} gave {describe(pair)}, not a (loss, accuracy) pair")
+                   f"{what}: epoch {epoch} gave {describe(pair)}, not a (loss, accuracy) pair",
+                   where="look at what you append to the history at the end of each epoch")
             expect_close(pair[0], loss, what=f"{what}: epoch {epoch}'s mean training loss", rtol=1e-4, atol=1e-6,
                          mistakes=[
                 Mistake(f"that is the summed loss divided by the number of images ({case.n_train}); slow_train "
-                        f"divides by the number of batches ({n_batches})", lambda: loss * n_batches / case.n_train),
+                        f"divides by the number of batches ({n_batches})", lambda: loss * n_batches / case.n_train,
+                        where="look at what you divide the epoch's summed loss by"),
                 Mistake(f"that is the mean over the full batches only: the last batch (the {case.n_train - full} "
                         "images left over) was left out, and slow_train trains on it too",
-                        lambda e=epoch: without_last_batch(e)),
+                        lambda e=epoch: without_last_batch(e),
+                        where="look at your loop over the batches: does it include the last, smaller one?"),
+                Mistake(f"that is the summed loss divided by {case.n_train // case.batch_size} (the number of "
+                        f"images // batch_size, rounded down); there are {n_batches} batches, the last one smaller",
+                        lambda: loss * n_batches / (case.n_train // case.batch_size)
+                        if case.n_train // case.batch_size != n_batches else None),
             ])
             if modes.validated_in_train_mode and isinstance(pair[1], (int, float)) and abs(pair[1] - accuracy) > 1e-6:
                 raise CheckError(f"{what}: epoch {epoch}'s validation accuracy should be {accuracy:.6g}, but yours is "
@@ -1160,12 +1339,12 @@ def _expect_same_training(fn: Callable[..., Any], case: TrainCase) -> None:
     except CheckError as error:
         if error.where != WHERE_VALUES:
             raise
-        raise CheckError(error.symptom, where=_SAME_ARITHMETIC, mistake=error.mistake) from None
+        raise CheckError(error.symptom, where=_SAME_ARITHMETIC, mistake=error.mistake or modes.explains()) from None
     for (name, got_p), want_p in zip(got_model.named_parameters(), want_model.parameters()):
         expect(torch.allclose(got_p.detach(), want_p.detach(), rtol=1e-4, atol=1e-5),
                f"{what}: after training, parameter {name} differs from slow_train's by up to "
                f"{(got_p.detach() - want_p.detach()).abs().max().item():.2g}",
-               where=_SAME_ARITHMETIC)
+               where=_SAME_ARITHMETIC, mistake=modes.explains())
 
 
 def check_fast_train_results(fn: Callable[..., Any], inputs: Sequence[TrainCase] | None = None) -> None:

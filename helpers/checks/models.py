@@ -110,22 +110,113 @@ def _explain_layer_failure(layer: str, module: nn.Module, args: tuple) -> str:
     return ""
 
 
-def _run(model: nn.Module, x: torch.Tensor, name: str) -> tuple[Any, set[str]]:
+LayerTrace = dict[str, tuple[torch.Tensor, Any]]  # layer name -> (its first input, its output), in run order
+
+
+def _trace(model: nn.Module, x: torch.Tensor) -> tuple[Any, LayerTrace]:
+    """``model(x)`` with what each leaf layer received and returned on its first call (detached copies)."""
+    seen: LayerTrace = {}
+
+    def hook(layer: str):
+        def record(module: nn.Module, args: tuple, output: Any) -> None:
+            if layer not in seen and args and isinstance(args[0], torch.Tensor):
+                seen[layer] = (args[0].detach().clone(),
+                               output.detach().clone() if isinstance(output, torch.Tensor) else output)
+        return record
+
+    handles = [m.register_forward_hook(hook(n)) for n, m in _layers(model).items()]
+    try:
+        return model(x), seen
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _first_divergence(got: LayerTrace, want: LayerTrace, values: bool = True) -> tuple[str, str] | None:
+    """The first layer of the task's network (in its run order) whose input differs from the one it gets there,
+    and the layer that runs before it: (layer, previous), or None when every layer that ran got the right input.
+    ``values``: compare the values too (same weights in both), not only the shapes."""
+    previous = "the input"
+    for layer, (want_in, _) in want.items():
+        if layer not in got:
+            return None
+        got_in = got[layer][0]
+        if got_in.shape != want_in.shape or (values and not torch.allclose(got_in, want_in, atol=1e-5, rtol=1e-4)):
+            return layer, previous
+        previous = layer
+    return None
+
+
+def _between(layer: str, previous: str) -> str:
+    return f"before {layer}" if previous == "the input" else f"between {previous} and {layer}"
+
+
+def _divergence_where(got: LayerTrace, want: LayerTrace, layer: str, previous: str) -> str:
+    got_in, want_in = got[layer][0], want[layer][0]
+    if got_in.shape != want_in.shape:
+        seen = f"{layer} received an input of shape {list(got_in.shape)}; in the task's network it gets " \
+               f"{list(want_in.shape)}"
+    else:
+        seen = f"{layer} received the right shape, {list(got_in.shape)}, but other values than in the task's network"
+    return f"look at what forward does {_between(layer, previous)}: {seen}"
+
+
+def _reordered(got: LayerTrace, want: LayerTrace, layer: str) -> bool:
+    """Whether ``layer`` received exactly the expected numbers, but in another order."""
+    got_in, want_in = got[layer][0], want[layer][0]
+    return got_in.numel() == want_in.numel() and not torch.allclose(got_in.flatten(), want_in.flatten()) \
+        and torch.allclose(got_in.flatten().sort().values, want_in.flatten().sort().values, atol=1e-6)
+
+
+def _trace_mistakes(model: nn.Module, reference: nn.Module, x: torch.Tensor) -> list[Mistake]:
+    """Where a model with the reference's weights first parts from the reference: the first layer whose input
+    differs, or (every layer right) what comes after the last one. Give them after the specific mistakes."""
+    try:
+        with torch.no_grad():
+            _, got = _trace(model, x.clone())
+            want_out, want = _trace(reference, x.clone())
+    except Exception:  # noqa: BLE001 - a model that cannot run twice is explained by the comparison itself
+        return []
+    split = _first_divergence(got, want)
+    if split is not None:
+        layer, previous = split
+        where = _divergence_where(got, want, layer, previous)
+        reordered = _reordered(got, want, layer)
+        flatten = isinstance(_layers(reference)[layer], nn.Linear)
+        message = (f"{layer} receives the right numbers in another order: what forward does "
+                   f"{_between(layer, previous)} reorders them"
+                   + (" (a flatten that does not keep dimension 0 as the batch, such as view(features, -1), or a "
+                      "transpose): use torch.flatten(x, 1)" if flatten else "")
+                   if reordered else None)
+        return [Mistake(message, matches=lambda _: True, where=where)]
+    last = list(want)[-1]
+    if last in got and torch.allclose(got[last][1], want[last][1], atol=1e-5, rtol=1e-4):
+        return [Mistake(None, matches=lambda _: True,
+                        where=f"every layer, {last} included, computes what it computes in the task's network: "
+                              f"look at what forward does with {last}'s output")]
+    return []
+
+
+def _run(model: nn.Module, x: torch.Tensor, name: str, reference: nn.Module | None = None) -> tuple[Any, set[str]]:
     """``model(x)`` with a hook on every layer; returns the output and the layers whose hooks ran.
 
     Steps:
         1. Register a pre-hook (remember the input) and a forward hook (mark done) on every layer.
-        2. Call ``model(x)``; if it fails, explain it with the layer that was running.
+        2. Call ``model(x)``; if it fails, explain it with the layer that was running, or with the first
+           layer whose input shape differs from the one it gets in ``reference`` (same layer names).
         3. Remove the hooks, whatever happened.
     """
     running: dict[str, tuple] = {}
     fired: set[str] = set()
     order: list[str] = []
+    shapes: LayerTrace = {}
 
     def pre(layer: str):
         def hook(module: nn.Module, args: tuple) -> None:
             running[layer] = args
             order.append(layer)
+            if layer not in shapes and args and isinstance(args[0], torch.Tensor):
+                shapes[layer] = (torch.empty(args[0].shape, device="meta"), None)
         return hook
 
     def post(layer: str):
@@ -140,20 +231,44 @@ def _run(model: nn.Module, x: torch.Tensor, name: str) -> tuple[Any, set[str]]:
     try:
         return model(x), fired
     except NotImplementedError:
-        raise CheckError(f"{name}.forward is not written yet: replace `raise NotImplementedError()` with your code") from None
+        raise CheckError(f"{name}.forward is not written yet: it raised NotImplementedError",
+                         where=f"look in {name}.forward for `raise NotImplementedError()`",
+                         mistake="replace `raise NotImplementedError()` with your code") from None
     except Exception as error:
         message = f"{name}: model(x) for x of shape {list(x.shape)} raised {type(error).__name__}: {error}"
         failing = [layer for layer in order if layer in running]
+        why = None
         if failing:
-            why = _explain_layer_failure(failing[-1], layers[failing[-1]], running[failing[-1]])
-            message += f"\nThe error happened inside layer '{failing[-1]}'" + (f": {why}" if why else "")
+            why = _explain_layer_failure(failing[-1], layers[failing[-1]], running[failing[-1]]) or None
+            message += f"\nThe error happened inside layer '{failing[-1]}'"
         elif order:
-            message += (f"\nThe error happened in your forward code after layer '{order[-1]}' had run "
-                        "(check the reshape/flatten between layers)")
-        raise CheckError(message) from error
+            split = _shape_divergence(shapes, reference, x)
+            if split is not None:
+                raise CheckError(message + f"\nThe error happened in your forward code after layer '{order[-1]}' "
+                                 "had run", where=split) from error
+            message += f"\nThe error happened in your forward code after layer '{order[-1]}' had run"
+        raise CheckError(message, mistake=why, where=(f"look at layer '{failing[-1]}': how it is built in __init__ and what your "
+                                         "forward gives it" if failing else
+                                         f"look at your forward code after layer '{order[-1]}' (the reshape/flatten "
+                                         "between layers)" if order else
+                                         "look at the start of your forward, before the first layer")) from error
     finally:
         for handle in handles:
             handle.remove()
+
+
+def _shape_divergence(shapes: LayerTrace, reference: nn.Module | None, x: torch.Tensor) -> str | None:
+    """Where to look when forward failed between layers: the first layer whose input shape differs from the
+    one it gets in ``reference``, if any (the shapes do not depend on the weights)."""
+    if reference is None:
+        return None
+    try:
+        with torch.no_grad():
+            _, want = _trace(reference, x.clone())
+    except Exception:  # noqa: BLE001 - no reference trace, no comparison
+        return None
+    split = _first_divergence(shapes, want, values=False)
+    return _divergence_where(shapes, want, *split) if split is not None else None
 
 
 def _expect_hooks_ran(model: nn.Module, fired: set[str], correct: bool, name: str) -> None:
@@ -283,17 +398,23 @@ def _forward_mistakes(reference: nn.Module, x: torch.Tensor) -> list[Mistake]:
     logits = lambda: reference(x)  # noqa: E731
     return [
         Mistake("you flattened the batch dimension too (the output lost its batch dimension): "
-                "use torch.flatten(x, 1), which keeps dimension 0", lambda: reference(x)[0]),
+                "use torch.flatten(x, 1), which keeps dimension 0", lambda: reference(x)[0],
+                where="look at the flatten between the convolutions and the first Linear: which dims it merges"),
         Mistake("forward should return the raw logits: drop the softmax at the end "
-                "(CrossEntropyLoss applies log-softmax itself)", lambda: F.softmax(logits(), dim=1)),
+                "(CrossEntropyLoss applies log-softmax itself)", lambda: F.softmax(logits(), dim=1),
+                where="look at the last lines of forward: what happens after the last layer?"),
         Mistake("forward should return the raw logits: drop the log_softmax at the end "
-                "(CrossEntropyLoss applies log-softmax itself)", lambda: F.log_softmax(logits(), dim=1)),
-        Mistake("there should be no ReLU after the last layer: logits may be negative", lambda: F.relu(logits())),
+                "(CrossEntropyLoss applies log-softmax itself)", lambda: F.log_softmax(logits(), dim=1),
+                where="look at the last lines of forward: what happens after the last layer?"),
+        Mistake("there should be no ReLU after the last layer: logits may be negative", lambda: F.relu(logits()),
+                where="look at the last lines of forward: what happens after the last layer?"),
         Mistake("there is no ReLU between the layers: without a nonlinearity the layers collapse into one "
                 "linear map; apply F.relu after every layer except the last",
-                lambda: _conv_net_variant(reference, x, activation=lambda t: t)),
+                lambda: _conv_net_variant(reference, x, activation=lambda t: t),
+                where="look at what forward does between one layer and the next"),
         Mistake("use max pooling (F.max_pool2d(x, 2) or nn.MaxPool2d(2)), not average pooling",
-                lambda: _conv_net_variant(reference, x, pool=F.avg_pool2d)),
+                lambda: _conv_net_variant(reference, x, pool=F.avg_pool2d),
+                where="look at the pooling step of forward"),
         Mistake("you flattened the feature maps channels-last (height, width, channel order, as in Keras/TensorFlow); "
                 "PyTorch's maps are [N, C, H, W], and fc1's weights expect torch.flatten(x, 1) of that order",
                 lambda: _conv_net_variant(reference, x, flatten=_channels_last_flatten),
@@ -309,7 +430,8 @@ def _model_mistakes(model: nn.Module, x: torch.Tensor) -> list[Mistake]:
     """Mistakes read off the learner's model itself rather than off its output."""
     return [Mistake("your model has a Dropout layer the task does not ask for: dropout zeroes random values "
                     "while the model is in training mode, so the output changes from call to call",
-                    matches=lambda got: any(isinstance(m, nn.modules.dropout._DropoutNd) for m in model.modules())),
+                    matches=lambda got: any(isinstance(m, nn.modules.dropout._DropoutNd) for m in model.modules()),
+                    where="look at the layers your __init__ builds, compared with the task's list"),
             Mistake("your forward gives a different output for the same input on every call, even in eval mode: it "
                     "draws random numbers itself. The task's network has no dropout; note that F.dropout(x, p) "
                     "drops values in eval mode too unless given training=self.training",
@@ -321,7 +443,7 @@ def _check_layers(cls: Any, name: str, reference_cls: Callable[[], nn.Module], s
     model = _build(cls, name)
     reference = _seeded(reference_cls, 0)
     for n in batch_sizes:
-        out, _ = _run(model, _randn(n, 1, size, size, seed=n), name)
+        out, _ = _run(model, _randn(n, 1, size, size, seed=n), name, reference)
         expect(isinstance(out, torch.Tensor), f"{name}'s forward returned {describe(out)}; expected a tensor",
                where="look at forward's return statement")
         expect(list(out.shape) == [n, 10],
@@ -338,14 +460,15 @@ def _check_forward(cls: Any, name: str, reference_cls: Callable[[], nn.Module],
     model = _build(cls, name)
     reference = _seeded(reference_cls, 0)
     for x in inputs:
-        _run(model, x.clone(), name)  # with the learner's own weights first: a shape error names its layer
+        _run(model, x.clone(), name, reference)  # with the learner's own weights first: a shape error names its layer
         _expect_same_layers(model, reference, name)
         model.load_state_dict(reference.state_dict())
-        out, fired = _run(model, x.clone(), name)
+        out, fired = _run(model, x.clone(), name, reference)
         want = reference(x)  # with its graph, as a model's output has: the graph rule compares like with like
         _expect_hooks_ran(model, fired, same_value(out, want), name)
         expect_tensor(out, want, what=f"{name}(x of shape {list(x.shape)}) with the reference's weights",
-                      mistakes=_forward_mistakes(reference, x) + _model_mistakes(model, x))
+                      mistakes=_forward_mistakes(reference, x) + _model_mistakes(model, x)
+                      + _trace_mistakes(model, reference, x))
     passed(f"{name} forward", len(inputs))
 
 
@@ -415,26 +538,33 @@ def check_count_parameters(fn: Callable[[nn.Module, bool], int],
         want = ref.count_parameters(model, trainable_only)
         mistakes = [
             Mistake("you counted parameter tensors, not the numbers in them: add up p.numel() for every p",
-                    lambda: len(list(model.parameters()))),
+                    lambda: len(list(model.parameters())),
+                    where="look at what you add up for each parameter"),
             Mistake("state_dict() also holds buffers (BatchNorm's running_mean, running_var and "
                     "num_batches_tracked), which are not parameters: count model.parameters()",
-                    lambda: sum(v.numel() for v in model.state_dict().values())),
+                    lambda: sum(v.numel() for v in model.state_dict().values()),
+                    where="look at where your parameters come from: model.parameters(), or the state_dict?"),
             Mistake("with trainable_only=True, skip the parameters whose requires_grad is False (frozen layers)",
-                    lambda: ref.count_parameters(model) if trainable_only else _not_this_mistake()),
+                    lambda: ref.count_parameters(model) if trainable_only else _not_this_mistake(),
+                    where="look at how trainable_only decides which parameters count"),
             Mistake("with trainable_only=False count every parameter, frozen ones included; you skipped the "
                     "frozen ones",
-                    lambda: ref.count_parameters(model, True) if not trainable_only else _not_this_mistake()),
+                    lambda: ref.count_parameters(model, True) if not trainable_only else _not_this_mistake(),
+                    where="look at how trainable_only decides which parameters count"),
             Mistake("you skipped the biases: every parameter tensor counts",
                     lambda: sum(p.numel() for n, p in model.named_parameters()
-                                if n.endswith("weight") and (p.requires_grad or not trainable_only))),
+                                if n.endswith("weight") and (p.requires_grad or not trainable_only)),
+                    where="look at which parameters your loop skips"),
             Mistake("with trainable_only=True you counted the frozen parameters (requires_grad False); count those "
                     "whose requires_grad is True",
-                    lambda: frozen if trainable_only and frozen else _not_this_mistake()),
+                    lambda: frozen if trainable_only and frozen else _not_this_mistake(),
+                    where="look at the test on requires_grad: which parameters does it keep?"),
             Mistake("you counted nested parameters several times: a module's parameters() already includes its "
                     "submodules', so looping over model.modules() and asking each for parameters() counts a layer "
                     "once for every module that contains it. model.parameters() lists each parameter once",
                     lambda: sum(p.numel() for m in model.modules() for p in m.parameters()
-                                if p.requires_grad or not trainable_only)),
+                                if p.requires_grad or not trainable_only),
+                    where="look at how your loop walks the model: does each parameter come up once?"),
             Mistake("you counted only the attributes called weight and bias of each module; a model may hold other "
                     f"parameters ({', '.join(n for n, _ in model.named_parameters() if not n.endswith(('weight', 'bias')))}"
                     "): model.parameters() lists them all",
@@ -442,7 +572,8 @@ def check_count_parameters(fn: Callable[[nn.Module, bool], int],
                                 if isinstance(getattr(m, k, None), nn.Parameter)
                                 and (getattr(m, k).requires_grad or not trainable_only))
                     if any(not n.endswith(("weight", "bias")) for n, _ in model.named_parameters())
-                    else _not_this_mistake()),
+                    else _not_this_mistake(),
+                    where="look at which attributes of each module you count"),
         ]
         if isinstance(got, np.generic) and got == want:
             raise CheckError(f"{what} returned {describe(got)} ({type(got).__name__}); expected a Python int "
@@ -473,8 +604,24 @@ def _init_model() -> nn.Module:
                          nn.ReLU(), nn.Flatten(), nn.Linear(6 * 4 * 4, 10))
 
 
+def _off_default(model: nn.Module, seed: int) -> nn.Module:
+    """Give every module other than Conv2d and Linear parameters and float buffers unlike a fresh module's
+    (BatchNorm's bias 0, weight 1, running stats 0 and 1), so that an init which overwrites them with
+    those defaults is seen to change them. Values in [0.5, 1.5): valid for variances too."""
+    g = torch.Generator().manual_seed(1000 + seed)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, (nn.Conv2d, nn.Linear)):
+                continue
+            own = [*module.parameters(recurse=False), *module.buffers(recurse=False)]
+            for tensor in own:
+                if tensor.is_floating_point():
+                    tensor.copy_(torch.rand(tensor.shape, generator=g) + 0.5)
+    return model
+
+
 def _state_after(factory: ModelFactory, init: Callable[[nn.Module], Any] | None, seed: int) -> dict[str, torch.Tensor]:
-    model = _seeded(factory, seed)
+    model = _off_default(_seeded(factory, seed), seed)
     if init is not None:
         with torch.random.fork_rng():
             torch.manual_seed(seed + 1)
@@ -523,7 +670,7 @@ def check_init_weights(fn: Callable[[nn.Module], None], inputs: Sequence[ModelFa
     """``model.apply(fn)`` must give Kaiming-normal Conv2d/Linear weights, zero biases, other layers untouched."""
     inputs = inputs if inputs is not None else [_init_model, ref.LeNet]
     for seed, factory in enumerate(inputs):
-        model = _seeded(factory, seed)
+        model = _off_default(_seeded(factory, seed), seed)
         kind = type(model).__name__
         before = {k: v.clone() for k, v in model.state_dict().items()}
         with warnings.catch_warnings(record=True) as caught, torch.random.fork_rng():
@@ -532,16 +679,21 @@ def check_init_weights(fn: Callable[[nn.Module], None], inputs: Sequence[ModelFa
             try:
                 model.apply(fn)
             except NotImplementedError:
-                raise CheckError("init_weights is not written yet: replace `raise NotImplementedError()` "
-                                 "with your code") from None
+                raise CheckError("init_weights is not written yet: it raised NotImplementedError",
+                                 where="look in init_weights for `raise NotImplementedError()`",
+                                 mistake="replace `raise NotImplementedError()` with your code") from None
             except Exception as error:
                 why = _describe_init_failure(error)
-                raise CheckError(f"{kind}.apply(init_weights) raised {type(error).__name__}: {error}"
-                                 + (f"\n{why}" if why else "")) from error
+                raise CheckError(f"{kind}.apply(init_weights) raised {type(error).__name__}: {error}",
+                                 where="look at the lines of init_weights that touch m.weight and m.bias: which "
+                                       "modules reach them (model.apply calls it on every module) and what they hold",
+                                 mistake=why or None) from error
         deprecated = [str(w.message) for w in caught if "deprecated" in str(w.message) and "nn.init" in str(w.message)]
         expect(not deprecated,
-               "you used a deprecated init function without the trailing underscore: the in-place versions "
-               f"(nn.init.kaiming_normal_, nn.init.zeros_) are the current API. PyTorch said: {deprecated[:1]}")
+               f"init_weights made PyTorch warn that a function is deprecated: {deprecated[0] if deprecated else None}",
+               where="look at the names of the nn.init functions you call",
+               mistake="you used a deprecated init function without the trailing underscore: the in-place versions "
+                       "(nn.init.kaiming_normal_, nn.init.zeros_) are the current API")
         got = model.state_dict()
         want = _state_after(factory, ref.init_weights, seed)
         if same_value(dict(got), want):
@@ -554,20 +706,34 @@ def check_init_weights(fn: Callable[[nn.Module], None], inputs: Sequence[ModelFa
             changed = not torch.equal(value, before[key])
             if isinstance(module, (nn.Conv2d, nn.Linear)):
                 if kind_of == "bias" and not torch.equal(value, torch.zeros_like(value)):
-                    raise CheckError(f"{what}: your init ignores the biases: set them to zero with "
-                                     f"nn.init.zeros_(m.bias) (layer '{layer}', a {type(module).__name__})"
-                                     if not changed else
-                                     f"{what}: the biases should be zeros (nn.init.zeros_), but '{key}' is not")
+                    raise CheckError(f"{what}: the biases should be zeros, but '{key}' is not"
+                                     + (" (it kept its default values)" if not changed else ""),
+                                     where=f"look at what init_weights does to m.bias (layer '{layer}', a "
+                                           f"{type(module).__name__})",
+                                     mistake="your init ignores the biases: set them to zero with "
+                                             "nn.init.zeros_(m.bias)" if not changed else None)
                 if kind_of == "weight" and not changed:
-                    raise CheckError(f"{what}: the {type(module).__name__} layer '{layer}' kept its default weights: "
-                                     "initialise every nn.Conv2d and nn.Linear "
-                                     "(isinstance(m, (nn.Conv2d, nn.Linear)))")
+                    raise CheckError(f"{what}: the {type(module).__name__} layer '{layer}' kept its default weights",
+                                     where="look at the condition that picks the modules init_weights changes",
+                                     mistake="initialise every nn.Conv2d and nn.Linear "
+                                             "(isinstance(m, (nn.Conv2d, nn.Linear)))")
             elif changed and kind_of in dict(module.named_parameters(recurse=False)):
-                raise CheckError(f"{what}: you changed '{key}' of a {type(module).__name__}: only Conv2d and Linear "
-                                 "layers should be re-initialised (a BatchNorm starts with weight 1 and bias 0)")
+                raise CheckError(f"{what}: you changed '{key}' of a {type(module).__name__}",
+                                 where="look at the condition that picks the modules init_weights changes",
+                                 mistake="only Conv2d and Linear layers should be re-initialised (a BatchNorm starts "
+                                         "with weight 1 and bias 0)")
+            elif changed and kind_of in dict(module.named_buffers(recurse=False)):
+                raise CheckError(f"{what}: the buffer '{key}' of a {type(module).__name__} changed; expected every "
+                                 "module other than Conv2d and Linear left exactly as it was, buffers included",
+                                 where=f"look at what your function does to a module that is a "
+                                       f"{type(module).__name__}",
+                                 mistake="only Conv2d and Linear layers are re-initialised: reset nothing else "
+                                         "(a BatchNorm's running statistics are what it has learnt from the data)")
         for variant, message in _INIT_VARIANTS:
             if same_value(dict(got), _state_after(factory, variant, seed)):
-                raise CheckError(f"{what}: {message}")
+                raise CheckError(f"{what}: the weights are not those nn.init.kaiming_normal_ gives under the same seed",
+                                 where="look at which nn.init function you call and its arguments (mode=), and "
+                                       "how often it runs for each layer", mistake=message)
         for key, value in want.items():
             expect_tensor(got[key], value, what=f"{what}: '{key}' (nn.init.kaiming_normal_ under the same seed)")
     passed("init_weights", len(inputs))
@@ -586,14 +752,18 @@ def _smoothing_mistakes(logits: torch.Tensor, targets: torch.Tensor, smoothing: 
     return [
         Mistake("the result is inf or nan: log(softmax(x)) underflows to log(0) = -inf when one logit is much larger "
                 "than the others. Use F.log_softmax(logits, dim=1), which computes it stably",
-                matches=lambda got: isinstance(got, torch.Tensor) and not bool(torch.isfinite(got).all())),
+                matches=lambda got: isinstance(got, torch.Tensor) and not bool(torch.isfinite(got).all()),
+                where="look at how you get the log-probabilities from the logits"),
         Mistake("you ignored smoothing: that is the plain cross-entropy",
-                lambda: reduce(nll) if smoothing != 0 else _not_this_mistake()),
+                lambda: reduce(nll) if smoothing != 0 else _not_this_mistake(),
+                where="look at where smoothing enters the loss"),
         Mistake("you spread the smoothing over the C - 1 wrong classes only; label smoothing gives every class, the "
                 "target included, smoothing / C: the target is (1 - smoothing) * one_hot + smoothing / C",
-                lambda: reduce((1 - smoothing) * nll + smoothing * others)),
+                lambda: reduce((1 - smoothing) * nll + smoothing * others),
+                where="look at the smoothed target: what share does each class get?"),
         Mistake("the weights are swapped: the true class gets (1 - smoothing), the uniform part gets smoothing",
-                lambda: reduce(smoothing * nll + (1 - smoothing) * (-log_probs.mean(dim=1)))),
+                lambda: reduce(smoothing * nll + (1 - smoothing) * (-log_probs.mean(dim=1))),
+                where="look at the two weights, (1 - smoothing) and smoothing: which part gets which?"),
         Mistake("log_probs[:, targets] picks, for every row, the column of every target: an [N, N] matrix, not one "
                 "value per sample. Pick each row's own target with gather(1, targets.unsqueeze(1)) or "
                 "log_probs[torch.arange(N), targets]",
@@ -605,16 +775,20 @@ def _smoothing_mistakes(logits: torch.Tensor, targets: torch.Tensor, smoothing: 
                 if smoothing != 0 else _not_this_mistake(), where="look at how the uniform part reduces over the classes"),
         Mistake("softmax must run over the classes (dim=1), not over the batch (dim=0)",
                 lambda: reduce((1 - smoothing) * -F.log_softmax(logits, dim=0).gather(1, targets.unsqueeze(1)).squeeze(1)
-                       + smoothing * -F.log_softmax(logits, dim=0).mean(dim=1))),
+                       + smoothing * -F.log_softmax(logits, dim=0).mean(dim=1)),
+                where="look at the dim= of the softmax (or log_softmax)"),
         Mistake("reduction='mean' averages over the batch; you summed the per-sample losses",
                 lambda: reduce((1 - smoothing) * nll + smoothing * -log_probs.mean(dim=1), "sum")
-                if reduction == "mean" else _not_this_mistake()),
+                if reduction == "mean" else _not_this_mistake(),
+                where="look at the reduction at the end: mean or sum over the batch?"),
         Mistake(f"reduction='{reduction}' was ignored: you returned the mean over the batch",
                 lambda: ref.label_smoothing_cross_entropy(logits, targets, smoothing, "mean")
-                if reduction != "mean" else _not_this_mistake()),
+                if reduction != "mean" else _not_this_mistake(),
+                where="look at how the reduction argument is used at the end"),
         Mistake(f"reduction='{reduction}' was ignored: you returned the sum over the batch",
                 lambda: ref.label_smoothing_cross_entropy(logits, targets, smoothing, "sum")
-                if reduction != "sum" else _not_this_mistake()),
+                if reduction != "sum" else _not_this_mistake(),
+                where="look at how the reduction argument is used at the end"),
     ]
 
 
@@ -648,8 +822,10 @@ def _explain_missing_class(error: CheckError, logits: torch.Tensor, targets: tor
     cause = str(error.__cause__ or "")
     if seen < n_classes and f"({n_classes})" in cause and f"({seen})" in cause:
         raise CheckError(f"with labels {targets.tolist()} (none is the last class, {n_classes - 1}) your code made "
-                         f"{seen} columns instead of {n_classes}: F.one_hot(targets) guesses the number of classes "
-                         "from the largest label. Pass num_classes=logits.shape[1]") from None
+                         f"{seen} columns instead of {n_classes}",
+                         where="look at where the one-hot targets are made: how does it know the number of classes?",
+                         mistake="F.one_hot(targets) guesses the number of classes from the largest label. Pass "
+                                 "num_classes=logits.shape[1]") from None
 
 
 def check_label_smoothing_cross_entropy(fn: Callable, inputs: Sequence[LossInput] | None = None) -> None:
@@ -708,12 +884,29 @@ def check_label_smoothing_loss(cls: Any, inputs: Sequence[tuple[float, str]] | N
                         f"TypeError: {cause}", where="look at the arguments forward passes to F.cross_entropy",
                         mistake="F.cross_entropy's third positional parameter is weight (one weight per class); "
                                 "pass the smoothing by keyword, label_smoothing=self.smoothing") from cause
+                if f"{smoothing} is not a valid value for reduction" in str(cause):
+                    raise CheckError(
+                        f"LabelSmoothingLoss(smoothing={smoothing}, reduction='{reduction}')(logits, targets) raised "
+                        f"{type(cause).__name__}: {cause}",
+                        where="look at where __init__ stores the two settings and where forward passes them on",
+                        mistake=f"the smoothing ({smoothing}) reached the place of the reduction: the two settings "
+                                "are swapped, when stored or when passed on") from cause
+                if error.where is None and cause is not None:
+                    n, c = logits.shape
+                    mixed = f"({n})" in str(cause) and f"({c})" in str(cause)
+                    raise CheckError(error.symptom, where=(
+                        f"look at which dim each reduction in forward runs over: a result of {c} values (one per "
+                        f"class) met one of {n} values (one per sample)" if mixed else
+                        f"look at the line of forward that raised (below) and the shapes it combines: logits "
+                        f"{list(logits.shape)} (samples, classes), targets {list(targets.shape)}")) from cause
                 raise
         shared = Mistake("your instances share their settings: each one computes with the settings of the last one "
                          f"created (smoothing={last[0]}, reduction='{last[1]}'). Store them on the instance, "
                          "self.smoothing = smoothing, not on the class",
                          lambda: ref.label_smoothing_cross_entropy(logits, targets, *last)
-                         if (smoothing, reduction) != tuple(last) else _not_this_mistake())
+                         if (smoothing, reduction) != tuple(last) else _not_this_mistake(),
+                         where="look at where __init__ stores smoothing and reduction: on self, or somewhere all instances "
+                               "share?")
         expect_tensor(
             got, ref.label_smoothing_cross_entropy(logits, targets, smoothing, reduction),
             what=f"LabelSmoothingLoss(smoothing={smoothing}, reduction='{reduction}')(logits, targets)",
@@ -722,12 +915,20 @@ def check_label_smoothing_loss(cls: Any, inputs: Sequence[tuple[float, str]] | N
                 Mistake("forward ignores the smoothing given to __init__: store it (self.smoothing = smoothing) "
                         "and use it in forward",
                         lambda: ref.label_smoothing_cross_entropy(logits, targets, 0.1, reduction)
-                        if smoothing != 0.1 else _not_this_mistake()),
+                        if smoothing != 0.1 else _not_this_mistake(),
+                        where="look at what __init__ does with smoothing and what forward uses"),
                 Mistake("forward ignores the reduction given to __init__: store it (self.reduction = reduction) "
                         "and pass it on (if forward calls your function from exercise 5, check that it handles "
                         "reduction too)",
                         lambda: ref.label_smoothing_cross_entropy(logits, targets, smoothing, "mean")
-                        if reduction != "mean" else _not_this_mistake()),
+                        if reduction != "mean" else _not_this_mistake(),
+                        where="look at what __init__ does with reduction and what forward passes on"),
+                Mistake("forward ignores both settings given to __init__ and computes with the defaults "
+                        "(smoothing=0.1, reduction='mean'): store them (self.smoothing = smoothing, self.reduction = "
+                        "reduction) and pass both on in forward",
+                        lambda: ref.label_smoothing_cross_entropy(logits, targets, 0.1, "mean")
+                        if smoothing != 0.1 and reduction != "mean" else _not_this_mistake(),
+                        where="look at the call in forward: which of self's settings it passes"),
                 *_smoothing_mistakes(logits, targets, smoothing, reduction),
             ])
     passed("LabelSmoothingLoss", len(inputs))
@@ -749,33 +950,98 @@ def _conv_block_variant(net: ref.ConvBlockNet, x: torch.Tensor, order: str) -> t
     return net.fc(torch.flatten(x, 1))
 
 
+_SETTINGS = {nn.Conv2d: ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups"),
+             nn.MaxPool2d: ("kernel_size", "stride", "padding", "dilation")}
+
+
+def _setting(layer: nn.Module, setting: str) -> Any:
+    """A layer's constructor argument, ints as pairs, and a convolution's padding 'same'/'valid' as numbers."""
+    value = getattr(layer, setting)
+    if setting == "padding" and value == "valid":
+        return (0, 0)
+    if setting == "padding" and value == "same":  # stride 1 (PyTorch requires it): (k - 1) * dilation / 2 a side
+        value = tuple(d * (k - 1) // 2 for k, d in zip(layer.kernel_size, layer.dilation))
+    return value if isinstance(value, tuple) or setting in ("in_channels", "out_channels", "groups") \
+        else (value, value)
+
+
+def _expect_same_settings(model: nn.Module, reference: nn.Module) -> None:
+    """The Conv2d and MaxPool2d layers, in order, are built with the reference's arguments (the first that
+    differs is named: a missing padding otherwise shows only later, as a Linear layer of another size)."""
+    for kind, settings in _SETTINGS.items():
+        mine = [m for m in model.modules() if type(m) is kind]
+        theirs = [(n, m) for n, m in reference.named_modules() if type(m) is kind]
+        for layer, (name, original) in zip(mine, theirs):
+            for setting in settings:
+                if _setting(layer, setting) == _setting(original, setting):
+                    continue
+                got, want = getattr(layer, setting), getattr(original, setting)
+                raise CheckError(f"your nn.Sequential's {kind.__name__} has {setting}={got!r}; the original's "
+                                 f"{name} has {setting}={want!r}",
+                                 where=f"look at the arguments of your {kind.__name__} and of ConvBlockNet's "
+                                       f"self.{name}",
+                                 mistake=("without padding=1 a 3x3 convolution shrinks 28x28 maps to 26x26, so "
+                                          "everything after it changes size: keep padding=1"
+                                          if setting == "padding" and kind is nn.Conv2d
+                                          and _setting(layer, setting) == (0, 0) else None))
+
+
 def _copy_into(reference: nn.Module, model: nn.Sequential) -> None:
     """Copy the reference's parameters and buffers into ``model`` in order, naming any mismatch."""
     for layer in model.modules():
         if isinstance(layer, nn.Conv2d) and layer.bias is not None:
             raise CheckError(
-                f"your Conv2d has a bias ({layer.bias.numel()} extra parameters), but the original uses bias=False: "
-                "the BatchNorm right after it subtracts the per-channel mean (removing any constant shift) and "
-                "adds its own learnable shift, so a conv bias before BatchNorm is wasted")
+                f"your Conv2d has a bias ({layer.bias.numel()} extra parameters), but the original uses bias=False",
+                where="look at the arguments of your nn.Conv2d",
+                mistake="the BatchNorm right after it subtracts the per-channel mean (removing any constant shift) and "
+                        "adds its own learnable shift, so a conv bias before BatchNorm is wasted: pass bias=False")
+    _expect_same_settings(model, reference)
     got, want = list(model.parameters()), list(reference.parameters())
     names = [n for n, _ in reference.named_parameters()]
     if not any(isinstance(m, nn.BatchNorm2d) for m in model.modules()):
-        raise CheckError("your nn.Sequential has no nn.BatchNorm2d(8): the original normalises the conv's output")
+        raise CheckError("your nn.Sequential has no nn.BatchNorm2d(8); the original normalises the conv's output",
+                         where="look at the layers of ConvBlockNet.__init__ and compare them one by one with yours")
     for i, (name, w) in enumerate(zip(names, want)):
         if i >= len(got):
             raise CheckError(f"your nn.Sequential has only {len(got)} parameter tensors; the original has "
-                             f"{len(want)} (the first one you lack: {name}, shape {list(w.shape)})")
+                             f"{len(want)} (the first one you lack: {name}, shape {list(w.shape)})",
+                             where="look at the layers of ConvBlockNet.__init__ and compare them one by one with yours")
         if got[i].shape != w.shape:
             raise CheckError(f"parameter #{i} of your nn.Sequential has shape {list(got[i].shape)}, but the "
-                             f"original's {name} has shape {list(w.shape)}: keep the layers, their sizes and their "
-                             "order exactly as in ConvBlockNet")
-    expect(len(got) == len(want), f"your nn.Sequential has {len(got)} parameter tensors; the original has {len(want)}")
+                             f"original's {name} has shape {list(w.shape)}",
+                             where=f"look at the layer that holds {name}: its sizes and its place in the order",
+                             mistake="keep the layers, their sizes and their order exactly as in ConvBlockNet")
+    expect(len(got) == len(want), f"your nn.Sequential has {len(got)} parameter tensors; the original has {len(want)}",
+           where="look at the layers of ConvBlockNet.__init__ and compare them one by one with yours")
     got_buffers, want_buffers = list(model.buffers()), list(reference.buffers())
     expect([b.shape for b in got_buffers] == [b.shape for b in want_buffers],
-           "your nn.Sequential's buffers (BatchNorm statistics) differ from the original's: one nn.BatchNorm2d(8)")
+           "your nn.Sequential's buffers (BatchNorm statistics) differ from the original's: one nn.BatchNorm2d(8)",
+           where="look at your normalisation layer: its kind and its number of channels")
     with torch.no_grad():
         for mine, theirs in zip(got + got_buffers, want + want_buffers):
             mine.copy_(theirs)
+
+
+def _after_last_linear(reference: nn.Module, x: torch.Tensor, step: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    with torch.no_grad():
+        return step(reference(x))
+
+
+def _linear_output_mistakes(model: nn.Module, reference: nn.Module, x: torch.Tensor) -> list[Mistake]:
+    """When the learner's last Linear layer already gives the original's output, the difference comes after it."""
+    try:
+        with torch.no_grad():
+            _, got = _trace(model, x.clone())
+            _, want = _trace(reference, x.clone())
+    except Exception:  # noqa: BLE001 - the comparison itself reports a model that cannot run
+        return []
+    linears = [n for n, m in _layers(model).items() if isinstance(m, nn.Linear) and n in got]
+    if linears and "fc" in want and got[linears[-1]][1].shape == want["fc"][1].shape \
+            and torch.allclose(got[linears[-1]][1], want["fc"][1], atol=1e-5, rtol=1e-4):
+        return [Mistake(None, matches=lambda _: True,
+                        where=f"your Linear layer ('{linears[-1]}') gives the original's output: look at what "
+                              "comes after it")]
+    return []
 
 
 def check_sequential_version(fn: Callable[[], nn.Sequential], inputs: Sequence[torch.Tensor] | None = None) -> None:
@@ -787,7 +1053,8 @@ def check_sequential_version(fn: Callable[[], nn.Sequential], inputs: Sequence[t
             # task: "Creating a layer draws its first weights from PyTorch's global random generator"
             model = call(fn, allow=Allow(global_rng=True))
         expect(isinstance(model, nn.Sequential),
-               f"sequential_version() should return an nn.Sequential, but returned {describe(model)}")
+               f"sequential_version() should return an nn.Sequential, but returned {describe(model)}",
+               where="look at what sequential_version returns: one nn.Sequential(...) of the layers")
         reference = _seeded(ref.ConvBlockNet, 7)
         with torch.no_grad():  # non-trivial running statistics, so eval mode differs from train mode
             reference.bn.running_mean.copy_(_randn(8, seed=22) * 0.1)
@@ -800,11 +1067,25 @@ def check_sequential_version(fn: Callable[[], nn.Sequential], inputs: Sequence[t
             model.train(mode == "train")
             mistakes = [
                 Mistake("the ReLU is missing: ConvBlockNet applies F.relu after the batch norm; add nn.ReLU()",
-                        lambda: _conv_block_variant(reference, x, "conv bn pool")),
+                        lambda: _conv_block_variant(reference, x, "conv bn pool"),
+                        where="look at the list of layers in your nn.Sequential, compared with ConvBlockNet.forward"),
                 Mistake("the ReLU comes before the batch norm; the original order is conv, batch norm, ReLU, pool",
-                        lambda: _conv_block_variant(reference, x, "conv relu bn pool")),
+                        lambda: _conv_block_variant(reference, x, "conv relu bn pool"),
+                        where="look at the order of the layers in your nn.Sequential, compared with ConvBlockNet.forward"),
                 Mistake("the pooling comes before the batch norm; the original order is conv, batch norm, ReLU, pool",
-                        lambda: _conv_block_variant(reference, x, "conv pool bn relu")),
+                        lambda: _conv_block_variant(reference, x, "conv pool bn relu"),
+                        where="look at the order of the layers in your nn.Sequential, compared with ConvBlockNet.forward"),
+                Mistake("the original returns the raw logits of its Linear layer: drop the softmax at the end "
+                        "(CrossEntropyLoss applies log-softmax itself)",
+                        lambda: _after_last_linear(reference, x, lambda t: F.softmax(t, dim=1)),
+                        where="look at what comes after the Linear layer"),
+                Mistake("the original returns the raw logits of its Linear layer: drop the log-softmax at the end",
+                        lambda: _after_last_linear(reference, x, lambda t: F.log_softmax(t, dim=1)),
+                        where="look at what comes after the Linear layer"),
+                Mistake("the original returns the raw logits of its Linear layer: drop the ReLU at the end",
+                        lambda: _after_last_linear(reference, x, F.relu),
+                        where="look at what comes after the Linear layer"),
+                *_linear_output_mistakes(model, reference, x),
             ]
             with torch.no_grad():
                 want = reference(x)
@@ -894,13 +1175,17 @@ def check_predict(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor],
                        "otherwise autograd records a graph that prediction never uses, which costs memory and time")
         expect_tensor(got, want, what=what, mistakes=[
             Mistake("you returned the logits; return the index of the largest logit: logits.argmax(dim=1)",
-                    lambda: logits),
+                    lambda: logits,
+                    where="look at the last step: from logits to one class index per image"),
             Mistake("you returned softmax probabilities; return the class index: logits.argmax(dim=1)",
-                    lambda: F.softmax(logits, dim=1)),
+                    lambda: F.softmax(logits, dim=1),
+                    where="look at the last step: from logits to one class index per image"),
             Mistake("argmax must run over the classes (dim=1), one answer per image; dim=0 runs over the batch",
-                    lambda: logits.argmax(dim=0)),
+                    lambda: logits.argmax(dim=0),
+                    where="look at the dim= of argmax"),
             Mistake("argmax without dim= indexes the flattened tensor; use logits.argmax(dim=1)",
-                    lambda: logits.argmax()),
+                    lambda: logits.argmax(),
+                    where="look at the arguments of argmax"),
             Mistake("those are the largest logits themselves (max's values); the prediction is where they are, the "
                     "class index: argmax(dim=1), or max(dim=1).indices",
                     lambda: logits.max(dim=1).values, where="look at which of max's two results you return"),

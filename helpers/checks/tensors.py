@@ -21,6 +21,11 @@ def _randn(*shape: int, seed: int = 0) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
+def _close_to(got: torch.Tensor, candidates: Sequence[torch.Tensor]) -> bool:
+    """Whether ``got`` is (close to) one of the candidate answers."""
+    return any(torch.allclose(got.double(), c.double(), atol=1e-5, rtol=1e-4) for c in candidates)
+
+
 def check_make_starter_tensors(fn: Callable[[], dict]) -> None:
     got = call(fn)  # also catches torch.set_default_dtype(...) left changed for the whole notebook
     expected = ref.make_starter_tensors()
@@ -29,6 +34,10 @@ def check_make_starter_tensors(fn: Callable[[], dict]) -> None:
     missing = sorted(set(expected) - set(got))
     expect(not missing, f"make_starter_tensors() returned a dict with the keys {sorted(map(str, got))}; it is missing "
                         f"the key(s) {missing}", where="compare your keys, letter by letter, with the task's list")
+    extra = sorted(map(str, set(got) - set(expected)))
+    expect(not extra, f"make_starter_tensors() returned a dict with the keys {sorted(map(str, got))}; the task asks for "
+                      f"exactly {sorted(expected)}, so {extra} should not be there",
+           where="look at every key you put in the dict")
     hints = {
         "zeros": [Mistake("torch.zeros gives float32 by default; ask for dtype=torch.float64",
                           lambda: torch.zeros(2, 3),
@@ -42,9 +51,10 @@ def check_make_starter_tensors(fn: Callable[[], dict]) -> None:
                   Mistake("those are floats; torch.arange with integer arguments gives int64",
                           lambda: torch.arange(0.0, 10.0, 2.0),
                                 where="look at the types of the numbers you pass for 'evens'")],
-        "grid": [Mistake("linspace's third argument is the number of points (5), not the step",
+        "grid": [Mistake("your grid stops at 0.75, before the end point 1.0: arange leaves its end out; "
+                         "torch.linspace(start, end, steps) includes both ends",
                          lambda: torch.arange(0, 1.25, 0.25)[:4],
-                                where="look at what the last argument of your call for 'grid' means")],
+                         where="look at whether the call that makes 'grid' includes its end point")],
         "sevens": [Mistake("torch.full infers int64 from 7; ask for dtype=torch.int32",
                            lambda: torch.full((2, 2), 7),
                                 where="look at the dtype of 'sevens'")],
@@ -55,22 +65,29 @@ def check_make_starter_tensors(fn: Callable[[], dict]) -> None:
 
 
 def check_share_numpy(fn: Callable[[np.ndarray], torch.Tensor], inputs: Sequence[np.ndarray] | None = None) -> None:
-    inputs = inputs if inputs is not None else [np.arange(6, dtype=np.float32).reshape(2, 3), np.ones(4)]
+    # a strided view too: from_numpy shares it as it is, while making it contiguous first copies it
+    inputs = inputs if inputs is not None else [np.arange(6, dtype=np.float32).reshape(2, 3), np.ones(4),
+                                                np.arange(12.0).reshape(3, 4)[:, ::2]]
     for array in inputs:
-        array = array.copy()
+        layout = "" if array.flags.c_contiguous else ", not contiguous"
         got = call(fn, array)
-        expect_tensor(got, ref.share_numpy(array.copy()), what=f"share_numpy(array of shape {array.shape})",
+        expect_tensor(got, ref.share_numpy(array.copy()), what=f"share_numpy(array of shape {array.shape}{layout})",
                       mistakes=[Mistake("you changed the dtype; from_numpy keeps the array's dtype "
                                         f"({array.dtype}), which is what sharing memory needs",
                                         matches=lambda t: isinstance(t, torch.Tensor)
                                         and t.dtype != torch.from_numpy(array).dtype,
                                 where='look at every conversion between the array and the tensor you return')])
-        array.flat[0] += 100
-        expect(got.flatten()[0].item() == array.flat[0],
-               f"share_numpy(array of shape {array.shape}): after the call, adding 100 to the array's first element "
-               f"left your tensor's first element at {got.flatten()[0].item():g}: your tensor is a copy",
-               where="look at which function turns the array into a tensor, and whether it copies (section 3)",
-               mistake="torch.tensor(...) always copies; torch.from_numpy (or torch.as_tensor) shares memory")
+        first = array.flat[0].copy()
+        array.flat[0] = first + 100  # the caller's array: put back below
+        seen = got.flatten()[0].item()
+        array.flat[0] = first
+        expect(seen == first + 100,
+               f"share_numpy(array of shape {array.shape}{layout}): after the call, adding 100 to the array's first "
+               f"element left your tensor's first element at {seen:g}: your tensor is a copy",
+               where="look at every step between the array and the tensor you return, and whether it copies "
+                     "(section 3)",
+               mistake="something on the way copied the data: torch.tensor(...) always copies, and so do .copy() and "
+                       "np.ascontiguousarray of a strided array; torch.from_numpy shares memory with any array")
     passed("share_numpy", len(inputs))
 
 
@@ -125,7 +142,17 @@ def check_center_columns(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Seq
                                 where='look at the dim you reduce over'),
                                 Mistake("you subtracted the mean of the whole tensor; take the mean over dim=0 only",
                                         lambda: x - x.mean(),
-                                where='look at the dim you reduce over')])
+                                where='look at the dim you reduce over'),
+                                Mistake("you summed each column (N rows) but divided by the number of columns (D); "
+                                        "a column's mean divides by N, or use mean(dim=0)",
+                                        lambda: x - x.sum(dim=0, keepdim=True) / x.shape[1],
+                                        where="look at what you divide the column sums by"),
+                                Mistake("you also divided by the standard deviation (standardising); centring only "
+                                        "subtracts each column's mean",
+                                        matches=lambda t: isinstance(t, torch.Tensor) and t.shape == x.shape
+                                        and x.shape[0] > 1 and _close_to(t, [(x - x.mean(0)) / x.std(0, correction=c)
+                                                                             for c in (0, 1)]),
+                                        where="look at every operation after the subtraction")])
     passed("center_columns", len(inputs))
 
 
@@ -184,11 +211,12 @@ def check_pick_scores(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
         (torch.arange(12.0).reshape(3, 4), torch.tensor([0, 3, 1])),
         (_randn(5, 3, seed=7), torch.tensor([2, 2, 0, 1, 0])),
         (_randn(1, 3, seed=9), torch.tensor([2])),  # a batch of one: squeeze() without a dim drops N too
+        (_randn(4, 2, seed=10).double(), torch.tensor([1, 0, 0, 1])),  # picking scores keeps their dtype
     ]
     for scores, labels in inputs:
         got = call(fn, scores, labels)
         expect_tensor(got, ref.pick_scores(scores, labels),
-                      what=f"pick_scores(scores {list(scores.shape)}, labels {list(labels.shape)})",
+                      what=f"pick_scores(scores {list(scores.shape)} {scores.dtype}, labels {list(labels.shape)})",
                       mistakes=[Mistake("scores[:, labels] picks every label for every row (shape [N, N]); "
                                         "pair row i with labels[i]: scores[torch.arange(N), labels] or gather",
                                         lambda: scores[:, labels],
@@ -227,7 +255,11 @@ def check_normalize_rows(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Seq
     for x in inputs:
         got = call(fn, x)
         expect_tensor(got, ref.normalize_rows(x), what=f"normalize_rows(x of shape {list(x.shape)})", given=x,
-                      mistakes=[Mistake("you divided by each row's sum; length means the Euclidean norm, "
+                      mistakes=[Mistake("you divided by each row's squared length (the sum of squares); the "
+                                        "length is its square root: torch.linalg.vector_norm(x, dim=1, keepdim=True)",
+                                        lambda: x / (x ** 2).sum(dim=1, keepdim=True),
+                                        where="look at what you divide by: the length, or its square?"),
+                                Mistake("you divided by each row's sum; length means the Euclidean norm, "
                                         "torch.linalg.vector_norm(x, dim=1, keepdim=True)",
                                         lambda: x / x.sum(dim=1, keepdim=True),
                                 where='look at what you divide by: which length?'),
@@ -283,6 +315,13 @@ def check_batch_to(fn: Callable[[dict, torch.device], dict], inputs: Sequence[di
                                "put that new tensor in the dict you return" if moved is value else None)
                 expect_tensor(moved, value.to(device), what=f"batch['{key}']")
             else:
+                expect(not isinstance(got[key], torch.Tensor),
+                       f"batch_to: batch['{key}'] ({describe(value)}) is not a tensor, so it should come back as it "
+                       f"is, but your result holds {describe(got[key])}",
+                       where="look at what your code does with values that are not tensors",
+                       mistake="only tensors move: turning other values into tensors (torch.tensor, as_tensor) "
+                               "changes what the rest of the program gets; check isinstance(value, torch.Tensor) "
+                               "and keep the others as they are")
                 expect(got[key] is value or got[key] == value,
                        f"batch_to: batch['{key}'] ({describe(value)}) is not a tensor, so it should come back as it "
                        f"is, but your result holds {describe(got[key])}",
@@ -333,18 +372,24 @@ def check_class_means(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tens
         expect_tensor(got, ref.class_means(features, labels, num_classes), what=what, mistakes=[
             Mistake(f"class(es) {empty} have no examples and your rows for them are NaN (0 / 0); the task asks for "
                     "zeros there", matches=lambda g: isinstance(g, torch.Tensor) and bool(empty)
-                    and g.shape == sums.shape and bool(g[empty].isnan().any())),
+                    and g.shape == sums.shape and bool(g[empty].isnan().any()),
+                    where="look at what your division does for a class with no examples (a count of 0)"),
             Mistake(f"you divided every class's sum by the number of examples ({len(labels)}); "
-                    "a mean divides by that class's own count", lambda: sums / len(labels)),
-            Mistake("those are the sums of each class's features, not their means", lambda: sums),
+                    "a mean divides by that class's own count", lambda: sums / len(labels),
+                    where="look at what you divide each class's sum by"),
+            Mistake("those are the sums of each class's features, not their means", lambda: sums,
+                    where="look at the last step: from each class's sum to its mean"),
             Mistake("your result is transposed: one row per class, one column per feature",
-                    lambda: (sums / counts.clamp(min=1)[:, None]).T),
+                    lambda: (sums / counts.clamp(min=1)[:, None]).T,
+                    where="look at which dim of the result runs over the classes"),
             Mistake(f"you took the number of classes from the largest label ({int(labels.max()) + 1}); use num_classes "
                     f"({num_classes}): a class may have no examples", matches=lambda g: isinstance(g, torch.Tensor)
-                    and g.dim() == 2 and g.shape[0] == int(labels.max()) + 1 != num_classes),
+                    and g.dim() == 2 and g.shape[0] == int(labels.max()) + 1 != num_classes,
+                    where="look at where the number of rows comes from: the num_classes argument, or the labels?"),
             Mistake("the counts were divided along the wrong dimension: they have one value per class, so they must "
                     "line up with the rows (shape [C, 1]), not with the columns",
-                    lambda: sums / counts.clamp(min=1)),
+                    lambda: sums / counts.clamp(min=1),
+                    where="look at the shape of the counts when you divide: do they line up with the rows?"),
         ], given=features)
         problem = _meta_device_problem(fn, features, labels, num_classes)
         expect(problem is None, f"{what}, with the same inputs on another device ('meta'): {problem}; the result "

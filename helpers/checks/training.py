@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from helpers.checks import (Allow, CheckError, Mistake, call, describe, expect, expect_close, expect_tensor,
                            HostTensor, host_collate, modes, passed, same_value, substitute)
+from helpers.checks.devices import Placed, is_on_device, outputs_on_device, unplaced
 from helpers.reference import training as ref
 
 N_FEATURES, N_CLASSES = 6, 3
@@ -105,8 +106,17 @@ def _record_forward(model: nn.Module) -> list[Forward]:
 
 
 def _by_hand(seen: list[Forward], method: str) -> str:
-    return (f"the model's own training flag was set, but not its submodules': setting model.training by hand "
-            f"changes only the top-level flag. Call model.{method}(), which sets it on every submodule")
+    return (f"setting model.training by hand changes only the top-level flag. Call model.{method}(), which sets "
+            "it on every submodule")
+
+
+def _by_hand_symptom(what: str, method: str) -> str:
+    mode = "training" if method == "train" else "eval"
+    return (f"{what}: during the forward passes the model's own flag said {mode} mode, but its submodules "
+            f"(dropout, batch norm) were not in {mode} mode")
+
+
+_WHERE_MODE = "look at how your function sets the model's mode (model.train(), model.eval(), model.training)"
 
 
 def _call(fn: Callable[..., Any], *args: Any, hints: Sequence[tuple[str, str]] = (), allow: Allow = Allow()) -> Any:
@@ -118,7 +128,10 @@ def _call(fn: Callable[..., Any], *args: Any, hints: Sequence[tuple[str, str]] =
         for needle, message in hints:
             if needle in cause:
                 raise CheckError(f"{getattr(fn, '__name__', 'your function')} raised "
-                                 f"{type(error.__cause__).__name__}: {message}") from None
+                                 f"{type(error.__cause__).__name__}: {cause.splitlines()[0][:160]}",
+                                 where="look at the line that raised (listed below the message in a notebook) and "
+                                       "at the tensors it hands on",
+                                 mistake=message) from None
         raise
 
 
@@ -131,10 +144,12 @@ def _first_difference(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor
 
 def _expect_float(got: Any, what: str) -> None:
     if isinstance(got, torch.Tensor):
-        raise CheckError(f"{what} is a tensor ({describe(got)}); return a plain Python float: "
-                         "use .item() on the loss (a kept loss tensor also keeps its whole graph in memory)")
+        raise CheckError(f"{what} is a tensor ({describe(got)}); expected a plain Python float",
+                         where="look at how the number you return is computed from the losses",
+                         mistake="use .item() on the loss (a kept loss tensor also keeps its whole graph in memory)")
     expect(isinstance(got, (int, float)) and not isinstance(got, bool),
-           f"{what} should be a Python float, but is {describe(got)}")
+           f"{what} should be a Python float, but is {describe(got)}",
+           where="look at the value you return")
 
 
 # ---------------------------------------------------------------- losses and targets
@@ -156,24 +171,30 @@ def check_to_class_targets(fn: Callable[[torch.Tensor], torch.Tensor], inputs: S
             Mistake("you returned each row's largest value, not its position: max(dim=1) gives (values, indices), "
                     "and the class is the index (or use argmax(dim=1))",
                     matches=lambda t: isinstance(t, torch.Tensor) and t.shape == one_hot.shape[:1]
-                    and torch.equal(t.double(), one_hot.max(dim=1).values.double())),
+                    and torch.equal(t.double(), one_hot.max(dim=1).values.double()),
+                    where="look at what you take from max(): its values, or its indices?"),
             Mistake("nonzero() lists every nonzero entry; a row of probabilities has several, so the count of "
                     "results is not one per row. The class is the position of the row's largest value",
                     matches=lambda t: isinstance(t, torch.Tensor) and not exact
-                    and same_value(t, one_hot.nonzero()[:, 1])),
+                    and same_value(t, one_hot.nonzero()[:, 1]),
+                    where="look at how you find each row's class: does it give exactly one per row?"),
             Mistake("the probability-weighted average of the class numbers is the row's largest value's position "
                     "only for exact one-hot rows; the class is the position of the largest value",
                     matches=lambda t: isinstance(t, torch.Tensor) and not exact and t.shape == one_hot.shape[:1]
                     and any(torch.equal(t.double(), w) for w in ((one_hot * classes).sum(dim=1).double().round(),
-                                                                 (one_hot * classes).sum(dim=1).double().floor()))),
+                                                                 (one_hot * classes).sum(dim=1).double().floor())),
+                    where="look at how you find each row's class: the position of its largest value"),
             Mistake("you took argmax over dim=0 (down the batch); each row is one sample, so use argmax(dim=1)",
-                    lambda: one_hot.argmax(dim=0)),
+                    lambda: one_hot.argmax(dim=0),
+                    where="look at the dim= you reduce over"),
             Mistake("that is still one-hot [N, C]; CrossEntropyLoss's standard targets are the class indices, shape [N]",
-                    matches=lambda t: isinstance(t, torch.Tensor) and t.shape == one_hot.shape),
+                    matches=lambda t: isinstance(t, torch.Tensor) and t.shape == one_hot.shape,
+                    where="look at the shape of what you return: one class index per row"),
             Mistake("the indices are floats; CrossEntropyLoss wants class indices as int64 (torch.long), "
                     "which argmax already returns",
                     matches=lambda t: isinstance(t, torch.Tensor) and t.is_floating_point()
-                    and torch.equal(t, one_hot.argmax(dim=1).to(t.dtype))),
+                    and torch.equal(t, one_hot.argmax(dim=1).to(t.dtype)),
+                    where="look at the dtype of what you return"),
         ])
         logits = torch.zeros(len(one_hot), one_hot.shape[1])
         nn.functional.cross_entropy(logits, got)  # they are usable as targets
@@ -199,19 +220,23 @@ def check_binary_loss(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
         got = _call(fn, leaf, labels, hints=hints)
         what = f"binary_loss(logits {list(logits.shape)}, labels {list(labels.shape)})"
         expect(isinstance(got, torch.Tensor),
-               f"{what} should return the loss as a tensor (so backward() can run), not {describe(got)}")
+               f"{what} should return the loss as a tensor (so backward() can run), not {describe(got)}",
+               where="look at the value you return: the loss function's output itself")
         expect(got.grad_fn is not None,
-               f"{what} is cut off from the graph (did you call .item(), .detach() or build a new tensor?); "
-               "backward() could not reach the model")
+               f"{what} is cut off from the graph (its grad_fn is None), so backward() could not reach the model",
+               where="look for .item(), .detach() or a new tensor (torch.tensor(...)) between the loss and your return")
         with torch.no_grad():
             want = ref.binary_loss(logits, labels)
             mistakes = [
                 Mistake("you applied a sigmoid and then BCEWithLogitsLoss, which applies its own: "
-                        "pass the raw logits", lambda: nn.BCEWithLogitsLoss()(torch.sigmoid(logits), labels.float())),
+                        "pass the raw logits", lambda: nn.BCEWithLogitsLoss()(torch.sigmoid(logits), labels.float()),
+                        where="look at what you pass to the loss: raw scores, or something computed from them?"),
                 Mistake("you summed the losses (reduction='sum'); the default reduction='mean' averages them",
-                        lambda: nn.BCEWithLogitsLoss(reduction="sum")(logits, labels.float())),
+                        lambda: nn.BCEWithLogitsLoss(reduction="sum")(logits, labels.float()),
+                        where="look at the reduction= of your loss"),
                 Mistake("you returned one loss per element (reduction='none'); average them to one number",
-                        lambda: nn.BCEWithLogitsLoss(reduction="none")(logits, labels.float())),
+                        lambda: nn.BCEWithLogitsLoss(reduction="none")(logits, labels.float()),
+                        where="look at the reduction= of your loss"),
                 Mistake("the arguments are swapped: the raw scores come first and the labels (the targets) second",
                         lambda: nn.functional.binary_cross_entropy_with_logits(labels.float(), logits),
                         where="look at the order of the arguments you pass to the loss"),
@@ -253,19 +278,25 @@ def check_accuracy(fn: Callable[[torch.Tensor, torch.Tensor], float],
         correct = int((logits.argmax(dim=1) == targets).sum())
         mistakes = [
             Mistake("you took argmax over dim=0 (down the batch); the classes run along dim=1",
-                    lambda: (logits.argmax(dim=0) == targets).float().mean().item()),
+                    lambda: (logits.argmax(dim=0) == targets).float().mean().item(),
+                    where="look at the dim= of argmax"),
             Mistake("// is integer division: the count of correct predictions // the number of samples is 0 unless "
                     "every prediction is right; divide with /",
-                    lambda: float(correct // len(targets))),
+                    lambda: float(correct // len(targets)),
+                    where="look at the division at the end"),
             Mistake("you compared each row's largest score (max(dim=1).values) with the targets; the predicted "
                     "class is its position (argmax(dim=1), or max(dim=1).indices)",
-                    lambda: (logits.max(dim=1).values == targets).float().mean().item()),
+                    lambda: (logits.max(dim=1).values == targets).float().mean().item(),
+                    where="look at what you take from max(): its values, or its indices?"),
             Mistake("you divided by the number of classes (logits.shape[1]); divide by the number of samples",
-                    lambda: correct / logits.shape[1]),
+                    lambda: correct / logits.shape[1],
+                    where="look at what you divide the count of correct predictions by"),
             Mistake("that is the number of correct predictions; divide by the number of samples for a fraction",
-                    lambda: (logits.argmax(dim=1) == targets).sum().item()),
+                    lambda: (logits.argmax(dim=1) == targets).sum().item(),
+                    where="look at the last step: from the count of correct predictions to a fraction"),
             Mistake("that is a percentage; return a fraction between 0 and 1",
-                    lambda: 100 * want),
+                    lambda: 100 * want,
+                    where="look at the scale of what you return: a fraction, not a percentage"),
         ]
         plain = _plain(got)
         if not same_value(plain, want):
@@ -392,8 +423,10 @@ def _expect_rng_as_reference(got_rng: torch.Tensor, want_rng: torch.Tensor, what
     """The global random stream advanced exactly as the reference's did (dropout only): no reseeding, no extra draws."""
     expect(torch.equal(got_rng, want_rng),
            f"{what}: afterwards torch's global random stream is not where the batches' dropout alone leaves it "
-           "(the reference run from the same state ends elsewhere). Your function reseeded it (torch.manual_seed) "
-           "or drew random numbers of its own; the caller's random stream is theirs: leave it to dropout")
+           "(the reference run from the same state ends elsewhere)",
+           where="look for torch.manual_seed and for random draws of your own (torch.randn, randperm, a new layer)",
+           mistake="your function reseeded it (torch.manual_seed) or drew random numbers of its own; the caller's "
+                   "random stream is theirs: leave it to dropout")
 
 
 def check_train_one_epoch_updates(fn: Callable[..., float], inputs: Sequence[Case] | None = None) -> None:
@@ -402,24 +435,29 @@ def check_train_one_epoch_updates(fn: Callable[..., float], inputs: Sequence[Cas
     for case in inputs:
         _, got, seen = _run_epoch(fn, case, dropout=True, start_in_eval=True)
         what = f"train_one_epoch on {case}"
-        expect(seen, f"{what}: the model was never called; run model(inputs) for every batch of the loader")
-        expect(not any(f.by_hand for f in seen), f"{what}: {_by_hand(seen, 'train')}")
+        expect(seen, f"{what}: the model was never called",
+               where="look at your loop over the loader: does it run model(inputs) for every batch?")
+        expect(not any(f.by_hand for f in seen), _by_hand_symptom(what, "train"), where=_WHERE_MODE,
+               mistake=_by_hand(seen, "train"))
         expect(all(f.training for f in seen),
                f"{what}: the model arrived in eval mode and its forward passes ran in eval mode: dropout stayed off "
                "while it trained", where="look at the model's mode before the first batch",
                mistake="you forgot model.train(): call it at the start of the epoch")
         expect(all(f.grad for f in seen),
-               f"{what}: the forward pass ran without gradient tracking (torch.no_grad()?); training needs gradients")
+               f"{what}: the forward pass ran without gradient tracking; training needs gradients",
+               where="look at what surrounds the forward pass: a torch.no_grad() or inference_mode() block?")
         got_rng = _LAST_RNG[0]
         want = ref_state = _run_epoch(ref.train_one_epoch, case, dropout=True, start_in_eval=True)[1]
         _expect_rng_as_reference(got_rng, _LAST_RNG[0], what)
         mistakes = [
             Mistake("you forgot optimizer.zero_grad(): gradients accumulated across steps, so every update "
                     "also repeated all the earlier batches' gradients",
-                    lambda: _run_epoch(_epoch_variant(zero_grad=False), case, dropout=True, start_in_eval=True)[1]),
+                    lambda: _run_epoch(_epoch_variant(zero_grad=False), case, dropout=True, start_in_eval=True)[1],
+                    where="look at what happens to the gradients between one batch and the next"),
             Mistake("your parameters did not change: call optimizer.step() after loss.backward() "
                     "(and zero_grad() before backward, not between backward and step)",
-                    lambda: _run_epoch(_epoch_variant(step=False), case, dropout=True, start_in_eval=True)[1]),
+                    lambda: _run_epoch(_epoch_variant(step=False), case, dropout=True, start_in_eval=True)[1],
+                    where="look at the order of zero_grad, backward and step in each batch"),
             Mistake("you computed a plain cross-entropy instead of calling the loss_fn you were given (here a "
                     "CrossEntropyLoss with label smoothing); use loss_fn(logits, targets)",
                     lambda: _run_epoch(_epoch_variant(plain_loss=True), case, dropout=True, start_in_eval=True)[1],
@@ -461,9 +499,11 @@ def check_train_one_epoch_loss(fn: Callable[..., float], inputs: Sequence[Case] 
         what = f"train_one_epoch on {case}"
         want_state = _run_epoch(ref.train_one_epoch, case, dropout=False, start_in_eval=False)[1]
         expect(same_value(state, want_state),
-               f"{what}: the parameter updates differ from the reference, so the losses cannot match; "
-               "fix the updates first (zero_grad, forward, loss, backward, step for every batch)")
-        expect(got is not None, f"{what} returned None; return the epoch's mean loss as a float")
+               f"{what}: the parameter updates differ from the reference, so the losses cannot match",
+               where="look at each batch's steps: zero_grad, forward, loss, backward, step",
+               mistake="fix the updates first (check_train_one_epoch_updates names what differs)")
+        expect(got is not None, f"{what} returned None; expected the epoch's mean loss as a float",
+               where="look at the end of your function: its return statement")
         _expect_float(got, f"the value {what} returned")
         # the lesson: "adding up the loss tensors instead would keep every batch's graph alive"
         expect(not kept_graphs,
@@ -478,16 +518,21 @@ def check_train_one_epoch_loss(fn: Callable[..., float], inputs: Sequence[Case] 
         expect_close(got, want, what=f"the mean loss {what} returned", mistakes=[
             Mistake(f"you averaged the batch means, so the last batch ({sizes[-1]} samples) counted as much as a "
                     f"full one ({sizes[0]}); add loss.item() * batch_size and divide by the number of samples",
-                    lambda: sum(losses) / len(losses)),
+                    lambda: sum(losses) / len(losses),
+                    where="look at how the batches' losses are combined: what is each one weighted by?"),
             Mistake("you returned only the last batch's loss; average over the whole epoch",
-                    lambda: losses[-1]),
+                    lambda: losses[-1],
+                    where="look at where the loss you return is computed: inside the loop, or after it?"),
             Mistake("you summed the batch losses; divide by the number of samples",
-                    lambda: sum(losses)),
+                    lambda: sum(losses),
+                    where="look at the last step: from the total to a mean per sample"),
             Mistake("you divided the weighted total by the number of batches; divide by the number of samples",
-                    lambda: sum(l * s for l, s in trace) / len(trace)),
+                    lambda: sum(l * s for l, s in trace) / len(trace),
+                    where="look at what you divide the weighted total by"),
             Mistake(f"you divided by batch_size x number of batches ({sizes[0]} x {len(sizes)}), which counts the "
                     f"smaller last batch ({sizes[-1]} samples) as a full one; divide by the number of samples",
-                    lambda: sum(l * s for l, s in trace) / (sizes[0] * len(sizes))),
+                    lambda: sum(l * s for l, s in trace) / (sizes[0] * len(sizes)),
+                    where="look at what you divide the weighted total by: does it count the last, smaller batch right?"),
         ])
     passed("train_one_epoch (mean loss)", len(inputs))
 
@@ -529,8 +574,10 @@ def check_evaluate_modes(fn: Callable[..., tuple[float, float]], inputs: Sequenc
     for case in inputs:
         _, model, before, seen = _run_evaluate(fn, case, dropout=True)
         what = f"evaluate on {case}"
-        expect(seen, f"{what}: the model was never called; run model(inputs) for every batch")
-        expect(not any(f.by_hand for f in seen), f"{what}: {_by_hand(seen, 'eval')}")
+        expect(seen, f"{what}: the model was never called",
+               where="look at your loop over the loader: does it run model(inputs) for every batch?")
+        expect(not any(f.by_hand for f in seen), _by_hand_symptom(what, "eval"), where=_WHERE_MODE,
+               mistake=_by_hand(seen, "eval"))
         expect(all(f.evaluating for f in seen),
                f"{what}: the model arrived in training mode and its forward passes ran in training mode: dropout "
                "was still dropping units", where="look at the model's mode before the first batch",
@@ -540,12 +587,18 @@ def check_evaluate_modes(fn: Callable[..., tuple[float, float]], inputs: Sequenc
                where="look at what surrounds the loop",
                mistake="wrap the loop in `with torch.no_grad():` so PyTorch does not keep every activation for a "
                        "backward pass that never comes (memory and time)")
-        expect(torch.equal(*_LAST_RNG), f"{what}: torch's global random stream changed during evaluation; "
-               "evaluation draws nothing at random, and the caller's random stream is theirs")
+        expect(torch.equal(*_LAST_RNG), f"{what}: torch's global random stream changed during evaluation, which "
+               "draws nothing at random",
+               where="look for torch.manual_seed, random draws (torch.randn, randperm), and the model's mode "
+                     "(dropout in training mode draws)")
         expect(all(p.grad is None for p in model.parameters()),
-               f"{what}: the parameters have gradients afterwards; evaluation must not call backward()")
+               f"{what}: the parameters have gradients afterwards",
+               where="look for backward() in your function",
+               mistake="evaluation must not call backward()")
         expect(same_value(_state(model), before),
-               f"{what}: the parameters changed; evaluation must not call optimizer.step()")
+               f"{what}: the parameters changed",
+               where="look for optimizer.step() or in-place changes of the model in your function",
+               mistake="evaluation must not call optimizer.step()")
         # task: "Afterwards the model may be left in evaluation mode or in the mode it came in": a model handed
         # over in eval mode (as a model about to predict is) must leave in eval mode
         _, model, _, _ = _run_evaluate(fn, case, dropout=True, start_in_eval=True)
@@ -577,7 +630,8 @@ def check_evaluate_values(fn: Callable[..., tuple[float, float]], inputs: Sequen
         got, _, _, _ = _run_evaluate(fn, case, dropout=False)
         what = f"evaluate on {case}"
         expect(isinstance(got, (tuple, list)) and len(got) == 2,
-               f"{what} should return a pair (mean loss, accuracy), but returned {describe(got)}")
+               f"{what} should return a pair (mean loss, accuracy), but returned {describe(got)}",
+               where="look at your return statement")
         loss, acc = got
         trace = _evaluate_trace(case)
         n = sum(size for _, _, size in trace)
@@ -585,7 +639,9 @@ def check_evaluate_values(fn: Callable[..., tuple[float, float]], inputs: Sequen
         want_acc = sum(c for _, c, _ in trace) / n
         expect(not (same_value(_plain(loss), want_acc) and same_value(_plain(acc), want_loss)
                     and not same_value(want_loss, want_acc)),
-               f"{what}: you returned (accuracy, loss); return (loss, accuracy) in that order")
+               f"{what}: your first value is the expected accuracy and your second the expected loss",
+               where="look at the order of the values in your return statement",
+               mistake="you returned (accuracy, loss); return (loss, accuracy) in that order")
         _expect_float(loss, f"the loss {what} returned")
         _expect_float(acc, f"the accuracy {what} returned")
         sizes = [size for _, _, size in trace]
@@ -597,22 +653,29 @@ def check_evaluate_values(fn: Callable[..., tuple[float, float]], inputs: Sequen
                     where="look at which function computes each batch's loss"),
             Mistake(f"you averaged the batch means, so the last batch ({sizes[-1]} samples) counted as much as a "
                     f"full one ({sizes[0]}); add loss.item() * batch_size and divide by the number of samples",
-                    lambda: sum(l for l, _, _ in trace) / len(trace)),
+                    lambda: sum(l for l, _, _ in trace) / len(trace),
+                    where="look at how the batches' losses are combined: what is each one weighted by?"),
             Mistake("you summed the batch losses; divide by the number of samples",
-                    lambda: sum(l for l, _, _ in trace)),
+                    lambda: sum(l for l, _, _ in trace),
+                    where="look at the last step: from the total to a mean per sample"),
             Mistake("you returned only the last batch's loss; average over every sample",
-                    lambda: trace[-1][0]),
+                    lambda: trace[-1][0],
+                    where="look at where the loss you return is computed: inside the loop, or after it?"),
         ])
         expect_close(acc, want_acc, what=f"the accuracy {what} returned", mistakes=[
             Mistake("you averaged the batch accuracies, so the smaller last batch counted as much as a full one; "
                     "count the correct predictions and divide by the number of samples",
-                    lambda: sum(c / size for _, c, size in trace) / len(trace)),
+                    lambda: sum(c / size for _, c, size in trace) / len(trace),
+                    where="look at how the batches' accuracies are combined: what is each one weighted by?"),
             Mistake("that is the number of correct predictions; divide by the number of samples",
-                    lambda: sum(c for _, c, _ in trace)),
+                    lambda: sum(c for _, c, _ in trace),
+                    where="look at the last step: from the count of correct predictions to a fraction"),
             Mistake("that is a percentage; return a fraction between 0 and 1",
-                    lambda: 100 * want_acc),
+                    lambda: 100 * want_acc,
+                    where="look at the scale of what you return: a fraction, not a percentage"),
             Mistake("you returned only the last batch's accuracy; count over every sample",
-                    lambda: trace[-1][1] / trace[-1][2]),
+                    lambda: trace[-1][1] / trace[-1][2],
+                    where="look at where the accuracy you return is computed: inside the loop, or after it?"),
         ])
     passed("evaluate (loss and accuracy)", len(inputs))
 
@@ -701,8 +764,9 @@ def check_fit_schedule(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
         _, got, scheduler, batches, seen = _run_fit(fn, fit_case, one_cycle=True, clip=False)
         what = f"fit on {fit_case}"
         expect(not seen or all(f.training for f in seen),
-               f"{what}: the model arrived in eval mode (as evaluate leaves it) and trained in it: call model.train() "
-               "at the start of fit, so dropout and batch norm behave as in training")
+               f"{what}: the model arrived in eval mode (as evaluate leaves it) and trained in it",
+               where="look at the start of fit, before the first batch",
+               mistake="call model.train() at the start of fit, so dropout and batch norm behave as in training")
         steps, epochs = scheduler.last_epoch, fit_case.epochs
         symptom = (f"{what}: the scheduler took {steps} steps; {epochs} epochs x {batches} batches = "
                    f"{epochs * batches} updates")
@@ -744,11 +808,14 @@ def check_fit_clipping(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
         mistakes = [
             Mistake("the gradients were not clipped before the update: call "
                     "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) after loss.backward() "
-                    "and before optimizer.step()", lambda: twin(_fit_variant(clip="none"))),
+                    "and before optimizer.step()", lambda: twin(_fit_variant(clip="none")),
+                    where="look at what happens to the gradients between loss.backward() and optimizer.step()"),
             Mistake("you clipped each gradient value (clip_grad_value_); clip the total norm with clip_grad_norm_",
-                    lambda: twin(_fit_variant(clip="value"))),
+                    lambda: twin(_fit_variant(clip="value")),
+                    where="look at the clipping function you call"),
             Mistake("you clipped to a fixed norm of 1.0; use the max_norm argument",
-                    lambda: twin(_fit_variant(fixed_norm=1.0))),
+                    lambda: twin(_fit_variant(fixed_norm=1.0)),
+                    where="look at the arguments of your clipping call"),
         ]
         if not same_value(got, want):
             mistake = next((m for m in mistakes if m.explains(got)), None)
@@ -766,18 +833,28 @@ def check_fit_history(fn: Callable[..., list[float]], inputs: Sequence[FitCase] 
         got, _, _, batches, _ = _run_fit(fn, fit_case, one_cycle=True, clip=True)
         what = f"fit on {fit_case}"
         want = _run_fit(ref.fit, fit_case, one_cycle=True, clip=True)[0]
-        expect(got is not None, f"{what} returned None; return the list of every batch's loss")
-        expect(isinstance(got, list), f"{what} should return a list of floats, not {describe(got)}")
+        expect(got is not None, f"{what} returned None; expected the list of every batch's loss",
+               where="look at the end of fit: its return statement")
+        expect(isinstance(got, list), f"{what} should return a list of floats, not {describe(got)}",
+               where="look at how you build the history you return: a Python list, one append per batch")
         tensors = [v for v in got if isinstance(v, torch.Tensor)]
         expect(not any(t.grad_fn is not None for t in tensors),
                f"{what}: your history holds loss tensors that are still attached to their graphs, so every "
-               "step's whole graph stays in memory; append loss.item() (a float) instead")
-        expect(not tensors, f"{what}: your history holds tensors; append loss.item(), a plain Python float")
+               "step's whole graph stays in memory",
+               where="look at what you append to the history at each batch",
+               mistake="append loss.item() (a float) instead of the loss tensor")
+        expect(not tensors, f"{what}: your history holds tensors; expected Python floats",
+               where="look at what you append to the history at each batch",
+               mistake="append loss.item(), a plain Python float")
         expect(len(got) != fit_case.epochs,
-               f"{what}: you logged one value per epoch; log every batch's loss ({len(want)} values)")
+               f"{what}: the history has {len(got)} values, one per epoch; expected every batch's loss ({len(want)} "
+               "values)",
+               where="look at where you append to the history: inside the loop over the batches, or after it?",
+               mistake="you logged one value per epoch; log every batch's loss")
         expect(len(got) == len(want),
                f"{what}: the history has {len(got)} values; it should have one per batch, "
-               f"{fit_case.epochs} epochs x {batches} batches = {len(want)}")
+               f"{fit_case.epochs} epochs x {batches} batches = {len(want)}",
+               where="look at where you append to the history: once for every batch of every epoch?")
         for i, (value, expected) in enumerate(zip(got, want)):
             expect_close(value, expected, what=f"{what}: history[{i}]")
     passed("fit (loss history)", len(inputs))
@@ -808,58 +885,43 @@ def check_make_optimizer(fn: Callable[..., torch.optim.Optimizer],
         want = ref.make_optimizer(kind, params, lr)
         if type(got) is torch.optim.Adam and kind == "adamw":
             if got.defaults.get("weight_decay"):
-                raise CheckError(f"{what}: Adam(weight_decay=...) adds the decay to the gradient (L2 regularisation), "
-                                 "which Adam's scaling then weakens; AdamW applies it to the weights directly. "
-                                 "Use torch.optim.AdamW")
-            raise CheckError(f"{what}: that is Adam; ask for torch.optim.AdamW(params, lr=lr, weight_decay=0.01)")
-        expect(isinstance(got, torch.optim.Optimizer), f"{what} should return an optimizer, not {describe(got)}")
-        expect(type(got) is type(want), f"{what} returned {type(got).__name__}; expected {type(want).__name__}")
+                raise CheckError(f"{what} returned Adam with weight_decay={got.defaults['weight_decay']}; expected "
+                                 "AdamW",
+                                 where="look at the optimizer class your 'adamw' branch builds",
+                                 mistake="Adam(weight_decay=...) adds the decay to the gradient (L2 regularisation), "
+                                         "which Adam's scaling then weakens; AdamW applies it to the weights "
+                                         "directly. Use torch.optim.AdamW")
+            raise CheckError(f"{what} returned Adam; expected AdamW",
+                             where="look at the optimizer class your 'adamw' branch builds",
+                             mistake="ask for torch.optim.AdamW(params, lr=lr, weight_decay=0.01)")
+        expect(isinstance(got, torch.optim.Optimizer), f"{what} should return an optimizer, not {describe(got)}",
+               where="look at your return statement")
+        expect(type(got) is type(want), f"{what} returned {type(got).__name__}; expected {type(want).__name__}",
+               where=f"look at the optimizer class your {kind!r} branch builds")
         group = got.param_groups[0] if got.param_groups else {}
         expect([id(p) for g in got.param_groups for p in g["params"]] == [id(p) for p in params],
-               f"{what}: the optimizer does not hold the parameters it was given; pass params to it")
-        expect(group.get("lr") == lr, f"{what}: the learning rate is {group.get('lr')}; use the lr argument ({lr})")
+               f"{what}: the optimizer does not hold the parameters it was given",
+               where="look at the first argument of the optimizer you build",
+               mistake="pass params to it")
+        expect(group.get("lr") == lr, f"{what}: the learning rate is {group.get('lr')}; expected {lr}",
+               where="look at the lr= you pass to the optimizer",
+               mistake=f"use the lr argument ({lr})")
         if kind == "sgd":
-            expect(group.get("momentum") == 0.9, f"{what}: SGD without momentum=0.9 (yours: {group.get('momentum')}) "
-                                                  "starts slowly and stalls on noisy gradients; pass momentum=0.9")
+            expect(group.get("momentum") == 0.9, f"{what}: SGD's momentum is {group.get('momentum')}; expected 0.9",
+                   where="look at the arguments of your torch.optim.SGD",
+                   mistake="SGD without momentum starts slowly and stalls on noisy gradients; pass momentum=0.9")
         if kind == "adamw":
             expect(group.get("weight_decay") == 0.01,
-                   f"{what}: weight_decay should be 0.01 (yours: {group.get('weight_decay')})")
+                   f"{what}: weight_decay should be 0.01 (yours: {group.get('weight_decay')})",
+                   where="look at the arguments of your torch.optim.AdamW")
         if kind == "adam":
-            expect(group.get("weight_decay") == 0, f"{what}: plain Adam here, without weight decay")
+            expect(group.get("weight_decay") == 0, f"{what}: weight_decay is {group.get('weight_decay')}; plain Adam "
+                   "here, without weight decay",
+                   where="look at the arguments of your torch.optim.Adam")
     passed("make_optimizer", len(inputs))
 
 
 # ---------------------------------------------------------------- the classifier's device handling (self-check)
-
-
-class _OnDevice(torch.Tensor):
-    """A model output still "on the model's device": a stand-in for a GPU result on a grader without a GPU.
-
-    It behaves like an ordinary tensor, and what is computed from it stays an _OnDevice, until ``.cpu()`` or
-    ``.to("cpu")`` brings it back as an ordinary tensor. A result that comes back as an _OnDevice was never
-    moved to the CPU.
-    """
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        name = getattr(func, "__name__", "")
-        if name in ("cpu", "to"):
-            target = kwargs.get("device", next((a for a in args[1:] if isinstance(a, (torch.device, str))), None))
-            if name == "cpu" or (target is not None and torch.device(target).type == "cpu"):
-                with torch._C.DisableTorchFunctionSubclass():
-                    out = func(*args, **kwargs)
-                return out.as_subclass(torch.Tensor) if isinstance(out, torch.Tensor) else out
-        return super().__torch_function__(func, types, args, kwargs)
-
-
-def _outputs_on_device(model: nn.Module) -> None:
-    """Every output of ``model`` comes back as an :class:`_OnDevice` tensor."""
-
-    def mark(module: nn.Module, args: Any, out: torch.Tensor) -> torch.Tensor:
-        return out.as_subclass(_OnDevice)
-
-    model.register_forward_hook(mark)
 
 
 def check_classify(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor], inputs: Sequence[Case] | None = None) -> None:
@@ -871,7 +933,7 @@ def check_classify(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor], inputs
             model = _model(case, dropout=True).train()
             reference = _model(case, dropout=True).eval()
         seen = _record_forward(model)
-        _outputs_on_device(model)
+        outputs_on_device(model)  # the framework's stand-in: its outputs are on a device of their own
         images = torch.randn(case.n, N_FEATURES, generator=torch.Generator().manual_seed(case.seed))
         what = f"classify(model, {case.n} images)"
         # task: "Predictions are deterministic (no dropout)": switching the model to eval mode is part of the job.
@@ -893,16 +955,24 @@ def check_classify(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor], inputs
         torch.set_rng_state(rng)
         with torch.no_grad():
             want = reference(images).argmax(dim=1)
-        expect(seen, f"{what}: the model was never called")
-        expect(all(f.evaluating for f in seen), f"{what}: call model.eval() first: dropout was active")
-        expect(not any(f.grad for f in seen), f"{what}: run the model inside `with torch.no_grad():`")
-        expect(not rng_changed, f"{what}: torch's global random stream changed; predicting draws nothing at random")
-        on_device = isinstance(got, _OnDevice)
-        if isinstance(got, (HostTensor, _OnDevice)):
-            got = got.as_subclass(torch.Tensor)
+        expect(seen, f"{what}: the model was never called",
+               where="look for the call model(images) in your function")
+        expect(all(f.evaluating for f in seen), f"{what}: the model ran in training mode: dropout was active",
+               where="look at the model's mode before the forward pass",
+               mistake="call model.eval() first")
+        expect(not any(f.grad for f in seen), f"{what}: the forward pass recorded an autograd graph (gradient "
+               "tracking was on)",
+               where="look at what surrounds the forward pass",
+               mistake="run the model inside `with torch.no_grad():`")
+        expect(not rng_changed, f"{what}: torch's global random stream changed; predicting draws nothing at random",
+               where="look for torch.manual_seed and random draws in your function, and at the model's mode")
+        on_device = is_on_device(got)
+        if isinstance(got, Placed):
+            got = unplaced(got)
         expect_tensor(got, want, what=what, mistakes=[
             Mistake("you returned the logits; return the class of each image, argmax(dim=1)",
-                    matches=lambda t: isinstance(t, torch.Tensor) and t.shape == (case.n, N_CLASSES))])
+                    matches=lambda t: isinstance(t, torch.Tensor) and t.shape == (case.n, N_CLASSES),
+                    where="look at the last step: from logits to one class index per image")])
         expect(not on_device,
                f"{what}: the predictions came back on the model's device (the check's model marks its outputs as "
                "on a device of its own, as a GPU's would be); the task asks for them on the CPU",
@@ -998,19 +1068,25 @@ def check_train_spirals(fn: Callable[[nn.Module, TensorDataset], Any],
             finally:
                 torch.set_num_threads(threads)
         expect(all(torch.equal(a, b) for a, b in zip(before_data, train_set.tensors)),
-               f"{what}: the training set you were given changed; it belongs to the caller. Transform copies, "
-               "or inside the model")
+               f"{what}: the training set you were given changed; it belongs to the caller",
+               where="look for in-place changes of the training set's tensors (normalising, augmenting)",
+               mistake="transform copies, or inside the model")
         expect(not same_value(_state(model), start),
-               f"{what}: the model you were given has its initial weights still: train that model in place "
-               "(a new model built inside your function is lost when it returns)")
+               f"{what}: the model you were given has its initial weights still",
+               where="look at which model your function trains: the argument, or one it builds?",
+               mistake="train that model in place (a new model built inside your function is lost when it returns)")
         expect(took <= TIME_BUDGET_S, f"{what}: training took {took:.0f} s of CPU time; the budget is {TIME_BUDGET_S:.0f} s "
-               "on one CPU core. Fewer epochs or larger batches, with a learning rate and schedule that make "
-               "each step count")
+               "on one CPU core",
+               where="look at what sets the amount of work: the number of epochs, the batch size, the model's size",
+               mistake="fewer epochs or larger batches, with a learning rate and schedule that make each step count")
         expect(all(torch.isfinite(p).all() for p in model.parameters()),
-               f"{what}: the trained model's parameters contain nan or inf (the training diverged: a learning "
-               "rate too large?)")
+               f"{what}: the trained model's parameters contain nan or inf (the training diverged)",
+               where="look at the learning rate and schedule: print the loss of the first batches to see when it "
+                     "grows")
         got = spiral_accuracy(model, held_out)
         expect(got >= TARGET_ACCURACY,
                f"{what}: the trained model classifies {got:.1%} of 2,000 held-out points correctly; the target is "
-               f"{TARGET_ACCURACY:.0%}. (Chance is 33%; a model that learned nothing stays near it.)")
+               f"{TARGET_ACCURACY:.0%}. (Chance is 33%; a model that learned nothing stays near it.)",
+               where="look at what your training tries: print the training loss per epoch to see whether it still "
+                     "falls at the end (more epochs, a larger model) or stalls early (learning rate, schedule)")
     passed(f"{name} (held-out accuracy of at least {TARGET_ACCURACY:.0%})", len(inputs))

@@ -190,7 +190,7 @@ check.check_share_numpy(share_numpy)
 # %% graded="ex_share_numpy_tests" points=1
 check.check_share_numpy(share_numpy)
 ### BEGIN HIDDEN TESTS
-check.check_share_numpy(share_numpy, inputs=[np.arange(10, dtype=np.int64), np.eye(3, dtype=np.float64)])
+check.check_share_numpy(share_numpy, inputs=[np.arange(10, dtype=np.int64), np.eye(3, dtype=np.float64), np.arange(20.0).reshape(4, 5).T])
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -397,7 +397,7 @@ check.check_pick_scores(pick_scores)
 check.check_pick_scores(pick_scores)
 ### BEGIN HIDDEN TESTS
 g = torch.Generator().manual_seed(103)
-check.check_pick_scores(pick_scores, inputs=[(torch.randn(6, 10, generator=g), torch.tensor([9, 0, 3, 3, 7, 1])), (torch.randn(1, 2, generator=g), torch.tensor([1]))])
+check.check_pick_scores(pick_scores, inputs=[(torch.randn(6, 10, generator=g), torch.tensor([9, 0, 3, 3, 7, 1])), (torch.randn(1, 2, generator=g), torch.tensor([1])), (torch.randn(3, 5, generator=g, dtype=torch.float64), torch.tensor([4, 0, 2]))])
 ### END HIDDEN TESTS
 
 # %% [markdown]

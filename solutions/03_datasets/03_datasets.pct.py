@@ -281,7 +281,7 @@ check.check_fix_length(fix_length, part="pad", inputs=[(torch.tensor([5.0]), 4),
 # - `len(dataset)` is the number of clips.
 # - `dataset[i]` is `(clip, label)`: the clip as a **float32 tensor** (files may
 #   hold float64) of exactly `length` samples (use your `fix_length`), and
-#   `label`, the int index of the file's class name in `classes` (for
+#   `label`, the index (a Python `int`) of the file's class name in `classes` (for
 #   `high_007.npy` and `classes=["low", "high"]`, the label is 1).
 # - A clip is read from disk when `dataset[i]` asks for it, not in `__init__`:
 #   the folder may hold more than fits in memory.
@@ -574,11 +574,14 @@ print(f"v2 gives the same values, up to float rounding: largest difference {diff
 # $$\text{mean} = \frac{\sum x}{n}, \qquad \text{std} = \sqrt{\frac{\sum x^2}{n} - \text{mean}^2}.$$
 #
 # (Dividing by $n - 1$ instead of $n$, as `tensor.std()` does, is accepted too.)
+# Compute the totals in float64: when pixels are large next to their spread (raw
+# sensor readings around 1000 that vary by less than 1, say), $\sum x^2 / n$ and
+# $\text{mean}^2$ agree in their first seven digits, all that float32 keeps, and
+# the std is lost. The tests include such a dataset.
 #
 # One point for the mean, two for the std.
 #
-# *Hint:* think about which running totals you need across batches, and keep them
-# in float64, so millions of float32 additions do not lose precision. Two tempting shortcuts give wrong numbers:
+# *Hint:* think about which running totals you need across batches. Two tempting shortcuts give wrong numbers:
 # the average of per-batch means is off when the last batch is smaller, and the
 # average of per-image stds ignores how much images differ from each other.
 

@@ -409,7 +409,9 @@ for rank in range(2):
 #
 # Write `shard_indices(n, rank, world_size, epoch, seed)` that returns, as a list of
 # ints, the indices `DistributedSampler(shuffle=True, seed=seed)` gives rank `rank`
-# in epoch `epoch`, following the three steps above. The check runs it on every
+# in epoch `epoch`, following the three steps above. Like the real sampler, it
+# shuffles with a generator of its own and leaves torch's global generator alone
+# (the rest of the program draws from that one). The check runs it on every
 # rank of a real group and compares with the real sampler.
 #
 # Two graded cells: a dataset that divides evenly (1 point); padding and later

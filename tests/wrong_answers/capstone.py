@@ -630,7 +630,7 @@ CASES = [
     Reject(check_split_hidden_cases, split_swapped, "the parts are swapped"),
     Reject(checks.check_make_validation_split, split_without_generator, "used the global random generator of torch"),
     Reject(checks.check_make_validation_split, split_global_randperm, "used the global random generator of torch"),
-    Reject(checks.check_make_validation_split, split_with_global_seed, "used the global random generator of torch"),
+    Reject(checks.check_make_validation_split, split_with_global_seed, "reset a global random generator (torch.manual_seed(0))"),
     Reject(checks.check_make_validation_split, split_last_items, "the validation part is the last 20 items"),
     Reject(checks.check_make_validation_split, split_first_items, "the validation part is the first 20 items"),
     Reject(checks.check_make_validation_split, split_contiguous_by_seed, "a run of consecutive"),

@@ -501,13 +501,13 @@ class ClipsListdirFiltered(Dataset):
 
 
 class ClipsTensorLabel(ref.ClipDataset):
-    """Correct: the label as a 0-d int64 tensor, the class from partition, the clip cast with .to()."""
+    """Correct: the label through a tensor and back with .item(), the class from partition, the clip cast with .to()."""
 
     def __getitem__(self, index):
         path = self.files[index]
         clip = torch.from_numpy(np.load(path)).to(torch.float32)
         kind, _, _ = path.name.partition("_")
-        return ref.fix_length(clip, self.length), torch.tensor(self.classes.index(kind))
+        return ref.fix_length(clip, self.length), torch.tensor(self.classes.index(kind)).item()
 
 
 class ClipsPathsAsStrings(Dataset):
@@ -773,7 +773,7 @@ CASES = [
     Reject(checks.check_mean_std, mean_std_not_written, "not written yet"),
     Accept(checks.check_split_train_val, ref.split_train_val),
     Reject(checks.check_split_train_val, split_unseeded, "used the global random generator of torch"),
-    Reject(checks.check_split_train_val, split_global_seed, "used the global random generator of torch"),
+    Reject(checks.check_split_train_val, split_global_seed, "reset a global random generator (torch.manual_seed(0))"),
     Reject(checks.check_split_train_val, split_swapped, "returned (validation, training)"),
     Reject(checks.check_split_train_val, split_fixed_seed, "ignores the seed argument"),
     Reject(checks.check_split_train_val, split_val_first, "[n_val, n_train]"),
@@ -1127,4 +1127,146 @@ def split_negative_slices(dataset, val_fraction, seed):
 
 CASES += [
     Reject(checks.check_split_train_val, split_negative_slices, "expected 6 for training and int(6 * 0.1) = 0"),
+]
+
+
+# --- issue 18, round 3: classes the independent learner found -----------------------------------
+
+
+class ClipsLabelFromNumpy(ref.ClipDataset):
+    """Wrong: the label is a NumPy integer (np.flatnonzero), not the int the task names."""
+
+    def __getitem__(self, index):
+        clip, _ = super().__getitem__(index)
+        kind = self.files[index].stem.split("_")[0]
+        return clip, np.flatnonzero(np.array(self.classes) == kind)[0]
+
+
+class ClipsLabelAsLongTensor(ref.ClipDataset):
+    """Wrong: the label as a one-element int64 tensor, which default collate would hide."""
+
+    def __getitem__(self, index):
+        clip, label = super().__getitem__(index)
+        return clip, torch.tensor([label], dtype=torch.long)
+
+
+CASES += [
+    Reject(checks.check_clip_dataset, ClipsLabelFromNumpy, "expected the class index as a Python int"),
+    Reject(checks.check_clip_dataset, ClipsLabelAsLongTensor, "dataset[0][1] is tensor(shape=[1]"),
+]
+
+
+def collate_lengths_first(batch):
+    """Wrong: the lengths come first, then the padded batch and the labels."""
+    sequences, labels = zip(*batch)
+    return (torch.tensor([s.shape[0] for s in sequences]), pad_sequence(list(sequences), batch_first=True),
+            torch.tensor(labels))
+
+
+def pad_collate_lengths_first(batch):
+    """Wrong: returns (lengths, padded)."""
+    return torch.tensor([len(s) for s in batch]), pad_sequence(batch, batch_first=True)
+
+
+def recordings_statistics_of_whole_lines(path, batch_size, seed):
+    """Wrong: the mean and std of every number on the data lines, the label column included (sample std)."""
+    rows = _read_recordings(path)
+    numbers = torch.cat([torch.cat([torch.tensor([float(y)]), r]) for r, y in rows]).double()
+    mean, std = numbers.mean(), numbers.std()
+    return _recordings_loader([(((r - mean) / std).float(), y) for r, y in rows], batch_size, seed)
+
+
+def recordings_divided_only(path, batch_size, seed):
+    """Wrong: divides by the file's std but never subtracts its mean."""
+    rows = _read_recordings(path)
+    std = torch.cat([r for r, _ in rows]).std(correction=0)
+    return _recordings_loader([(r / std, y) for r, y in rows], batch_size, seed)
+
+
+CASES += [
+    Reject(checks.check_collate_sequences, collate_lengths_first, "returned (lengths, padded, labels)"),
+    Reject(checks.check_pad_collate, pad_collate_lengths_first, "expected (padded, lengths)"),
+    Reject(checks.check_recording_loader, recordings_statistics_of_whole_lines, "the labels (each line's first"),
+    Reject(checks.check_recording_loader, recordings_divided_only, "did not subtract the mean"),
+]
+
+
+def fix_length_new_empty(signal, length):
+    """Wrong: the result's memory comes from new_empty, and only the signal's part is written."""
+    out = signal.new_empty(length)
+    kept = signal[:length]
+    out[: len(kept)] = kept
+    return out
+
+
+def collate_unwritten_padding(batch):
+    """Wrong: the padded batch starts as torch.empty, so the padding is whatever the memory held."""
+    sequences = [s for s, _ in batch]
+    padded = torch.empty((len(sequences), max(len(s) for s in sequences), *sequences[0].shape[1:]),
+                         dtype=sequences[0].dtype)
+    for row, s in zip(padded, sequences):
+        row[: len(s)] = s
+    return padded, torch.tensor([len(s) for s in sequences]), torch.tensor([y for _, y in batch])
+
+
+def pad_collate_unwritten_padding(batch):
+    """Wrong: pad_collate through the torch.empty collate above."""
+    return collate_unwritten_padding([(s, 0) for s in batch])[:2]
+
+
+def recordings_unwritten_padding(path, batch_size, seed):
+    """Wrong: its collate pads into torch.empty memory."""
+    return _recordings_loader(_standardised(_read_recordings(path)), batch_size, seed,
+                              collate_fn=collate_unwritten_padding)
+
+
+CASES += [
+    Reject(checks.check_fix_length, fix_length_new_empty, "the padding holds values nobody wrote there"),
+    Reject(checks.check_collate_sequences, collate_unwritten_padding, "torch.empty, new_empty and resize_"),
+    Reject(checks.check_pad_collate, pad_collate_unwritten_padding, "the padding holds values nobody wrote there"),
+    Reject(checks.check_recording_loader, recordings_unwritten_padding, "the padding holds values nobody wrote"),
+]
+
+
+def mean_std_float32_batch_sums(dataset, batch_size=1000):
+    """Wrong: each batch summed in float32 (only the running totals are Python floats): pixels large next to
+    their spread lose the variance."""
+    total = total_sq = 0.0
+    count = 0
+    for images, _ in DataLoader(dataset, batch_size=batch_size):
+        total += images.sum().item()
+        total_sq += images.square().sum().item()
+        count += images.numel()
+    mean = total / count
+    return mean, math.sqrt(max(total_sq / count - mean**2, 0.0))
+
+
+CASES += [
+    Reject(checks.check_mean_std, mean_std_float32_batch_sums, "float32 keeps about 7 significant digits"),
+]
+
+
+def recordings_only_blank_lines_skipped(path, batch_size, seed):
+    """Wrong: skips blank lines but reads the # comment lines as recordings."""
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            fields = line.split(",")
+            rows.append((torch.tensor([float(v) for v in fields[1:]]), int(fields[0])))
+    return _recordings_loader(_standardised(rows), batch_size, seed)
+
+
+def recordings_only_comments_skipped(path, batch_size, seed):
+    """Wrong: skips the # comment lines but not the blank ones."""
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        if not line.startswith("#"):
+            label, *values = line.split(",")
+            rows.append((torch.tensor([float(v) for v in values]), int(label)))
+    return _recordings_loader(_standardised(rows), batch_size, seed)
+
+
+CASES += [
+    Reject(checks.check_recording_loader, recordings_only_blank_lines_skipped, "it was reading the comment line"),
+    Reject(checks.check_recording_loader, recordings_only_comments_skipped, "an empty string (from a blank line)"),
 ]

@@ -61,6 +61,19 @@ def port_drawn_by_torch():
     return int(torch.randint(30000, 60000, ()))  # never asks whether anything listens there
 
 
+def port_random_until_bind_works():  # right: a random port, kept only once a TCP bind to it succeeds
+    import random
+    import socket
+    while True:
+        port = random.randint(20000, 60000)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+
+
 def port_private_random():
     import random
     return random.Random().randrange(20000, 40000)
@@ -548,6 +561,20 @@ def save_loaded_into_a_copy(model, path):
     model = fresh  # noqa: F841  (rebinds the local name only)
 
 
+def save_load_without_map_location(model, path):
+    if dist.get_rank() == 0:
+        torch.save(model.state_dict(), path)
+    dist.barrier()
+    model.load_state_dict(torch.load(path))  # on a GPU machine: every rank's tensors land on rank 0's GPU
+
+
+def save_map_location_positional(model, path):
+    if dist.get_rank() == 0:
+        torch.save(model.state_dict(), path)
+    dist.barrier()
+    model.load_state_dict(torch.load(path, "cpu"))  # map_location is torch.load's second parameter
+
+
 def save_barrier_only_after_load(model, path):
     if dist.get_rank() == 0:
         torch.save(model.state_dict(), path)
@@ -950,6 +977,106 @@ def whole_seed_per_rank_broadcast(make_model, dataset, epochs, batch_size, lr, s
     return model.module.state_dict()
 
 
+# ---------------------------------------------------------------- the rules of `call`, and more causes named
+
+
+def shard_on_the_default_generator(n, rank, world_size, epoch, seed=0):
+    generator = torch.default_generator  # the global generator itself: seeding it resets the caller's stream
+    generator.manual_seed(seed + epoch)
+    order = torch.randperm(n, generator=generator).tolist()
+    total = math.ceil(n / world_size) * world_size
+    return [order[i % n] for i in range(rank, total, world_size)]
+
+
+def shard_padded_with_first_rank(n, rank, world_size, epoch, seed=0):
+    order = _perm(n, seed + epoch)
+    total = math.ceil(n / world_size) * world_size
+    return (order + [order[rank % n]] * (total - n))[rank::world_size]  # pads with a copy of its own first index
+
+
+def grads_divided_on_rank0_only(model):
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    flat = torch.cat([g.flatten() for g in grads])
+    dist.all_reduce(flat)
+    if dist.get_rank() == 0:
+        flat.mul_(1 / dist.get_world_size())
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset:offset + g.numel()].view_as(g))
+        offset += g.numel()
+
+
+def by_hand_averaged_after_step(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(inputs[rank::world_size]), targets[rank::world_size]).backward()
+        optimizer.step()
+        ref.average_gradients(model)  # too late: the step already used this rank's own gradients
+    return model.state_dict()
+
+
+def by_hand_loss_over_world(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = nn.functional.mse_loss(model(inputs[rank::world_size]), targets[rank::world_size])
+        (loss / world_size).backward()  # "each rank's share of the loss": averaged twice
+        ref.average_gradients(model)
+        optimizer.step()
+    return model.state_dict()
+
+
+def by_hand_centres_inputs(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    inputs -= inputs.mean(dim=0)  # in place: the caller's batch changes too
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(inputs[rank::world_size]), targets[rank::world_size]).backward()
+        ref.average_gradients(model)
+        optimizer.step()
+    return model.state_dict()
+
+
+def ddp_lr_over_world(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr / world_size)  # "each rank does 1/world of the step"
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(inputs[rank::world_size]), targets[rank::world_size]).backward()
+        optimizer.step()
+    return model.module.state_dict()
+
+
+def whole_subset_per_rank(make_model, dataset, epochs, batch_size, lr, seed):
+    from torch.utils.data import Subset
+
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    share = len(dataset) // world_size
+    torch.manual_seed(seed)
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    mine = Subset(dataset, range(rank * share, (rank + 1) * share))
+    loader = DataLoader(mine, batch_size=batch_size // world_size, shuffle=True)
+    for _ in range(epochs):
+        for images, labels in loader:
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(images), labels).backward()
+            optimizer.step()
+    return model.module.state_dict()
+
+
 CASES = [
     Accept(checks.check_free_port, ref.free_port),
     Accept(checks.check_free_port, port_from_socket_module),
@@ -958,7 +1085,8 @@ CASES = [
     Accept(checks.check_free_port, port_random_until_free),
     Reject(checks.check_free_port, port_fixed, "no socket was bound to that port during the call"),
     Reject(checks.check_free_port, port_fixed_but_tested, "Address already in use"),
-    Reject(checks.check_free_port, port_drawn_by_torch, "drew from a global random generator and bound no TCP socket"),
+    Reject(checks.check_free_port, port_drawn_by_torch, "nothing asked the system whether it is free"),
+    Accept(checks.check_free_port, port_random_until_bind_works),
     Reject(checks.check_free_port, port_private_random, "nothing asked the system whether it is free"),
     Reject(checks.check_free_port, port_udp, "a port it got for a UDP socket"),
     Reject(checks.check_free_port, port_tuple, "getsockname() gives (host, port)"),
@@ -975,6 +1103,7 @@ CASES = [
     Reject(checks.check_average_gradients, grads_summed, "the sum over the 2 ranks, not the average"),
     Reject(checks.check_average_gradients, grads_halved, "divided by 2, but the world size is 3"),
     Reject(checks.check_average_gradients, grads_reduced_to_rank0, "dist.reduce gives it to one rank"),
+    Reject(checks.check_average_gradients, grads_divided_on_rank0_only, "only rank 0 divided by the world size"),
     Reject(checks.check_average_gradients, weights_averaged, "on the parameters (the weights) and never on their .grad"),
     Reject(checks.check_average_gradients, grads_reduced_into_copies, "never on a parameter's .grad itself"),
     Reject(checks.check_average_gradients, grads_never_reduced, "dist.all_reduce was never called"),
@@ -991,7 +1120,10 @@ CASES = [
     Reject(checks.check_train_by_hand, by_hand_built_then_seeded, "must come before make_model()"),
     Reject(checks.check_train_by_hand, by_hand_grads_kept, "backward() adds to .grad"),
     Reject(checks.check_train_by_hand, by_hand_one_step_more, "ran 4 forward passes with gradients for steps=3"),
-    Reject(checks.check_train_by_hand, by_hand_no_average, "the gradients were never averaged"),
+    Reject(checks.check_train_by_hand, by_hand_no_average, "were not averaged across the ranks"),
+    Reject(checks.check_train_by_hand, by_hand_averaged_after_step, "after backward() (which writes them) and before"),
+    Reject(checks.check_train_by_hand, by_hand_loss_over_world, "average_gradients already averages the gradients"),
+    Reject(checks.check_train_by_hand, by_hand_centres_inputs, "changed the tensor it was given as `inputs`"),
     Reject(checks.check_train_by_hand, by_hand_summed_loss, "the loss is summed over the shard"),
     Accept(checks.check_train_ddp, ref.train_ddp),
     Accept(checks.check_train_ddp, ddp_keywords),
@@ -1004,6 +1136,7 @@ CASES = [
     Reject(checks.check_train_ddp, ddp_whole_batch, "every rank trained on the whole batch"),
     Reject(checks.check_train_ddp, ddp_never_seeded, "the model was built from the generator's state"),
     Reject(checks.check_train_ddp, ddp_lr_times_world, "the learning rate times the world size"),
+    Reject(checks.check_train_ddp, ddp_lr_over_world, "DistributedDataParallel already averages the gradients"),
     Reject(checks.check_train_ddp, ddp_grads_kept, "backward() adds to .grad"),
     Reject(checks.check_train_ddp, ddp_summed_loss, "the loss is summed over the shard"),
     Accept(checks.check_shard_indices, ref.shard_indices),
@@ -1018,6 +1151,8 @@ CASES = [
     Reject(checks.check_shard_indices, shard_contiguous, "deals them out like cards"),
     Reject(checks.check_shard_indices, shard_ignores_epoch, "the same order as epoch 0"),
     Reject(checks.check_shard_indices, shard_unshuffled, "are not shuffled"),
+    Reject(checks.check_shard_indices, shard_padded_with_first_rank, "only the padding differs"),
+    Reject(checks.check_shard_indices, shard_on_the_default_generator, "draw from the generator (or seed) the task gives you"),
     Accept(checks.check_epoch_batches, ref.epoch_batches),
     Accept(checks.check_epoch_batches, epochs_keywords),
     Accept(checks.check_epoch_batches, epochs_explicit_rank),
@@ -1035,7 +1170,10 @@ CASES = [
     Accept(checks.check_save_and_load, save_barrier_both_sides),
     Accept(checks.check_save_and_load, save_other_ranks_load),
     Reject(checks.check_save_and_load, save_on_every_rank, "only rank 0 should save"),
-    Reject(checks.check_save_and_load, save_without_barrier, "(FileNotFoundError): call dist.barrier()"),
+    Reject(checks.check_save_and_load, save_without_barrier, "call dist.barrier() between saving and loading"),
+    Accept(checks.check_save_and_load, save_map_location_positional),
+    Reject(checks.check_save_and_load, save_load_without_map_location,
+           "on rank 0, torch.load raised RuntimeError: Attempting to deserialize object on a CUDA device"),
     Reject(checks.check_save_and_load, save_load_on_rank0_only, "never loaded the checkpoint"),
     Accept(checks.check_save_and_load, save_synced_by_all_reduce),
     Reject(checks.check_save_and_load, save_barrier_inside_rank0, "rank(s) [0] called dist.barrier(), rank(s) [1] did not"),
@@ -1047,6 +1185,7 @@ CASES = [
     Accept(checks.check_train_distributed, whole_batches_by_hand),
     Accept(checks.check_train_distributed, whole_seed_per_rank_broadcast),
     Reject(checks.check_train_distributed, whole_own_block_shuffled, "in epoch 0, step 1 the ranks together read"),
+    Reject(checks.check_train_distributed, whole_subset_per_rank, "only its own contiguous block of the dataset"),
     Reject(checks.check_train_distributed, whole_without_momentum, "train_one_process's optimizer has momentum=0.9"),
     Reject(checks.check_train_distributed, whole_without_set_epoch, "its epoch never changed"),
     Reject(checks.check_train_distributed, whole_batch_per_process, "each process loaded the whole batch_size"),

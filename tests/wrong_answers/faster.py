@@ -402,7 +402,7 @@ def checkpoint_under_no_grad(blocks, inputs):
 
 
 def checkpoint_whole_model(blocks, inputs):
-    # Correct too: one checkpoint around all blocks still recomputes every block.
+    # One checkpoint around all blocks: every block is recomputed, but all at once, not each under its own.
     return checkpoint(blocks, inputs, use_reentrant=False)
 
 
@@ -808,7 +808,7 @@ CASES = [
     Reject(checks.check_amp_scaler, amp_update_before_step, "in the order"),
     Reject(checks.check_amp_scaler, amp_returns_scaled_loss, "that is the scaled loss"),
     Accept(checks.check_checkpointed_forward, ref.checkpointed_forward),
-    Accept(checks.check_checkpointed_forward, checkpoint_whole_model),
+    Reject(checks.check_checkpointed_forward, checkpoint_whole_model, "one checkpoint around the whole Sequential"),
     Reject(checks.check_checkpointed_forward, checkpoint_reentrant, "use_reentrant=True passes gradients only"),
     Reject(checks.check_checkpointed_forward, checkpoint_default_variant, "it still defaults to True"),
     Reject(checks.check_checkpointed_forward, checkpoint_nothing, "every block ran only once"),
@@ -1089,4 +1089,117 @@ CASES += [
     Reject(checks.check_fast_train_results, fast_train_flags(train_once=True), "model.train() for training"),
     Reject(checks.check_fast_train_results, fast_train_flags(per_image=True), "divided by the number of images"),
     Reject(checks.check_fast_train_results, fast_train_flags(drop_last=True), "was left out"),
+]
+
+
+# ---------------------------------------------------------------- issue 18, round 3: more classes an independent
+# learner found (each written here as another instance of the class)
+
+
+def sync_by_machine(device):
+    # Asks what the machine has instead of looking at the device it was given.
+    if torch.cuda.is_available():
+        torch.cuda.synchronize(device)
+    elif torch.backends.mps.is_available():
+        torch.mps.synchronize()
+
+
+def lr_per_sample(base_lr, base_batch_size, batch_size):
+    # A learning rate per sample, never multiplied back by the new batch size.
+    per_sample = base_lr / base_batch_size
+    return per_sample
+
+
+def lr_times_new_batch(base_lr, base_batch_size, batch_size):
+    # Scales by the new batch size itself, not by the ratio of the two.
+    return float(batch_size) * base_lr
+
+
+def accumulate_divided_by_size(model, optimizer, loss_fn, micro_batches):
+    # Divides each micro-batch's (already averaged) loss by its number of samples instead of by k.
+    optimizer.zero_grad()
+    total = 0.0
+    for inputs, targets in micro_batches:
+        part = loss_fn(model(inputs), targets) / targets.size(0)
+        part.backward()
+        total += part.item()
+    optimizer.step()
+    return total
+
+
+def checkpoint_blocks_in_pairs(blocks, inputs):
+    # Two blocks under each checkpoint: fewer checkpoints, but not one per block.
+    layers, x = list(blocks), inputs
+    for start in range(0, len(layers), 2):
+        x = checkpoint(torch.nn.Sequential(*layers[start:start + 2]), x, use_reentrant=False)
+    return x
+
+
+def epoch_mean_per_sample(model, optimizer, loss_fn, batches):
+    # The mean over samples: each batch's loss weighted by its size.
+    weighted, samples = torch.zeros(()), 0
+    for inputs, targets in batches:
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        weighted += loss.detach() * targets.numel()
+        samples += targets.numel()
+    return (weighted / samples).item()
+
+
+def epoch_first_batch_apart(model, optimizer, loss_fn, batches):
+    # Starts the total with the first batch, then divides by the number of the remaining ones.
+    def step(inputs, targets):
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    total = step(*batches[0])
+    for inputs, targets in batches[1:]:
+        total = total + step(inputs, targets)
+    return (total / len(batches[1:])).item()
+
+
+def fast_train_never_sets_train(model, images, digits, val_images, val_digits, epochs=2, batch_size=16):
+    # Relies on a new model being in train mode: after the first validation it stays in eval mode.
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, vx = (images - MEAN) / STD, (val_images - MEAN) / STD
+    history = []
+    for _ in range(epochs):
+        losses = []
+        for inputs, targets in zip(x.split(batch_size), digits.split(batch_size)):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.detach())
+        model.eval()
+        with torch.no_grad():
+            accuracy = (model(vx).argmax(1) == val_digits).float().mean().item()
+        history.append((torch.stack(losses).mean().item(), accuracy))
+    return history
+
+
+def fast_train_truncated_count(model, images, digits, val_images, val_digits, epochs=2, batch_size=16):
+    # Counts the batches with int(len / batch_size), which leaves the smaller last batch out of the count.
+    steps = int(len(images) / batch_size)
+    return [(loss * len(range(0, len(images), batch_size)) / steps, accuracy)
+            for loss, accuracy in ref.fast_train(model, images, digits, val_images, val_digits, epochs, batch_size)]
+
+
+CASES += [
+    Reject(checks.check_synchronize, sync_by_machine, "not by what the machine has"),
+    Reject(checks.check_scaled_learning_rate, lr_per_sample, "divided by base_batch_size alone"),
+    Reject(checks.check_scaled_learning_rate, lr_times_new_batch, "multiplied by batch_size alone"),
+    Reject(checks.check_accumulation_update, accumulate_divided_by_size, "divided by the micro-batch size"),
+    Reject(checks.check_accumulation_steps, accumulate_divided_by_size, "divided by the micro-batch size"),
+    Reject(checks.check_checkpointed_forward, checkpoint_blocks_in_pairs, "one checkpoint around several blocks"),
+    Reject(checks.check_train_epoch_on_device, epoch_mean_per_sample, "the mean loss per sample"),
+    Reject(checks.check_train_epoch_on_device, epoch_first_batch_apart, "one less than the number of batches"),
+    Reject(checks.check_fast_train_results, fast_train_never_sets_train, "call model.train() at the start of every"),
+    Reject(checks.check_fast_train_results, fast_train_truncated_count, "rounded down"),
+    Reject(checks.check_fast_train_results, fast_train_flags(bf16=True), "ran under torch.autocast"),
 ]

@@ -830,7 +830,7 @@ CASES = [
     Reject(checks.check_sequential_version, sequential_without_relu, "the ReLU is missing"),
     Reject(checks.check_sequential_version, sequential_relu_first, "the ReLU comes before the batch norm"),
     Reject(checks.check_sequential_version, sequential_no_padding,
-           "has in_features=1568, but each sample reaches it with 1352 features"),
+           "without padding=1 a 3x3 convolution shrinks 28x28 maps to 26x26"),
     Reject(checks.check_sequential_version, sequential_custom_module, "should return an nn.Sequential"),
     Accept(checks.check_predict, ref.predict),
     Accept(checks.check_predict, predict_inference_mode),
@@ -1151,4 +1151,162 @@ def predict_squeezed(model, images):
 
 CASES += [
     Reject(checks.check_predict, predict_squeezed, "should have shape [1]"),
+]
+
+# --- issue 18, round 3: classes the independent learner found -----------------------------------
+
+
+def init_every_bias(m):
+    """Wrong: zeroes the bias of every module that has one, BatchNorm's and LayerNorm's shift too."""
+    if isinstance(m, (nn.Conv2d, nn.Linear)):
+        nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+    if hasattr(m, "bias") and m.bias is not None:
+        nn.init.zeros_(m.bias)
+
+
+def init_resets_the_rest(m):
+    """Wrong: puts every other module back to its defaults (reset_parameters), not as it was."""
+    if isinstance(m, (nn.Conv2d, nn.Linear)):
+        nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)
+    elif hasattr(m, "reset_parameters"):
+        m.reset_parameters()
+
+
+def init_resets_statistics(m):
+    """Wrong: also clears the batch norms' running statistics."""
+    if isinstance(m, (nn.Conv2d, nn.Linear)):
+        nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)
+    if isinstance(m, nn.modules.batchnorm._BatchNorm):
+        m.reset_running_stats()
+
+
+CASES += [
+    Reject(checks.check_init_weights, init_every_bias, "you changed '1.bias' of a BatchNorm2d"),
+    Reject(checks.check_init_weights, init_resets_the_rest, "you changed '1.weight' of a BatchNorm2d"),
+    Reject(checks.check_init_weights, init_resets_statistics, "the buffer '1.running_mean' of a BatchNorm2d changed"),
+]
+
+
+class LossForwardDefaults(nn.Module):
+    """Wrong: stores the settings, but forward calls exercise 5's function without them (its defaults)."""
+
+    def __init__(self, smoothing=0.1, reduction="mean"):
+        super().__init__()
+        self.smoothing, self.reduction = smoothing, reduction
+
+    def forward(self, logits, targets):
+        return ref.label_smoothing_cross_entropy(logits, targets)
+
+
+class LossSettingsPassedSwapped(nn.Module):
+    """Wrong: forward passes each setting to the other's keyword."""
+
+    def __init__(self, smoothing=0.1, reduction="mean"):
+        super().__init__()
+        self.smoothing = smoothing
+        self.reduction = reduction
+
+    def forward(self, logits, targets):
+        return F.cross_entropy(logits, targets, reduction=self.smoothing, label_smoothing=self.reduction)
+
+
+class LossUniformOverSamples(nn.Module):
+    """Wrong: the uniform part averages the log-probabilities over the samples (dim 0), not the classes."""
+
+    def __init__(self, smoothing=0.1, reduction="mean"):
+        super().__init__()
+        self.smoothing, self.reduction = smoothing, reduction
+
+    def forward(self, logits, targets):
+        log_p = logits.log_softmax(1)
+        per_sample = (1 - self.smoothing) * -log_p[torch.arange(len(targets)), targets] \
+            - self.smoothing * log_p.mean(0)
+        return {"sum": per_sample.sum(), "none": per_sample}.get(self.reduction, per_sample.mean())
+
+
+CASES += [
+    Reject(checks.check_label_smoothing_loss, LossForwardDefaults, "forward ignores both settings"),
+    Reject(checks.check_label_smoothing_loss, LossSettingsPassedSwapped, "the two settings are swapped"),
+    Reject(checks.check_label_smoothing_loss, LossUniformOverSamples, "a result of 3 values (one per class)"),
+]
+
+
+class LeNetNoFirstPool(ref.LeNet):
+    """Wrong: conv1's output is not pooled; view(-1, 400) then fails on the larger maps."""
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv2(F.relu(self.conv1(x)))), 2)
+        x = x.view(-1, 16 * 5 * 5)
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+class LeNetNoSecondPool(ref.LeNet):
+    """Wrong: conv2's output is not pooled; view(-1, 400) hides it by making more rows than images."""
+
+    def forward(self, x):
+        x = F.relu(self.conv2(F.max_pool2d(F.relu(self.conv1(x)), 2)))
+        x = x.view(-1, 400)
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+class MnistNetWidthFirst(ref.MnistNet):
+    """Wrong: flattens width before height (a transpose before the flatten): fc1 gets its inputs reordered."""
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv2(F.max_pool2d(F.relu(self.conv1(x)), 2))), 2)
+        return self.fc2(F.relu(self.fc1(x.transpose(2, 3).flatten(1))))
+
+
+class LeNetTanhOnLogits(ref.LeNet):
+    """Wrong: squashes the logits with tanh."""
+
+    def forward(self, x):
+        return torch.tanh(super().forward(x))
+
+
+def sequential_padding_two():
+    """Wrong: padding=2 (the Linear resized to fit), not the original's padding=1."""
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=2, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 15 * 15, 10))
+
+
+def sequential_pool_stride_one():
+    """Wrong: the pool moves one pixel at a time (stride=1), so the Linear layer is resized to fit."""
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.MaxPool2d(2, stride=1), nn.Flatten(), nn.Linear(8 * 27 * 27, 10))
+
+
+def sequential_log_softmax():
+    """Wrong: log-probabilities instead of the raw logits."""
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 14 * 14, 10), nn.LogSoftmax(dim=1))
+
+
+def sequential_sigmoid():
+    """Wrong: a sigmoid after the Linear layer."""
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 14 * 14, 10), nn.Sigmoid())
+
+
+def sequential_same_padding():
+    """Correct: padding="same" is padding=1 for a 3x3 kernel; tuples for the sizes."""
+    return nn.Sequential(nn.Conv2d(1, 8, (3, 3), padding="same", bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.MaxPool2d(kernel_size=(2, 2), stride=2), nn.Flatten(), nn.Linear(8 * 14 * 14, 10))
+
+
+CASES += [
+    Reject(checks.check_lenet_forward, LeNetNoFirstPool, "between conv1 and conv2: conv2 received an input of shape"),
+    Reject(checks.check_lenet_layers, LeNetNoFirstPool, "in the task's network it gets [4, 6, 14, 14]"),
+    Reject(checks.check_lenet_forward, LeNetNoSecondPool, "fc1 received an input of shape [16, 400]"),
+    Reject(checks.check_mnist_net_forward, MnistNetWidthFirst, "fc1 receives the right numbers in another order"),
+    Reject(checks.check_lenet_forward, LeNetTanhOnLogits, "look at what forward does with fc3's output"),
+    Reject(checks.check_sequential_version, sequential_padding_two, "has padding=(2, 2); the original's conv has"),
+    Reject(checks.check_sequential_version, sequential_pool_stride_one, "MaxPool2d has stride=1"),
+    Reject(checks.check_sequential_version, sequential_log_softmax, "drop the log-softmax at the end"),
+    Reject(checks.check_sequential_version, sequential_sigmoid, "gives the original's output: look at what comes after"),
+    Accept(checks.check_sequential_version, sequential_same_padding),
 ]

@@ -1,5 +1,6 @@
 """Lesson 01 Tensors: the reference passes, plausible wrong answers fail by name."""
 
+import numpy as np
 import torch
 
 from helpers.checks import tensors as checks
@@ -19,6 +20,39 @@ def starter_missing_key():
     tensors = ref.make_starter_tensors()
     del tensors["sevens"]
     return tensors
+
+
+def starter_extra_key():
+    return {**ref.make_starter_tensors(), "twos": torch.full((2,), 2)}
+
+
+def share_contiguous_copy(array):
+    return torch.from_numpy(np.ascontiguousarray(array))
+
+
+def positive_positions(x):
+    return torch.nonzero(x.flatten() > 0).flatten()
+
+
+def pick_rebuilt_from_items(scores, labels):
+    return torch.tensor([scores[i, int(j)].item() for i, j in enumerate(labels)])
+
+
+def center_by_columns_count(x):
+    return x - x.sum(0) / x.shape[1]
+
+
+def center_standardised(x):
+    return (x - x.mean(0)) / x.std(0)
+
+
+def normalize_by_square(x):
+    return x / x.pow(2).sum(1, keepdim=True)
+
+
+def batch_to_tensors_everything(batch, device):
+    return {key: torch.as_tensor(value, device=device) if not isinstance(value, str) and value is not None
+            and not isinstance(value, list) else value for key, value in batch.items()}
 
 
 def share_by_copy(array):
@@ -177,10 +211,18 @@ NEW_CASES = [
 CASES = [
     Accept(checks.check_make_starter_tensors, ref.make_starter_tensors),
     Reject(checks.check_make_starter_tensors, starter_float_zeros, "dtype=torch.float64"),
-    Reject(checks.check_make_starter_tensors, starter_step_not_count, "number of points"),
+    Reject(checks.check_make_starter_tensors, starter_step_not_count, "arange leaves its end out"),
     Reject(checks.check_make_starter_tensors, starter_missing_key, "missing the key(s) ['sevens']"),
     Accept(checks.check_share_numpy, ref.share_numpy),
     Reject(checks.check_share_numpy, share_by_copy, "your tensor is a copy"),
+    Reject(checks.check_share_numpy, share_contiguous_copy, "not contiguous): after the call"),
+    Reject(checks.check_make_starter_tensors, starter_extra_key, "['twos'] should not be there"),
+    Reject(checks.check_positive_values, positive_positions, "positions (indices) into the input"),
+    Reject(checks.check_pick_scores, pick_rebuilt_from_items, "should have dtype torch.float64"),
+    Reject(checks.check_center_columns, center_by_columns_count, "divided by the number of columns"),
+    Reject(checks.check_center_columns, center_standardised, "standard deviation"),
+    Reject(checks.check_normalize_rows, normalize_by_square, "squared length"),
+    Reject(checks.check_batch_to, batch_to_tensors_everything, "only tensors move"),
     Reject(checks.check_share_numpy, share_as_float32, "you changed the dtype"),
     Accept(checks.check_to_channels_first, ref.to_channels_first),
     Reject(checks.check_to_channels_first, channels_by_reshape, "reshaped (or used view) instead of permuting"),
