@@ -34,9 +34,11 @@ says what else can be checked.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import os
 import random
+import re
 import resource
 import signal
 import sys
@@ -228,26 +230,48 @@ def check_make_validation_split(fn: Callable, inputs: Sequence[tuple[int, int, i
 # ---------------------------------------------------------------- exercise 2: stack_dataset
 
 
-class _FakeDigits(Dataset):
-    """(image [1, 28, 28] float32, label int) pairs, like MNIST with ToTensor."""
+class DigitImages(Dataset):
+    """Like torchvision's MNIST with ToTensor and Normalize: stored uint8 pixels (``.data``) and labels
+    (``.targets``), and items (image [1, 28, 28] float32, label int) that the dataset's transform makes from them.
+
+    Its Normalize uses this dataset's own mean and std (not MNIST's), so images made from ``.data`` by hand
+    differ from the dataset's items.
+    """
+
+    MEAN, STD = 0.4, 0.2
 
     def __init__(self, n: int, seed: int) -> None:
         g = torch.Generator().manual_seed(seed)
-        self.images = torch.randn(n, 1, 28, 28, generator=g)
-        self.labels = torch.randint(0, 10, (n,), generator=g).tolist()
+        self.data = torch.randint(0, 256, (n, 28, 28), dtype=torch.uint8, generator=g)
+        self.targets = torch.randint(0, 10, (n,), generator=g)
 
     def __len__(self) -> int:
-        return len(self.labels)
+        return len(self.targets)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        return self.images[index], self.labels[index]
+        return (self.data[index].float().div(255).unsqueeze(0) - self.MEAN) / self.STD, int(self.targets[index])
+
+    def __repr__(self) -> str:
+        return f"<dataset of {len(self):,} digit images>"
+
+
+def _made_from_stored_pixels(got: Any, dataset: DigitImages) -> bool:
+    """True when ``got`` holds the dataset's stored pixels converted by hand (raw, /255, or MNIST's Normalize)."""
+    from helpers.data import MNIST_MEAN, MNIST_STD
+
+    if not isinstance(got, torch.Tensor) or got.shape != (len(dataset), 1, 28, 28):
+        return False
+    raw = dataset.data.unsqueeze(1).float()
+    values = got.detach().float()
+    return any(torch.allclose(values, candidate, atol=1e-4)
+               for candidate in (raw, raw / 255, (raw / 255 - MNIST_MEAN) / MNIST_STD))
 
 
 def check_stack_dataset(fn: Callable, inputs: Sequence[tuple[int, int]] | None = None) -> None:
     """``fn(dataset) -> (images [N, 1, 28, 28] float32, labels [N] int64)``, in the dataset's order."""
     inputs = inputs or [(1030, 0), (7, 1)]
     for n, seed in inputs:
-        dataset = _FakeDigits(n, seed)
+        dataset = DigitImages(n, seed)
         images, labels = ref.stack_dataset(dataset)
         what = f"stack_dataset(dataset of {n})"
         with _KeptRandomState():
@@ -268,7 +292,13 @@ def check_stack_dataset(fn: Callable, inputs: Sequence[tuple[int, int]] | None =
                             matches=lambda got: isinstance(got, torch.Tensor) and got.shape == images.shape
                             and not torch.equal(got, images)
                             and torch.equal(got.flatten(1).sum(1).sort().values, images.flatten(1).sum(1).sort().values))
-        expect_tensor(got_images, images, what=f"{what}'s images", mistakes=[reordered])
+        by_hand = Mistake("the images are the dataset's stored pixels (.data) converted by hand, not the images "
+                          "its items hold: indexing the dataset applies its own transform (ToTensor, then Normalize "
+                          "with this dataset's mean and std), which a shortcut through .data skips or guesses. Take "
+                          "the images from the dataset's items (dataset[i], or a DataLoader over it)",
+                          where="look at where the images come from: the dataset's items, or its .data attribute",
+                          matches=lambda got: _made_from_stored_pixels(got, dataset))
+        expect_tensor(got_images, images, what=f"{what}'s images", mistakes=[reordered, by_hand])
         expect_tensor(got_labels, labels, what=f"{what}'s labels")
     passed("stack_dataset", len(inputs))
 
@@ -308,10 +338,91 @@ class ShiftCase(NamedTuple):
     seed: int = 0
 
 
+# The usual ways of drawing the offsets with torch.randint(-m, m + 1, ..., generator=g): every one of them reads
+# the same stream of 2N numbers (two [N] draws, one [N, 2] or [2, N] draw, or one or two draws per image), in one
+# of these four arrangements. The task leaves the order open, so any arrangement is right; it fixes the sign (a
+# drawn dy of +k moves the image k rows down).
+_DRAW_ORDERS = ("dy for every image, then dx", "dx for every image, then dy", "(dy, dx) image by image",
+                "(dx, dy) image by image")
+
+
+def _drawn_offsets(seed: int, n: int, m: int) -> dict[str, list[tuple[int, int]]]:
+    """For each usual order of torch.randint draws from a generator seeded with ``seed``: image i's (dy, dx)."""
+    v = torch.randint(-m, m + 1, (2 * n,), generator=torch.Generator().manual_seed(seed)).tolist()
+    columns = {_DRAW_ORDERS[0]: (v[:n], v[n:]), _DRAW_ORDERS[1]: (v[n:], v[:n]),
+               _DRAW_ORDERS[2]: (v[0::2], v[1::2]), _DRAW_ORDERS[3]: (v[1::2], v[0::2])}
+    return {order: list(zip(dys, dxs)) for order, (dys, dxs) in columns.items()}
+
+
+def _move_words(dy: int, dx: int) -> str:
+    """A move of dy rows down and dx columns right, in words: "2 rows up and 1 column right"."""
+    def part(k: int, plus: str, minus: str, unit: str) -> str:
+        return f"{abs(k)} {unit}{'s' if abs(k) != 1 else ''} {plus if k > 0 else minus}" if k else f"no {unit}s"
+    return f"{part(dy, 'down', 'up', 'row')} and {part(dx, 'right', 'left', 'column')}"
+
+
+def _expect_direction(what: str, offsets: list[tuple[int, int]], case: ShiftCase) -> None:
+    """Reject moves that are the drawn offsets with a sign flipped, read in any of the usual orders.
+
+    An answer whose moves match no usual order (a draw of its own) is not judged here: a wrong sign shows
+    only against the draws it made.
+    """
+    drawn = _drawn_offsets(case.seed, case.n, case.max_shift)
+    for order, pairs in drawn.items():
+        if offsets == pairs:
+            return
+    for order, pairs in drawn.items():
+        for sy, sx in ((-1, -1), (-1, 1), (1, -1)):
+            if all(o == (sy * dy, sx * dx) for o, (dy, dx) in zip(offsets, pairs)):
+                i = next(i for i, (dy, dx) in enumerate(pairs) if (sy < 0 and dy) or (sx < 0 and dx))
+                (dy, dx), (oy, ox) = pairs[i], offsets[i]
+                ways = [w for w, flipped in (("up for a positive dy", sy < 0), ("left for a positive dx", sx < 0))
+                        if flipped]
+                raise CheckError(f"{what}: each image moved the opposite way ({' and '.join(ways)}): with the "
+                                 f"generator's torch.randint draws read as {order}, image {i} has dy={dy}, dx={dx}, "
+                                 f"but it moved {_move_words(oy, ox)}",
+                                 where="look at where each window is cut from the framed image: moved dy rows down, "
+                                       "row r of the result is row r - dy of the input, so row 0 is fill for dy = 1",
+                                 mistake="each image moves by minus its drawn offset: a window that starts at "
+                                         "max_shift + dy moves the image up by dy (and so does drawing the window's "
+                                         "corner instead of the offset); start it at max_shift - dy (and "
+                                         "max_shift - dx)")
+
+
+_CRASH_WHERE = ("look at the slices that cut each window out of the framed images: print the shape of every window "
+                "for max_shift=1 and offsets -1, 0 and 1; each must be [C, H, W]")
+
+
+def _crash_hints(fn: Callable) -> Callable:
+    """``fn``, whose crashes become a CheckError that shows the inputs and says where to look."""
+
+    @functools.wraps(fn)
+    def shift(images, max_shift, fill, generator, *args, **kwargs):
+        try:
+            return fn(images, max_shift, fill, generator, *args, **kwargs)
+        except (CheckError, NotImplementedError):
+            raise
+        except Exception as error:
+            shape = list(images.shape) if isinstance(images, torch.Tensor) else describe(images)
+            text = str(error)
+            empty = re.search(r"\[[\d, ]*\b0\b[\d, ]*\]", text) is not None
+            raise CheckError(f"random_shift(images of shape {shape}, max_shift={max_shift}, fill={fill}) raised "
+                             f"{type(error).__name__}: {text}", where=_CRASH_WHERE,
+                             mistake="a window came out empty (a size of 0): a slice x[a:b] is empty when b <= a, "
+                                     "and a negative end -k is empty for k = 0 (x[2:-0] is x[2:0]); end each slice "
+                                     "at its start + H (or + W)" if empty else None) from error
+
+    return shift
+
+
 def check_random_shift(fn: Callable, inputs: Sequence[ShiftCase] | None = None) -> None:
-    """``fn(images, max_shift, fill, generator)``: each image a copy of the input moved by its own offset."""
+    """``fn(images, max_shift, fill, generator)``: each image a copy of the input moved by its own offset.
+
+    The draw order is open; the sign is not: moves that equal the generator's draws with a sign flipped fail.
+    """
     inputs = inputs or [ShiftCase(300, 1, 12, 2, 0), ShiftCase(200, 2, 9, 1, 1)]
     fill = -0.5
+    fn = _crash_hints(fn)
     for case in inputs:
         g = torch.Generator().manual_seed(100 + case.seed)
         images = torch.rand(case.n, case.channels, case.size, case.size, generator=g) + 1.0  # never equal to fill
@@ -367,6 +478,7 @@ def check_random_shift(fn: Callable, inputs: Sequence[ShiftCase] | None = None) 
                    f"{(2 * m / (2 * m + 1)) ** case.n:.0e})",
                    where="look at the bounds of your random draw",
                    mistake="torch.randint's `high` is exclusive: draw from -max_shift to max_shift + 1")
+        _expect_direction(what, offsets, case)
     passed("random_shift", len(inputs))
 
 
@@ -401,6 +513,20 @@ def _per_batch_mean(model: nn.Module, dataset: Dataset, batch_size: int) -> floa
     with torch.no_grad():
         scores = [(model(x).argmax(1) == y).float().mean().item() for x, y in DataLoader(dataset, batch_size=batch_size)]
     return sum(scores) / len(scores)
+
+
+def _broadcast_fraction(model: nn.Module, dataset: Dataset, batch_size: int) -> float:
+    """What comparing [B, 1] predictions (argmax with keepdim=True) with [B] labels counts: every pair, [B, B]."""
+    from torch.utils.data import DataLoader
+
+    model = copy.deepcopy(model).eval()
+    with torch.no_grad():
+        pairs = sum(int((model(x).argmax(1, keepdim=True) == y).sum()) for x, y in DataLoader(dataset, batch_size))
+    return pairs / len(dataset)
+
+
+WHERE_SHAPES_COMPARED = ("look at the shapes of the predictions and the labels you compare: print both, and the "
+                         "shape of their comparison (a [B, 1] tensor against a [B] one broadcasts to [B, B])")
 
 
 def _expect_mode_kept_in_eval(fn: Callable, model: nn.Module, dataset: Dataset, batch_size: int,
@@ -472,7 +598,7 @@ def check_accuracy_on(fn: Callable, inputs: Sequence[tuple[int, int, int]] | Non
                f"batch_size={batch_size}", where="look at the batch size you predict with",
                mistake="predict batch_size images at a time, the number the caller gives (a whole dataset in one "
                        "batch may not fit in memory): DataLoader(dataset, batch_size=batch_size)")
-        expect_close(got, expected, what=what, mistakes=[
+        mistakes = [
             Mistake("that is the mean of the per-batch accuracies; the last, smaller batch then counts as much as "
                     "a full one. Count correct predictions over all batches and divide by len(dataset)",
                     lambda: _per_batch_mean(model, dataset, batch_size),
@@ -481,7 +607,20 @@ def check_accuracy_on(fn: Callable, inputs: Sequence[tuple[int, int, int]] | Non
                     lambda: float(round(expected * n)), where="look at what you return"),
             Mistake("that is a percentage; return the fraction (0 to 1)", lambda: expected * 100,
                     where="look at what you return"),
-        ])
+            Mistake("predictions of shape [B, 1] (argmax with keepdim=True) compared with labels of shape [B] "
+                    "broadcast to a [B, B] table: every prediction is compared with every label. Compare [B] with "
+                    "[B]: argmax(dim=1) without keepdim", lambda: _broadcast_fraction(model, dataset, batch_size),
+                    where=WHERE_SHAPES_COMPARED),
+        ]
+        number = got.item() if isinstance(got, torch.Tensor) and got.numel() == 1 else got
+        if (isinstance(number, (int, float)) and not isinstance(number, bool) and number > 1
+                and not any(m.explains(got) for m in mistakes)):
+            raise CheckError(f"{what} should be {expected:.6g}, but yours is {number:.6g}: more than 1, so not a "
+                             f"fraction of the {n} images",
+                             where="look at what you count and what you divide it by: print the shape of each "
+                                   "comparison of predictions with labels ([B]; a [B, 1] tensor against a [B] one "
+                                   "broadcasts to [B, B]) and the number you divide by (len(dataset))")
+        expect_close(got, expected, what=what, mistakes=mistakes)
         _expect_mode_kept_in_eval(fn, model, dataset, batch_size, expected)
     passed("accuracy_on", len(inputs))
 
@@ -671,6 +810,10 @@ def validation_estimate(correct: int, total: int, tiers: Sequence[float] = TIERS
 # The held-out digits' files: torchvision's MNIST reads its test split (train=False) from
 # t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte (.gz when downloaded), whatever the root.
 HELD_OUT_FILE_PREFIX = "t10k-"
+# The training split's files (and the single file of older torchvision versions): the given train_set is already
+# in memory, so a training that opens them reads digits other than train_set, the grader's validation digits among
+# them.
+TRAINING_FILE_PREFIXES = ("train-images-idx3", "train-labels-idx1", "training.pt")
 
 
 class _HeldOutWatch:
@@ -687,6 +830,7 @@ class _HeldOutWatch:
     def __init__(self) -> None:
         self.active = False
         self.opened: str | None = None
+        self.opened_training: str | None = None  # the first file of MNIST's training split opened
         self.installed = False
 
     def __call__(self, event: str, args: tuple) -> None:
@@ -696,15 +840,18 @@ class _HeldOutWatch:
             path = os.fsdecode(args[0])
         except (TypeError, IndexError, ValueError):  # a file descriptor, not a path
             return
-        if os.path.basename(path).startswith(HELD_OUT_FILE_PREFIX):
+        name = os.path.basename(path)
+        if name.startswith(HELD_OUT_FILE_PREFIX):
             self.opened = path
+        elif self.opened_training is None and name.startswith(TRAINING_FILE_PREFIXES):
+            self.opened_training = path
 
     def start(self) -> "_HeldOutWatch":
         """Watch from now on, forgetting what an earlier training opened."""
         if not self.installed:
             sys.addaudithook(self)
             self.installed = True
-        self.opened, self.active = None, True
+        self.opened, self.opened_training, self.active = None, None, True
         return self
 
     def stop(self) -> None:
@@ -720,6 +867,17 @@ def _held_out_read_error(name: str, path: str) -> CheckError:
                       "given, so this training cannot be graded",
                       where="look for datasets.MNIST(..., train=False) or anything else inside build_and_train that "
                             "reads the test split")
+
+
+def _training_files_read_error(name: str, path: str) -> CheckError:
+    return CheckError(f"{name} opened {os.path.basename(path)} while it trained: a file of MNIST's training split, "
+                      "which holds more digits than the train_set it is given (the grader's validation digits among "
+                      "them). The rules allow it only the train_set it is given, so this training cannot be graded",
+                      where="look for datasets.MNIST(...) or anything else inside build_and_train that reads MNIST's "
+                            "files",
+                      mistake="train on the train_set argument alone (stack_dataset(train_set) turns it into "
+                              "tensors): a dataset opened again from MNIST's files also holds the digits the "
+                              "grader keeps out of training to validate your model")
 
 
 def _describe_return(result: Any) -> tuple[str, str | None] | None:
@@ -790,6 +948,8 @@ def _train(fn: Callable, train_set: Dataset, budget_s: float, limit_s: float, th
             torch.set_num_threads(saved_threads)
     if watch.opened is not None:  # whatever else went wrong: the rule broken comes first
         error = _held_out_read_error(name, watch.opened)
+    elif watch.opened_training is not None:
+        error = _training_files_read_error(name, watch.opened_training)
     if error is None and cpu_used > limit_s:
         error = CheckError(f"{name} used {cpu_used:.1f} s of CPU time, more than the time limit of {limit_s:.0f} s (the "
                            f"{budget_s:.0f} s budget plus {limit_s / budget_s - 1:.0%})",

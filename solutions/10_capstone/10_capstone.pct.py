@@ -77,19 +77,24 @@ BACKGROUND = (0.0 - MNIST_MEAN) / MNIST_STD  # a blank pixel after Normalize
 #
 # **Not allowed:** pretrained weights, or weights from any file; downloading
 # anything; reading MNIST's test split (`train=False`) or any digits other than the
-# `train_set` you are given; changing the number of threads. The grader has no
-# GPU: train on the CPU. (DataLoader worker processes are allowed, but their CPU
-# time counts too, and starting them costs a second or two.)
+# `train_set` you are given (opening MNIST's training split again is one: it holds
+# the grader's 1,000 validation digits too); changing the number of threads. The
+# grader has no GPU: train on the CPU. (DataLoader worker processes are allowed,
+# but their CPU time counts too, and starting them costs a second or two.)
 #
 # **Playing fair.** The held-out digits are loaded only while your notebook is
-# graded. The graded training notices when your function opens the files of the
-# test split, and then there is nothing to grade: the capstone's 10 points are
-# lost, with a message that says why. Reading them any other way is just as much
-# against the rules, easy for your instructor to find in your notebook, and
-# pointless: your instructor can grade with held-out digits that you never had.
+# graded. The graded training notices when your function opens MNIST's files (of
+# the test split, or of the training split again), and then there is nothing to
+# grade: the capstone's 10 points are lost, with a message that says why.
+# Reading the held-out digits any other way is just as much against the rules,
+# easy for your instructor to find in your notebook, and pointless: your
+# instructor can grade with held-out digits that you never had.
 #
 # **Seeds.** The grader seeds PyTorch, NumPy and `random` with 0 before calling
-# your function, so one machine trains the same model every time.
+# your function, so one machine trains the same model every time. Your function
+# must not seed them again (`torch.manual_seed` and its kind reset the random
+# state the caller set); a generator of your own,
+# `torch.Generator().manual_seed(...)`, is fine.
 #
 # ## 2. The data, and a validation split
 #
@@ -343,9 +348,12 @@ print(f"stacking once: {stack_seconds:.2f} s; then per epoch: DataLoader {loader
 # Write `random_shift(images, max_shift, fill, generator)` for a `[N, C, H, W]`
 # batch: move each image by its own random offset, `dy` rows down and `dx`
 # columns right, each a whole number from `-max_shift` to `max_shift` (both
-# included), drawn from `generator`. Pixels that move out are dropped; the
-# uncovered border gets the value `fill` (for normalised MNIST, `BACKGROUND`, the
-# value of a blank pixel). Do not change the input.
+# included). Draw the offsets themselves from `generator` with `torch.randint`
+# (`dy` first or `dx` first, in two draws or one: your choice); an image whose
+# drawn `dy` is 2 moves 2 rows down, and one whose drawn `dy` is -2 moves 2 rows
+# up. Pixels that move out are dropped; the uncovered border gets the value
+# `fill` (for normalised MNIST, `BACKGROUND`, the value of a blank pixel). Do not
+# change the input.
 #
 # *Hint:* think of a picture frame: give every image a border of `fill` wide
 # enough for the largest shift (look up `F.pad` and its `value`), then cut an
@@ -522,7 +530,6 @@ def build_and_train(train_set: Dataset, time_budget_s: float) -> nn.Module:
     """
     ### BEGIN SOLUTION
     epochs, batch_size, max_lr = 6, 128, 0.01
-    torch.manual_seed(0)
     generator = torch.Generator().manual_seed(0)
     images, labels = stack_dataset(train_set)
     model = build_model().to(memory_format=torch.channels_last)

@@ -115,6 +115,11 @@ def stack_by_index(dataset):
     return torch.stack([image for image, _ in pairs]), torch.tensor([label for _, label in pairs])
 
 
+def stack_stored_pixels(dataset):
+    images = dataset.data.unsqueeze(1).to(torch.float32) / 255  # the stored pixels: the dataset's Normalize skipped
+    return images, torch.as_tensor(dataset.targets, dtype=torch.int64)
+
+
 def stack_one_batch(dataset):
     images, labels = next(iter(DataLoader(dataset, batch_size=len(dataset))))
     return images, labels.to(torch.int64)
@@ -219,14 +224,48 @@ def shift_per_image_dx_first(images, max_shift, fill, generator):
 def shift_random_window(images, max_shift, fill, generator):
     """A random crop of the framed image: the window's corner is drawn, and the image moves by max_shift - corner.
 
-    Its offsets are exactly the negatives of two draws of n with dy first: a direction check that compares
-    offsets with the generator's draws cannot tell this correct answer from one that moves the wrong way.
+    Its moves are exactly the negatives of two draws of n with dy first, bit for bit the same function as an
+    answer that cuts its window at max_shift + dy: no check of the output can tell the two apart. The task
+    therefore fixes the sign (the offsets are the numbers drawn, a drawn dy of 2 moves the image down), and
+    this answer, which draws the corner instead, fails with the reversed one.
     """
     n, _, h, w = images.shape
     top = torch.randint(0, 2 * max_shift + 1, (n,), generator=generator)
     left = torch.randint(0, 2 * max_shift + 1, (n,), generator=generator)
     padded = F.pad(images, (max_shift,) * 4, value=fill)
     return torch.stack([padded[i, :, t:t + h, l:l + w] for i, (t, l) in enumerate(zip(top.tolist(), left.tolist()))])
+
+
+def shift_paste_rows_upward(images, max_shift, fill, generator):
+    """Pastes each image at row -dy instead of +dy: a positive dy moves it up (the columns go the right way)."""
+    n, _, h, w = images.shape
+    dy = torch.randint(-max_shift, max_shift + 1, (n,), generator=generator)
+    dx = torch.randint(-max_shift, max_shift + 1, (n,), generator=generator)
+    out = torch.full_like(images, fill)
+    for i in range(n):
+        y, x = -int(dy[i]), int(dx[i])
+        out[i, :, max(y, 0):h + min(y, 0), max(x, 0):w + min(x, 0)] = \
+            images[i, :, max(-y, 0):h + min(-y, 0), max(-x, 0):w + min(-x, 0)]
+    return out
+
+
+def shift_window_end_from_frame(images, max_shift, fill, generator):
+    """Ends each window at top - 2 * max_shift, counted from the frame's far edge: empty when that is 0."""
+    n = len(images)
+    offsets = torch.randint(-max_shift, max_shift + 1, (n, 2), generator=generator).tolist()
+    padded = F.pad(images, (max_shift,) * 4, value=fill)
+    windows = []
+    for i, (dy, dx) in enumerate(offsets):
+        top, left = max_shift - dy, max_shift - dx
+        windows.append(padded[i, :, top:top - 2 * max_shift, left:left - 2 * max_shift])
+    return torch.stack(windows)
+
+
+def shift_dx_batch_first(images, max_shift, fill, generator):
+    n = len(images)
+    dx = torch.randint(-max_shift, max_shift + 1, (n,), generator=generator)
+    dy = torch.randint(-max_shift, max_shift + 1, (n,), generator=generator)
+    return _crop(images, dy, dx, max_shift, fill)
 
 
 def shift_own_offsets_from_rand(images, max_shift, fill, generator):
@@ -326,6 +365,35 @@ def accuracy_train_mode_in_finally(model, dataset, batch_size=500):
         model.train(True)  # "back to training": but the model may have come in eval mode
 
 
+def accuracy_keepdim_table(model, dataset, batch_size=500):
+    model.eval()
+    hits = 0
+    with torch.no_grad():
+        for images, labels in DataLoader(dataset, batch_size=batch_size):
+            predicted = model(images).max(dim=1, keepdim=True).indices  # [B, 1]
+            hits += int(predicted.eq(labels).sum())  # against [B]: a [B, B] table
+    return hits / len(dataset)
+
+
+def accuracy_per_batch_count(model, dataset, batch_size=500):
+    model.eval()
+    correct, batches = 0, 0
+    with torch.no_grad():
+        for images, labels in DataLoader(dataset, batch_size=batch_size):
+            correct += (model(images).argmax(dim=1) == labels).sum().item()
+            batches += 1
+    return correct / batches  # the number of batches, not of images
+
+
+def accuracy_keepdim_then_squeeze(model, dataset, batch_size=500):
+    model.eval()
+    hits = 0
+    with torch.no_grad():
+        for images, labels in DataLoader(dataset, batch_size=batch_size):
+            hits += (model(images).argmax(dim=1, keepdim=True) == labels.view(-1, 1)).sum().item()
+    return hits / len(dataset)
+
+
 def accuracy_fixed_batch(model, dataset, batch_size=500):
     model.eval()
     correct = 0
@@ -404,8 +472,7 @@ def model_same_weights_every_call():
 
 
 def _linear(train_set, epochs=1):
-    """A linear classifier, one epoch: about 88% of the digits."""
-    torch.manual_seed(0)
+    """A linear classifier, one epoch: about 88% of the digits. (The grader seeds before it calls.)"""
     model = nn.Sequential(nn.Flatten(), nn.Linear(28 * 28, 10))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     for _ in range(epochs):
@@ -475,7 +542,6 @@ def quick_with_prints(train_set, time_budget_s):
 
 
 def quick_dataloader_workers(train_set, time_budget_s):
-    torch.manual_seed(0)
     model = nn.Sequential(nn.Flatten(), nn.Linear(28 * 28, 10))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     loader = DataLoader(train_set, batch_size=128, shuffle=True, num_workers=1,
@@ -497,6 +563,14 @@ def trains_on_held_out_digits(train_set, time_budget_s):
     return _linear(ConcatDataset([train_set, test]))
 
 
+def reloads_training_split(train_set, time_budget_s):
+    """Trains on as many digits as it is given, but taken from MNIST's training split opened again."""
+    from helpers.data import mnist_dataset
+
+    digits = mnist_dataset(train=True, transform=checks.mnist_transform())
+    return _linear(Subset(digits, range(len(train_set))))
+
+
 def peeks_at_held_out_labels(train_set, time_budget_s):
     from helpers.data import data_root, read_idx
 
@@ -516,7 +590,6 @@ class _AlwaysDropout(nn.Module):
 
 
 def dropout_in_eval_mode(train_set, time_budget_s):
-    torch.manual_seed(0)
     model = _AlwaysDropout()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     for images, labels in DataLoader(train_set, batch_size=64, shuffle=True):
@@ -573,6 +646,7 @@ CASES = [
     Reject(checks.check_stack_dataset, stack_shuffled, "in another order"),
     Reject(checks.check_stack_dataset, stack_float_labels, "should have dtype torch.int64"),
     Reject(checks.check_stack_dataset, stack_without_channel, "a dimension of size 1 is missing"),
+    Reject(checks.check_stack_dataset, stack_stored_pixels, "the dataset's stored pixels (.data) converted by hand"),
 
     Accept(checks.check_random_shift, ref.random_shift),
     Accept(checks.check_random_shift, shift_loop_slicing),
@@ -581,7 +655,11 @@ CASES = [
     Accept(checks.check_random_shift, shift_pairs),
     Accept(checks.check_random_shift, shift_per_image_dx_first),
     Accept(checks.check_random_shift, shift_own_offsets_from_rand),
-    Accept(checks.check_random_shift, shift_random_window),
+    Accept(checks.check_random_shift, shift_dx_batch_first),
+    Reject(checks.check_random_shift, shift_random_window, "each image moved the opposite way (up for a positive dy "
+           "and left for a positive dx)"),
+    Reject(checks.check_random_shift, shift_paste_rows_upward, "moved the opposite way (up for a positive dy)"),
+    Reject(checks.check_random_shift, shift_window_end_from_frame, "a window came out empty"),
     Reject(checks.check_random_shift, shift_with_roll, "torch.roll wraps around"),
     Reject(checks.check_random_shift, shift_zero_fill, "the uncovered border is 0"),
     Reject(checks.check_random_shift, shift_whole_batch, "every image moved by the same offset"),
@@ -594,6 +672,9 @@ CASES = [
     Accept(checks.check_accuracy_on, accuracy_restores_mode),
     Accept(checks.check_accuracy_on, accuracy_inference_mode_slices),
     Accept(checks.check_accuracy_on, accuracy_keyword_loader),
+    Accept(checks.check_accuracy_on, accuracy_keepdim_then_squeeze),
+    Reject(checks.check_accuracy_on, accuracy_keepdim_table, "broadcast to a [B, B] table"),
+    Reject(checks.check_accuracy_on, accuracy_per_batch_count, "more than 1, so not a fraction"),
     Reject(checks.check_accuracy_on, accuracy_without_eval, "call model.eval()"),
     Reject(checks.check_accuracy_on, accuracy_train_mode_after_eval, "call model.eval()"),
     Reject(checks.check_accuracy_on, accuracy_top_level_flag_only, "in training mode"),
@@ -627,6 +708,7 @@ CASES = [
     Reject(checks.check_build_and_train, trains_on_flat_images, "fails on a batch of shape [16, 1, 28, 28]"),
     Reject(checks.check_build_and_train, diverges, "scores contain nan or inf"),
     Reject(checks.check_build_and_train, peeks_at_held_out_labels, "opened t10k-labels-idx1-ubyte while it trained"),
+    Reject(checks.check_build_and_train, reloads_training_split, "a file of MNIST's training split"),
 
     Accept(checks.check_within_budget, ref.build_and_train),
     Accept(checks.check_within_budget, reference_seed_1),
