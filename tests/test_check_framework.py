@@ -503,3 +503,15 @@ def test_saved_on_tags_a_checkpoint_as_a_gpu_writes_it(tmp_path):
         torch.save({"w": torch.ones(1)}, tmp_path / "rank1.pt")
     torch.save({"w": torch.ones(1)}, tmp_path / "cpu.pt")  # outside the block: an ordinary save
     assert storage_locations(tmp_path / "rank1.pt") == {"cuda:1"} and storage_locations(tmp_path / "cpu.pt") == {"cpu"}
+
+
+def test_a_task_that_asks_for_nothing_random_names_a_draw():
+    def shuffles(n):
+        return torch.randperm(n).tolist()
+
+    assert sorted(call(shuffles, 4)) == [0, 1, 2, 3]  # by default, drawing is the function's own business
+    rng = torch.get_rng_state()
+    error = rejects(shuffles, 4, nothing_random=True)
+    assert "the task asks for nothing random from it" in error.symptom and error.where, str(error)
+    assert torch.equal(rng, torch.get_rng_state())
+    assert call(lambda n: list(range(n)), 3, nothing_random=True) == [0, 1, 2]

@@ -347,7 +347,8 @@ def _where_raised(error: Exception) -> str:
             "uses there")
 
 
-def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), **kwargs: Any) -> Any:
+def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), nothing_random: bool = False,
+         **kwargs: Any) -> Any:
     """Call a learner's function on the caller's own arguments and enforce the default rules.
 
     Pass the originals (not clones). After the call, every argument must be as
@@ -359,6 +360,11 @@ def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), **kwargs: A
     lets the function change them; then the first violation is raised as a
     CheckError naming it. A crash of the learner's code becomes a CheckError
     too. ``allow``: see :class:`Allow`; quote the task text that permits it.
+
+    Drawing from a global generator is a mistake when the call hands the
+    function a generator or a seed to draw from instead, or when
+    ``nothing_random`` says the task asks for nothing random (quote it);
+    resetting one (manual_seed, random.seed, set_rng_state...) always is.
     """
     if not callable(fn):
         return _invoke(fn, args, kwargs)
@@ -383,7 +389,7 @@ def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), **kwargs: A
                              where=f"look at every line that uses {label}: {_WRITES.get(kind, 'anything that changes it')}",
                              mistake=f"the {kind} belongs to the caller, who still uses it; {fix}")
     problem = _state_problem(name, state, after, allow, randomness_given=_gives_randomness(labelled),
-                             reseeded=reseeds)
+                             reseeded=reseeds, nothing_random=nothing_random)
     if problem is not None:
         raise problem
     return result
@@ -1242,17 +1248,18 @@ def _reseeded(after: dict) -> int | None:
     return None
 
 
-def _state_problem(name: str, state: dict, after: dict, allow: Allow, *,
-                   randomness_given: bool = True, reseeded: Sequence[str] = ()) -> CheckError | None:
+def _state_problem(name: str, state: dict, after: dict, allow: Allow, *, randomness_given: bool = True,
+                   reseeded: Sequence[str] = (), nothing_random: bool = False) -> CheckError | None:
     """A CheckError for the first piece of global state the call left changed (and was not allowed to), or None.
 
     The global generators: resetting one (``reseeded``: the calls seen) is always a problem, since it throws
     away the caller's random stream; drawing from one is a problem only when ``randomness_given``, the call
-    handed the function a generator or a seed to draw from instead.
+    handed the function a generator or a seed to draw from instead, or ``nothing_random``, the task asks for
+    nothing random at all.
     """
     if not allow.global_rng:
         changed = _rng_changed(state, after)
-        if changed and (randomness_given or reseeded):
+        if changed and (randomness_given or reseeded or nothing_random):
             seed = _reseeded(after) if "torch" in changed else None
             how = (f"reseeded torch's global random generator (torch.manual_seed({seed}))" if seed is not None
                    else f"reset a global random generator ({reseeded[0]})" if reseeded
@@ -1265,6 +1272,9 @@ def _state_problem(name: str, state: dict, after: dict, allow: Allow, *,
                     mistake="draw from the generator (or seed) the task gives you, e.g. torch.randperm(n, "
                             "generator=g); seeding or drawing from the global generator changes every random "
                             "number the caller draws afterwards")
+            if not reseeded:  # drew, where the task asks for nothing random: the evidence shows no more
+                return CheckError(f"{name} {how}, which the rest of the program shares; the task asks for nothing "
+                                  "random from it", where=where)
             return CheckError(
                 f"{name} {how}, which the rest of the program shares", where=where,
                 mistake="seeding inside a function resets the random numbers the caller draws afterwards; draw "

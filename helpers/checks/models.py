@@ -891,12 +891,13 @@ def check_label_smoothing_loss(cls: Any, inputs: Sequence[tuple[float, str]] | N
                         where="look at where __init__ stores the two settings and where forward passes them on",
                         mistake=f"the smoothing ({smoothing}) reached the place of the reduction: the two settings "
                                 "are swapped, when stored or when passed on") from cause
-                if error.where is None and cause is not None:
-                    n, c = logits.shape
-                    mixed = f"({n})" in str(cause) and f"({c})" in str(cause)
-                    raise CheckError(error.symptom, where=(
+                n, c = logits.shape
+                if cause is not None and f"({n})" in str(cause) and f"({c})" in str(cause):
+                    raise CheckError(error.symptom, mistake=error.mistake, where=(
                         f"look at which dim each reduction in forward runs over: a result of {c} values (one per "
-                        f"class) met one of {n} values (one per sample)" if mixed else
+                        f"class) met one of {n} values (one per sample)")) from cause
+                if error.where is None and cause is not None:
+                    raise CheckError(error.symptom, mistake=error.mistake, where=(
                         f"look at the line of forward that raised (below) and the shapes it combines: logits "
                         f"{list(logits.shape)} (samples, classes), targets {list(targets.shape)}")) from cause
                 raise
