@@ -515,3 +515,15 @@ def test_a_task_that_asks_for_nothing_random_names_a_draw():
     assert "the task asks for nothing random from it" in error.symptom and error.where, str(error)
     assert torch.equal(rng, torch.get_rng_state())
     assert call(lambda n: list(range(n)), 3, nothing_random=True) == [0, 1, 2]
+
+
+def test_a_task_may_allow_draws_from_the_global_generator_but_not_a_reseed():
+    assert call(lambda n: torch.randn(n).shape[0], 3, allow=Allow(global_rng="draws")) == 3
+
+    def reseeds_from_the_clock(n):
+        torch.manual_seed(12345678)
+        return torch.randn(n).shape[0]
+
+    error = rejects(reseeds_from_the_clock, 3, allow=Allow(global_rng="draws"))
+    assert "reset a global random generator (torch.manual_seed(12345678))" in error.symptom, str(error)
+    assert call(reseeds_from_the_clock, 3, allow=Allow(global_rng=True)) == 3  # where the task seeds, it may

@@ -270,7 +270,8 @@ class Allow:
         changed: arguments (by identity) the function may change: everything
             about them, including a module's train/eval mode.
         global_rng: it may draw from (or reseed) the global random generators
-            of torch, CUDA, Python's ``random`` and NumPy.
+            of torch, CUDA, Python's ``random`` and NumPy; ``"draws"``: it may
+            draw from them but not reset them (manual_seed, random.seed...).
         grad_mode: it may leave gradient tracking (or inference mode) switched.
         dtype: it may leave the default dtype changed.
         anomaly: it may leave anomaly detection switched.
@@ -280,7 +281,7 @@ class Allow:
     """
 
     changed: tuple = ()
-    global_rng: bool = False
+    global_rng: bool | str = False
     grad_mode: bool = False
     dtype: bool = False
     anomaly: bool = False
@@ -1257,9 +1258,10 @@ def _state_problem(name: str, state: dict, after: dict, allow: Allow, *, randomn
     handed the function a generator or a seed to draw from instead, or ``nothing_random``, the task asks for
     nothing random at all.
     """
-    if not allow.global_rng:
+    if allow.global_rng is not True:
         changed = _rng_changed(state, after)
-        if changed and (randomness_given or reseeded or nothing_random):
+        drawing_allowed = allow.global_rng == "draws"
+        if changed and (reseeded or (not drawing_allowed and (randomness_given or nothing_random))):
             seed = _reseeded(after) if "torch" in changed else None
             how = (f"reseeded torch's global random generator (torch.manual_seed({seed}))" if seed is not None
                    else f"reset a global random generator ({reseeded[0]})" if reseeded

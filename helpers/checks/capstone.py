@@ -916,9 +916,9 @@ def _train(fn: Callable, train_set: Dataset, budget_s: float, limit_s: float, th
         watch = _held_out_watch.start()
         try:
             # task: "The grader seeds PyTorch, NumPy and `random` with 0 before calling your function": training
-            # draws from the global generators (initial weights, dropout, shuffling). The thread rule has its own
-            # message below.
-            result = call(fn, train_set, budget_s, allow=Allow(global_rng=True, threads=True))
+            # draws from the global generators (initial weights, dropout, shuffling); "Your function must not seed
+            # them again". The thread rule has its own message below.
+            result = call(fn, train_set, budget_s, allow=Allow(global_rng="draws", threads=True))
         except _OutOfTime:
             result = None
             error = CheckError(f"{name} was stopped after {limit_s:.0f} s of CPU time, the time limit: the "

@@ -571,6 +571,13 @@ def reloads_training_split(train_set, time_budget_s):
     return _linear(Subset(digits, range(len(train_set))))
 
 
+def trains_reseeded_from_the_clock(train_set, time_budget_s):
+    import time
+
+    torch.manual_seed(int(time.time()))  # "a fresh start": it throws away the grader's seed
+    return _linear(train_set)
+
+
 def peeks_at_held_out_labels(train_set, time_budget_s):
     from helpers.data import data_root, read_idx
 
@@ -709,6 +716,8 @@ CASES = [
     Reject(checks.check_build_and_train, diverges, "scores contain nan or inf"),
     Reject(checks.check_build_and_train, peeks_at_held_out_labels, "opened t10k-labels-idx1-ubyte while it trained"),
     Reject(checks.check_build_and_train, reloads_training_split, "a file of MNIST's training split"),
+    Reject(checks.check_build_and_train, trains_reseeded_from_the_clock,
+           "reset a global random generator (torch.manual_seed("),
 
     Accept(checks.check_within_budget, ref.build_and_train),
     Accept(checks.check_within_budget, reference_seed_1),
