@@ -575,6 +575,14 @@ def save_map_location_positional(model, path):
     model.load_state_dict(torch.load(path, "cpu"))  # map_location is torch.load's second parameter
 
 
+def save_seeded_for_every_rank(model, path):
+    torch.manual_seed(0)  # "so that every rank agrees": it resets each rank's random stream instead
+    if dist.get_rank() == 0:
+        torch.save(model.state_dict(), path)
+    dist.barrier()
+    model.load_state_dict(torch.load(path, map_location="cpu"))
+
+
 def save_barrier_only_after_load(model, path):
     if dist.get_rank() == 0:
         torch.save(model.state_dict(), path)
@@ -1172,6 +1180,7 @@ CASES = [
     Reject(checks.check_save_and_load, save_on_every_rank, "only rank 0 should save"),
     Reject(checks.check_save_and_load, save_without_barrier, "call dist.barrier() between saving and loading"),
     Accept(checks.check_save_and_load, save_map_location_positional),
+    Reject(checks.check_save_and_load, save_seeded_for_every_rank, "reseeded torch's global random generator"),
     Reject(checks.check_save_and_load, save_load_without_map_location,
            "on rank 0, torch.load raised RuntimeError: Attempting to deserialize object on a CUDA device"),
     Reject(checks.check_save_and_load, save_load_on_rank0_only, "never loaded the checkpoint"),
