@@ -29,8 +29,8 @@ WRONG_CELLS = {
         "    return total_loss / count, correct / count\n"
     ),
     # OneCycleLR stepped once per epoch: schedule 0 of 2, clipping 1 of 1 (checked with a
-    # constant schedule), history 0 of 1 (the losses follow the wrong schedule); train_spirals, which
-    # calls this fit, is graded with the reference fit (one bug loses one exercise): 4 of 4
+    # constant schedule), history 1 of 1 (it is compared with the losses this run computed: one bug
+    # costs one cell); train_spirals, which calls this fit, is graded with the reference fit: 4 of 4
     "ex_fit": (
         "def fit(model, loader, loss_fn, optimizer, scheduler, device, epochs=1, max_norm=1.0):\n"
         "    model.train()\n"
@@ -48,4 +48,4 @@ WRONG_CELLS = {
         "    return history\n"
     ),
 }
-EXPECTED_SCORE = 11.0
+EXPECTED_SCORE = 12.0
