@@ -527,3 +527,13 @@ def test_a_task_may_allow_draws_from_the_global_generator_but_not_a_reseed():
     error = rejects(reseeds_from_the_clock, 3, allow=Allow(global_rng="draws"))
     assert "reset a global random generator (torch.manual_seed(12345678))" in error.symptom, str(error)
     assert call(reseeds_from_the_clock, 3, allow=Allow(global_rng=True)) == 3  # where the task seeds, it may
+
+
+def test_fork_rng_restoring_the_state_is_no_reseed():
+    def draws_some_inside_fork_rng(n):
+        with torch.random.fork_rng(devices=[]):
+            torch.randn(5)  # undone as the block exits, by torch.set_rng_state
+        return torch.randn(n).shape[0]  # a draw of its own
+
+    assert call(draws_some_inside_fork_rng, 3) == 3
+    assert call(draws_some_inside_fork_rng, 3, allow=Allow(global_rng="draws")) == 3

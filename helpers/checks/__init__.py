@@ -75,6 +75,7 @@ import linecache
 import math
 import os
 import random
+import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -1228,8 +1229,10 @@ def _watching_reseeds() -> Iterator[list[str]]:
 
             def spy(*args: Any, _original: Callable = original, _name: str = f"{module_name}.{attribute}",
                     **kwargs: Any) -> Any:
-                shown = ", ".join(repr(a) for a in args if not isinstance(a, torch.Tensor))
-                calls.append(f"{_name}({shown})")
+                # torch's own calls are restorations (fork_rng puts the caller's state back as it exits)
+                if not sys._getframe(1).f_globals.get("__name__", "").startswith(("torch", "numpy")):
+                    shown = ", ".join(repr(a) for a in args if not isinstance(a, torch.Tensor))
+                    calls.append(f"{_name}({shown})")
                 return _original(*args, **kwargs)
 
             setattr(module, attribute, spy)
