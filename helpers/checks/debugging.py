@@ -1264,27 +1264,24 @@ def _same_training(a: _Run, b: _Run) -> bool:
     return same_value(_parameters(a.model), _parameters(b.model))
 
 
-def _probability_nll_training(model: nn.Module, train_set: Dataset, test_set: Dataset, epochs: int,
-                              lr: float) -> None:
-    """The training part with nll_loss on softmax probabilities (a wrong fix of the softmax bug)."""
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    model.train()
-    for _ in range(epochs):
-        for inputs, targets in DataLoader(train_set, batch_size=8):
-            optimizer.zero_grad()
-            F.nll_loss(model(inputs).softmax(dim=1), targets).backward()
-            optimizer.step()
+def _training_on_probabilities(loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Callable[..., None]:
+    """The training part, the rest fixed, with ``loss`` applied to softmax probabilities: the given program's
+    (cross_entropy) or a wrong fix of it (nll_loss)."""
+
+    def train(model: nn.Module, train_set: Dataset, test_set: Dataset, epochs: int, lr: float) -> None:
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+        model.train()
+        for _ in range(epochs):
+            for inputs, targets in DataLoader(train_set, batch_size=8):
+                optimizer.zero_grad()
+                loss(model(inputs).softmax(dim=1), targets).backward()
+                optimizer.step()
+
+    return train
 
 
-def _softmax_training(model: nn.Module, train_set: Dataset, test_set: Dataset, epochs: int, lr: float) -> None:
-    """The given program's training part (softmax before cross_entropy), the rest fixed."""
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    model.train()
-    for _ in range(epochs):
-        for inputs, targets in DataLoader(train_set, batch_size=8):
-            optimizer.zero_grad()
-            F.cross_entropy(model(inputs).softmax(dim=1), targets).backward()
-            optimizer.step()
+_softmax_training = _training_on_probabilities(F.cross_entropy)
+_probability_nll_training = _training_on_probabilities(F.nll_loss)
 
 
 def _history_problem(what: str, history: Any, case: TrainCase) -> Problem | None:
