@@ -38,7 +38,7 @@ from torch import nn
 from torch.utils.data.distributed import DistributedSampler
 
 from helpers.checks import Allow, CheckError, Mistake, call, describe, expect, expect_tensor, passed
-from helpers.checks import MISTAKE_LABEL, WHERE_LABEL, substitute, symptom_of
+from helpers.checks import substitute
 from helpers.checks.devices import CUDA_LOAD_ERROR, saved_on
 from helpers.reference import distributed as ref
 
@@ -174,7 +174,7 @@ def run_group(target: Callable[..., Any], *args: Any, world_size: int = 2, what:
             if named:
                 raise named if isinstance(named, CheckError) else CheckError(named)
             if report.error == "CheckError":
-                raise report.result if isinstance(report.result, CheckError) else _rebuilt(report.message)
+                raise report.result  # the rank's CheckError itself, every rung of its ladder
             if not any(sign in report.message for sign in gloo):
                 first = report.message.strip().splitlines()[0] if report.message.strip() else ""
                 raise CheckError(f"{what} raised {report.error} on rank {rank}: {first}",
@@ -208,16 +208,6 @@ def in_rank(fn: Callable[..., Any], *args: Any, allow: Allow = Allow()) -> Any:
         if isinstance(cause, Exception) and not isinstance(cause, CheckError):
             raise cause from None
         raise
-
-
-def _rebuilt(text: str) -> CheckError:
-    """A CheckError raised in a rank, from its ``str()`` (all rungs): the ladder again, rung by rung."""
-    rungs = {}
-    rest = text[len(symptom_of(text)):]
-    for label in (MISTAKE_LABEL, WHERE_LABEL):  # the mistake comes last: split it off first
-        rest, _, found = rest.partition(f"\n   {label} ")
-        rungs[label] = found or None
-    return CheckError(symptom_of(text), where=rungs[WHERE_LABEL], mistake=rungs[MISTAKE_LABEL])
 
 
 @contextmanager
