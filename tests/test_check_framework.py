@@ -537,3 +537,36 @@ def test_fork_rng_restoring_the_state_is_no_reseed():
 
     assert call(draws_some_inside_fork_rng, 3) == 3
     assert call(draws_some_inside_fork_rng, 3, allow=Allow(global_rng="draws")) == 3
+
+
+def _sums(loader: DataLoader) -> list[float]:
+    return [batch[0].sum().item() for batch in loader]
+
+
+def test_a_data_loader_in_order_draws_nothing_of_the_learners():
+    """Iterating a DataLoader draws its workers' base seed from torch's global generator, shuffled or not: that
+    draw is the library's. A loader in order is no random choice; shuffling, or a draw of the function's own
+    beside the loaders, still is."""
+    data = TensorDataset(torch.arange(10.0))
+
+    def in_order(dataset):
+        return _sums(DataLoader(dataset, batch_size=3))
+
+    def two_epochs_in_order(dataset):
+        return [_sums(DataLoader(dataset, batch_size=4)) for _ in range(2)]
+
+    def shuffled(dataset):
+        return _sums(DataLoader(dataset, batch_size=3, shuffle=True))
+
+    def in_order_and_a_draw(dataset):
+        torch.rand(1)
+        return in_order(dataset)
+
+    before = torch.get_rng_state()
+    assert call(in_order, data, nothing_random=True) == [3.0, 12.0, 21.0, 9.0]
+    call(two_epochs_in_order, data, nothing_random=True)
+    assert torch.equal(torch.get_rng_state(), before), "the caller's state comes back whole"
+    for drawing in (shuffled, in_order_and_a_draw):
+        with pytest.raises(CheckError, match="used the global random generator of torch"):
+            call(drawing, data, nothing_random=True)
+    assert torch.equal(torch.get_rng_state(), before)

@@ -375,7 +375,7 @@ def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), nothing_ran
     watched = [(label, value, _snapshot(value)) for label, value in labelled if not allow.lets_change(value)]
     state = _global_state()
     try:
-        with _watching_reseeds() as reseeds:
+        with _watching_reseeds() as reseeds, _counting_loader_seeds() as loader_seeds:
             result = _invoke(fn, args, kwargs)
     except BaseException:
         _give_back(state, _global_state(), watched, allow)
@@ -390,7 +390,10 @@ def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), nothing_ran
             raise CheckError(f"{name} changed the {kind} it was given as {label}: {what}",
                              where=f"look at every line that uses {label}: {_WRITES.get(kind, 'anything that changes it')}",
                              mistake=f"the {kind} belongs to the caller, who still uses it; {fix}")
-    problem = _state_problem(name, state, after, allow, randomness_given=_gives_randomness(labelled),
+    # a DataLoader draws its workers' base seed from the global generator each time it is iterated, even
+    # without shuffling: that draw is the library's, not a random choice of the learner's
+    seen = {**after, "torch_rng": state["torch_rng"]} if _only_loader_seeds(state, after, loader_seeds[0]) else after
+    problem = _state_problem(name, state, seen, allow, randomness_given=_gives_randomness(labelled),
                              reseeded=reseeds, nothing_random=nothing_random)
     if problem is not None:
         raise problem
@@ -1242,6 +1245,38 @@ def _watching_reseeds() -> Iterator[list[str]]:
     finally:
         for module, attribute, original in reversed(patched):
             setattr(module, attribute, original)
+
+
+@contextlib.contextmanager
+def _counting_loader_seeds() -> Iterator[list[int]]:
+    """Count (in ``[0]``) the DataLoader iterators started while the block runs that draw their base seed from
+    torch's global generator (a loader without ``generator=``)."""
+    from torch.utils.data import dataloader
+
+    count = [0]
+    original = dataloader._BaseDataLoaderIter.__init__
+
+    def counting(self: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
+        if getattr(loader, "generator", None) is None:
+            count[0] += 1
+        original(self, loader, *args, **kwargs)
+
+    dataloader._BaseDataLoaderIter.__init__ = counting
+    try:
+        yield count
+    finally:
+        dataloader._BaseDataLoaderIter.__init__ = original
+
+
+def _only_loader_seeds(before: dict, after: dict, draws: int) -> bool:
+    """Whether torch's global generator moved by exactly ``draws`` DataLoader base-seed draws, and nothing else."""
+    if draws == 0 or _bytes(before["torch_rng"]) == _bytes(after["torch_rng"]):
+        return False
+    replay = torch.Generator()
+    replay.set_state(before["torch_rng"])
+    for _ in range(draws):
+        torch.empty((), dtype=torch.int64).random_(generator=replay)  # the draw _BaseDataLoaderIter makes
+    return _bytes(replay.get_state()) == _bytes(after["torch_rng"])
 
 
 def _reseeded(after: dict) -> int | None:

@@ -24,7 +24,7 @@ import random
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, NoReturn, Sequence
 from unittest import mock
 
 import torch
@@ -456,8 +456,12 @@ def check_load_checkpoint_resume(fn: Callable[..., int], inputs: Sequence[Case] 
 # ---------------------------------------------------------------- train_resumable
 
 
-class _Interrupted(Exception):
-    """Raised inside run_epoch to play a crash (a killed job, a lost machine)."""
+class _Interrupted(BaseException):
+    """Raised inside run_epoch to play a crash (a killed job, a lost machine).
+
+    A BaseException, as a kill is: the learner's ``except Exception`` does not swallow it, and the
+    framework's ``call`` lets it through untouched (after putting the caller's state back).
+    """
 
 
 class _Counter:
@@ -469,6 +473,24 @@ class _Counter:
             raise _Interrupted(f"the job was stopped after {self.calls} epochs")
         self.calls += 1
         return run_epoch(model, loader, optimizer, scheduler)
+
+
+def _train(fn: Callable[..., Any], s: Setup, case: Case, path: Path, run_epoch: Callable[..., float]) -> None:
+    """One run of the learner's train_resumable on ``s``, through the framework's rules.
+
+    A crash of the learner's code comes back as the CheckError ``call`` makes, its cause attached.
+    """
+    # task: "Write train_resumable(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch)",
+    # which trains those objects in place; "Use your save_checkpoint and load_checkpoint", and loading
+    # restores the global generator (dropout masks) that the checkpoint saved.
+    changed = (s.model, s.optimizer, s.scheduler, s.loader, s.generator, run_epoch)
+    call(fn, s.model, s.optimizer, s.scheduler, s.loader, s.generator, case.epochs, path, run_epoch,
+         allow=Allow(changed=changed, global_rng=True))
+
+
+def _raised(error: CheckError) -> BaseException | None:
+    """The learner's own exception behind a CheckError from ``call`` (None when a rule was broken)."""
+    return error.__cause__ if isinstance(error.__cause__, Exception) else None
 
 
 def _run_resumable(fn: Callable[..., Any], case: Case) -> tuple[int, bool, int, dict, dict | None]:
@@ -507,26 +529,22 @@ def _run_resumable_as_is(fn: Callable[..., Any], case: Case) -> tuple[int, bool,
         s = _setup(case)
         crashed = False
         try:
-            fn(s.model, s.optimizer, s.scheduler, s.loader, s.generator, case.epochs, path, first)
+            _train(fn, s, case, path, first)
         except _Interrupted:
             crashed = True
-        except NotImplementedError:
-            raise CheckError(f"{name} is not written yet: it raised NotImplementedError",
-                             where=f"look in the cell that defines {name} for `raise NotImplementedError()`",
-                             mistake="replace `raise NotImplementedError()` with your code") from None
-        except Exception as error:
-            raise CheckError(f"{name} raised {type(error).__name__}: {error}",
+        except CheckError as error:
+            if (cause := _raised(error)) is None:
+                raise
+            raise CheckError(f"{name} raised {type(cause).__name__}: {cause}",
                              where="look at the line of your code that raised (listed below the message in a "
-                                   "notebook), on the first run, when no checkpoint file exists yet") from error
+                                   "notebook), on the first run, when no checkpoint file exists yet") from cause
         saved = torch.load(path, map_location="cpu", weights_only=False) if path.exists() else None
         r = _setup(case, restart=True)
         _RESUME_LOG.append(("restart", None))
         try:
-            fn(r.model, r.optimizer, r.scheduler, r.loader, r.generator, case.epochs, path, second)
-        except Exception as error:
-            raise CheckError(f"{name} raised {type(error).__name__} when restarted: {error}",
-                             where="look at the path your function takes when the checkpoint file already exists "
-                                   "(the restart): loading it and the loop after it") from error
+            _train(fn, r, case, path, second)
+        except CheckError as error:
+            _restart_failed(name, error)
         return first.calls, crashed, second.calls, _state(r.model), saved
 
 
@@ -612,23 +630,28 @@ def _second_interruption(fn: Callable[..., Any], case: Case) -> tuple[Any, int]:
             saved_now.clear()
             s = _setup(case, restart=restart)
             try:
-                fn(s.model, s.optimizer, s.scheduler, s.loader, s.generator, case.epochs, path, _Counter(stop_after))
+                _train(fn, s, case, path, _Counter(stop_after))
             except _Interrupted:
                 pass
-            except Exception as error:
-                raise CheckError(f"{name} raised {type(error).__name__} when restarted: {error}",
-                                 where="look at the path your function takes when the checkpoint file already "
-                                       "exists (the restart): loading it and the loop after it") from error
+            except CheckError as error:
+                _restart_failed(name, error)
         _SAVED_AFTER_RESTART[:] = saved_now
         saved = torch.load(path, map_location="cpu", weights_only=False).get("epoch") if path.exists() else None
         last, r = _Counter(), _setup(case, restart=True)
         try:
-            fn(r.model, r.optimizer, r.scheduler, r.loader, r.generator, case.epochs, path, last)
-        except Exception as error:
-            raise CheckError(f"{name} raised {type(error).__name__} when restarted: {error}",
-                             where="look at the path your function takes when the checkpoint file already exists "
-                                   "(the restart): loading it and the loop after it") from error
+            _train(fn, r, case, path, last)
+        except CheckError as error:
+            _restart_failed(name, error)
     return saved, last.calls
+
+
+def _restart_failed(name: str, error: CheckError) -> NoReturn:
+    """Re-raise a failure of a restarted run: the learner's own exception is told as one on the restart."""
+    if (cause := _raised(error)) is None:
+        raise error
+    raise CheckError(f"{name} raised {type(cause).__name__} when restarted: {cause}",
+                     where="look at the path your function takes when the checkpoint file already exists "
+                           "(the restart): loading it and the loop after it") from cause
 
 
 # The epochs the learner's function saved (through save_checkpoint) in the run restarted by _second_interruption

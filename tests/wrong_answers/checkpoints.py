@@ -386,6 +386,20 @@ def resume_while_loop(model, optimizer, scheduler, loader, generator, epochs, pa
         epoch += 1
 
 
+def resume_one_thread_for_determinism(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    # "one thread makes the runs reproducible": the caller's thread count stays changed after the call
+    torch.set_num_threads(1)
+    resume_while_loop(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch)
+
+
+def resume_catches_the_kill(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    # a killed job does not run its except clause: the check's stop is not an Exception, so this still crashes
+    try:
+        resume_while_loop(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch)
+    except Exception:
+        print("training stopped early")
+
+
 def resume_try_except(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
     try:
         start = load_checkpoint(path, model, optimizer, scheduler, generator)
@@ -479,6 +493,9 @@ ISSUE_18_CASES = [
     *[Accept(check, answer) for check in (checks.check_resume_epochs, checks.check_resume_equal)
       for answer in (resume_while_loop, resume_try_except, resume_is_file_with_print)],
     Reject(checks.check_resume_equal, resume_reseeds, "resumed weights differ"),
+    # the framework's rules hold here too (the function is called through `call`)
+    Reject(checks.check_resume_epochs, resume_one_thread_for_determinism, "changed torch's thread count"),
+    Accept(checks.check_resume_epochs, resume_catches_the_kill),
     Accept(checks.check_load_on_cpu, load_cpu_positional),
     Accept(checks.check_load_on_cpu, load_cpu_lambda),
     # {"cuda:0": "cpu"} maps only the first GPU: a checkpoint saved on cuda:1 still fails (an independent learner)

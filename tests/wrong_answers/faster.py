@@ -748,6 +748,38 @@ def fast_train_only_anomaly_off(model, images, digits, val_images, val_digits, e
         return ref.slow_train(model, images, digits, val_images, val_digits, epochs, batch_size)
 
 
+def fast_train_data_loaders(model, images, digits, val_images, val_digits, epochs=2, batch_size=16):
+    # Correct: DataLoaders over the normalised tensors, in order (no shuffle). Iterating a DataLoader draws its
+    # workers' base seed from torch's global generator: the library's draw, not a random choice.
+    from torch.utils.data import DataLoader, TensorDataset
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    train = DataLoader(TensorDataset((images - MEAN) / STD, digits), batch_size=batch_size)
+    val = DataLoader(TensorDataset((val_images - MEAN) / STD, val_digits), batch_size=256)
+    history = []
+    for _ in range(epochs):
+        model.train()
+        total = torch.zeros(())
+        for inputs, targets in train:
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            total += loss.detach()
+        model.eval()
+        with torch.no_grad():
+            correct = sum(int((model(x).argmax(dim=1) == y).sum()) for x, y in val)
+        history.append((total.item() / len(train), correct / len(val_digits)))
+    return history
+
+
+def fast_train_shuffled_loader(model, images, digits, val_images, val_digits, epochs=2, batch_size=16):
+    # Shuffles the batches: a random choice slow_train does not make (and different results)
+    from torch.utils.data import DataLoader, TensorDataset
+    loader = DataLoader(TensorDataset((images - MEAN) / STD, digits), batch_size=batch_size, shuffle=True)
+    order = torch.cat([y for _, y in loader])
+    return _epochs(model, images, digits, val_images, val_digits, epochs, batch_size) if order is not None else None
+
+
 def fast_train_modifies_images(model, images, digits, val_images, val_digits, epochs=2, batch_size=16):
     # Normalises the caller's images in place.
     images.sub_(MEAN).div_(STD)
@@ -851,6 +883,8 @@ CASES = [
     Accept(checks.check_fast_train_speed, ref.fast_train),
     Accept(checks.check_fast_train_speed, fast_train_compiled_loop),
     Accept(checks.check_fast_train_speed, fast_train_only_anomaly_off),
+    Accept(checks.check_fast_train_results, fast_train_data_loaders),
+    Reject(checks.check_fast_train_results, fast_train_shuffled_loader, "used the global random generator"),
     Reject(checks.check_fast_train_results, fast_train_flags(normalize=False),
            "mean training loss"),
     Reject(checks.check_fast_train_results, fast_train_flags(bf16=True), "mean training loss"),

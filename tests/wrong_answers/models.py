@@ -195,6 +195,15 @@ def count_always_trainable(model, trainable_only=False):
 # --- init_weights -----------------------------------------------------------------------------
 
 
+def init_seeded_for_reproducibility(m):
+    # "the same weights every time": reseeding on each visit gives every layer of a shape the same draws
+    torch.manual_seed(0)
+    if isinstance(m, (nn.Conv2d, nn.Linear)):
+        nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+
 def init_ignoring_bias(m):
     if isinstance(m, (nn.Conv2d, nn.Linear)):
         nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
@@ -804,6 +813,7 @@ CASES = [
     Reject(checks.check_init_weights, init_conv_only, "the Linear layer '6' kept its default weights"),
     Reject(checks.check_init_weights, init_every_weight, "a BatchNorm starts with weight 1"),
     Reject(checks.check_init_weights, init_xavier, "Xavier"),
+    Reject(checks.check_init_weights, init_seeded_for_reproducibility, "reset a global random generator"),
     Reject(checks.check_init_weights, init_uniform_kaiming, "kaiming_uniform_"),
     Reject(checks.check_init_weights, init_loops_modules, "do not loop over module.modules()"),
     Reject(checks.check_init_weights, init_bias_truthiness, "`if m.bias:`"),
