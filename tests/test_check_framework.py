@@ -570,3 +570,33 @@ def test_a_data_loader_in_order_draws_nothing_of_the_learners():
         with pytest.raises(CheckError, match="used the global random generator of torch"):
             call(drawing, data, nothing_random=True)
     assert torch.equal(torch.get_rng_state(), before)
+
+
+def test_a_raise_the_task_asks_for_does_not_excuse_the_state_left_behind():
+    """When raising is the answer, expected_raise hands the check the learner's exception; what the function left
+    changed on its way out (here gradient tracking) is still named, and given back."""
+    from helpers.checks import expected_raise
+
+    def raises_cleanly(n):
+        with torch.no_grad():
+            raise RuntimeError(f"{n} is out of reach")
+
+    def raises_with_recording_off(n):
+        torch.set_grad_enabled(False)
+        raise RuntimeError(f"{n} is out of reach")
+
+    def raises_something_else(n):
+        raise ValueError(n)
+
+    with pytest.raises(CheckError) as clean:
+        call(raises_cleanly, 3)
+    assert isinstance(expected_raise(clean.value, RuntimeError), RuntimeError)
+    with pytest.raises(CheckError) as other:
+        call(raises_something_else, 3)
+    assert expected_raise(other.value, RuntimeError) is None
+    with pytest.raises(CheckError) as leaky:
+        call(raises_with_recording_off, 3)
+    assert torch.is_grad_enabled(), "the caller's setting comes back even when the function raised"
+    with pytest.raises(CheckError, match=r"left gradient tracking switched off .*\(when it raised RuntimeError, as "
+                                         r"asked\)"):
+        expected_raise(leaky.value, RuntimeError)

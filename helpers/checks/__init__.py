@@ -377,8 +377,16 @@ def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), nothing_ran
     try:
         with _watching_reseeds() as reseeds, _counting_loader_seeds() as loader_seeds:
             result = _invoke(fn, args, kwargs)
-    except BaseException:
-        _give_back(state, _global_state(), watched, allow)
+    except BaseException as error:
+        after = _global_state()
+        _give_back(state, after, watched, allow)
+        if isinstance(error, CheckError) and error.__cause__ is not None:
+            # the learner's code raised: a check for which raising is the task's answer asks expected_raise,
+            # which names the state the function left behind on its way out
+            seen = {**after, "torch_rng": state["torch_rng"]} if _only_loader_seeds(state, after, loader_seeds[0]) \
+                else after
+            error.left_behind = _state_problem(name, state, seen, allow, randomness_given=_gives_randomness(labelled),
+                                               reseeded=reseeds, nothing_random=nothing_random)
         raise
     after, observed = _global_state(), [_snapshot(value) for _, value, _ in watched]
     _give_back(state, after, watched, allow)  # before reporting: one failure must not spoil the next check
@@ -398,6 +406,24 @@ def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), nothing_ran
     if problem is not None:
         raise problem
     return result
+
+
+def expected_raise(error: CheckError, kinds: type[BaseException] | tuple[type[BaseException], ...]) -> BaseException | None:
+    """The learner's own exception behind ``error`` (a CheckError from :func:`call`) when it is one of ``kinds``,
+    which the task asks the function to raise; else None.
+
+    Raising as asked does not excuse what the function left changed on its way out (gradient tracking switched
+    off, a reseeded generator...): that is raised instead, as :func:`call` does for a function that returns.
+    """
+    cause = error.__cause__
+    if not isinstance(cause, kinds):
+        return None
+    left = getattr(error, "left_behind", None)
+    if left is not None:
+        raise CheckError(f"{left.symptom} (when it raised {type(cause).__name__}, as asked)", where=left.where,
+                         mistake=left.mistake or "leave the caller's state as it was on every way out, a raise "
+                                                 "included: a `with` block (torch.no_grad(), ...) does that for you")
+    return cause
 
 
 _RANDOMNESS_NAMES = ("seed", "generator", "rng", "g")

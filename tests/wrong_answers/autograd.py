@@ -676,6 +676,25 @@ def fit_update_then_check(predict, params, x, y, lr, target, max_steps):
     return loss.item()
 
 
+def fit_updates_with_recording_off(predict, params, x, y, lr, target, max_steps):
+    # switches recording off around each update by hand and back on after it: when the last step still misses
+    # the target it raises with recording off, and the caller's program goes on without autograd
+    for step in range(max_steps + 1):
+        loss = _mse(predict, params, x, y)
+        if loss.item() <= target:
+            return loss.item()
+        if step == max_steps:
+            raise RuntimeError(f"target {target} not reached in {max_steps} steps")
+        loss.backward()
+        torch.set_grad_enabled(False)
+        for p in params:
+            p -= lr * p.grad
+            p.grad = None
+        if step + 1 < max_steps:
+            torch.set_grad_enabled(True)
+    return loss.item()
+
+
 def fit_with_sgd(predict, params, x, y, lr, target, max_steps):
     optimizer = torch.optim.SGD(params, lr=lr)
     for _ in range(max_steps):
@@ -860,6 +879,8 @@ CASES += [
     Reject(checks.check_fit_to_target_edges, fit_always_one_step, "already met the target"),
     Reject(checks.check_fit_to_target_edges, fit_returns_when_stuck, "raise a RuntimeError"),
     Reject(checks.check_fit_to_target_edges, fit_forever, "still calling predict after"),
+    Reject(checks.check_fit_to_target_edges, fit_updates_with_recording_off,
+           "left gradient tracking switched off for the rest of the program (when it raised RuntimeError, as asked)"),
     Reject(checks.check_fit_to_target_edges, fit_keeps_going, "already met the target"),
 ]
 
