@@ -123,7 +123,7 @@ def test_mnist_is_inside_the_image():
 
 def test_ngshare_is_the_exchange(values):
     service = values["hub"]["services"]["ngshare"]
-    assert "api_token" not in service and "apiToken" not in service, "the token is a secret: secrets.yaml"
+    assert "api_token" not in service and "apiToken" not in service, "the token is a secret: hub-secrets.yaml"
     ngshare = load("ngshare-values.yaml")
     url = urlsplit(service["url"])
     assert (url.hostname, url.port) == ("ngshare", ngshare["deployment"]["port"])
@@ -153,6 +153,9 @@ def test_profiles_point_at_settings_the_image_holds(values):
             assert any(relative.is_relative_to(src) for src in copied), f"{slug}: the image does not hold {relative}"
     assert "jupyter-config/learner" in profiles["learner"]["kubespawner_override"]["environment"]["JUPYTER_CONFIG_PATH"]
     assert profiles["instructor"]["kubespawner_override"]["environment"]["COURSE_ID"]
+    # the course folder (nbgrader's course root ".") lies in the instructor's own storage
+    home = values["singleuser"]["storage"].get("homeMountPath", "/home/jovyan")
+    assert Path(profiles["instructor"]["kubespawner_override"]["working_dir"]).is_relative_to(home)
 
 
 def test_only_instructors_see_the_instructor_profile(values):
