@@ -108,6 +108,8 @@ def test_dockerfile_installs_binder_pins_with_cpu_torch():
     assert {k: image.get(k) for k in IMAGE_ONLY} == IMAGE_ONLY
     dockerfile = (K8S / "Dockerfile").read_text()
     assert "--extra-index-url https://download.pytorch.org/whl/cpu" in dockerfile, "the image must use CPU-only torch"
+    # ngshare_exchange caps jupyter_core below what JupyterLab 4 needs: with its dependencies pip finds no solution
+    assert re.search(r"pip install --no-deps ngshare_exchange==", dockerfile)
     assert re.search(r"^FROM \S+:\d[\w.\-]*$", dockerfile, re.M), "pin the base image's tag"
     assert f"--version {CHART_VERSION}" in (K8S / "values.yaml").read_text()
 
