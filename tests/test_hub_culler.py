@@ -109,7 +109,7 @@ def test_a_hub_stops_an_idle_server(tmp_path: Path):
     def request(method: str, path: str, body: dict | None = None):
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(api + path, data=data, method=method, headers={"Authorization": f"token {token}"})
-        with urllib.request.urlopen(req, timeout=10) as response:
+        with urllib.request.urlopen(req, timeout=60) as response:  # a busy machine's hub can be slow to answer
             text = response.read()
             return json.loads(text) if text else None
 
@@ -118,33 +118,31 @@ def test_a_hub_stops_an_idle_server(tmp_path: Path):
         hub = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(tmp_path / "jupyterhub_config.py")],
                                cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
+        def answered(ready) -> bool:
+            try:
+                return ready()
+            except (OSError, urllib.error.HTTPError):  # not up yet, or too busy to answer: ask again
+                return False
+
         def wait(what: str, ready, seconds: float) -> float:
             started = time.monotonic()
-            while not ready():
+            while not answered(ready):
                 if hub.poll() is not None or time.monotonic() - started > seconds:
                     pytest.fail(f"{what} within {seconds} s:\n{log.read_text()[-5000:]}")
                 time.sleep(0.5)
             return time.monotonic() - started
 
-        def services_up() -> bool:
-            try:
-                return "idle-culler" in request("GET", "/services")
-            except (OSError, urllib.error.HTTPError):
-                return False
-
-        wait("the hub did not start", services_up, 120)
+        wait("the hub did not start", lambda: "idle-culler" in request("GET", "/services"), 120)
         request("POST", f"/users/{user}")
-        asked = time.monotonic()
         request("POST", f"/users/{user}/server")
-        wait("the server did not start", lambda: request("GET", f"/users/{user}")["servers"].get("", {})
-                         .get("ready", False), 120)
-        # nobody uses it: the culler (looking every timeout/2) stops it after 1 to 1.5 timeouts
-        stopped = wait("the idle culler did not stop the idle server", lambda: "" not in request(
-            "GET", f"/users/{user}")["servers"], 60 + 2 * timeout)
-        server_up = time.monotonic() - asked - stopped
-        print(f"\nserver up in {server_up:.1f} s; stopped by the idle culler {stopped:.1f} s later (timeout {timeout} s)")
-        # the culler stopped it (its own log line, through the hub's output), not a failed server
-        assert f"Culling server {user}" in log.read_text(), log.read_text()[-3000:]
+        # nobody uses it: once it is up, the culler (looking every timeout/2) stops it after 1 to 1.5 timeouts. Waited
+        # for in one go: on a busy machine the culler may stop it before this test sees it ready.
+        gone = wait("the idle culler did not stop the idle server", lambda: "" not in request(
+            "GET", f"/users/{user}")["servers"], 120 + 2 * timeout)
+        print(f"\nserver started and stopped by the idle culler {gone:.1f} s after it was asked for (timeout {timeout} s)")
+        hub_log = log.read_text()
+        # it did start, and the culler stopped it (its own log line, through the hub's output): no failed spawn
+        assert f"User {user} took" in hub_log and f"Culling server {user}" in hub_log, hub_log[-3000:]
         assert request("GET", f"/users/{user}")["name"] == user, "the culler stops servers; it keeps the learner"
     finally:
         hub.send_signal(signal.SIGTERM)
