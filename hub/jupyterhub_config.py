@@ -14,6 +14,7 @@ course this sets up what nbgrader documents in "Using nbgrader with JupyterHub" 
 - group ``formgrade-<course>`` (instructors: may open that service) and ``nbgrader-<course>`` (learners: may
   fetch and submit that course's assignments), with a role each;
 - the exchange at one shared root with a folder per course (hub/jupyter-config/common/nbgrader_config.py).
+- the idle culler, a service that stops servers idle for COURSE_HUB_CULL_TIMEOUT seconds (default 3600).
 
 Learners get the learner lab (the course's jupyter-config/learner: Validate, no instructor tools) plus
 nbgrader's Assignments panel; instructors' own servers add the Course List, which links to the Formgrader.
@@ -120,6 +121,22 @@ for course in COURSES:
         "display": True,
         "oauth_no_confirm": True,
     })
+# The idle culler (jupyterhub-idle-culler, a hub service): stops a server nobody has used for
+# COURSE_HUB_CULL_TIMEOUT seconds (default an hour: longer than a learner reads between two cells, short enough
+# that a class that left gives its memory back the same hour). The learner's files stay; the next login restarts
+# the server. The culler's own role has only the scopes its README lists for stopping servers.
+CULLER = "idle-culler"
+CULL_TIMEOUT = int(os.environ.get("COURSE_HUB_CULL_TIMEOUT", "3600"))
+if CULLER in {course["id"] for course in COURSES}:
+    raise ValueError(f"a course may not be named {CULLER!r}: the idle culler's service has that name")
+services.append({
+    "name": CULLER,
+    # looks every half timeout (the culler's default), so an idle server stops between 1 and 1.5 timeouts
+    "command": [sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={CULL_TIMEOUT}"],
+})
+roles.append({"name": CULLER, "services": [CULLER],
+              "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"]})
+
 c.JupyterHub.load_groups = groups
 c.JupyterHub.load_roles = roles
 c.JupyterHub.services = services

@@ -578,15 +578,16 @@ def test_a_class_fetches_submits_and_gets_its_feedback_through_the_hub(hub: Hub,
         assert refused.value.code == 403, f"{user} reached {service}'s Formgrader"
 
     phases["feedback fetched, access checked"] = time.monotonic() - started
-    browser_checks(hub, course, blank, teacher, tmp_path)
+    browser_checks(hub, course, blank, teacher, trio[2], tmp_path)
     phases["browser"] = time.monotonic() - started
     print(f"\nhub test, seconds since the hub was up (hub start-up: {hub.startup_s:.0f} s): "
           + ", ".join(f"{name} {at:.0f}" for name, at in phases.items()))
 
 
-def browser_checks(hub: Hub, course: Course, learner: str, teacher: str, shots: Path) -> None:
+def browser_checks(hub: Hub, course: Course, learner: str, teacher: str, regrade: str, shots: Path) -> None:
     """Headless Chromium logs in through the hub's login page: the learner's lab lists the assignment in the
-    Assignments panel; the instructor's Formgrader lists the lesson and its submissions."""
+    Assignments panel; the instructor's Formgrader lists the lesson and its submissions, and its Autograde
+    button grades ``regrade``'s submission again (in the course's sandbox) to the same score."""
     if CHROMIUM is None:
         if os.environ.get("CI"):
             pytest.fail("Chromium is missing: .ci/run installs the Debian package `chromium`")
@@ -612,11 +613,30 @@ def browser_checks(hub: Hub, course: Course, learner: str, teacher: str, shots: 
             page.get_by_text(LESSON, exact=True).first.wait_for(timeout=90_000)
             page.screenshot(path=str(shots / "formgrader.png"))
             formgrader = page.locator("body").inner_text()
+
+            # the instructor clicks Autograde (the flash icon) in the lesson's submissions for one learner
+            graded = course.root / "grading" / "autograded" / regrade / LESSON / f"{LESSON}.ipynb"
+            before = graded.stat().st_mtime_ns
+            page.goto(f"{hub.url}/services/{course.id}/formgrader/manage_submissions/{LESSON}")
+            row = page.locator("tr", has=page.locator("td.student-id", has_text=regrade))
+            row.locator("td.autograde a").click(timeout=90_000)
+            page.locator("#success-modal, #error-modal").wait_for(timeout=300_000)
+            page.screenshot(path=str(shots / "formgrader-autograde.png"))
+            outcome = page.locator("#success-modal, #error-modal").inner_text()
+            page.goto(f"{hub.url}/services/{course.id}/formgrader/manage_submissions/{LESSON}")
+            row = page.locator("tr", has=page.locator("td.student-id", has_text=regrade))
+            shown = row.locator("td.score").inner_text(timeout=90_000)
         finally:
             browser.close()
     assert LESSON in listed and COURSE in listed, listed
     assert "Nbgrader" in menus, menus
     assert LESSON in formgrader and "Manage Assignments" in formgrader, formgrader[:1000]
+    assert f"Successfully autograded '{LESSON}' for student '{regrade}'" in outcome, outcome[:3000]
+    assert graded.stat().st_mtime_ns > before, "the Autograde button did not grade the submission again"
+    expected = expected_score(PROFILES[regrade.rsplit("-", 1)[1]])
+    assert gradebook_scores(course)[regrade] == expected
+    # the Formgrader shows the score rounded to two places, "<score> / <max>"
+    assert float(shown.split("/")[0]) == round(expected, 2), f"the Formgrader shows {shown!r}, the gradebook {expected}"
 
 
 def login(browser, hub: Hub, user: str):
