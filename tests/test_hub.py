@@ -93,9 +93,12 @@ def run_as(user: str | None, command: list[str], env: dict[str, str], cwd: Path 
                           cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
-def usable_by_others(python: Path) -> bool:
-    """Whether an unprivileged user can run ``python`` with the course's packages."""
-    probe = ["runuser", "-u", "nobody", "--", str(python), "-c", "import helpers, jupyterhub, nbgrader, coursetools"]
+HUB_MODULES = ("helpers", "jupyterhub", "nbgrader", "coursetools")
+
+
+def usable_by_others(python: Path, modules: tuple[str, ...] = HUB_MODULES) -> bool:
+    """Whether an unprivileged user can run ``python`` with ``modules`` (the course's packages)."""
+    probe = ["runuser", "-u", "nobody", "--", str(python), "-c", f"import {', '.join(modules)}"]
     return subprocess.run(probe, cwd="/", capture_output=True).returncode == 0
 
 
@@ -109,14 +112,15 @@ def _retarget(path: Path, old: str, new: str) -> None:
         os.replace(fresh, path)
 
 
-def shared_python(dest: Path) -> Path:
-    """A Python with the course installed that every user may run: this one, or a hard-linked copy of it.
+def shared_python(dest: Path, modules: tuple[str, ...] = HUB_MODULES) -> Path:
+    """A Python with the course installed (``modules`` import) that every user may run: this one, or a
+    hard-linked copy of it.
 
     Where the interpreter lives under a private folder (pyenv under /root), the users' servers could not start.
     Hard links copy no data and keep each file's owner and mode; only the copy's folders and the few files that
     name the environment's path (pyvenv.cfg, the console scripts, the interpreter links) are new.
     """
-    if usable_by_others(Path(sys.executable)):
+    if usable_by_others(Path(sys.executable), modules):
         return Path(sys.executable)
     base, venv = Path(sys.base_prefix).resolve(), Path(sys.prefix)
     shadow_base, shadow_venv = dest / "python", dest / "venv"
@@ -139,7 +143,7 @@ def shared_python(dest: Path) -> Path:
     _retarget(shadow_venv / "pyvenv.cfg", str(Path(sys.executable).resolve().parent), str(interpreter.parent))
     _retarget(shadow_venv / "pyvenv.cfg", str(base), str(shadow_base))
     python = shadow_venv / "bin" / "python"
-    assert usable_by_others(python), "the hard-linked copy of the Python environment does not run as another user"
+    assert usable_by_others(python, modules), "the hard-linked copy of the Python environment does not run as another user"
     return python
 
 

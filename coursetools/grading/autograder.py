@@ -108,7 +108,8 @@ class GraderExecute(Execute):
     output_limit = Integer(2 * 2**20, help="bytes of output a notebook may produce (the rest is dropped)").tag(config=True)
     memory_limit = Integer(sandbox.DEFAULT_MEMORY, help="bytes of memory the kernel may allocate").tag(config=True)
     process_limit = Integer(sandbox.DEFAULT_PROCESSES,
-                            help="processes and threads the notebook may run at once (where cgroups allow)").tag(config=True)
+                            help="processes and threads the notebook may run at once (a cgroup as root, RLIMIT_NPROC "
+                                 "in the sandbox otherwise)").tag(config=True)
 
     def preprocess(self, nb: NotebookNode, resources: dict, km=None):
         self.kernel_name = sandbox.install_kernelspec()

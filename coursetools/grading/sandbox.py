@@ -5,7 +5,9 @@ installed by :func:`install_kernelspec`), whose command runs this file (``python
 That launcher, still outside the sandbox:
 
 1. sets the kernel's resource limits (memory: the data segment, so that PyTorch's
-   large read-only library mappings do not count; the size of any one file it writes);
+   large read-only library mappings do not count; the size of any one file it writes) and,
+   where it may make control groups (root), caps the processes and memory of the notebook
+   as a whole (:func:`cgroup_limits`);
 2. starts ``bwrap`` (Debian's ``bubblewrap``) around an ordinary IPython kernel, with
    - a new process namespace (``--unshare-pid``, ``--die-with-parent``): nothing the
      notebook starts outlives the kernel, and the grader's processes are not visible,
@@ -20,8 +22,17 @@ That launcher, still outside the sandbox:
      writes outlives it but its sockets. The root is read-only. The course's ``solutions/``,
      ``grading/`` (gradebook, other learners' work), ``coursetools/`` and ``.git`` are not
      there at all;
-   - no capabilities (``--cap-drop ALL``), even when grading runs as root.
+   - no capabilities (``--cap-drop ALL``), even when grading runs as root;
+   - for a grader that is not root, a user namespace of its own, in which this file, run
+     first inside the sandbox, caps the processes and threads of the kernel and all it starts
+     (``RLIMIT_NPROC``, :func:`process_capped`) before it starts the kernel.
    Without ``bwrap`` the same kernel runs unsandboxed, with the same limits and guard.
+
+   The process cap (:data:`ENV_PROCESSES`, 512 by default) therefore holds: as root with
+   writable cgroups, through the kernel's pids cgroup; as any other user, through RLIMIT_NPROC
+   in the sandbox's user namespace, which counts that sandbox's tasks alone (Linux 5.14 and
+   later). As root without writable cgroups (a container) nothing caps it: RLIMIT_NPROC never
+   binds root. Unsandboxed, only the cgroup can.
 3. runs :func:`_guard_kernel` in the kernel before any of the notebook's cells.
 
 The guard records what the checks rely on (the functions of the modules the locked
@@ -174,6 +185,10 @@ def bwrap_command(workdir: Path, private: Path, tmp_size: int) -> list[str]:
     # the machine's own hostname is kept: /etc/hosts resolves it to loopback, which torchrun's rendezvous needs
     command = [bwrap(), "--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
                "--unshare-cgroup-try", "--new-session", "--cap-drop", "ALL",
+               # a user namespace of the sandbox's own, where the process cap counts only its tasks (see
+               # process_capped). bwrap makes one anyway for a non-root user unless it is installed setuid; root is
+               # left without: its kernel would keep kuid 0 in one, which RLIMIT_NPROC never binds
+               *(["--unshare-user-try"] if os.getuid() != 0 else []),
                "--proc", "/proc", "--dev", "/dev", "--size", str(tmp_size), "--tmpfs", "/tmp",
                # shared memory (DataLoader workers pass batches through it) is RAM: bounded like /tmp
                "--size", str(tmp_size), "--tmpfs", "/dev/shm"]
@@ -232,7 +247,8 @@ def cgroup_limits(name: str, processes: int, memory: int) -> list[Path]:
     processes and their memory together; return the groups made, for :func:`remove_cgroups`.
 
     Per-process limits (``RLIMIT_DATA``) cannot cap a notebook that starts many processes, and
-    ``RLIMIT_NPROC`` does not bind root. Where no cgroup can be made, nothing is capped (best effort).
+    ``RLIMIT_NPROC`` does not bind root. Where no cgroup can be made (not root, a container), nothing is
+    capped here (best effort): a non-root grader's sandbox caps the processes itself (:func:`process_capped`).
     """
     made: list[Path] = []
     for controller, root in _cgroup_roots().items():
@@ -294,8 +310,60 @@ def launch(argv: list[str]) -> None:
     # the kernel imports exactly this course's helpers, whatever the environment's installed copy points at
     os.environ["PYTHONPATH"] = str(checkout())
     if sandboxed():
-        kernel = bwrap_command(Path.cwd().resolve(), connection_file.parent, tmp_size) + ["--", *kernel]
+        kernel = bwrap_command(Path.cwd().resolve(), connection_file.parent, tmp_size) + [
+            "--", *process_capped(kernel, int(os.environ.get(ENV_PROCESSES, DEFAULT_PROCESSES)))]
     os.execv(kernel[0], kernel)
+
+
+CAP_PROCESSES = "--cap-processes"  # this file's mode that caps the processes inside the sandbox, then runs the kernel
+
+
+def _user_namespace() -> int | None:
+    """This process's user namespace (the inode of ``/proc/self/ns/user``), None where the kernel has none."""
+    try:
+        return os.stat("/proc/self/ns/user").st_ino
+    except OSError:
+        return None
+
+
+def _nproc_per_user_namespace() -> bool:
+    """Whether RLIMIT_NPROC counts per user namespace here (Linux 5.14 and later). Before, it counted all the
+    processes of the grader's user, on the whole machine: a cap set in the sandbox would count those too."""
+    import re
+
+    found = re.match(r"(\d+)\.(\d+)", os.uname().release)
+    return sys.platform == "linux" and found is not None and tuple(map(int, found.groups())) >= (5, 14)
+
+
+def process_capped(command: list[str], processes: int) -> list[str]:
+    """``command`` started by this file inside the sandbox, which first caps the processes (and threads) that
+    the kernel and everything it starts may run at once at ``processes`` (:func:`cap_processes`).
+
+    The grader's own processes must not count, nor other kernels': RLIMIT_NPROC is counted per user namespace
+    and user (Linux >= 5.14), so it is set inside the sandbox's own user namespace, after bwrap made it. Set
+    before, by the launcher, it would be recorded as the limit of the namespace's creator, and the kernel's
+    every fork would also be checked against all the processes the grader's user runs. Root is not capped
+    this way (RLIMIT_NPROC never binds kuid 0): there the control group of :func:`cgroup_limits` caps it. Nor
+    is any user on Linux before 5.14 (see :func:`_nproc_per_user_namespace`).
+    """
+    if os.getuid() == 0 or not _nproc_per_user_namespace():
+        return command
+    return [sys.executable, "-I", str(Path(__file__).resolve()), CAP_PROCESSES, str(processes),
+            str(_user_namespace()), "--", *command]
+
+
+def cap_processes(argv: list[str]) -> None:
+    """Inside the sandbox: ``argv`` = processes, the grader's user namespace, ``--``, the kernel's command.
+
+    Sets RLIMIT_NPROC (soft and hard: the notebook cannot raise it) when this process is in a user namespace
+    other than the grader's, where it counts the sandbox's tasks alone, then runs the kernel. Does not return.
+    """
+    processes, graders, command = int(argv[0]), argv[1], argv[argv.index("--") + 1:]
+    if str(_user_namespace()) != graders and _user_namespace() is not None:
+        hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+        limit = processes if hard == resource.RLIM_INFINITY else min(processes, hard)
+        resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
+    os.execv(command[0], command)
 
 
 # ---------------------------------------------------------------- inside the kernel
@@ -495,4 +563,7 @@ def _hooks(shell) -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    launch(sys.argv[1:])
+    if sys.argv[1:2] == [CAP_PROCESSES]:
+        cap_processes(sys.argv[2:])
+    else:
+        launch(sys.argv[1:])
