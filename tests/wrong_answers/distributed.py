@@ -1167,6 +1167,21 @@ def whole_same_share_on_every_rank(make_model, dataset, epochs, batch_size, lr, 
     return model.module.state_dict()
 
 
+def grads_avg_op(model):  # right: Gloo in this PyTorch has ReduceOp.AVG
+    for grad in (p.grad for p in model.parameters() if p.grad is not None):
+        dist.all_reduce(grad, op=dist.ReduceOp.AVG)
+
+
+def epochs_drop_last_spelled_out(dataset, global_batch_size, epochs):  # right: both at their defaults, written out
+    sampler = DistributedSampler(dataset, drop_last=False)
+    loader = DataLoader(dataset, global_batch_size // dist.get_world_size(), sampler=sampler, drop_last=False)
+    seen = []
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        seen.append([[int(i) for i in batch.tolist()] for batch in loader])
+    return seen
+
+
 CASES = [
     Accept(checks.check_free_port, ref.free_port),
     Accept(checks.check_free_port, port_from_socket_module),
@@ -1191,6 +1206,7 @@ CASES = [
     Accept(checks.check_average_gradients, grads_new_tensor),
     Accept(checks.check_average_gradients, grads_multiplied),
     Accept(checks.check_average_gradients, grads_none_as_zeros),
+    Accept(checks.check_average_gradients, grads_avg_op),
     Reject(checks.check_average_gradients, grads_every_parameter, "dist.all_reduce was given None"),
     Reject(checks.check_average_gradients, grads_scaled_first, "its .grad is None: there is nothing to average"),
     Reject(checks.check_average_gradients, grads_summed, "the sum over the 2 ranks, not the average"),
@@ -1253,6 +1269,7 @@ CASES = [
     Accept(checks.check_epoch_batches, epochs_keywords),
     Accept(checks.check_epoch_batches, epochs_explicit_rank),
     Accept(checks.check_epoch_batches, epochs_batched_by_hand),
+    Accept(checks.check_epoch_batches, epochs_drop_last_spelled_out),
     Reject(checks.check_epoch_batches, epochs_tensor_batches, "its first batch is a tensor"),
     Reject(checks.check_epoch_batches, epochs_counted_from_one, "the order the sampler gives for epoch e + 1"),
     Reject(checks.check_epoch_batches, epochs_seeded_per_rank, "a sampler seeded with its rank (1)"),
