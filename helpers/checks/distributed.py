@@ -22,16 +22,19 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.connection
 import os
+import random
 import socket
 import sys
 import tempfile
 import time
 import traceback
+from collections import Counter
 from contextlib import ExitStack, contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
+import numpy
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -237,7 +240,8 @@ def _port_in_use(port: int) -> bool:
     return False
 
 
-def _expect_port(port: Any, what: str) -> int:
+def _expect_port(port: Any, what: str, bound: list[tuple[int, int]]) -> int:
+    """``port`` is a TCP port number; ``bound``: (socket type, port) of the sockets bound during the call."""
     if isinstance(port, tuple):
         raise CheckError(f"{what} returned the tuple {port!r}; expected the port, an int",
                          where="look at what you return from getsockname()",
@@ -245,6 +249,12 @@ def _expect_port(port: Any, what: str) -> int:
     if isinstance(port, bool) or not isinstance(port, int):
         raise CheckError(f"{what} should return the port as an int, but returned {describe(port)}",
                          where="look at your return statement")
+    if port == 0 and not any(kind == socket.SOCK_STREAM for kind, _ in bound):
+        raise CheckError(f"{what} returned 0, and no TCP socket was bound during the call: an unbound socket's "
+                         "getsockname() reports port 0",
+                         where="look at what happens to your socket between creating it and reading getsockname()",
+                         mistake="the socket was never bound: probe.bind(('127.0.0.1', 0)) asks the system for a free "
+                                 "port, and getsockname()[1] afterwards gives the one it chose")
     if port == 0:
         raise CheckError(f"{what} returned 0, which no program can listen on",
                          where="look at which port you return: the one you asked for, or the one the system chose?",
@@ -275,9 +285,12 @@ def _watching_binds() -> Iterator[list[tuple[int, int]]]:
 
 
 _ASK_THE_SYSTEM = "bind a TCP socket to port 0 and return the port the system chose for it"
+_ANEW = ("a port is free only at the moment the system is asked, and the job that got it first is still using it: "
+         "find a new one on every call (bind a TCP socket to port 0 inside free_port() and return the port the system "
+         "chose)")
 
 
-def _expect_bound(port: int, bound: list[tuple[int, int]]) -> None:
+def _expect_bound(fn: Callable[[], int], port: int, bound: list[tuple[int, int]]) -> None:
     """The port came from a TCP socket that was bound to it during the call (so it was free then)."""
     kinds = {kind for kind, got in bound if got == port}
     if socket.SOCK_STREAM in kinds:
@@ -288,10 +301,38 @@ def _expect_bound(port: int, bound: list[tuple[int, int]]) -> None:
                          where="look at the arguments of socket.socket(...)",
                          mistake="a free UDP port says nothing about TCP's: use a SOCK_STREAM socket "
                                  "(socket.socket()'s default)")
+    again = _second_answer(fn, port)
+    if again == port:
+        raise CheckError(f"free_port() returned {port}, and {port} again on the next call while a job held it; no "
+                         "socket was bound to that port during either call: the number was fixed before the call (a "
+                         "constant, or a port found once and kept)",
+                         where="look at where the number you return comes from: is it found inside the function, "
+                               "on every call?",
+                         mistake=_ANEW)
     raise CheckError(f"free_port() returned {port}, but no socket was bound to that port during the call: nothing "
                      "asked the system whether it is free (another program may be using it)",
                      where="look at where the number you return comes from",
                      mistake=_ASK_THE_SYSTEM)
+
+
+def _second_answer(fn: Callable[[], int], port: int) -> Any:
+    """What ``fn()`` returns next while a job holds ``port`` (where it is free to hold); None if that call fails.
+    The global generators start from another state than the first call's (which ``call`` put back), so that a
+    port drawn from them is not taken for a fixed one."""
+    python_state, numpy_state = random.getstate(), numpy.random.get_state()
+    with ExitStack() as job, torch.random.fork_rng(devices=[]):
+        torch.manual_seed(port)
+        random.seed(port)
+        numpy.random.seed(port)
+        if not _port_in_use(port):
+            job.enter_context(occupied(port))
+        try:
+            return call(fn)
+        except CheckError:
+            return None
+        finally:
+            random.setstate(python_state)
+            numpy.random.set_state(numpy_state)
 
 
 def check_free_port(fn: Callable[[], int], inputs: Sequence[int] | None = None) -> None:
@@ -307,13 +348,20 @@ def check_free_port(fn: Callable[[], int], inputs: Sequence[int] | None = None) 
             for job in range(jobs + 1):
                 with _watching_binds() as bound:
                     port = call(fn)
-                port = _expect_port(port, "free_port()")
+                port = _expect_port(port, "free_port()", bound)
+                if port in held and not any(got == port for _, got in bound):
+                    raise CheckError(f"free_port() returned {port} again while another job was using it, and no "
+                                     "socket was bound to that port during this call: it is the port an earlier "
+                                     "call found, kept",
+                                     where="look at where the number you return comes from: is it found inside the "
+                                           "function, on every call?",
+                                     mistake=_ANEW)
                 if port in held:
                     raise CheckError(f"free_port() returned {port} again while another job was using it",
                                      where="look at where the number you return comes from: a constant?",
                                      mistake="a fixed port clashes ('Address already in use') as soon as two jobs "
                                              "share a machine. Bind port 0 and return the port the system chose")
-                _expect_bound(port, bound)
+                _expect_bound(fn, port, bound)
                 if _port_in_use(port):
                     raise CheckError(f"port {port} is still in use after free_port() returned it",
                                      where="look at what happens to your socket before the function returns",
@@ -447,6 +495,21 @@ def _explain_none_grad(rank: int, report: _Report) -> CheckError | None:
     return None
 
 
+def _other_ops(world_size: int, shards: list[torch.Tensor]) -> list[Mistake]:
+    """The ranks' own gradients combined element by element with another reduce op than a sum (then divided by
+    the world size, or not)."""
+    stacked = torch.stack(shards)
+    combined = {"maximum": ("MAX", stacked.amax(0)), "minimum": ("MIN", stacked.amin(0)),
+                "product": ("PRODUCT", stacked.prod(0))}
+    return [Mistake(f"the values are the element-wise {name} over the {world_size} ranks' gradients{divided}, not "
+                    f"their mean: all_reduce combines the ranks' tensors with its op (ReduceOp.SUM by default), and "
+                    f"ReduceOp.{op} keeps the {name}. Sum (then divide by the world size), or use ReduceOp.AVG where "
+                    "the backend has it", lambda value=value * scale: value,
+                    where="look at the op you give all_reduce")
+            for name, (op, value) in combined.items()
+            for divided, scale in (("", 1.0), (" divided by the world size", 1.0 / world_size))]
+
+
 def check_average_gradients(fn: Callable[[nn.Module], None], inputs: Sequence[GradCase] | None = None) -> None:
     """After ``fn(model)`` on every rank, every rank holds the whole-batch gradient."""
     inputs = inputs or [GradCase(), GradCase(1, 3, 9, 3)]
@@ -501,6 +564,7 @@ def check_average_gradients(fn: Callable[[nn.Module], None], inputs: Sequence[Gr
                                                 + _unchanged_grad_cause(exchanges), lambda shard=shard: shard,
                                                 where="look at the tensor you give all_reduce, and where the "
                                                       "result is afterwards"))
+                        mistakes += _other_ops(world_size, [per_rank[r][index][0][name] for r in range(world_size)])
                         expect_tensor(got[name], want, what=what, mistakes=mistakes, atol=1e-6)
                 checks += 1
     passed("average_gradients", checks)
@@ -647,9 +711,10 @@ def _epoch_target(rank: int, world_size: int, fn: Callable[..., Any], cases: lis
 
 
 def _sampler_batches(case: EpochCase, world_size: int, rank: int, seed: int,
-                     epoch_of: Callable[[int], int]) -> list[list[list[int]]]:
-    """What a DistributedSampler seeded with ``seed``, told the epoch ``epoch_of(epoch)``, gives ``rank``."""
-    sampler = DistributedSampler(range(case.n), num_replicas=world_size, rank=rank, seed=seed)
+                     epoch_of: Callable[[int], int], drop_last: bool = False) -> list[list[list[int]]]:
+    """What a DistributedSampler seeded with ``seed`` (and ``drop_last``), told the epoch ``epoch_of(epoch)``,
+    gives ``rank``."""
+    sampler = DistributedSampler(range(case.n), num_replicas=world_size, rank=rank, seed=seed, drop_last=drop_last)
     per_process = case.global_batch_size // world_size
     out = []
     for epoch in range(case.epochs):
@@ -663,17 +728,24 @@ def _epoch_twins(case: EpochCase, world_size: int, rank: int) -> list[tuple[str,
     """Wrong answers whose batches can be told apart from the right ones, and their causes. The ranks are checked
     in order, so a later rank fails only where rank 0 was right: an epoch off by one would have shifted rank 0 too,
     and a seed per rank is the seed 0 on rank 0 (rank 1 seeded with 1 in epoch e sees what seed 0 gives in e + 1)."""
+    dropped = (f"rank {rank} saw the share of a DistributedSampler(..., drop_last=True): it leaves out the "
+               f"{case.n % world_size} sample(s) that do not divide evenly among the {world_size} ranks; the task's "
+               "sampler keeps its defaults, which pad the shares to equal length by repeating samples instead",
+               _sampler_batches(case, world_size, rank, 0, lambda e: e, drop_last=True))
     if rank:
         return [(f"rank {rank}'s order is that of a sampler seeded with its rank ({rank}): every rank must shuffle "
                  "with the same seed (the default, 0), or the ranks' shares overlap and some samples are never seen",
-                 _sampler_batches(case, world_size, rank, rank, lambda e: e))]
+                 _sampler_batches(case, world_size, rank, rank, lambda e: e)), dropped]
     return [("epoch e saw the order the sampler gives for epoch e + 1: set_epoch takes the loop's epoch, "
-             "counting from 0 (sampler.set_epoch(epoch))", _sampler_batches(case, world_size, rank, 0, lambda e: e + 1))]
+             "counting from 0 (sampler.set_epoch(epoch))", _sampler_batches(case, world_size, rank, 0, lambda e: e + 1)),
+            dropped]
 
 
 def check_epoch_batches(fn: Callable[..., Any], inputs: Sequence[EpochCase] | None = None) -> None:
     """Each rank sees its own share of the data, in a new order every epoch, in per-process batches."""
-    inputs = inputs or [EpochCase()]
+    # 21 samples on 2 ranks: padded shares of 11, batches of 4, 4 and a shorter 3 (a sampler that dropped the odd
+    # sample would end with 2, a loader that dropped the short batch with none)
+    inputs = inputs or [EpochCase(21, 8, 2, 2)]
     checks = 0
     for world_size, cases in _by_world_size(inputs).items():
         per_rank = run_group(_epoch_target, fn, cases, world_size=world_size, what="epoch_batches")
@@ -726,13 +798,32 @@ def check_epoch_batches(fn: Callable[..., Any], inputs: Sequence[EpochCase] | No
                                      where="look at what tells the DataLoader's sampler which epoch it is",
                                      mistake="the sampler shuffles with seed + epoch, and its epoch never changed: "
                                              "sampler.set_epoch(epoch) at the start of each epoch sets it")
+                per_process = case.global_batch_size // world_size
+                full = [[batch for batch in epoch if len(batch) == per_process] for epoch in want]
+                if full != want and got == full:
+                    last = [epoch[-1] for epoch in want if len(epoch[-1]) < per_process]
+                    raise CheckError(f"{what}: rank {rank} should see the batches {want}, but saw {got}: every "
+                                     f"epoch's last, shorter batch ({', '.join(map(str, last))}) is missing, and "
+                                     "every other batch is right",
+                                     where="look at the arguments of your DataLoader (or batch sampler): which one "
+                                           "leaves out a batch that is not full?",
+                                     mistake=f"drop_last=True drops each epoch's last batch when it holds fewer than "
+                                             f"{per_process} samples, so this rank never sees those samples; the "
+                                             "task's DataLoader takes only the batch size and the sampler, and keeps "
+                                             "that batch (drop_last=False, the default)"
+                                     if full != _sampler_batches(case, world_size, rank, 0, lambda e: e, True) else
+                                     "drop_last=True does this, on the DataLoader (it drops a last batch that is "
+                                     "not full) or on the DistributedSampler (it drops the samples that do not "
+                                     "divide evenly among the ranks, here this rank's last one); the task's sampler "
+                                     "and loader keep their defaults (drop_last=False)")
                 for cause, twin in _epoch_twins(case, world_size, rank):
                     if got == twin:
                         raise CheckError(f"{what}: rank {rank} should see the batches {want}, but saw {got}",
                                          where="look at the sampler's arguments and at what you give set_epoch",
                                          mistake=cause)
                 raise CheckError(f"{what}: rank {rank} should see the batches {want}, but saw {got}",
-                                 where="look at the sampler's arguments, the batch size and what you give set_epoch")
+                                 where="look at the arguments of your DistributedSampler and your DataLoader, the "
+                                       "batch size and what you give set_epoch")
             checks += 1
     passed("epoch_batches", checks)
 
@@ -1281,6 +1372,51 @@ def _own_block(case: WholeCase, reads: list[list[int]]) -> str | None:
             "does")
 
 
+def _is_subsequence(part: list[int], order: list[int]) -> bool:
+    remaining = iter(order)
+    return all(index in remaining for index in part)
+
+
+def _expect_own_shares(what: str, case: WholeCase, reads: list[list[int]]) -> None:
+    """In every epoch the ranks' shares are disjoint (``len(dataset)`` is a multiple of the batch size, so no
+    sampler pads): the first epoch where the ranks read the same samples, or where their shares overlap."""
+    world_size, share = len(reads), case.n // len(reads)
+    if world_size < 2 or any(len(read) != share * case.epochs for read in reads):
+        return  # not read in equal shares: the other messages say more
+    for epoch in range(case.epochs):
+        parts = [read[epoch * share:(epoch + 1) * share] for read in reads]
+        if all(sorted(part) == sorted(parts[0]) for part in parts[1:]):
+            raise CheckError(f"{what}: in epoch {epoch} every rank read the same {share} samples "
+                             f"{sorted(parts[0])}; together the ranks should read each of the {case.n} samples once",
+                             where="look at which part of the epoch's order each rank takes: does it depend on the "
+                                   "rank?",
+                             mistake="every rank took the same part of the order, so the samples outside it were "
+                                     "never read: rank r takes its own part (DistributedSampler deals the order out "
+                                     "by rank)")
+        counts = Counter(index for part in parts for index in part)
+        twice = sorted(index for index, count in counts.items() if count > 1)
+        if not twice:
+            continue
+        never = sorted(set(range(case.n)) - set(counts))
+        order = _shuffled(case.n, case.seed + epoch)
+        follow = [rank for rank, part in enumerate(parts) if _is_subsequence(part, order)]
+        if follow and len(follow) < world_size:
+            others = [rank for rank in range(world_size) if rank not in follow]
+            cause = (f"rank(s) {follow} read in the one-process run's order for the epoch (randperm with seed + "
+                     f"epoch) and rank(s) {others} did not: the ranks shuffled differently (a seed that depends on "
+                     "the rank?), so their shares overlap. Every rank must draw the same order (the same seed + "
+                     "epoch on every rank, or DistributedSampler(dataset, seed=seed)) and take its own part of it")
+        else:
+            cause = ("the ranks' shares of the epoch overlap: every rank must take a part of the same order (the "
+                     "same seed + epoch on every rank) that no other rank takes, as DistributedSampler does")
+        raise CheckError(f"{what}: in epoch {epoch} the ranks' shares overlap: the samples {twice} were read by more "
+                         f"than one rank, and {never} by none (each rank read {share}; together they should read "
+                         f"each of the {case.n} once)",
+                         where="look at the order each rank shuffles the samples into, and which part of it each "
+                               "rank takes",
+                         mistake=cause)
+
+
 def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] | None = None) -> None:
     """On every rank, ``fn`` reads only its share of the data and ends with the given single-process run's weights."""
     inputs = inputs or [WholeCase()]
@@ -1351,6 +1487,7 @@ def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] 
                                              "computes the loss?")
             if any(not torch.allclose(results[0][k], expected[k], atol=1e-5) for k in expected):
                 reads = [per_rank[rank][index][1] for rank in range(world_size)]
+                _expect_own_shares(what, case, reads)
                 _expect_steps(what, case, world_size, reads,
                               next((message for message, twin in twins
                                     if all(torch.allclose(results[0][k], twin[k], atol=1e-5) for k in expected)), None)

@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DataLoader
+from torch.utils.data import BatchSampler, DataLoader
 from torch.utils.data.distributed import DistributedSampler
 
 from helpers.checks import distributed as checks
@@ -1085,13 +1085,113 @@ def whole_subset_per_rank(make_model, dataset, epochs, batch_size, lr, seed):
     return model.module.state_dict()
 
 
+# ---------------------------------------------------------------- round 4: classes the independent learner found
+
+
+def port_socket_never_bound():
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        return probe.getsockname()[1]  # unbound: the system has chosen nothing yet
+    finally:
+        probe.close()
+
+
+def port_chosen_at_definition(_chosen=ref.free_port()):  # evaluated once, when the function is defined
+    return _chosen
+
+
+_first_port = {}
+
+
+def port_found_on_first_call():
+    if "port" not in _first_port:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            _first_port["port"] = probe.getsockname()[1]
+    return _first_port["port"]
+
+
+def grads_minimum(model):
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    for g in grads:
+        dist.all_reduce(g, op=dist.ReduceOp.MIN)
+
+
+def grads_maximum_over_world(model):
+    for p in model.parameters():
+        if p.grad is not None:
+            dist.all_reduce(p.grad, op=dist.ReduceOp.MAX)
+            p.grad.div_(dist.get_world_size())
+
+
+def epochs_full_batches_only(dataset, global_batch_size, epochs):
+    sampler = DistributedSampler(dataset)
+    batches = BatchSampler(sampler, global_batch_size // dist.get_world_size(), drop_last=True)
+    loader = DataLoader(dataset, batch_sampler=batches)
+    seen = []
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        seen.append([batch.tolist() for batch in loader])
+    return seen
+
+
+def epochs_sampler_drops_odd_samples(dataset, global_batch_size, epochs):
+    sampler = DistributedSampler(dataset, drop_last=True)
+    loader = DataLoader(dataset, batch_size=global_batch_size // dist.get_world_size(), sampler=sampler)
+    seen = []
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        seen.append([batch.tolist() for batch in loader])
+    return seen
+
+
+def whole_sampler_seed_per_rank(make_model, dataset, epochs, batch_size, lr, seed):
+    return _ddp_run(make_model, dataset, epochs, batch_size, lr, seed, sampler_kwargs={"seed": seed + dist.get_rank()})
+
+
+def whole_same_share_on_every_rank(make_model, dataset, epochs, batch_size, lr, seed):
+    world_size = dist.get_world_size()
+    torch.manual_seed(seed)
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    per = batch_size // world_size
+    for epoch in range(epochs):
+        order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed + epoch)).tolist()
+        mine = order[:len(order) // world_size]  # the first part, whatever the rank
+        for start in range(0, len(mine), per):
+            items = [dataset[i] for i in mine[start:start + per]]
+            images, labels = torch.stack([x for x, _ in items]), torch.tensor([y for _, y in items])
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(images), labels).backward()
+            optimizer.step()
+    return model.module.state_dict()
+
+
+def grads_avg_op(model):  # right: Gloo in this PyTorch has ReduceOp.AVG
+    for grad in (p.grad for p in model.parameters() if p.grad is not None):
+        dist.all_reduce(grad, op=dist.ReduceOp.AVG)
+
+
+def epochs_drop_last_spelled_out(dataset, global_batch_size, epochs):  # right: both at their defaults, written out
+    sampler = DistributedSampler(dataset, drop_last=False)
+    loader = DataLoader(dataset, global_batch_size // dist.get_world_size(), sampler=sampler, drop_last=False)
+    seen = []
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        seen.append([[int(i) for i in batch.tolist()] for batch in loader])
+    return seen
+
+
 CASES = [
     Accept(checks.check_free_port, ref.free_port),
     Accept(checks.check_free_port, port_from_socket_module),
     Accept(checks.check_free_port, port_create_server),
     Accept(checks.check_free_port, port_with_reuse),
     Accept(checks.check_free_port, port_random_until_free),
-    Reject(checks.check_free_port, port_fixed, "no socket was bound to that port during the call"),
+    Reject(checks.check_free_port, port_fixed, "no socket was bound to that port during either call"),
+    Reject(checks.check_free_port, port_socket_never_bound, "no TCP socket was bound during the call"),
+    Reject(checks.check_free_port, port_chosen_at_definition, "a port found once and kept"),
+    Reject(checks.check_free_port, port_found_on_first_call, "it is the port an earlier call found, kept"),
     Reject(checks.check_free_port, port_fixed_but_tested, "Address already in use"),
     Reject(checks.check_free_port, port_drawn_by_torch, "nothing asked the system whether it is free"),
     Accept(checks.check_free_port, port_random_until_bind_works),
@@ -1106,6 +1206,7 @@ CASES = [
     Accept(checks.check_average_gradients, grads_new_tensor),
     Accept(checks.check_average_gradients, grads_multiplied),
     Accept(checks.check_average_gradients, grads_none_as_zeros),
+    Accept(checks.check_average_gradients, grads_avg_op),
     Reject(checks.check_average_gradients, grads_every_parameter, "dist.all_reduce was given None"),
     Reject(checks.check_average_gradients, grads_scaled_first, "its .grad is None: there is nothing to average"),
     Reject(checks.check_average_gradients, grads_summed, "the sum over the 2 ranks, not the average"),
@@ -1115,6 +1216,9 @@ CASES = [
     Reject(checks.check_average_gradients, weights_averaged, "on the parameters (the weights) and never on their .grad"),
     Reject(checks.check_average_gradients, grads_reduced_into_copies, "never on a parameter's .grad itself"),
     Reject(checks.check_average_gradients, grads_never_reduced, "dist.all_reduce was never called"),
+    Reject(checks.check_average_gradients, grads_minimum, "element-wise minimum over the 2 ranks' gradients, not"),
+    Reject(checks.check_average_gradients, grads_maximum_over_world,
+           "element-wise maximum over the 2 ranks' gradients divided by the world size"),
     Reject(checks.check_average_gradients, grads_only_on_rank0, "waited in a collective that another rank never called"),
     Accept(checks.check_train_by_hand, ref.train_by_hand),
     Accept(checks.check_train_by_hand, by_hand_keywords),
@@ -1165,6 +1269,7 @@ CASES = [
     Accept(checks.check_epoch_batches, epochs_keywords),
     Accept(checks.check_epoch_batches, epochs_explicit_rank),
     Accept(checks.check_epoch_batches, epochs_batched_by_hand),
+    Accept(checks.check_epoch_batches, epochs_drop_last_spelled_out),
     Reject(checks.check_epoch_batches, epochs_tensor_batches, "its first batch is a tensor"),
     Reject(checks.check_epoch_batches, epochs_counted_from_one, "the order the sampler gives for epoch e + 1"),
     Reject(checks.check_epoch_batches, epochs_seeded_per_rank, "a sampler seeded with its rank (1)"),
@@ -1173,6 +1278,9 @@ CASES = [
     Reject(checks.check_epoch_batches, epochs_without_sampler, "pass sampler=DistributedSampler(dataset)"),
     Reject(checks.check_epoch_batches, epochs_global_batch_per_process, "global_batch_size // world_size"),
     Reject(checks.check_epoch_batches, epochs_shuffle_and_sampler, "mutually exclusive with shuffle"),
+    Reject(checks.check_epoch_batches, epochs_full_batches_only, "drops each epoch's last batch when it holds fewer"),
+    Reject(checks.check_epoch_batches, epochs_sampler_drops_odd_samples, "saw the share of a DistributedSampler(..., "
+           "drop_last=True)"),
     Accept(checks.check_save_and_load, ref.save_and_load),
     Accept(checks.check_save_and_load, save_with_path_object),
     Accept(checks.check_save_and_load, save_barrier_both_sides),
@@ -1203,4 +1311,6 @@ CASES = [
     Reject(checks.check_train_distributed, whole_never_wrapped, "ended with other weights than rank 0"),
     Reject(checks.check_train_distributed, whole_wrapper_state, "that is the DDP wrapper's state_dict"),
     Reject(checks.check_train_distributed, whole_reads_everything, "only its own share"),
+    Reject(checks.check_train_distributed, whole_sampler_seed_per_rank, "the ranks shuffled differently"),
+    Reject(checks.check_train_distributed, whole_same_share_on_every_rank, "every rank read the same 12 samples"),
 ]
