@@ -199,7 +199,10 @@ def _expect_entry(checkpoint: dict, key: str, what: str) -> None:
 
 def _compare_entry(checkpoint: dict, key: str, want: Any, what: str, hint: str) -> None:
     _expect_entry(checkpoint, key, what)
-    expect(same_value(checkpoint[key], want), f"{what}: checkpoint['{key}'] differs from the expected {hint}",
+    value = checkpoint[key]
+    shown = f"is {value!r}, but it should be" if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else "differs from the expected value,"
+    expect(same_value(value, want), f"{what}: checkpoint['{key}'] {shown} {hint}",
            where=f"look at the value you store under '{key}' in the dict you pass to torch.save")
 
 
