@@ -199,7 +199,10 @@ def _expect_entry(checkpoint: dict, key: str, what: str) -> None:
 
 def _compare_entry(checkpoint: dict, key: str, want: Any, what: str, hint: str) -> None:
     _expect_entry(checkpoint, key, what)
-    expect(same_value(checkpoint[key], want), f"{what}: checkpoint['{key}'] differs from the expected {hint}",
+    value = checkpoint[key]
+    shown = f"is {value!r}, but it should be" if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else "differs from the expected value,"
+    expect(same_value(value, want), f"{what}: checkpoint['{key}'] {shown} {hint}",
            where=f"look at the value you store under '{key}' in the dict you pass to torch.save")
 
 
@@ -317,7 +320,8 @@ def _call_loading(fn: Callable[..., Any], what: str, *args: Any, allow: Allow = 
     a GPU it would succeed, so a spy on torch.load also requires a map_location there.
     """
     _RNG_SETS.clear()
-    with mock.patch.object(torch, "load", wraps=torch.load) as spy, _rng_sets_recorded():
+    _LOADED_INTO.clear()
+    with mock.patch.object(torch, "load", wraps=torch.load) as spy, _rng_sets_recorded(), _load_targets_recorded():
         try:
             result = call(fn, *args, allow=allow)
         except CheckError as error:
@@ -370,6 +374,49 @@ def _rng_sets_recorded() -> Iterator[None]:
         yield
 
 
+# The objects whose load_state_dict ran during the last _call_loading (models, optimizers, schedulers)
+_LOADED_INTO: list[Any] = []
+
+
+@contextmanager
+def _load_targets_recorded() -> Iterator[None]:
+    """Record the object of every load_state_dict call on a module, an optimizer or a scheduler while open."""
+    patches = []
+    classes = [nn.Module, torch.optim.Optimizer]
+    schedulers = [torch.optim.lr_scheduler.LRScheduler]
+    while schedulers:  # schedulers such as LambdaLR have their own load_state_dict
+        cls = schedulers.pop()
+        classes += [cls] if "load_state_dict" in cls.__dict__ else []
+        schedulers += cls.__subclasses__()
+    for cls in dict.fromkeys(classes):
+        real = cls.__dict__["load_state_dict"]
+
+        def recording(self, *args, _real=real, **kwargs):
+            _LOADED_INTO.append(self)
+            return _real(self, *args, **kwargs)
+
+        patches.append(mock.patch.object(cls, "load_state_dict", recording))
+    for patch in patches:
+        patch.start()
+    try:
+        yield
+    finally:
+        for patch in reversed(patches):
+            patch.stop()
+
+
+def _loaded_into_another(given: Any, kind: type) -> str | None:
+    """When load_state_dict ran on another object of ``kind`` than ``given`` (and never on it): what to say."""
+    others = [o for o in _LOADED_INTO if isinstance(o, kind) and o is not given]
+    if not others or any(o is given for o in _LOADED_INTO):
+        return None
+    word = {nn.Module: "model", torch.optim.Optimizer: "optimizer"}.get(kind, "scheduler")
+    return (f"your function called load_state_dict on another {word} ({type(others[0]).__name__} built inside it), "
+            f"not on the {word} you were given: the caller goes on with its own {word}, which your call never "
+            f"changed. Load into the argument itself ({word}.load_state_dict(...)), without assigning a new "
+            f"object to the name {word}")
+
+
 def check_load_checkpoint_states(fn: Callable[..., int], inputs: Sequence[Case] | None = None) -> None:
     """The model's weights and the optimizer's state come back."""
     inputs = inputs if inputs is not None else DEFAULT_CASES
@@ -381,15 +428,17 @@ def check_load_checkpoint_states(fn: Callable[..., int], inputs: Sequence[Case] 
         expect(not same_value(got, before) or same_value(before, want["model"]),
                f"{what}: the model's weights were not restored (they are those it had before the call)",
                where="look at what happens to checkpoint['model'] in your function",
-               mistake="call model.load_state_dict(checkpoint['model']) on the model you were given (assigning to "
-                       "a variable does not change it)")
+               mistake=_loaded_into_another(fresh.model, nn.Module)
+               or "call model.load_state_dict(checkpoint['model']) on the model you were given (assigning to "
+                  "a variable does not change it)")
         expect(same_value(got, want["model"]), f"{what}: the model's weights differ from the saved ones",
                where="look at which entry of the checkpoint goes into model.load_state_dict")
         expect(len(fresh.optimizer.state_dict()["state"]) > 0,
                f"{what}: the optimizer state was not restored: after your call it holds no momentum buffers",
                where="look at what happens to checkpoint['optimizer'] in your function",
-               mistake="call optimizer.load_state_dict(checkpoint['optimizer']). Without it the momentum buffers "
-                       "start again from zero and the resumed run differs")
+               mistake=_loaded_into_another(fresh.optimizer, torch.optim.Optimizer)
+               or "call optimizer.load_state_dict(checkpoint['optimizer']). Without it the momentum buffers "
+                  "start again from zero and the resumed run differs")
         expect(same_value(fresh.optimizer.state_dict(), want["optimizer"]),
                f"{what}: the optimizer's state differs from the saved one",
                where="look at which entry of the checkpoint goes into the optimizer, and how",
@@ -408,8 +457,9 @@ def check_load_checkpoint_resume(fn: Callable[..., int], inputs: Sequence[Case] 
         expect(same_value(fresh.scheduler.state_dict(), want["scheduler"]),
                f"{what}: the scheduler was not restored: its state differs from the saved one",
                where="look at what happens to checkpoint['scheduler'] in your function",
-               mistake="call scheduler.load_state_dict(checkpoint['scheduler']); otherwise the learning rate "
-                       "starts again from its first value")
+               mistake=_loaded_into_another(fresh.scheduler, torch.optim.lr_scheduler.LRScheduler)
+               or "call scheduler.load_state_dict(checkpoint['scheduler']); otherwise the learning rate "
+                  "starts again from its first value")
         restored = any(isinstance(state, torch.Tensor) and same_value(state, want["torch_rng"])
                        for state in _RNG_SETS)
         expect(same_value(torch_rng, want["torch_rng"]) or not restored,
@@ -456,23 +506,45 @@ def check_load_checkpoint_resume(fn: Callable[..., int], inputs: Sequence[Case] 
 # ---------------------------------------------------------------- train_resumable
 
 
-class _Interrupted(BaseException):
-    """Raised inside run_epoch to play a crash (a killed job, a lost machine).
+class _Interrupted(KeyboardInterrupt):
+    """Raised inside run_epoch to play a stop (Ctrl+C, a killed job, a lost machine).
 
-    A BaseException, as a kill is: the learner's ``except Exception`` does not swallow it, and the
+    A KeyboardInterrupt, as the notebook's own ``killed_after`` raises: the learner's ``except Exception``
+    does not swallow it, an ``except KeyboardInterrupt`` handler runs as it would on Ctrl+C, and the
     framework's ``call`` lets it through untouched (after putting the caller's state back).
     """
 
 
 class _Counter:
-    def __init__(self, stop_after: int | None = None) -> None:
-        self.calls, self.stop_after = 0, stop_after
+    """The run_epoch handed to train_resumable: counts finished epochs; with ``stop_after``, the job is stopped
+    in the middle of the next epoch (after its first batch), and the file at ``path`` is remembered as it was."""
+
+    def __init__(self, stop_after: int | None = None, path: Path | None = None) -> None:
+        self.calls, self.stop_after, self.path = 0, stop_after, path
+        self.file_at_stop: bytes | None = None
 
     def __call__(self, model, loader, optimizer, scheduler) -> float:
         if self.stop_after is not None and self.calls == self.stop_after:
-            raise _Interrupted(f"the job was stopped after {self.calls} epochs")
+            self.file_at_stop = _file_bytes(self.path) if self.path is not None else None
+            run_epoch(model, _StoppedAfterOneBatch(loader, self.calls), optimizer, scheduler)
         self.calls += 1
         return run_epoch(model, loader, optimizer, scheduler)
+
+
+class _StoppedAfterOneBatch:
+    """A loader that yields the first batch of ``loader``, then stops the job ("killed at any moment")."""
+
+    def __init__(self, loader: DataLoader, done: int) -> None:
+        self.loader, self.done = loader, done
+
+    def __iter__(self) -> Iterator[Any]:
+        yield next(iter(self.loader))
+        raise _Interrupted(f"the job was stopped during epoch {self.done} ({self.done} epochs finished)")
+
+
+def _written_after_stop(counter: _Counter) -> bool:
+    """Whether the checkpoint file changed after ``counter`` stopped the job (a handler of the stop saved)."""
+    return counter.file_at_stop != _file_bytes(counter.path) if counter.path is not None else False
 
 
 def _train(fn: Callable[..., Any], s: Setup, case: Case, path: Path, run_epoch: Callable[..., float]) -> None:
@@ -525,7 +597,7 @@ def _run_resumable_as_is(fn: Callable[..., Any], case: Case) -> tuple[int, bool,
     name = getattr(fn, "__name__", "train_resumable")
     with _workspace() as folder:
         path = folder / "run.pt"
-        first, second = _Counter(stop_after=case.interrupt_after), _Counter()
+        first, second = _Counter(stop_after=case.interrupt_after, path=path), _Counter()
         s = _setup(case)
         crashed = False
         try:
@@ -538,6 +610,8 @@ def _run_resumable_as_is(fn: Callable[..., Any], case: Case) -> tuple[int, bool,
             raise CheckError(f"{name} raised {type(cause).__name__}: {cause}",
                              where="look at the line of your code that raised (listed below the message in a "
                                    "notebook), on the first run, when no checkpoint file exists yet") from cause
+        if crashed and _written_after_stop(first):
+            _RESUME_LOG.append(("written after the stop", None))
         saved = torch.load(path, map_location="cpu", weights_only=False) if path.exists() else None
         r = _setup(case, restart=True)
         _RESUME_LOG.append(("restart", None))
@@ -567,6 +641,16 @@ def _expect_epochs(case: Case, first: int, crashed: bool, second: int, saved: di
     saved_before = [e for kind, e in log[:restart] if kind == "save"]
     saved_after = [e for kind, e in log[restart:] if kind == "save"]
     loaded = [e for kind, e in log[restart:] if kind == "load"]
+    recorded = saved.get("epoch") if isinstance(saved, dict) else None
+    expect(("written after the stop", None) not in log,
+           f"{what}: the job was stopped in the middle of epoch {k} (epochs 0 to {k - 1} had finished), and your "
+           f"function wrote the checkpoint file after the stop (it now records epoch {recorded} as finished)",
+           where="look at what your function does when it is stopped: an except (KeyboardInterrupt) or finally "
+                 "block that saves",
+           mistake="a stop can come in the middle of an epoch, so what is saved then is a half-done epoch (the "
+                   "model and optimizer have taken some of its steps) filed as a finished one, and a killed job "
+                   "runs no handler at all; the checkpoint of the last finished epoch is already on disk, so let "
+                   "the stop go through without saving")
     expect(not (isinstance(saved, dict) and saved.get("epoch") == k),
            f"{what}: the job was stopped during epoch {k} (epochs 0 to {k - 1} had finished), and the checkpoint it "
            f"left records epoch {k} as finished", where="look at where in the loop you save",
@@ -630,7 +714,7 @@ def _second_interruption(fn: Callable[..., Any], case: Case) -> tuple[Any, int]:
             saved_now.clear()
             s = _setup(case, restart=restart)
             try:
-                _train(fn, s, case, path, _Counter(stop_after))
+                _train(fn, s, case, path, _Counter(stop_after, path))
             except _Interrupted:
                 pass
             except CheckError as error:
@@ -754,7 +838,59 @@ def check_load_on_cpu(fn: Callable[[Path], dict], inputs: Sequence[int] | None =
                    mistake="pass map_location='cpu' so every tensor is loaded onto the CPU")
         expect(same_value(got, want), f"{what}: the loaded values differ from the saved ones",
                where="look at what you do to the loaded checkpoint before returning it")
+        with _workspace() as folder:
+            _expect_cpu_on_a_gpu_machine(fn, make_cuda_checkpoint(folder / "gpu.pt", want, device=gpu), what)
     passed("load_on_cpu", len(inputs))
+
+
+def _names_a_gpu(location: Any) -> bool:
+    """Whether a map_location sends tensors to a GPU: 'cuda', 'cuda:1', torch.device('cuda'), 0, or a dict to one."""
+    if isinstance(location, dict):
+        return any(_names_a_gpu(v) for v in location.values())
+    try:
+        return isinstance(location, (str, torch.device, int)) and not isinstance(location, bool) and \
+            torch.device(location).type == "cuda"
+    except (RuntimeError, TypeError):
+        return False
+
+
+@contextmanager
+def _playing_a_gpu_machine() -> Iterator[None]:
+    """While open, torch says a GPU is there (torch.cuda.is_available() is True, one device)."""
+    with mock.patch.object(torch.cuda, "is_available", return_value=True), \
+            mock.patch.object(torch.cuda, "device_count", return_value=1):
+        yield
+
+
+def _expect_cpu_on_a_gpu_machine(fn: Callable[[Path], dict], path: Path, what: str) -> None:
+    """On a machine with a GPU, too, the map_location the learner passes must send the tensors to the CPU.
+
+    The grader may have no GPU: torch.cuda.is_available() is played True (and DEVICE is 'cuda:0', as the
+    notebook sets it there), and torch.load's map_location is read from a spy, whether the load then works
+    (a real GPU) or fails (no CUDA here).
+    """
+    with substitute(fn, DEVICE=torch.device("cuda", 0)), _playing_a_gpu_machine(), \
+            mock.patch.object(torch, "load", wraps=torch.load) as spy:
+        try:
+            call(fn, path)
+        except CheckError as error:
+            failed: CheckError | None = error
+        else:
+            failed = None
+    maps = [c.kwargs.get("map_location", c.args[1] if len(c.args) > 1 else None) for c in spy.call_args_list]
+    to_gpu = next((m for m in maps if _names_a_gpu(m)), None)
+    expect(to_gpu is None,
+           f"{what}: on a machine with a GPU (torch.cuda.is_available() True, DEVICE 'cuda:0'; the check plays "
+           f"one), your torch.load call passes map_location={to_gpu!r}, which puts every tensor on the GPU; the "
+           "task asks for every tensor on the CPU on any machine",
+           where="look at the map_location you pass to torch.load: does it depend on the machine?",
+           mistake="pass map_location='cpu' on every machine; a checkpoint loaded onto the CPU can still be moved "
+                   "to a device later, with model.to(device)")
+    if failed is not None:
+        raise CheckError(f"{what}, on a machine with a GPU (torch.cuda.is_available() True; the check plays one): "
+                         f"{failed.symptom}",
+                         where="look at what your function does when a GPU is there: it must load onto the CPU "
+                               "all the same") from failed.__cause__
 
 
 # ---------------------------------------------------------------- inference
@@ -936,8 +1072,9 @@ class JitterCase(NamedTuple):
 DEFAULT_JITTER_CASES = [JitterCase(0, 5, (2,))]
 
 
-class _Killed(BaseException):
-    """The job was killed (a BaseException, like KeyboardInterrupt: `except Exception` does not swallow it)."""
+class _Killed(KeyboardInterrupt):
+    """The job was killed: a KeyboardInterrupt, as Ctrl+C and the notebook's ``killed_after`` raise
+    (`except Exception` does not swallow it; an `except KeyboardInterrupt` handler runs)."""
 
 
 def _jitter_uninterrupted(case: JitterCase) -> dict[str, torch.Tensor]:
@@ -1060,7 +1197,15 @@ def _jitter_mistake(got: dict[str, torch.Tensor], case: JitterCase) -> str | Non
                           ("scheduler", "the scheduler's state was not restored"),
                           ("optimizer", "the optimizer's state (Adam's moment estimates) was not restored"),
                           ("loader", "the loader's generator was not restored: the loader shuffles with run.generator, "
-                                     "so save run.generator.get_state() and restore it with set_state")):
+                                     "so save run.generator.get_state() and restore it with set_state"),
+                          (_STALE, "the random states you save are the ones read once before the loop: every "
+                                   "checkpoint holds the states of the start, not those at the end of its epoch. "
+                                   "Read torch.get_rng_state(), random.getstate() and run.generator.get_state() "
+                                   "each time you save"),
+                          *[(f"stale {name}", f"the {label} you save is the one read once before the loop, not the "
+                                               "state at the end of the epoch: read it again each time you save")
+                            for name, label in (("torch", "torch random state"), ("python", "Python random state"),
+                                                ("loader", "loader generator's state"))]):
         with _workspace() as folder, _python_random_kept():
             twin = _play_jitter(_losing(lost), case, folder)[0]
         if same_value(got, twin, atol=0, rtol=0):
@@ -1068,7 +1213,10 @@ def _jitter_mistake(got: dict[str, torch.Tensor], case: JitterCase) -> str | Non
     return None
 
 
+_STALE = "stale torch,stale python,stale loader"  # a twin saving every random state as read before the loop
+
+
 def _losing(lost: str) -> Callable[..., None]:
     def run_losing(run, epochs, path, after_epoch):
-        ref.train_jittered(run, epochs, path, after_epoch, skip=(lost,))
+        ref.train_jittered(run, epochs, path, after_epoch, skip=tuple(lost.split(",")))
     return run_losing

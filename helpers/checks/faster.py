@@ -27,7 +27,7 @@ import math
 import time
 import statistics
 import warnings
-from typing import Any, Callable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, NoReturn, Sequence
 from unittest import mock
 
 import torch
@@ -54,7 +54,11 @@ def _patched_syncs(on_sync: Callable[[str, tuple, dict], None],
 
     def spy(kind: str) -> Callable[..., None]:
         def sync(*args: Any, **kwargs: Any) -> None:
-            _reject_like_the_real(kind, accelerator, args, kwargs)
+            try:
+                _reject_like_the_real(kind, accelerator, args, kwargs)
+            except (TypeError, ValueError) as error:
+                current.refused.append((kind, args, kwargs, error))
+                raise
             if kind == "cuda" and not args and not kwargs:
                 args = (current.index,)  # the current GPU, which torch.cuda.device(...) may have selected
             on_sync(kind, args, kwargs)
@@ -80,6 +84,7 @@ class _CurrentGpu:
     def __init__(self) -> None:
         self.index = 0
         self.set_by_learner = False
+        self.refused: list[tuple[str, tuple, dict, Exception]] = []  # synchronize calls that raised, as the real ones
 
     def _index(self, device: Any) -> int:
         """The GPU index ``device`` names, raising what torch.cuda.device raises for a non-CUDA device."""
@@ -109,6 +114,23 @@ class _CurrentGpu:
         """torch.cuda.set_device(device): the given GPU stays current after the call."""
         self.index = self._index(device)
         self.set_by_learner = True
+
+
+def _refused_sync(what: str, device: torch.device, kind: str, args: tuple, kwargs: dict, error: Exception) -> NoReturn:
+    """A synchronize call that raised (as the real one does for these arguments): which call, and why it cannot work."""
+    given = ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()])
+    if kind == "mps":
+        mistake = "torch.mps.synchronize() takes no argument: it waits for the one Apple GPU"
+    elif device.type == "cpu":
+        mistake = (f"torch.{kind}.synchronize waits for a GPU and refuses a CPU device; a CPU has nothing to wait for "
+                   "(each CPU operation has finished when it returns), so call nothing when device.type == 'cpu'")
+    elif device.type == "mps" and kind == "cuda":
+        mistake = "torch.cuda.synchronize waits for CUDA GPUs only; for an 'mps' device call torch.mps.synchronize()"
+    else:
+        mistake = None
+    raise CheckError(f"{what}: your call torch.{kind}.synchronize({given}) raised {type(error).__name__}: {error}",
+                     where=f"look at which synchronize you call, and with what, when device.type == '{device.type}'",
+                     mistake=mistake) from None
 
 
 def _reject_like_the_real(kind: str, accelerator: str, args: tuple, kwargs: dict) -> None:
@@ -167,10 +189,12 @@ def check_synchronize(fn: Callable[[torch.device], None], inputs: Sequence[torch
             try:
                 call(fn, device)
             except CheckError as error:  # a synchronize given the CPU device raises, as the real one does
-                if not (device.type == "cpu" and cuda_machine and "Expected a cuda device" in error.symptom):
+                if device.type == "cpu" and cuda_machine and "Expected a cuda device" in error.symptom:
+                    raise CheckError(f"{what}: {error.symptom} (on a machine without CUDA it called nothing)",
+                                     where=_WHERE_MACHINE, mistake=_BY_DEVICE) from None
+                if not current.refused:
                     raise
-                raise CheckError(f"{what}: {error.symptom} (on a machine without CUDA it called nothing)",
-                                 where=_WHERE_MACHINE, mistake=_BY_DEVICE) from None
+                _refused_sync(what, device, *current.refused[0])
         if current.set_by_learner and current.index != 0:
             raise CheckError(f"{what} left GPU {current.index} selected (torch.cuda.set_device) for the rest of the "
                              "program, which expects GPU 0 to stay the current one",
@@ -373,10 +397,19 @@ def check_median_time_value(fn: Callable[..., float], inputs: Sequence[TimingCas
         times = world.timed_intervals(case.warmup)
         ordered = sorted(times)
         low, high = ordered[(len(ordered) - 1) // 2], ordered[len(ordered) // 2]
-        if low - 1e-9 <= number <= high + 1e-9:
+        # task: "the median of those times (`statistics.median`)": for an even count, the mean of the two middle ones
+        if abs(number - statistics.median(times)) <= 1e-9 + 1e-6 * abs(statistics.median(times)):
             continue
         all_calls = [_HOST + w for w in world.work[:world.calls]]
         mistakes = [
+            Mistake(f"for an even number of timed runs ({case.repeat}) that is the lower of the two middle values "
+                    "(torch's Tensor.median and median_low pick it); the median the task names, statistics.median, is "
+                    "the mean of the two middle values", lambda: low,
+                    where="look at how you take the middle of the sorted times when their count is even"),
+            Mistake(f"for an even number of timed runs ({case.repeat}) that is the upper of the two middle values "
+                    "(sorted(times)[len(times) // 2]); the median the task names, statistics.median, is the mean of "
+                    "the two middle values", lambda: high,
+                    where="look at how you take the middle of the sorted times when their count is even"),
             Mistake("that is the mean of the timed runs: one slow run (here one took 0.5 s) pulls the mean up; "
                     "return the median (statistics.median)", lambda: statistics.mean(times),
                     where="look at how you combine the timed runs into one number"),
@@ -1309,6 +1342,29 @@ def _expect_same_training(fn: Callable[..., Any], case: TrainCase) -> None:
                                               epochs=case.epochs, batch_size=case.batch_size))
         return dropped[epoch][0]
 
+    per_sample: list[float] = []
+
+    def mean_per_sample(epoch: int) -> float:
+        """Epoch ``epoch``'s training loss as a mean per image (each batch's loss weighted by its size)."""
+        if not 0 < full < case.n_train:
+            raise ValueError("every batch is full: the two means are equal")
+        if not per_sample:
+            seen: list[tuple[float, int]] = []
+            real = nn.functional.cross_entropy
+
+            def recording(scores: torch.Tensor, targets: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+                out = real(scores, targets, *args, **kwargs)
+                seen.append((out.item(), len(targets)))
+                return out
+
+            with torch.random.fork_rng(devices=[]), mock.patch.object(nn.functional, "cross_entropy", recording):
+                ref.slow_train(_train_model(case.seed), *_train_data(case), epochs=case.epochs,
+                               batch_size=case.batch_size)
+            for e in range(case.epochs):
+                batches = seen[e * n_batches:(e + 1) * n_batches]
+                per_sample.append(sum(value * size for value, size in batches) / sum(size for _, size in batches))
+        return per_sample[epoch]
+
     try:
         for epoch, (pair, (loss, accuracy)) in enumerate(zip(got, want)):
             expect(isinstance(pair, (tuple, list)) and len(pair) == 2,
@@ -1327,6 +1383,11 @@ def _expect_same_training(fn: Callable[..., Any], case: TrainCase) -> None:
                         f"images // batch_size, rounded down); there are {n_batches} batches, the last one smaller",
                         lambda: loss * n_batches / (case.n_train // case.batch_size)
                         if case.n_train // case.batch_size != n_batches else None),
+                Mistake(f"that is the mean loss per image (each batch's loss weighted by its size, the last batch "
+                        f"has {case.n_train - full} images); slow_train's is the mean per batch: the sum of the "
+                        f"{n_batches} batch losses divided by {n_batches}",
+                        lambda e=epoch: mean_per_sample(e),
+                        where="look at what you add to the epoch's total for each batch, and what you divide it by"),
             ])
             if modes.validated_in_train_mode and isinstance(pair[1], (int, float)) and abs(pair[1] - accuracy) > 1e-6:
                 raise CheckError(f"{what}: epoch {epoch}'s validation accuracy should be {accuracy:.6g}, but yours is "

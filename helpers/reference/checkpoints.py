@@ -115,7 +115,8 @@ def train_jittered(run, epochs: int, path: str | Path, after_epoch: Callable[[in
 
     Everything an epoch reads is saved after it and restored on a restart: the model, Adam's state,
     the schedule, the loader's generator, torch's global random state (dropout) and Python's
-    (the noise). ``skip`` (for the checks' twins only) leaves the named states out of the restore.
+    (the noise). ``skip`` (for the checks' twins only) leaves the named states out of the restore, and with
+    "stale <name>" saves that random state as it was before the loop.
     """
     import random
 
@@ -137,9 +138,13 @@ def train_jittered(run, epochs: int, path: str | Path, after_epoch: Callable[[in
         if "python" not in skip:
             random.setstate(checkpoint["python_rng"])
         start = checkpoint["epoch"] + 1
+    at_start = {"torch": torch.get_rng_state(), "loader": generator.get_state(), "python": random.getstate()}
     for epoch in range(start, epochs):
         loss = jitter_epoch(run)
+        now = {"torch": torch.get_rng_state(), "loader": generator.get_state(), "python": random.getstate()}
+        # "stale <state>" in skip (twins only): that state is saved as it was before the loop, not as it is now
+        rng = {name: at_start[name] if f"stale {name}" in skip else state for name, state in now.items()}
         torch.save({"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(), "torch_rng": torch.get_rng_state(),
-                    "loader_rng": generator.get_state(), "python_rng": random.getstate(), "loss": loss}, path)
+                    "scheduler": scheduler.state_dict(), "torch_rng": rng["torch"],
+                    "loader_rng": rng["loader"], "python_rng": rng["python"], "loss": loss}, path)
         after_epoch(epoch)

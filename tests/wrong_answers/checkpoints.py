@@ -760,3 +760,102 @@ ROUND_3_CLASSES = [
 ]
 
 CASES = CASES + ROUND_3_CLASSES
+
+
+# ---------------------------------------------------------------- issue 18, independent round 4: classes of mistakes
+
+
+def resume_saves_the_last_epoch_on_ctrl_c(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    # Saving when stopped: the stop comes in the middle of an epoch, so this files a half-done epoch as finished
+    start = load_checkpoint_if_any(path, model, optimizer, scheduler, generator)
+    loss = float("nan")
+    for epoch in range(start, epochs):
+        try:
+            loss = run_epoch(model, loader, optimizer, scheduler)
+        except KeyboardInterrupt:
+            save_checkpoint(path, model, optimizer, scheduler, generator, epoch - 1, loss)
+            raise
+        save_checkpoint(path, model, optimizer, scheduler, generator, epoch, loss)
+
+
+def resume_reports_ctrl_c(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    # Also correct: a handler that only reports the stop and lets it through
+    start = load_checkpoint_if_any(path, model, optimizer, scheduler, generator)
+    try:
+        for epoch in range(start, epochs):
+            save_checkpoint(path, model, optimizer, scheduler, generator, epoch,
+                            run_epoch(model, loader, optimizer, scheduler))
+    except KeyboardInterrupt:
+        print(f"stopped; {path} holds the last finished epoch")
+        raise
+
+
+def load_on_cpu_unless_gpu(path):
+    # The device where the tensors end up depends on the machine: on a GPU machine they go to cuda:0
+    return torch.load(path, map_location=torch.device("cuda", 0) if torch.cuda.device_count() > 0 else "cpu")
+
+
+def load_on_cpu_by_storage(path):
+    # Also correct: a function map_location that keeps every storage on the CPU
+    return torch.load(path, map_location=lambda storage, location: storage.cpu())
+
+
+def load_into_a_copy_of_the_model(path, model, optimizer, scheduler, generator):
+    checkpoint = torch.load(path, map_location="cpu")
+    start = _load(path, model, optimizer, scheduler, generator, skip=("model",))
+    model = copy.deepcopy(model)  # the name now means another model: the caller's keeps its weights
+    model.load_state_dict(checkpoint["model"])
+    return start
+
+
+def load_into_a_rebuilt_optimizer(path, model, optimizer, scheduler, generator):
+    checkpoint = torch.load(path, map_location="cpu")
+    start = _load(path, model, optimizer, scheduler, generator, skip=("optimizer",))
+    optimizer = type(optimizer)(model.parameters(), **optimizer.defaults)  # another optimizer than the caller's
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    return start
+
+
+def jittered_noise_state_read_once(run, epochs, path, after_epoch):
+    model, optimizer, scheduler, _, generator = run
+    first = 0
+    if Path(path).exists():
+        saved = torch.load(path, map_location="cpu")
+        for obj, key in ((model, "model"), (optimizer, "optimizer"), (scheduler, "scheduler")):
+            obj.load_state_dict(saved[key])
+        torch.set_rng_state(saved["torch_rng"])
+        generator.set_state(saved["loader_rng"])
+        random.setstate(saved["python_rng"])
+        first = saved["epoch"] + 1
+    noise_state = random.getstate()  # read once: every checkpoint gets the state of the start
+    for epoch in range(first, epochs):
+        loss = checks.jitter_epoch(run)
+        torch.save({"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(), "torch_rng": torch.get_rng_state(),
+                    "loader_rng": generator.get_state(), "python_rng": noise_state, "loss": loss}, path)
+        after_epoch(epoch)
+
+
+def jittered_reports_ctrl_c(run, epochs, path, after_epoch):
+    # Also correct: the kill reaches an except KeyboardInterrupt that only reports it
+    try:
+        ref.train_jittered(run, epochs, path, after_epoch)
+    except KeyboardInterrupt:
+        print("killed; resume from", path)
+        raise
+
+
+ROUND_4_CLASSES = [
+    Reject(checks.check_resume_epochs, resume_saves_the_last_epoch_on_ctrl_c, "wrote the checkpoint file after the stop"),
+    Reject(checks.check_resume_equal, resume_saves_the_last_epoch_on_ctrl_c, "a half-done epoch"),
+    Accept(checks.check_resume_epochs, resume_reports_ctrl_c),
+    Accept(checks.check_resume_equal, resume_reports_ctrl_c),
+    Reject(checks.check_load_on_cpu, load_on_cpu_unless_gpu, "which puts every tensor on the GPU"),
+    Accept(checks.check_load_on_cpu, load_on_cpu_by_storage),
+    Reject(checks.check_load_checkpoint_states, load_into_a_copy_of_the_model, "load_state_dict on another model"),
+    Reject(checks.check_load_checkpoint_states, load_into_a_rebuilt_optimizer, "load_state_dict on another optimizer"),
+    Reject(checks.check_train_jittered, jittered_noise_state_read_once, "Python random state you save is the one read once"),
+    Accept(checks.check_train_jittered, jittered_reports_ctrl_c),
+]
+
+CASES = CASES + ROUND_4_CLASSES

@@ -142,7 +142,7 @@ def time_with_perf_counter(fn, device, warmup=2, repeat=5, clock=time.perf_count
 
 
 def time_torch_median(fn, device, warmup=2, repeat=5, clock=time.perf_counter):
-    # Correct too: torch.median returns the lower of the two middle values for an even count.
+    # torch.median returns the lower of the two middle values for an even count: not statistics.median there.
     return torch.tensor(_timed(fn, device, warmup, repeat, clock), dtype=torch.float64).median().item()
 
 
@@ -802,7 +802,7 @@ CASES = [
     Reject(checks.check_median_time_sync, time_sync_only_before, "only the time to queue it"),
     Reject(checks.check_median_time_sync, time_with_perf_counter, "the clock you were given was never read"),
     Accept(checks.check_median_time_value, ref.median_time),
-    Accept(checks.check_median_time_value, time_torch_median),
+    Reject(checks.check_median_time_value, time_torch_median, "the lower of the two middle values"),
     Reject(checks.check_median_time_value, time_mean, "that is the mean of the timed runs"),
     Reject(checks.check_median_time_value, time_min, "the fastest run"),
     Reject(checks.check_median_time_value, time_in_ms, "milliseconds"),
@@ -1237,3 +1237,64 @@ CASES += [
     Reject(checks.check_fast_train_results, fast_train_truncated_count, "rounded down"),
     Reject(checks.check_fast_train_results, fast_train_flags(bf16=True), "ran under torch.autocast"),
 ]
+
+
+# ---------------------------------------------------------------- issue 18, independent round 4: classes of mistakes
+
+
+def time_upper_middle(fn, device, warmup=2, repeat=5, clock=time.perf_counter):
+    # The middle element by index: for an even count, the upper of the two middle values
+    times = sorted(_timed(fn, device, warmup, repeat, clock))
+    return times[len(times) // 2]
+
+
+def time_middle_pair_by_hand(fn, device, warmup=2, repeat=5, clock=time.perf_counter):
+    # Correct: the median by hand, the mean of the two middle values for an even count
+    times = sorted(_timed(fn, device, warmup, repeat, clock))
+    half = len(times) // 2
+    return times[half] if len(times) % 2 else (times[half - 1] + times[half]) / 2
+
+
+def fast_train_loss_per_image(model, images, digits, val_images, val_digits, epochs=2, batch_size=16):
+    # The epoch's loss as a mean per image: each batch's mean loss weighted by the batch's size
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, vx = (images - MEAN) / STD, (val_images - MEAN) / STD
+    history = []
+    for _ in range(epochs):
+        model.train()
+        total = torch.zeros(())
+        for inputs, targets in zip(x.split(batch_size), digits.split(batch_size)):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            total += loss.detach() * len(targets)
+        model.eval()
+        with torch.no_grad():
+            accuracy = (model(vx).argmax(1) == val_digits).float().mean().item()
+        history.append((total.item() / len(images), accuracy))
+    return history
+
+
+def sync_cuda_unless_cpu(device):
+    # torch.cuda.synchronize for every device but the CPU: an 'mps' device is refused
+    if device.type != "cpu":
+        torch.cuda.synchronize(device)
+    return None
+
+
+def sync_cuda_even_for_cpu(device):
+    # torch.cuda.synchronize for every device, the CPU one too
+    torch.cuda.synchronize(device=device)
+
+
+ROUND_4_CLASSES = [
+    Reject(checks.check_fast_train_results, fast_train_loss_per_image, "that is the mean loss per image"),
+    Reject(checks.check_synchronize, sync_cuda_unless_cpu, "for an 'mps' device call torch.mps.synchronize()"),
+    Reject(checks.check_synchronize, sync_cuda_even_for_cpu, "a CPU has nothing to wait for"),
+    Reject(checks.check_median_time_value, time_upper_middle, "the upper of the two middle values"),
+    Accept(checks.check_median_time_value, time_middle_pair_by_hand),
+    Accept(checks.check_median_time_sync, time_middle_pair_by_hand),
+]
+
+CASES = CASES + ROUND_4_CLASSES
