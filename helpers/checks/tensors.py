@@ -439,12 +439,12 @@ def check_batch_to(fn: Callable[[dict, torch.device], dict], inputs: Sequence[di
         try:
             got = call(_recording_moves(fn, moves), batch, device)
         except CheckError as error:
-            if any(word in str(error.__cause__) for word in ("CUDA", "cuda", "NVIDIA")) \
-                    and any(how == "cuda" for _, how, _ in moves):
+            to_cuda = [how for _, how, target in moves if target is not None and target.type == "cuda"]
+            if any(word in str(error.__cause__) for word in ("CUDA", "cuda", "NVIDIA")) and to_cuda:
                 raise CheckError("batch_to(batch, device='meta') tried to use CUDA, a device it was not asked for",
                                  where="look at how each tensor is moved: to which device?",
                                  mistake=".cuda() always moves to the GPU; .to(device) moves to the device you are "
-                                         "given") from None
+                                         "given" if "cuda" in to_cuda else _OTHER_DEVICE) from None
             raise
         expect(isinstance(got, dict), f"batch_to should return a dict, not {describe(got)}",
                where="look at your return statement")

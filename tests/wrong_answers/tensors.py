@@ -738,6 +738,10 @@ def batch_to_global_device(batch, device):
     return {k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
 
+def batch_to_named_gpu(batch, device):
+    return {k: v.to("cuda:0") if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+
 def starter_scaled_range():
     return {**ref.make_starter_tensors(), "grid": torch.arange(5) / 5}
 
@@ -779,6 +783,7 @@ CASES += [
     Reject(hidden_flatten_batch, flatten_then_squeeze, "squeeze() without a dim drops every dimension of size 1"),
     Reject(checks.check_batch_to, batch_to_floats_only, "only the floating-point tensors moved"),
     Reject(checks.check_batch_to, batch_to_global_device, "another device than the one it was given"),
+    Reject(checks.check_batch_to, batch_to_named_gpu, "another device than the one it was given"),
     Reject(checks.check_make_starter_tensors, starter_scaled_range, "stops before the end point"),
     Reject(hidden_class_means, means_counts_from_labels, "a tensor sized from the labels has 4 entries"),
     Reject(checks.check_pick_scores, pick_index_as_row, "comes from row 0"),
