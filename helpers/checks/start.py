@@ -19,6 +19,14 @@ def check_to_fahrenheit(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequ
                                         where="look at the factor you multiply by"),
                                 Mistake("add 32 after multiplying, not before", lambda: (celsius + 32) * 9 / 5,
                                         where="look at the order of the operations (what the brackets group)"),
+                                Mistake("your result is celsius + 32, as if the factor were 1: 9 // 5 is floor division, "
+                                        "which rounds down to the whole number 1; 9 / 5 is 1.8",
+                                        lambda: celsius * (9 // 5) + 32,
+                                        where="look at the factor you multiply by"),
+                                Mistake("// is floor division: it rounded your values down to whole numbers; "
+                                        "/ divides exactly",
+                                        lambda: (celsius * 9) // 5 + 32,
+                                        where="look at the division operator"),
                                 Mistake("you forgot to add 32", lambda: celsius * 9 / 5,
                                         where="look at every term of F = C × 9/5 + 32: is each one in your code?")])
     passed("to_fahrenheit", len(inputs))

@@ -7,13 +7,17 @@ CheckError naming the mistake.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import itertools
 import warnings
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
+from torch.overrides import TorchFunctionMode
 
-from helpers.checks import CheckError, Mistake, call, describe, expect, expect_tensor, passed
+from helpers.checks import CheckError, Mistake, call, describe, expect, expect_tensor, passed, substitute
 from helpers.reference import tensors as ref
 
 
@@ -24,6 +28,15 @@ def _randn(*shape: int, seed: int = 0) -> torch.Tensor:
 def _close_to(got: torch.Tensor, candidates: Sequence[torch.Tensor]) -> bool:
     """Whether ``got`` is (close to) one of the candidate answers."""
     return any(torch.allclose(got.double(), c.double(), atol=1e-5, rtol=1e-4) for c in candidates)
+
+
+def _stops_before_end(got: object) -> bool:
+    """An evenly spaced 1-D grid from 0 that stops short of 1 (what arange gives: its end is left out)."""
+    if not isinstance(got, torch.Tensor) or got.dim() != 1 or len(got) < 2 or not got.is_floating_point():
+        return False
+    steps = got.double().diff()
+    return abs(float(got[0])) < 1e-6 and bool((steps > 0).all()) and float(got[-1]) < 1 - 1e-6 \
+        and bool(torch.allclose(steps, steps[0].expand_as(steps), atol=1e-5))
 
 
 def check_make_starter_tensors(fn: Callable[[], dict]) -> None:
@@ -51,9 +64,9 @@ def check_make_starter_tensors(fn: Callable[[], dict]) -> None:
                   Mistake("those are floats; torch.arange with integer arguments gives int64",
                           lambda: torch.arange(0.0, 10.0, 2.0),
                                 where="look at the types of the numbers you pass for 'evens'")],
-        "grid": [Mistake("your grid stops at 0.75, before the end point 1.0: arange leaves its end out; "
-                         "torch.linspace(start, end, steps) includes both ends",
-                         lambda: torch.arange(0, 1.25, 0.25)[:4],
+        "grid": [Mistake("your grid stops before the end point 1.0: arange leaves its end out (whatever the "
+                         "step); torch.linspace(start, end, steps) includes both ends",
+                         matches=_stops_before_end,
                          where="look at whether the call that makes 'grid' includes its end point")],
         "sevens": [Mistake("torch.full infers int64 from 7; ask for dtype=torch.int32",
                            lambda: torch.full((2, 2), 7),
@@ -70,7 +83,17 @@ def check_share_numpy(fn: Callable[[np.ndarray], torch.Tensor], inputs: Sequence
                                                 np.arange(12.0).reshape(3, 4)[:, ::2]]
     for array in inputs:
         layout = "" if array.flags.c_contiguous else ", not contiguous"
-        got = call(fn, array)
+        # On a CPU-only grader the notebook's DEVICE is the CPU, where .to(DEVICE) changes nothing; on a GPU it
+        # copies. With DEVICE set to "meta" (a device every machine has), a move to it shows on any machine.
+        with substitute(fn, DEVICE=torch.device("meta")):
+            got = call(fn, array)
+        expect(not (isinstance(got, torch.Tensor) and got.device.type == "meta"),
+               f"share_numpy(array of shape {array.shape}{layout}) returned a tensor on 'meta', the device the check "
+               "put in the notebook's DEVICE: your tensor went to DEVICE. On a machine with a GPU that is a copy in "
+               "the GPU's memory, not the array's memory",
+               where="look at every step between the array and the tensor you return: does one move it to a device?",
+               mistake=".to(DEVICE) (or device=DEVICE) copies the data whenever DEVICE is not the CPU; sharing memory "
+                       "with a NumPy array needs a CPU tensor: torch.from_numpy(array) alone")
         expect_tensor(got, ref.share_numpy(array.copy()), what=f"share_numpy(array of shape {array.shape}{layout})",
                       mistakes=[Mistake("you changed the dtype; from_numpy keeps the array's dtype "
                                         f"({array.dtype}), which is what sharing memory needs",
@@ -92,20 +115,45 @@ def check_share_numpy(fn: Callable[[np.ndarray], torch.Tensor], inputs: Sequence
 
 
 def check_to_channels_first(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
-    inputs = inputs if inputs is not None else [_randn(2, 4, 5, 3), _randn(1, 2, 2, 1, seed=1)]
+    # 8-bit images too: reordering dimensions keeps the dtype, whatever a layer will later want
+    inputs = inputs if inputs is not None else [
+        _randn(2, 4, 5, 3), _randn(1, 2, 2, 1, seed=1),
+        torch.randint(0, 256, (2, 3, 2, 3), generator=torch.Generator().manual_seed(2), dtype=torch.uint8)]
     for images in inputs:
         n, h, w, c = images.shape
         got = call(fn, images)
-        expect_tensor(got, ref.to_channels_first(images), what=f"to_channels_first(images of shape {[n, h, w, c]})",
-                      mistakes=[Mistake("you reshaped (or used view) instead of permuting: the shape is right but "
+        orders = [p for p in itertools.permutations(range(4)) if p != (0, 3, 1, 2)]
+        expect_tensor(got, ref.to_channels_first(images),
+                      what=f"to_channels_first(images of shape {[n, h, w, c]}, {images.dtype})",
+                      mistakes=[Mistake(f"the dimensions are in the right order but the dtype changed from "
+                                        f"{images.dtype}: reordering keeps the images' dtype (a conversion such as "
+                                        ".float() belongs where a layer needs it, not here)",
+                                        matches=lambda t: isinstance(t, torch.Tensor) and t.dtype != images.dtype
+                                        and t.shape == (n, c, h, w)
+                                        and _close_to(t, [ref.to_channels_first(images)]),
+                                        where="look at every conversion after the reordering"),
+                                Mistake("you reshaped (or used view) instead of permuting: the shape is right but "
                                         "the pixels are scrambled. Use permute(0, 3, 1, 2)",
                                         lambda: images.reshape(n, c, h, w),
                                 where='look at which operation moves the channels: does it move data, or regroup it?'),
                                 Mistake("height and width are swapped (transpose(1, 3) does that as it moves the channels); "
                                         "use permute(0, 3, 1, 2)",
                                         lambda: images.transpose(1, 3),
-                                where='look at where each of the four dimensions ends up')])
+                                where='look at where each of the four dimensions ends up'),
+                                *[Mistake(f"your result is images.permute{p}: dimension i of the result is dimension "
+                                          "p[i] of the input, so [N, H, W, C] to [N, C, H, W] is permute(0, 3, 1, 2)",
+                                          matches=lambda t, p=p: isinstance(t, torch.Tensor)
+                                          and t.shape == images.permute(p).shape and t.shape != (n, c, h, w)
+                                          and _close_to(t, [images.permute(p)]),
+                                          where="look at where each of the four dimensions ends up")
+                                  for p in orders]])
     passed("to_channels_first", len(inputs))
+
+
+def _lost_batch_of_one(got: object, x: torch.Tensor) -> bool:
+    """A batch of one whose result holds x's values in order but not as [1, rest]."""
+    return isinstance(got, torch.Tensor) and x.shape[0] == 1 and got.numel() == x.numel() > 0 \
+        and (got.dim() != 2 or got.shape[0] != 1) and _close_to(got.flatten(), [x.flatten()])
 
 
 def check_flatten_batch(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
@@ -124,8 +172,16 @@ def check_flatten_batch(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequ
             raise
         expect_tensor(got, ref.flatten_batch(x), what=label, given=x,
                       mistakes=[Mistake("you flattened the batch dimension too; keep dimension 0 and flatten the rest",
-                                        lambda: x.flatten(),
+                                        lambda: x.flatten() if x.shape[0] > 1 else None,
                                 where='look at which dimensions you merge'),
+                                # with N = 1 the values cannot show how the batch dimension was lost
+                                Mistake("for a batch of one your result has the right values but no batch dimension "
+                                        "of size 1 in front: squeeze() without a dim drops every dimension of size 1, "
+                                        "the batch's too (and so does flattening everything); keep dimension 0 as it "
+                                        "is, whatever its size",
+                                        matches=lambda t: _lost_batch_of_one(t, x),
+                                        where="look at every operation that can drop a dimension of size 1 (squeeze, "
+                                              "flatten, reshape with sizes taken from a squeezed tensor)"),
                                 Mistake("you flattened the dimensions in the wrong order (transposed first?); "
                                         "flatten(start_dim=1) keeps the element order", lambda: x.transpose(1, 2).flatten(1),
                                 where='look at the order in which the dimensions are merged')])
@@ -165,7 +221,12 @@ def check_pairwise_dot(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     for a, b in inputs:
         got = call(fn, a, b)
         expect_tensor(got, ref.pairwise_dot(a, b), what=f"pairwise_dot(a {list(a.shape)}, b {list(b.shape)})", given=a,
-                      mistakes=[Mistake("your result is transposed: row i should hold a[i]'s dot products, so compute a @ b.T",
+                      mistakes=[Mistake("those are cosine similarities: the rows were divided by their lengths; "
+                                        "the task asks for the plain dot products, a @ b.T",
+                                        lambda: torch.nn.functional.normalize(a, dim=1)
+                                        @ torch.nn.functional.normalize(b, dim=1).T,
+                                        where="look at every operation besides the product: does one rescale the rows?"),
+                                Mistake("your result is transposed: row i should hold a[i]'s dot products, so compute a @ b.T",
                                         lambda: b @ a.T,
                                 where='look at which operand comes first in the product'),
                                 Mistake("that is the elementwise product; a dot product sums it over D: use a @ b.T",
@@ -174,12 +235,29 @@ def check_pairwise_dot(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     passed("pairwise_dot", len(inputs))
 
 
+def _default_dtype_mistake(x: torch.Tensor, expected: torch.Tensor) -> Mistake:
+    """The right values in PyTorch's default dtype (float32 or int64) where x's dtype was another."""
+    def matches(got: object) -> bool:
+        return isinstance(got, torch.Tensor) and got.dtype != x.dtype == expected.dtype \
+            and got.dtype in (torch.get_default_dtype(), torch.int64) and got.shape == expected.shape \
+            and _close_to(got, [expected])
+
+    return Mistake(f"your values are right but in PyTorch's default dtype, not x's {x.dtype}: a tensor built from "
+                   "Python numbers (torch.tensor(a_list), .tolist(), .item()) gets the default dtype; select from x "
+                   "itself (or pass dtype=x.dtype)", matches=matches,
+                   where="look at how the result tensor is made: from x, or from Python numbers?")
+
+
 def check_positive_values(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
-    inputs = inputs if inputs is not None else [torch.tensor([[1.0, -2.0, 0.0], [3.0, 0.0, -1.0]]), _randn(3, 4, seed=5)]
+    # an int32 input too: the selected values keep x's dtype, which the defaults (float32, int64) would hide
+    inputs = inputs if inputs is not None else [torch.tensor([[1.0, -2.0, 0.0], [3.0, 0.0, -1.0]]), _randn(3, 4, seed=5),
+                                                torch.tensor([[4, -1], [0, 9]], dtype=torch.int32)]
     for x in inputs:
         got = call(fn, x)
-        expect_tensor(got, ref.positive_values(x), what=f"positive_values(x of shape {list(x.shape)})", given=x,
-                      mistakes=[Mistake("you kept the zeros too; the task asks for strictly positive values (x > 0)",
+        expect_tensor(got, ref.positive_values(x), what=f"positive_values(x of shape {list(x.shape)}, {x.dtype})",
+                      given=x,
+                      mistakes=[_default_dtype_mistake(x, ref.positive_values(x)),
+                                Mistake("you kept the zeros too; the task asks for strictly positive values (x > 0)",
                                         lambda: x[x >= 0],
                                 where='look at the comparison in your mask'),
                                 Mistake("you zeroed the negatives but kept the shape; a boolean mask x[x > 0] "
@@ -214,10 +292,34 @@ def check_pick_scores(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
         (_randn(4, 2, seed=10).double(), torch.tensor([1, 0, 0, 1])),  # picking scores keeps their dtype
     ]
     for scores, labels in inputs:
-        got = call(fn, scores, labels)
-        expect_tensor(got, ref.pick_scores(scores, labels),
-                      what=f"pick_scores(scores {list(scores.shape)} {scores.dtype}, labels {list(labels.shape)})",
-                      mistakes=[Mistake("scores[:, labels] picks every label for every row (shape [N, N]); "
+        what = (f"pick_scores(scores {list(scores.shape)} {scores.dtype}, labels {labels.tolist()[:8]}"
+                f"{' ...' if len(labels) > 8 else ''})")
+        try:
+            got = call(fn, scores, labels)
+        except CheckError as error:
+            cause = error.__cause__
+            if not isinstance(cause, IndexError | RuntimeError) or isinstance(cause, CheckError):
+                raise
+            text = str(cause).splitlines()[0]
+            # the error names dim 0 and a label at least N: a label was used to pick a row
+            as_row = "dimension 0" in text and int(labels.max()) >= scores.shape[0] \
+                and any(f"index {v} " in text + " " for v in labels.tolist() if v >= scores.shape[0])
+            raise CheckError(f"{what} raised {type(cause).__name__}: {text[:160]}", where=error.where,
+                             mistake="a label was used as a row number (the index into dim 0, which has N rows); "
+                                     "labels pick columns (dim 1): row i with column labels[i]" if as_row else None
+                             ) from cause
+        expect_tensor(got, ref.pick_scores(scores, labels), given=scores, what=what,
+                      mistakes=[Mistake("every value you picked comes from row 0 of scores (scores[0, labels[i]]): "
+                                        "the index given to gather needs one row per example, shape [N, 1], so that "
+                                        "row i picks with labels[i]",
+                                        lambda: scores[0, labels] if scores.shape[0] > 1 else None,
+                                        where="look at the shape of the index you give gather (or of the indices you "
+                                              "index with)"),
+                                Mistake("you gathered along dim 0: element i is scores[labels[i], 0], a label used "
+                                        "as a row number; the labels pick columns, so gather along dim 1",
+                                        lambda: scores.gather(0, labels.unsqueeze(1)).squeeze(1),
+                                        where="look at the dim you gather along"),
+                                Mistake("scores[:, labels] picks every label for every row (shape [N, N]); "
                                         "pair row i with labels[i]: scores[torch.arange(N), labels] or gather",
                                         lambda: scores[:, labels],
                                 where='look at how the row index and the label are paired'),
@@ -277,6 +379,53 @@ def check_normalize_rows(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Seq
     passed("normalize_rows", len(inputs))
 
 
+def _recording_moves(fn: Callable, moves: list) -> Callable:
+    """``fn``, recording each .to / .cuda / .cpu call it makes as (tensor, method, target device or None)."""
+    class Recorder(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206 - torch's protocol
+            kwargs = kwargs or {}
+            name = getattr(func, "__name__", "")
+            if name in ("to", "cuda", "cpu") and args and isinstance(args[0], torch.Tensor):
+                target = None
+                with contextlib.suppress(Exception):
+                    target = torch.device("cuda" if name == "cuda" else "cpu") if name != "to" \
+                        else torch._C._nn._parse_to(*args[1:], **kwargs)[0]
+                moves.append((args[0], name, target))
+            return func(*args, **kwargs)
+
+    @functools.wraps(fn)
+    def recorded(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - the learner's signature
+        with Recorder():
+            return fn(*args, **kwargs)
+
+    return recorded
+
+
+_OTHER_DEVICE = ("your code moved it to another device than the one it was given (a global such as the notebook's "
+                 "DEVICE, or a device written out): use the `device` argument, which the caller chose")
+
+
+def _why_not_moved(key: str, value: torch.Tensor, moved: object, batch: dict,
+                   got: dict, moves: list) -> tuple[str, str | None]:
+    """Where to look and (when the recorded moves show it) the mistake, for batch[key] not on 'meta'."""
+    targets = [target for t, _, target in moves if t is value]
+    if any(target is not None and target.type != "meta" for target in targets):
+        return "look at the device you pass to .to: the argument, or another name?", _OTHER_DEVICE
+    if moved is value and any(target is not None and target.type == "meta" for target in targets):
+        return ("look at what happens to the result of .to(device): where does it go?",
+                "tensor.to(device) returns a new tensor (it does not move the old one in place): put that new "
+                "tensor in the dict you return")
+    tensors = {k: v for k, v in batch.items() if isinstance(v, torch.Tensor)}
+    on_meta = {k for k in tensors if isinstance(got.get(k), torch.Tensor) and got[k].device.type == "meta"}
+    floats = {k for k, v in tensors.items() if v.is_floating_point()}
+    if not targets and on_meta and on_meta == floats:
+        return ("look at the test that decides which values move",
+                f"only the floating-point tensors moved; batch['{key}'] is {value.dtype}: a test on the type or dtype "
+                "(torch.FloatTensor, is_floating_point(), a dtype) leaves the others behind, and every tensor of a "
+                "batch moves, labels too: test isinstance(value, torch.Tensor)")
+    return "look at which values your code moves: is this one among them?", None
+
+
 def check_batch_to(fn: Callable[[dict, torch.device], dict], inputs: Sequence[dict] | None = None) -> None:
     # The "meta" device exists on every machine: tensors there have a shape and
     # dtype but no data, so this check proves the move without needing a GPU.
@@ -286,14 +435,16 @@ def check_batch_to(fn: Callable[[dict, torch.device], dict], inputs: Sequence[di
     ]
     device = torch.device("meta")
     for batch in inputs:
+        moves: list[tuple[torch.Tensor, str, torch.device | None]] = []
         try:
-            got = call(fn, batch, device)
+            got = call(_recording_moves(fn, moves), batch, device)
         except CheckError as error:
-            if any(word in str(error.__cause__) for word in ("CUDA", "cuda", "NVIDIA")):
+            to_cuda = [how for _, how, target in moves if target is not None and target.type == "cuda"]
+            if any(word in str(error.__cause__) for word in ("CUDA", "cuda", "NVIDIA")) and to_cuda:
                 raise CheckError("batch_to(batch, device='meta') tried to use CUDA, a device it was not asked for",
                                  where="look at how each tensor is moved: to which device?",
                                  mistake=".cuda() always moves to the GPU; .to(device) moves to the device you are "
-                                         "given") from None
+                                         "given" if "cuda" in to_cuda else _OTHER_DEVICE) from None
             raise
         expect(isinstance(got, dict), f"batch_to should return a dict, not {describe(got)}",
                where="look at your return statement")
@@ -302,17 +453,19 @@ def check_batch_to(fn: Callable[[dict, torch.device], dict], inputs: Sequence[di
         for key, value in batch.items():
             if isinstance(value, torch.Tensor):
                 moved = got[key]
+                elsewhere = [target for t, how, target in moves if t is value and target is not None
+                             and target.type != "meta"]
+                cuda_call = any(t is value and how == "cuda" for t, how, _ in moves)
                 expect(not isinstance(moved, torch.Tensor) or moved.device.type in ("meta", value.device.type),
                        f"batch_to(batch, device='meta'): batch['{key}'] went to "
                        f"{moved.device if isinstance(moved, torch.Tensor) else ''}, not to 'meta'",
                        where="look at how each tensor is moved: to which device?",
-                       mistake=".cuda() always moves to the GPU; .to(device) moves to the device you are given")
+                       mistake=".cuda() always moves to the GPU; .to(device) moves to the device you are given"
+                       if cuda_call else _OTHER_DEVICE if elsewhere else None)
+                where, mistake = _why_not_moved(key, value, moved, batch, got, moves)
                 expect(isinstance(moved, torch.Tensor) and moved.device.type == "meta",
                        f"batch_to(batch, device='meta'): batch['{key}'] of your result is {describe(moved)}, "
-                       "expected a tensor on 'meta'",
-                       where="look at what happens to the result of .to(device): where does it go?",
-                       mistake="tensor.to(device) returns a new tensor (it does not move the old one in place): "
-                               "put that new tensor in the dict you return" if moved is value else None)
+                       "expected a tensor on 'meta'", where=where, mistake=mistake)
                 expect_tensor(moved, value.to(device), what=f"batch['{key}']")
             else:
                 expect(not isinstance(got[key], torch.Tensor),
@@ -366,10 +519,26 @@ def check_class_means(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tens
     for features, labels, num_classes in inputs:
         what = (f"class_means(features {list(features.shape)} {features.dtype}, labels {labels.tolist()[:8]}"
                 f"{' ...' if len(labels) > 8 else ''}, num_classes={num_classes})")
-        got = call(fn, features, labels, num_classes)
         members = torch.nn.functional.one_hot(labels, num_classes).to(features.dtype)
         sums, counts = members.T @ features, members.sum(dim=0)
         empty = [c for c in range(num_classes) if counts[c] == 0]
+        try:
+            got = call(fn, features, labels, num_classes)
+        except CheckError as error:
+            cause = error.__cause__
+            if not isinstance(cause, Exception) or isinstance(cause, CheckError):
+                raise
+            from_labels = int(labels.max()) + 1
+            # the error's sizes show a tensor sized from the labels (max + 1) meeting one sized num_classes
+            sized_by_labels = bool(empty) and from_labels != num_classes and "size of tensor" in str(cause) \
+                and f"({from_labels})" in str(cause) and f"({num_classes})" in str(cause)
+            raise CheckError(f"{what} raised {type(cause).__name__}: {str(cause).splitlines()[0][:160]}"
+                             + (f" (here class(es) {empty} have no examples)" if empty else ""),
+                             where=error.where,
+                             mistake=f"a tensor sized from the labels has {from_labels} entries (the largest label + "
+                                     f"1), not num_classes = {num_classes}: bincount without minlength=, "
+                                     "labels.max() + 1 and unique() all miss the empty classes after the largest "
+                                     "label" if sized_by_labels else None) from cause
         expect_tensor(got, ref.class_means(features, labels, num_classes), what=what, mistakes=[
             Mistake(f"class(es) {empty} have no examples and your rows for them are NaN (0 / 0); the task asks for "
                     "zeros there", matches=lambda g: isinstance(g, torch.Tensor) and bool(empty)

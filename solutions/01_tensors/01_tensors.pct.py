@@ -240,7 +240,8 @@ print("cat dim 0:", torch.cat([a, b]).shape, " cat dim 1:", torch.cat([a, b], di
 #
 # Image libraries often store a batch of images as `[N, H, W, C]` (height, width,
 # then colour channels). PyTorch's layers expect `[N, C, H, W]`. Write
-# `to_channels_first(images)`.
+# `to_channels_first(images)`: the same elements with the same dtype (8-bit
+# images stay 8-bit), only the order of the dimensions changes.
 #
 # *Hint:* a reshape keeps the elements in the same order, so it cannot move
 # channels. You need to reorder dimensions.
@@ -260,7 +261,8 @@ check.check_to_channels_first(to_channels_first)
 check.check_to_channels_first(to_channels_first)
 ### BEGIN HIDDEN TESTS
 g = torch.Generator().manual_seed(101)
-check.check_to_channels_first(to_channels_first, inputs=[torch.randn(3, 7, 5, 3, generator=g), torch.randn(1, 4, 6, 2, generator=g)])
+check.check_to_channels_first(to_channels_first, inputs=[torch.randn(3, 7, 5, 3, generator=g), torch.randn(1, 4, 6, 2, generator=g),
+                                                         torch.randn(2, 3, 4, 1, generator=g, dtype=torch.float64)])
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -330,7 +332,7 @@ print(scores.gather(1, picks))
 # ### Exercise 5 (2 points, 1 each): masks
 #
 # a. `positive_values(x)`: the strictly positive elements of `x`, as a 1-D tensor
-#    in their original order.
+#    in their original order, with `x`'s dtype.
 #
 # b. `relu(x)`: a tensor with `x`'s shape and dtype that keeps `x` where it is
 #    positive and is 0 elsewhere. Integer inputs must stay integers.
@@ -361,7 +363,9 @@ check.check_relu(relu)
 # %% graded="ex_masks_positive_tests" points=1
 check.check_positive_values(positive_values)
 ### BEGIN HIDDEN TESTS
-check.check_positive_values(positive_values, inputs=[torch.tensor([-1.0, 0.0, 2.5, 0.0, 3.0]), torch.zeros(2, 2)])
+check.check_positive_values(positive_values, inputs=[torch.tensor([-1.0, 0.0, 2.5, 0.0, 3.0]), torch.zeros(2, 2),
+                                                     torch.tensor([[0.1, -0.7], [1e-9, 2.0]], dtype=torch.float64),
+                                                     torch.tensor([-5, 0, -2], dtype=torch.int32)])
 ### END HIDDEN TESTS
 
 # %% graded="ex_masks_relu_tests" points=1

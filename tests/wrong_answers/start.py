@@ -81,3 +81,26 @@ CASES += [
 ]
 
 CASES += [Accept(hidden_fahrenheit, fahrenheit_methods)]
+
+
+# ---------------------------------------------------------------- round 4: floor division (an independent learner's class)
+
+
+def fahrenheit_int_factor(celsius):
+    return celsius * int(9 / 5) + 32  # the factor truncated to 1
+
+
+def fahrenheit_floor_divided(celsius):
+    return celsius * 9 // 5 + 32  # rounds every result down
+
+
+def fahrenheit_true_divide(celsius):
+    return torch.true_divide(celsius * 9, 5) + 32
+
+
+CASES += [
+    Reject(checks.check_to_fahrenheit, fahrenheit_int_factor, "as if the factor were 1"),
+    Reject(hidden_fahrenheit, fahrenheit_int_factor, "as if the factor were 1"),
+    Reject(checks.check_to_fahrenheit, fahrenheit_floor_divided, "floor division"),
+    Accept(checks.check_to_fahrenheit, fahrenheit_true_divide),
+]

@@ -678,3 +678,117 @@ CASES += [
     *[Accept(hidden_center_columns, f) for f in (ref.center_columns, center_broadcast, center_sum, center_loop)],
     *[Accept(hidden_pairwise_dot, f) for f in (ref.pairwise_dot, dot_einsum, dot_broadcast, dot_mm, dot_loop)],
 ]
+
+
+# ---------------------------------------------------------------- round 4: classes found by an independent learner
+
+DEVICE = torch.device("cpu")  # the notebook's global, as on a grader without a GPU
+
+
+def positive_via_numbers(x):
+    return torch.as_tensor([v.item() for v in x.reshape(-1) if v.item() > 0])  # Python numbers: default dtype
+
+
+def positive_list_with_dtype(x):
+    kept = [v for v in x.flatten().tolist() if v > 0]
+    return torch.tensor(kept, dtype=x.dtype, device=x.device)
+
+
+def hidden_positive_dtypes(fn):
+    checks.check_positive_values(fn, inputs=[torch.tensor([[0.1, -0.7], [1e-9, 2.0]], dtype=torch.float64),
+                                             torch.tensor([-5, 0, -2], dtype=torch.int32)])
+
+
+def channels_as_float(images):
+    return images.permute(0, 3, 1, 2).to(torch.float32)  # "layers want floats": not this function's job
+
+
+def channels_channels_last_first(images):
+    return images.permute(3, 0, 1, 2)
+
+
+def channels_einsum(images):
+    return torch.einsum("nhwc->nchw", images)
+
+
+def hidden_channels_first(fn):
+    g = torch.Generator().manual_seed(101)
+    checks.check_to_channels_first(fn, inputs=[torch.randn(3, 7, 5, 3, generator=g),
+                                               torch.randn(2, 3, 4, 1, generator=g, dtype=torch.float64)])
+
+
+def share_on_device(array):
+    return torch.as_tensor(array, device=DEVICE)  # a copy wherever DEVICE is a GPU
+
+
+def share_then_cpu(array):
+    return torch.from_numpy(array).to("cpu")  # already there: no copy
+
+
+def flatten_squeezed_rows(x):
+    rows = x.squeeze()
+    return rows.reshape(rows.size(0), rows[0].numel())
+
+
+def batch_to_floats_only(batch, device):
+    return {k: v.to(device) if torch.is_tensor(v) and v.is_floating_point() else v for k, v in batch.items()}
+
+
+def batch_to_global_device(batch, device):
+    return {k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+
+def batch_to_named_gpu(batch, device):
+    return {k: v.to("cuda:0") if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+
+def starter_scaled_range():
+    return {**ref.make_starter_tensors(), "grid": torch.arange(5) / 5}
+
+
+def means_counts_from_labels(features, labels, num_classes):
+    ones = torch.ones_like(labels, dtype=features.dtype)
+    counts = torch.zeros(int(labels.max()) + 1, dtype=features.dtype).scatter_add_(0, labels, ones)
+    sums = torch.zeros(num_classes, features.shape[1], dtype=features.dtype).index_add_(0, labels, features)
+    return sums / counts.clamp(min=1)[:, None]
+
+
+def pick_index_as_row(scores, labels):
+    return scores.gather(1, labels.view(1, -1)).view(-1)
+
+
+def pick_along_rows(scores, labels):
+    return scores.gather(0, labels[:, None]).flatten()
+
+
+def dot_cosine(a, b):
+    return torch.nn.functional.cosine_similarity(a[:, None], b[None], dim=-1)
+
+
+CASES += [
+    Reject(checks.check_positive_values, positive_via_numbers, "PyTorch's default dtype"),
+    Reject(hidden_positive_dtypes, positive_via_numbers, "PyTorch's default dtype"),
+    Reject(hidden_positive_dtypes, positive_keep_shape, "zeroed the negatives but kept the shape"),
+    *[Accept(hidden_positive_dtypes, f) for f in (ref.positive_values, positive_masked_select, positive_nonzero,
+                                                  positive_list_with_dtype)],
+    Accept(checks.check_positive_values, positive_list_with_dtype),
+    Reject(checks.check_to_channels_first, channels_as_float, "the dtype changed from torch.uint8"),
+    Reject(hidden_channels_first, channels_as_float, "the dtype changed from torch.float64"),
+    Reject(checks.check_to_channels_first, channels_channels_last_first, "images.permute(3, 0, 1, 2)"),
+    Accept(checks.check_to_channels_first, channels_einsum),
+    *[Accept(hidden_channels_first, f) for f in (ref.to_channels_first, channels_movedim, channels_einsum)],
+    Reject(checks.check_share_numpy, share_on_device, "your tensor went to DEVICE"),
+    Accept(checks.check_share_numpy, share_then_cpu),
+    Reject(hidden_flatten_batch, flatten_squeezed_rows, "for a batch of one"),
+    Reject(hidden_flatten_batch, flatten_then_squeeze, "squeeze() without a dim drops every dimension of size 1"),
+    Reject(checks.check_batch_to, batch_to_floats_only, "only the floating-point tensors moved"),
+    Reject(checks.check_batch_to, batch_to_global_device, "another device than the one it was given"),
+    Reject(checks.check_batch_to, batch_to_named_gpu, "another device than the one it was given"),
+    Reject(checks.check_make_starter_tensors, starter_scaled_range, "stops before the end point"),
+    Reject(hidden_class_means, means_counts_from_labels, "a tensor sized from the labels has 4 entries"),
+    Reject(checks.check_pick_scores, pick_index_as_row, "comes from row 0"),
+    Reject(checks.check_pick_scores, pick_along_rows, "a label was used as a row number"),
+    Reject(hidden_channels_first, channels_by_reshape, "reshaped (or used view) instead of permuting"),
+    Accept(hidden_channels_first, channels_two_transposes),
+    Reject(checks.check_pairwise_dot, dot_cosine, "cosine similarities"),
+]
