@@ -144,7 +144,10 @@ def _vjp_examples() -> list[tuple[Callable, torch.Tensor, torch.Tensor]]:
 
     return [(square, torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 0.5, -1.0])),
             (matrix_times, _randn(3, seed=2), _randn(3, seed=3)),
-            (rows_times, _randn(2, 3, seed=5), _randn(2, 2, seed=6))]
+            (rows_times, _randn(2, 3, seed=5), _randn(2, 2, seed=6)),
+            # the caller's x may itself require grad (a parameter, say): a copy of it that is not detached is no
+            # leaf (its .grad stays None), and a backward through it writes into the caller's x.grad
+            (matrix_times, _randn(3, seed=7).requires_grad_(True), _randn(3, seed=8))]
 
 
 def check_vector_jacobian_product(
@@ -542,7 +545,19 @@ def check_softplus_backward(fn: Callable, inputs: Sequence[tuple[torch.Tensor, t
     inputs = inputs if inputs is not None else _softplus_examples()
     for x, grad_output in inputs:
         got = _run(fn, x, grad_output)
-        expect_tensor(got, ref.softplus_backward(x, grad_output), given=x,
+        precise = x.dtype == torch.float64  # task: "Keep the dtype of x": float64's precision, not only its name
+        want = ref.softplus_backward(x, grad_output)
+        if (precise and isinstance(got, torch.Tensor) and got.shape == want.shape and got.dtype == want.dtype
+                and torch.allclose(got, want, rtol=1e-5, atol=1e-7) and not torch.allclose(got, want, rtol=1e-9, atol=1e-12)):
+            i = int(((got - want).abs() / want.abs().clamp_min(1e-300)).flatten().argmax())
+            g, w = got.flatten()[i].item(), want.flatten()[i].item()
+            raise CheckError(f"softplus_backward(x of shape {list(x.shape)}, grad_output): at flat index {i} (x = "
+                             f"{x.flatten()[i].item():g}) it is {g:.17g}, expected {w:.17g}: a relative error of "
+                             f"{abs(g - w) / abs(w):.1g}, where float64 keeps about 16 significant digits",
+                             where="look at the dtype of every tensor your formula computes with",
+                             mistake="part of your computation ran in float32 (a .float(), or a float32 tensor you "
+                                     "made), which keeps about 7 digits: compute in x's dtype throughout")
+        expect_tensor(got, want, given=x, atol=1e-12 if precise else 1e-5, rtol=1e-9 if precise else 1e-4,
                       what=f"softplus_backward(x of shape {list(x.shape)}, grad_output)", mistakes=[
                           Mistake("you forgot the chain rule: multiply the local derivative by grad_output",
                                   lambda: torch.sigmoid(x), where='look at where grad_output enters'),

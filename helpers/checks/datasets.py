@@ -131,6 +131,17 @@ def check_points_dataset(cls: type, inputs: Sequence[tuple[list, list]] | None =
                                  where="look at when the lists become tensors",
                                  mistake="your dataset keeps the Python lists and converts them in __getitem__, "
                                          "again on every read; convert both lists to tensors once, in __init__")
+            if isinstance(x, torch.Tensor) and _not_converted(y):
+                kept = i == 0 and y == 1000  # the caller's list, changed after __init__, shows through
+                raise CheckError(f"dataset[{i}] holds a Tensor (the features) and a Python {type(y).__name__} (the label, "
+                                 f"{y!r}); expected two tensors, the label a 0-d int64 tensor",
+                                 where="look at how the label reaches __getitem__'s return: indexing a tensor gives "
+                                       "a 0-d tensor, while .item(), int() or indexing a Python list give a number",
+                                 mistake="your dataset keeps the caller's list of labels and indexes it; convert the "
+                                         "labels to a tensor once, in __init__" if kept else
+                                 "return the label as the tensor indexing gives, without turning it into a Python "
+                                 "number (no .item() or int()), and make sure the labels were converted to a tensor "
+                                 "in __init__")
             if _not_converted(x) or _not_converted(y):
                 raise CheckError(f"dataset[{i}] holds a {type(x).__name__} and a {type(y).__name__}; expected two "
                                  "tensors", where="look at __init__: where the lists become tensors",
@@ -751,6 +762,14 @@ def _global_draw_mistake(loader: DataLoader) -> str:
            "global generator"
 
 
+def _shared_generator(a: DataLoader, b: DataLoader) -> bool:
+    """Whether two loaders draw from one and the same generator object (their own, or their samplers')."""
+    def generators(loader: DataLoader) -> list[torch.Generator]:
+        found = [loader.generator, getattr(loader.sampler, "generator", None)]
+        return [g for g in found if isinstance(g, torch.Generator)]
+    return any(g is h for g in generators(a) for h in generators(b))
+
+
 def _order(loader: DataLoader) -> list[list[int]]:
     return [batch[0].tolist() for batch in loader]
 
@@ -814,15 +833,24 @@ def check_make_loaders(fn: Callable[..., tuple[DataLoader, DataLoader]],
                        f"{shown}): the training loader's last batch holds "
                        f"{n_train % batch_size or batch_size} samples; expected the incomplete last batch dropped",
                        where="look at the training loader's drop_last setting")
+                # task: "two loaders built with one seed give the same orders": the second is built before either
+                # is iterated, so loaders that share one generator (made once, reseeded per call) show it
+                second_loader = call(fn, train_set, val_set, batch_size, seed, cpu)[0]
                 before = torch.get_rng_state()
                 order = _order(train)
-                second = _order(call(fn, train_set, val_set, batch_size, seed, cpu)[0])
+                second = _order(second_loader)
                 if order != second:
-                    raise CheckError(f"{shown}): two loaders built with the same seed shuffle differently ("
-                                     f"{order[0]} and {second[0]} first); expected the same order",
-                                     where="look at how the training loader's shuffle is seeded",
-                                     mistake="the shuffle is not seeded: give the DataLoader its own generator "
-                                             "seeded with seed (generator=)")
+                    shared = _shared_generator(train, second_loader)
+                    raise CheckError(f"{shown}): two training loaders built with the same seed, both built before "
+                                     f"either is iterated, shuffle differently ({order[0]} and {second[0]} first); "
+                                     "expected the same order",
+                                     where="look at how the training loader's shuffle is seeded, and where its "
+                                           "generator is made",
+                                     mistake="the two loaders share one generator object (made once, outside the "
+                                             "function, and reseeded on every call): iterating one moves the other's "
+                                             "order. Make a new torch.Generator() in every call" if shared else
+                                     "the shuffle is not seeded: give the DataLoader its own generator "
+                                     "seeded with seed (generator=)" if train.generator is None else None)
                 if not torch.equal(before, torch.get_rng_state()):
                     raise CheckError(f"{shown}): iterating your training loader changed PyTorch's global random "
                                      "state; expected it to draw from its own generator only",

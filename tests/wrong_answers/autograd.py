@@ -58,9 +58,26 @@ def vjp_jacobian_times_v(f, x, v):
 
 
 def vjp_weighted_sum(f, x, v):  # a correct alternative: (v * f(x)).sum() has gradient v @ J
+    x = x.detach().clone().requires_grad_(True)
+    (v * f(x)).sum().backward()
+    return x.grad
+
+
+def vjp_weighted_sum_undetached(f, x, v):  # a copy that is not detached: no leaf when x requires grad
     x = x.clone().requires_grad_(True)
     (v * f(x)).sum().backward()
     return x.grad
+
+
+def vjp_copy_by_arithmetic(f, x, v):  # x * 1.0 is a new tensor, but still part of x's graph
+    copy = (x * 1.0).requires_grad_()
+    f(copy).backward(gradient=v)
+    return copy.grad
+
+
+def vjp_autograd_grad_of_clone(f, x, v):  # right: autograd.grad differentiates w.r.t. the clone, touching no .grad
+    copy = x.clone().requires_grad_()
+    return torch.autograd.grad(f(copy), copy, grad_outputs=v)[0]
 
 
 # ---------------------------------------------------------------- per_batch_grads
@@ -299,6 +316,15 @@ def softplus_float32(x, grad_output):
     return (grad_output * torch.sigmoid(x)).float()
 
 
+def softplus_exp_in_float32(x, grad_output):  # float64 result by promotion, float32 precision
+    e = torch.exp(-x.to(torch.float32))
+    return grad_output / (1 + e)
+
+
+def softplus_tanh_form(x, grad_output):  # right: sigmoid(x) = (1 + tanh(x / 2)) / 2, in x's dtype
+    return grad_output * (1 + torch.tanh(x / 2)) / 2
+
+
 # ---------------------------------------------------------------- gradients_are_correct
 
 
@@ -390,6 +416,11 @@ CASES = [
     Reject(checks.check_vector_jacobian_product, vjp_with_ones, "as if v were all ones"),
     Reject(checks.check_vector_jacobian_product, vjp_no_gradient, "pass gradient=v"),
     Reject(checks.check_vector_jacobian_product, vjp_jacobian_times_v, "you computed J @ v"),
+    Reject(checks.check_softplus_backward, softplus_exp_in_float32, "ran in float32"),
+    Accept(checks.check_softplus_backward, softplus_tanh_form),
+    Reject(checks.check_vector_jacobian_product, vjp_weighted_sum_undetached, "its .grad was filled"),
+    Reject(checks.check_vector_jacobian_product, vjp_copy_by_arithmetic, "its .grad was filled"),
+    Accept(checks.check_vector_jacobian_product, vjp_autograd_grad_of_clone),
     Accept(checks.check_per_batch_grads, ref.per_batch_grads),
     Accept(checks.check_per_batch_grads, per_batch_set_to_none),
     Reject(checks.check_per_batch_grads, per_batch_never_zeroed, "you never cleared w.grad"),

@@ -48,6 +48,22 @@ class PointsSwapped(ref.PointsDataset):
         return self.labels[index], self.features[index]
 
 
+class PointsIntLabel(ref.PointsDataset):  # the labels are a tensor, but int() turns each back into a number
+    def __getitem__(self, index):
+        return self.features[index], int(self.labels[index])
+
+
+class PointsLabelsKeptAsList(ref.PointsDataset):  # features converted, the caller's label list kept as it is
+    def __init__(self, features, labels):
+        self.features, self.labels = torch.tensor(features, dtype=torch.float32), labels
+
+
+class PointsLabelsStacked(ref.PointsDataset):  # right: one 0-d int64 tensor per label, stacked in __init__
+    def __init__(self, features, labels):
+        self.features = torch.stack([torch.tensor(row, dtype=torch.float32) for row in features])
+        self.labels = torch.stack([torch.tensor(label, dtype=torch.int64) for label in labels])
+
+
 class PointsNotADataset:
     def __init__(self, features, labels):
         pass
@@ -295,6 +311,23 @@ def loaders_no_shuffle(train_set, val_set, batch_size, seed, device):
 
 def loaders_unseeded(train_set, val_set, batch_size, seed, device):
     return _loaders(train_set, val_set, batch_size, seed, device, seeded=False)
+
+
+def loaders_default_argument_generator(train_set, val_set, batch_size, seed, device, generator=torch.Generator()):
+    """Wrong: a default argument is made once, so every call reseeds and hands out the same generator."""
+    pin = device.type == "cuda"
+    train = DataLoader(train_set, batch_size=batch_size, shuffle=True, drop_last=True, pin_memory=pin,
+                       generator=generator.manual_seed(seed))
+    return train, DataLoader(val_set, batch_size=batch_size, pin_memory=pin)
+
+
+def loaders_generator_then_seed(train_set, val_set, batch_size, seed, device):
+    """Correct: a new generator per call, seeded on its own line."""
+    generator = torch.Generator()
+    generator.manual_seed(seed)
+    pin = device.type == "cuda"
+    train = DataLoader(train_set, batch_size, shuffle=True, drop_last=True, pin_memory=pin, generator=generator)
+    return train, DataLoader(val_set, batch_size, pin_memory=pin)
 
 
 def loaders_global_seed(train_set, val_set, batch_size, seed, device):
@@ -977,6 +1010,9 @@ def share_rounded_tensor(load_ms, step_ms):
 CASES += [
     Reject(checks.check_recording_loader, recordings_unseeded_generator, "expected the seed to decide the order"),
     Reject(checks.check_points_dataset, PointsSortsLabels, "changed the list it was given as `labels`"),
+    Reject(checks.check_points_dataset, PointsIntLabel, "without turning it into a Python number"),
+    Reject(checks.check_points_dataset, PointsLabelsKeptAsList, "keeps the caller's list of labels"),
+    Accept(checks.check_points_dataset, PointsLabelsStacked),
     Reject(checks.check_loading_share, share_rounded_tensor, "should be"),
 ]
 
@@ -1115,6 +1151,8 @@ CASES += [
     Accept(checks.check_split_train_val, split_permutation),
     Reject(checks.check_make_loaders, loaders_equal_to_cuda, "cuda:1"),
     Reject(checks.check_make_loaders, loaders_sampler_generator, "your sampler has its own generator"),
+    Reject(checks.check_make_loaders, loaders_default_argument_generator, "share one generator object"),
+    Accept(checks.check_make_loaders, loaders_generator_then_seed),
     Accept(checks.check_make_loaders, loaders_device_type_in),
 ]
 
