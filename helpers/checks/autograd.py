@@ -484,6 +484,35 @@ def _accuracy_examples() -> list[tuple[nn.Module, torch.Tensor, torch.Tensor]]:
     return examples
 
 
+def _is(got: Any, value: float) -> bool:
+    number = got.item() if isinstance(got, torch.Tensor) and got.numel() == 1 else got
+    return isinstance(number, (int, float)) and not isinstance(number, bool) and math.isclose(
+        number, value, rel_tol=1e-5, abs_tol=1e-7)
+
+
+def _argmax_over_images(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> list[float]:
+    """Accuracies from argmax over the images (dim 0), compared with as many labels as there are classes."""
+    with torch.no_grad():
+        predicted = model(images).argmax(dim=0)
+    hits = predicted == labels[: len(predicted)]
+    return [hits.float().mean().item(), hits.sum().item() / len(labels)]
+
+
+def _probe(fn: Callable, labels: list[int], logits: list[list[float]]) -> Any:
+    """fn's accuracy for a model whose output is ``logits`` (the images themselves); None when fn fails there."""
+    try:
+        # task: "The model here has no dropout, so its train/eval mode does not matter yet"
+        return _run(fn, nn.Sequential(nn.Flatten()), torch.tensor(logits), torch.tensor(labels), allow=Allow(modes=True))
+    except CheckError:
+        return None
+
+
+# Every prediction right (accuracy 1), while argmax over the images picks image indices 3 to 5, no class at all
+ALL_RIGHT = ([0, 1, 2, 0, 1, 2], [[1.0, 0, 0], [0, 2, 0], [0, 0, 3], [4, 0, 0], [0, 5, 0], [0, 0, 6]])
+# Every prediction wrong (accuracy 0), while argmax over the images (dim 0) gives exactly the labels
+ONLY_DIM_0_RIGHT = ([1, 2, 0], [[0, 0, 7.0], [5, 0, 0], [0, 6, 0]])
+
+
 def check_accuracy(fn: Callable, inputs: Sequence[tuple[nn.Module, torch.Tensor, torch.Tensor]] | None = None) -> None:
     """Checks the value: a Python float, the fraction of correct predictions."""
     inputs = inputs if inputs is not None else _accuracy_examples()
@@ -493,7 +522,31 @@ def check_accuracy(fn: Callable, inputs: Sequence[tuple[nn.Module, torch.Tensor,
             correct = (model(images).argmax(dim=1) == labels).sum().item()
         # task: "The model here has no dropout, so its train/eval mode does not matter yet"
         got = _run(fn, model, images, labels, allow=Allow(modes=True))
+        floor_divided = float(correct // len(labels))
+        over_images = _argmax_over_images(model, images, labels)
+        probes: dict[str, Any] = {}  # fn on two small cases, run only when a wrong value needs telling apart
+
+        def on(name: str, case: tuple) -> Any:
+            if name not in probes:
+                probes[name] = _probe(fn, *case)
+            return probes[name]
+
+        def floor_division(g: Any) -> bool:
+            return _is(g, floor_divided) and (not any(_is(g, v) for v in over_images)
+                                              or _is(on("all right", ALL_RIGHT), 1.0))
+
+        def wrong_dim(g: Any) -> bool:
+            return any(_is(g, v) for v in over_images) and _is(on("dim 0", ONLY_DIM_0_RIGHT), 1.0)
+
         expect_close(got, ref.accuracy(model, images, labels), what=what, mistakes=[
+            Mistake(f"that is {correct} correct // {len(labels)} images: // is integer (floor) division, which "
+                    "rounds every fraction below 1 down to 0. Divide with /", matches=floor_division,
+                    where="look at the last step: how the count of correct predictions becomes a fraction"),
+            Mistake("your predictions come from argmax over the wrong dimension: the model's output is [images, "
+                    "classes], so argmax(dim=1) gives one class per image; argmax(dim=0) gives, for each class, the "
+                    "index of the image that scores it highest",
+                    matches=wrong_dim,
+                    where="look at the dimension argmax reduces: dim 1 holds the classes, dim 0 the images"),
             Mistake(f"you returned the number of correct predictions ({correct}); divide by the number of images "
                     f"({len(labels)}) to get a fraction", lambda: correct,
                     where="look at the last step: how the count of correct predictions becomes a fraction"),
@@ -851,7 +904,9 @@ def _edge_examples() -> list[tuple[str, tuple]]:
     y = 2 * x + 0.3 * _randn(20, seed=122)
     start = _leaves(torch.tensor(2.0), torch.tensor(0.0))
     start_error = ((2 * x - y) ** 2).mean().item()
+    exact = torch.tensor([-1.0, -0.5, 0.0, 0.5, 1.0])  # 2 * x + 0.5 is exact here: the error is 0.0 in any formula
     return [("already", (_line, start, x, y, 0.1, start_error * 1.01, 50)),  # zero steps: leave the params alone
+            ("already", (_line, _leaves(torch.tensor(2.0), torch.tensor(0.5)), exact, 2 * exact + 0.5, 0.1, 0.0, 5)),
             ("unreachable", (_line, _leaves(torch.tensor(0.0), torch.tensor(0.0)), x, y, 0.1, 1e-6, 30)),  # noise
             ("no steps", (_line, _leaves(torch.tensor(0.0), torch.tensor(0.0)), x, y, 0.1, 0.5, 0))]
 
@@ -865,7 +920,18 @@ def check_fit_to_target_edges(fn: Callable, inputs: Sequence[tuple[str, tuple]] 
         with torch.no_grad():
             error = ((predict(params, x) - y) ** 2).mean().item()
         if error <= target:
-            got = _call_fit(fn, predict, params, x, y, lr, target, max_steps, what)
+            try:
+                got = _call_fit(fn, predict, params, x, y, lr, target, max_steps, what)
+            except CheckError as raised:
+                cause = raised.__cause__
+                if not isinstance(cause, Exception) or any(p in str(cause) for p, _ in KNOWN_ERRORS):
+                    raise
+                raise CheckError(f"{what} raised {type(cause).__name__} ({str(cause)[:80]}), but the params already "
+                                 f"met the target: their error, {error:.6g}, is at most {target:.4g}",
+                                 where="look at how your loop compares the error with target ('at most' includes "
+                                       "equal), and at whether it compares before the first update",
+                                 mistake="the error equals the target exactly, and 'at most' includes equal: compare "
+                                         "with <=, not <" if error == target else None) from None
             expect(_same_params(params, start) and all(torch.equal(p.detach(), q) for p, q in zip(params, start)),
                    f"{what}: the params already met the target (error {error:.6g} <= {target:.4g}) but your call "
                    "changed them",
@@ -880,9 +946,21 @@ def check_fit_to_target_edges(fn: Callable, inputs: Sequence[tuple[str, tuple]] 
         try:
             got = _call_fit(fn, predict, params, x, y, lr, target, max_steps, what)
         except CheckError as raised:
-            if isinstance(raised.__cause__, RuntimeError):
+            cause = raised.__cause__
+            if isinstance(cause, RuntimeError):
                 continue
-            raise
+            if not isinstance(cause, Exception) or any(p in str(cause) for p, _ in KNOWN_ERRORS):
+                raise
+            tb = cause.__traceback__
+            while tb is not None and tb.tb_next is not None:
+                tb = tb.tb_next
+            own = tb is not None and tb.tb_frame.f_code is getattr(fn, "__code__", None)  # your own raise statement
+            raise CheckError(f"{what} raised {type(cause).__name__} ({str(cause)[:80]}): {max_steps} steps of gradient "
+                             f"descent do not bring the error to {target:.4g} (it starts at {error:.6g}), and for that "
+                             "the task asks for a RuntimeError",
+                             where="look at the exception your function raises when it gives up",
+                             mistake=f"raise RuntimeError, not {type(cause).__name__}: the caller catches the kind of "
+                                     "error the task names" if own else None) from None
         raise CheckError(f"{what} returned {describe(got)}, but {max_steps} steps of gradient descent do not bring "
                          f"the error to {target:.4g} (it starts at {error:.6g}); expected a RuntimeError",
                          where="look at what your function does after its last allowed step when the target is "

@@ -292,6 +292,25 @@ def accuracy_freezes_model(model, images, labels):
     return (model(images).argmax(dim=1) == labels).float().mean().item()
 
 
+def accuracy_floor_of_tensors(model, images, labels):  # floor division of two tensors: 0 unless all are right
+    with torch.no_grad():
+        hits = (model(images).argmax(dim=1) == labels).sum()
+    return (hits // torch.tensor(len(labels))).item()
+
+
+def accuracy_max_over_images(model, images, labels):  # max over dim 0: one image index per class
+    with torch.no_grad():
+        predicted = model(images).max(dim=0).indices
+    n = min(len(predicted), len(labels))
+    return (predicted[:n] == labels[:n]).sum().item() / len(labels)
+
+
+def accuracy_topk(model, images, labels):  # right: the top-1 class by topk, counted in Python
+    with torch.no_grad():
+        top = model(images).topk(1, dim=1).indices.squeeze(1)
+    return sum(int(p) == int(t) for p, t in zip(top, labels)) / len(labels)
+
+
 def accuracy_inference_mode(model, images, labels):  # also right
     with torch.inference_mode():
         return (model(images).argmax(dim=1) == labels).float().mean().item()
@@ -417,6 +436,10 @@ CASES = [
     Reject(checks.check_vector_jacobian_product, vjp_no_gradient, "pass gradient=v"),
     Reject(checks.check_vector_jacobian_product, vjp_jacobian_times_v, "you computed J @ v"),
     Reject(checks.check_softplus_backward, softplus_exp_in_float32, "ran in float32"),
+    Reject(checks.check_accuracy, accuracy_floor_of_tensors, "integer (floor) division"),
+    Reject(checks.check_accuracy, accuracy_max_over_images, "argmax over the wrong dimension"),
+    Accept(checks.check_accuracy, accuracy_topk),
+    Accept(checks.check_accuracy_no_graph, accuracy_topk),
     Accept(checks.check_softplus_backward, softplus_tanh_form),
     Reject(checks.check_vector_jacobian_product, vjp_weighted_sum_undetached, "its .grad was filled"),
     Reject(checks.check_vector_jacobian_product, vjp_copy_by_arithmetic, "its .grad was filled"),
@@ -1073,7 +1096,56 @@ def fit_checks_before_each_update_only(predict, params, x, y, lr, target, max_st
     raise RuntimeError("target not reached")  # never looks at the params after the last update
 
 
+def fit_while_not_below(predict, params, x, y, lr, target, max_steps):  # keeps going while the error equals target
+    optimizer = torch.optim.SGD(params, lr=lr)
+    steps = 0
+    loss = _mse(predict, params, x, y)
+    while loss.item() >= target:
+        if steps == max_steps:
+            raise RuntimeError(f"still at {loss.item()} after {steps} steps")
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        steps += 1
+        loss = _mse(predict, params, x, y)
+    return loss.item()
+
+
+def fit_raises_plain_exception(predict, params, x, y, lr, target, max_steps):  # Exception, not RuntimeError
+    for step in range(max_steps + 1):
+        loss = _mse(predict, params, x, y)
+        if loss.item() <= target:
+            return loss.item()
+        if step == max_steps:
+            raise Exception("did not converge")
+        for p in params:
+            p.grad = None
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= lr * p.grad
+
+
+def fit_autograd_grad_with_flag(predict, params, x, y, lr, target, max_steps):  # right: torch.autograd.grad, a flag
+    for step in range(max_steps + 1):
+        loss = _mse(predict, params, x, y)
+        reached = loss.item() <= target
+        if reached or step == max_steps:
+            break
+        grads = torch.autograd.grad(loss, params)
+        with torch.no_grad():
+            for p, g in zip(params, grads):
+                p.sub_(lr * g)
+    if not reached:
+        raise RuntimeError(f"{max_steps} updates left the error at {loss.item():.4g}, above {target}")
+    return loss.item()
+
+
 CASES += [
+    Reject(checks.check_fit_to_target_edges, fit_while_not_below, "compare with <=, not <"),
+    Reject(checks.check_fit_to_target_edges, fit_raises_plain_exception, "raise RuntimeError, not Exception"),
+    Accept(checks.check_fit_to_target, fit_autograd_grad_with_flag),
+    Accept(checks.check_fit_to_target_edges, fit_autograd_grad_with_flag),
     Reject(checks.check_fit_line_by_hand, by_hand_while_loop_short, "after 59 updates; the task asks for 60"),
     Reject(checks.check_fit_line_by_hand, by_hand_manual_gradient_halved, "a factor 2 is missing"),
     Reject(checks.check_fit_line_by_hand, by_hand_b_uses_w_grad, "b moved by w's gradient"),
