@@ -55,8 +55,9 @@ KNOWN_ERRORS = [
 ]
 
 
-def _run(fn: Callable[..., Any], *args: Any, allow: Allow = Allow()) -> Any:
-    """``call(fn, *args, allow=allow)``, naming the mistake behind the autograd errors this lesson teaches.
+def _run(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), nothing_random: bool = False) -> Any:
+    """``call(fn, *args, allow=allow, nothing_random=...)``, naming the mistake behind the autograd errors this
+    lesson teaches.
 
     Pass the caller's own tensors: a function that calls requires_grad_() on its
     input, or updates it in place, is told so.
@@ -65,7 +66,7 @@ def _run(fn: Callable[..., Any], *args: Any, allow: Allow = Allow()) -> Any:
         with warnings.catch_warnings():
             # learners' mistakes (.grad of a non-leaf, float32 gradcheck) warn; the check explains instead
             warnings.simplefilter("ignore")
-            return call(fn, *args, allow=allow)
+            return call(fn, *args, allow=allow, nothing_random=nothing_random)
     except CheckError as error:
         cause = str(error.__cause__ or "")
         advice = next((tip for pattern, tip in KNOWN_ERRORS if pattern in cause), None)
@@ -263,17 +264,29 @@ def check_per_batch_grads_leftover(fn: Callable, inputs: Sequence[tuple[torch.Te
 def _line_examples() -> list[tuple[torch.Tensor, torch.Tensor, float, int]]:
     x1 = torch.linspace(-1, 1, 20)
     x2 = torch.linspace(-2, 2, 30)
+    x3 = torch.linspace(0, 2, 10)
     return [(x1, 2 * x1 - 1 + 0.1 * _randn(20, seed=50), 0.1, 60),
-            (x2, -0.5 * x2 + 3 + 0.2 * _randn(30, seed=51), 0.05, 40)]
+            (x2, -0.5 * x2 + 3 + 0.2 * _randn(30, seed=51), 0.05, 40),
+            # two steps on x with a nonzero mean, far from converged: every update rule leaves its own trace
+            (x3, 1.5 * x3 + 2 + 0.1 * _randn(10, seed=52), 0.1, 2)]
 
 
 def _fit_by_hand_variant(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, *, zero: bool = True,
-                         sign: float = 1.0, reduce: str = "mean", b_moves_by_w: bool = False) -> tuple[float, float]:
+                         sign: float = 1.0, reduce: str = "mean", b_moves_by_w: bool = False,
+                         one_at_a_time: bool = False) -> tuple[float, float]:
     """The reference loop with one knob turned: ``zero=False`` never zeroes, ``sign=-1`` climbs, ``reduce="sum"``
-    descends the summed squares, ``b_moves_by_w`` updates b with w's gradient."""
+    descends the summed squares, ``b_moves_by_w`` updates b with w's gradient, ``one_at_a_time`` moves w first and
+    takes b's gradient at the moved w."""
     w = torch.zeros((), requires_grad=True)
     b = torch.zeros((), requires_grad=True)
     for _ in range(steps):
+        if one_at_a_time:
+            for p in (w, b):
+                ((w * x + b - y) ** 2).mean().backward()
+                with torch.no_grad():
+                    p -= lr * p.grad
+                w.grad, b.grad = None, None
+            continue
         squares = (w * x + b - y) ** 2
         (squares.sum() if reduce == "sum" else squares.mean()).backward()
         with torch.no_grad():
@@ -321,6 +334,16 @@ def _fit_line_mistakes(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, 
 def _by_hand_mistakes(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int) -> list[Mistake]:
     """Mistakes only a hand-written update can make."""
     return [
+        Mistake("w and b never moved from 0, where they start: when your updates ran, the gradients were zero "
+                "(zeroed between backward() and the update?), or the updates changed other tensors than those you "
+                "return. The order in each step: backward(), the update, then zeroing",
+                matches=lambda got: isinstance(got, (tuple, list)) and len(got) == 2 and all(
+                    isinstance(v, (int, float)) and v == 0 for v in got),
+                where="look at the order in each step: backward(), the update, then clearing the gradients"),
+        Mistake("you moved w first and then took b's gradient at the new w (one parameter at a time); gradient "
+                "descent moves both against the gradient of one loss, computed before either moves",
+                matches=lambda got: _same_floats(got[:2], _fit_by_hand_variant(x, y, lr, steps, one_at_a_time=True)),
+                where="look at how many backward() calls each step makes, and where the update of w sits"),
         Mistake("b moved by w's gradient: each parameter moves against its own gradient (b -= lr * b.grad)",
                 matches=lambda got: _same_floats(got[:2], _fit_by_hand_variant(x, y, lr, steps, b_moves_by_w=True)),
                 where="look at the update of b"),
@@ -352,7 +375,8 @@ def check_fit_line_by_hand(fn: Callable, inputs: Sequence[tuple[torch.Tensor, to
     inputs = inputs if inputs is not None else _line_examples()
     for x, y, lr, steps in inputs:
         what = f"fit_line_by_hand(x, y, lr={lr}, steps={steps})"
-        got = _run(fn, x, y, lr, steps)
+        # task: "starting from `w = b = 0`": nothing in the fit is random
+        got = _run(fn, x, y, lr, steps, nothing_random=True)
         expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{what} should return a pair (w, b), not {describe(got)}",
                where="look at your return statement: it returns w and b, in that order")
         _expect_float_pair(got, ref.fit_line_by_hand(x, y, lr, steps), what,
