@@ -20,6 +20,8 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import torch
 from torch.nn.utils.rnn import pad_sequence
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 from torch.utils.data import DataLoader, Dataset, RandomSampler, SequentialSampler, Subset, TensorDataset
 
 from helpers.checks import (Allow, CheckError, Mistake, call, describe, expect, expect_close, expect_tensor,
@@ -600,16 +602,58 @@ def _stats_mistakes(dataset: TensorDataset, batch_size: int, which: str) -> list
     ]
 
 
-def _batch_spy(tensors: Sequence[torch.Tensor], log: list[int]) -> TensorDataset:
+class _HeldMemory(TorchDispatchMode):
+    """While active, remembers (weakly) every tensor of more than one element that torch makes, so that
+    :meth:`bytes_alive` tells how much of that memory is still held: copies (``.double()``, ``.flatten()``...) and
+    results (``torch.cat``) count, not only the batches a loader gave."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.made: list[weakref.ref] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204 (torch's signature)
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor) and t.numel() > 1:
+                self.made.append(weakref.ref(t))
+        return out
+
+    def bytes_alive(self) -> int:
+        self.made = [r for r in self.made if r() is not None]
+        storages = {}
+        for r in self.made:
+            t = r()
+            if t is not None:
+                storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return sum(storages.values())
+
+
+def _batch_spy(tensors: Sequence[torch.Tensor], log: list[int], held: _HeldMemory | None = None,
+               held_log: list[int] | None = None) -> TensorDataset:
     """A TensorDataset that records, in ``log`` (kept outside the dataset, so the dataset itself is unchanged),
-    the size of every batch a DataLoader fetches from it (the loader asks ``__getitems__`` for a whole batch)."""
+    the size of every batch a DataLoader fetches from it (the loader asks ``__getitems__`` for a whole batch),
+    and in ``held_log`` how many bytes ``held`` finds alive as each batch is fetched."""
 
     class BatchSpy(TensorDataset):
         def __getitems__(self, indices: list[int]) -> list:
             log.append(len(indices))
+            if held is not None and held_log is not None:
+                held_log.append(held.bytes_alive())
             return [self[i] for i in indices]
 
     return BatchSpy(*tensors)
+
+
+def _grows_per_batch(held_log: list[int], sizes: list[int], batch_bytes: int) -> int | None:
+    """The first batch k whose fetch ended three fetches of full batches in a row, each finding at least 3/4 of a
+    batch more memory held than the one before: every batch, or a copy of it, was kept. None when not. (A loop
+    that keeps running totals holds the same memory from its second batch on, whatever its temporaries.)"""
+    for k in range(3, min(len(held_log), len(sizes))):
+        window = range(k - 3, k + 1)
+        if all(sizes[j] == sizes[0] for j in window) and all(
+                held_log[j + 1] - held_log[j] >= 0.75 * batch_bytes for j in range(k - 3, k)):
+            return k
+    return None
 
 
 def _holding_spy(held: list[int]) -> type:
@@ -640,11 +684,13 @@ def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
         images = dataset.tensors[0].double()
         shown = f"mean_std({len(dataset)} images of shape {list(images.shape[1:])}, batch_size={batch_size})"
         batches: list[int] = []
-        spy = _batch_spy(dataset.tensors, batches) if isinstance(dataset, TensorDataset) else dataset
+        memory, held_bytes = _HeldMemory(), []
+        spy = _batch_spy(dataset.tensors, batches, memory, held_bytes) if isinstance(dataset, TensorDataset) \
+            else dataset
         # task: "Go through it with DataLoader(dataset, batch_size=batch_size)": iterating a DataLoader built
         # without a generator draws its base seed from the global generator, so that draw is allowed.
         held: list[int] = []
-        with substitute(fn, DataLoader=_holding_spy(held)):
+        with substitute(fn, DataLoader=_holding_spy(held)), memory:
             got = call(fn, spy, batch_size, allow=Allow(global_rng=True))
         # task: "never hold more than one batch of images at a time" (the loop variable holds one while the next
         # is fetched; more than two means earlier batches were kept)
@@ -656,6 +702,18 @@ def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
                              mistake="you kept every batch (in a list, or for torch.cat) to compute the statistics "
                                      "at the end: keep running totals (sums and a count) and let each batch go, so "
                                      "a dataset larger than memory works" if held[k] == k else None)
+        batch_bytes = dataset.tensors[0][:batch_size].nbytes if isinstance(dataset, TensorDataset) else 0
+        grown = _grows_per_batch(held_bytes, batches, batch_bytes) if batch_bytes else None
+        if grown is not None:
+            raise CheckError(f"{shown}: the memory your function held grew with every batch: when batch {grown} was "
+                             f"fetched it held {held_bytes[grown] - held_bytes[grown - 3]} bytes more than at batch "
+                             f"{grown - 3}, where "
+                             f"one batch of images is {batch_bytes} bytes; expected about one batch held at a time",
+                             where="look at what your loop keeps from each batch: a list of batches, or of copies "
+                                   "of them (.double(), .flatten(), a list comprehension over the loader)",
+                             mistake="you kept (a copy of) every batch, to compute the statistics at the end: keep "
+                                     "running totals (sums and a count) and let each batch go, so a dataset larger "
+                                     "than memory works")
         expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{shown} should return (mean, std), not {describe(got)}",
                where="look at your return statement: it returns the mean and the std, in that order")
         if part in ("both", "mean") and batches and len(dataset) >= batch_size:

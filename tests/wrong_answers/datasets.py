@@ -1308,3 +1308,35 @@ CASES += [
     Reject(checks.check_recording_loader, recordings_only_blank_lines_skipped, "it was reading the comment line"),
     Reject(checks.check_recording_loader, recordings_only_comments_skipped, "an empty string (from a blank line)"),
 ]
+
+
+def mean_std_flattened_copies(dataset, batch_size=1000):
+    """Wrong: keeps a float64 copy of every batch's pixels (the batches themselves are let go) for one std at the end."""
+    pixels = []
+    for images, _ in DataLoader(dataset, batch_size=batch_size):
+        pixels.append(images.reshape(-1).to(torch.float64))
+    everything = torch.cat(pixels)
+    return everything.mean().item(), everything.std().item()
+
+
+def mean_std_many_temporaries(dataset, batch_size=1000):
+    """Correct: several batch-sized temporaries per batch, all let go by the next one (sums of centred values)."""
+    first = next(iter(DataLoader(dataset, batch_size=batch_size)))[0].double()
+    shift = first.mean().item()  # centring on a rough mean keeps the sums small
+    total = total_sq = 0.0
+    count = 0
+    for images, _ in DataLoader(dataset, batch_size=batch_size):
+        pixels = images.double()
+        centred = pixels - shift
+        squared = centred * centred
+        total += centred.sum().item()
+        total_sq += squared.sum().item()
+        count += pixels.numel()
+    mean = total / count
+    return shift + mean, math.sqrt(max(total_sq / count - mean**2, 0.0))
+
+
+CASES += [
+    Reject(checks.check_mean_std, mean_std_flattened_copies, "you kept (a copy of) every batch"),
+    Accept(checks.check_mean_std, mean_std_many_temporaries),
+]
