@@ -242,6 +242,16 @@ def check_fix_length(fn: Callable[[torch.Tensor, int], torch.Tensor],
                                         "e.g. F.pad(signal, (0, length - len(signal)))",
                                         lambda: torch.nn.functional.pad(signal, (length - n, 0)) if n < length else None,
                                         where="look at which side the zeros go when the signal is too short"),
+                                Mistake("you filled the missing samples by repeating the signal from its start; "
+                                        "the task pads with zeros",
+                                        lambda: signal.repeat(length // n + 1)[:length] if 0 < n < length else None,
+                                        where="look at what fills the samples after the end of a short signal"),
+                                Mistake("your last sample is 0 where the signal has a value: you cropped one sample "
+                                        "too many (signal[:length - 1]) and a zero took its place; keep "
+                                        "signal[:length], the first length samples",
+                                        lambda: torch.cat([signal[:length - 1], signal.new_zeros(1)])
+                                        if n >= length > 0 and signal[length - 1] != 0 else None,
+                                        where="look at the end of the slice you crop with"),
                                 Mistake(f"the signal came back unchanged ({n} samples); it must have exactly "
                                         f"{length}", lambda: signal if n != length else None,
                                         where="look at the branch for a signal whose length is not the wanted one"),
@@ -464,7 +474,7 @@ def _padded_mistakes(batch: list[torch.Tensor], want: torch.Tensor) -> list[Mist
 
 
 def _lengths_mistakes(lengths: list[int], longest: int, numels: list[int] | None = None,
-                      padded: torch.Tensor | None = None) -> list[Mistake]:
+                      padded: torch.Tensor | None = None, last_dims: list[int] | None = None) -> list[Mistake]:
     # Time steps that hold a non-zero value: what counting "real" entries of the padded batch gives.
     nonzero = None if padded is None else (padded != 0).flatten(2).any(dim=2).sum(dim=1) if padded.dim() > 2 \
         else (padded != 0).sum(dim=1)
@@ -480,6 +490,11 @@ def _lengths_mistakes(lengths: list[int], longest: int, numels: list[int] | None
                 lambda: torch.full((len(lengths),), longest) if len(set(lengths)) > 1 else None,
                 where="look at where the lengths come from: each sequence before padding"),
     ]
+    if last_dims is not None and last_dims != lengths:
+        mistakes.append(Mistake("those are the sizes of each sequence's last dimension (its features per time "
+                                "step); a sequence is [time steps, features], so its length is its first size, "
+                                "sequence.shape[0] or len(sequence)", lambda: torch.tensor(last_dims),
+                                where="look at which dimension of one sequence you measure"))
     if numels is not None and numels != lengths:
         mistakes.append(Mistake("you counted elements (numel); a sequence's length is its number of time steps, "
                                 "len(sequence) or sequence.shape[0]", lambda: torch.tensor(numels),
@@ -530,7 +545,8 @@ def check_collate_sequences(fn: Callable[[list[tuple[torch.Tensor, int]]], tuple
                                 *_padded_mistakes(sequences, want_padded)])
         expect_tensor(lengths, want_lengths, what=f"the lengths for sequences of shapes {shapes}",
                       mistakes=_lengths_mistakes([len(s) for s in sequences], want_padded.shape[1],
-                                                 [s.numel() for s in sequences], padded=want_padded))
+                                                 [s.numel() for s in sequences], padded=want_padded,
+                                                 last_dims=[s.shape[-1] for s in sequences]))
         label_list = [y for _, y in batch]
         expect_tensor(labels, want_labels, what=f"the labels {label_list}",
                       mistakes=[Mistake("the labels are still a tuple or list: you forgot to convert them "
@@ -786,6 +802,14 @@ def check_split_train_val(fn: Callable[[Dataset, float, int], tuple[Subset, Subs
                 mistake=("you returned (validation, training); return (train, val)" if swapped else
                          f"your validation part has {len(val)} samples: {n} * {fraction} = {n * fraction:g} was "
                          f"rounded up; the task's int() rounds down, to {n_val}" if rounded else None))
+        again = call(fn, dataset, fraction, seed)
+        if _indices(again[1]) != _indices(val) or _indices(again[0]) != _indices(train):
+            raise CheckError(f"{shown}, called twice, gave two different splits (validation indices starting "
+                             f"{_indices(val)[:5]} and {_indices(again[1])[:5]}); the same seed must give the same "
+                             "split", where="look at how the generator you shuffle with is seeded",
+                             mistake="the shuffle does not depend on the seed alone: the generator is never seeded "
+                                     "with seed (a new Generator starts from a fixed default, g.seed() from the "
+                                     "clock); make it with torch.Generator().manual_seed(seed)")
         other = call(fn, dataset, fraction, seed + 1)
         if _indices(other[0]) == _indices(train):
             raise CheckError(f"{shown} and seed={seed + 1} give the same split; a different seed should give a "

@@ -1340,3 +1340,57 @@ CASES += [
     Reject(checks.check_mean_std, mean_std_flattened_copies, "you kept (a copy of) every batch"),
     Accept(checks.check_mean_std, mean_std_many_temporaries),
 ]
+
+
+def fix_length_tiled(signal, length):
+    """Wrong: a short signal is tiled (np.resize-style) up to the length instead of padded with zeros."""
+    if len(signal) >= length:
+        return signal[:length].clone()
+    times = -(-length // len(signal))
+    return torch.cat([signal] * times)[:length]
+
+
+def fix_length_crop_short_by_one(signal, length):
+    """Wrong: crops to length - 1 samples, then pads what is missing with zeros."""
+    kept = signal[: length - 1] if len(signal) >= length else signal
+    return F.pad(kept, (0, length - len(kept)))
+
+
+def fix_length_new_full(signal, length):
+    """Correct: a zero-filled result of the signal's dtype, with the kept samples copied in."""
+    out = signal.new_full((length,), 0)
+    keep = min(length, len(signal))
+    out[:keep] = signal[:keep]
+    return out
+
+
+CASES += [
+    Reject(checks.check_fix_length, fix_length_tiled, "repeating the signal"),
+    Reject(checks.check_fix_length, fix_length_crop_short_by_one, "you cropped one sample too many"),
+    Accept(checks.check_fix_length, fix_length_new_full),
+]
+
+
+def collate_lengths_from_size_minus_one(batch):
+    """Wrong: measures each sequence by its last dimension, size(-1), the features per time step."""
+    sequences = [sequence for sequence, _ in batch]
+    lengths = torch.tensor([sequence.size(-1) for sequence in sequences])
+    return pad_sequence(sequences, batch_first=True), lengths, torch.tensor([label for _, label in batch])
+
+
+CASES += [
+    Reject(checks.check_collate_sequences, collate_lengths_from_size_minus_one, "features per time step"),
+]
+
+
+def split_generator_from_clock(dataset, val_fraction, seed):
+    """Wrong: the generator is seeded from the clock (g.seed()), and the seed argument never used."""
+    generator = torch.Generator()
+    generator.seed()
+    n_val = int(len(dataset) * val_fraction)
+    return tuple(random_split(dataset, [len(dataset) - n_val, n_val], generator=generator))
+
+
+CASES += [
+    Reject(checks.check_split_train_val, split_generator_from_clock, "the same seed must give the same split"),
+]
