@@ -623,6 +623,12 @@ class _HeldMemory(TorchDispatchMode):
     :meth:`bytes_alive` tells how much of that memory is still held: copies (``.double()``, ``.flatten()``...) and
     results (``torch.cat``) count, not only the batches a loader gave."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch would otherwise wrap __torch_dispatch__ in dynamo.disable, importing torch._dynamo (many seconds)
+        # on first use; nothing here is compiled
+        return False
+
     def __init__(self) -> None:
         super().__init__()
         self.made: list[weakref.ref] = []
