@@ -612,6 +612,11 @@ def _stats_mistakes(dataset: TensorDataset, batch_size: int, which: str) -> list
         Mistake("that is the variance; the standard deviation is its square root",
                 lambda: images.var(correction=0).item(),
                 where="look at the last step, from the variance to the std"),
+        Mistake("your std is 0: with n counting images instead of pixels, sum(x**2) / n - (sum(x) / n)**2 comes out "
+                "negative here, and clamping it to 0 hides that; n must count every pixel (images.numel())",
+                matches=lambda got: got == 0 and pixels > 1 and (images.square().sum() / len(images)
+                                                                 - (images.sum() / len(images)) ** 2).item() < 0,
+                where="look at the count you divide the sums by"),
         Mistake("your variance came out negative, so its square root is complex: sum(x**2) / n - mean**2 is never "
                 "negative when the sums and n describe the same pixels; n must count every pixel (images.numel())",
                 matches=lambda got: isinstance(got, complex), where="look at the count you divide the sums by"),

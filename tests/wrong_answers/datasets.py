@@ -1394,3 +1394,22 @@ def split_generator_from_clock(dataset, val_fraction, seed):
 CASES += [
     Reject(checks.check_split_train_val, split_generator_from_clock, "the same seed must give the same split"),
 ]
+
+
+def mean_std_images_counted_std_only(dataset, batch_size=1000):
+    """Wrong (std part): the mean counts pixels, but the std's sums are divided by the number of images, clamped."""
+    total = total_sq = 0.0
+    pixels = images_seen = 0
+    for images, _ in DataLoader(dataset, batch_size=batch_size):
+        x = images.double()
+        total += x.sum().item()
+        total_sq += x.square().sum().item()
+        pixels += x.numel()
+        images_seen += len(x)
+    variance = total_sq / images_seen - (total / images_seen) ** 2
+    return total / pixels, math.sqrt(max(variance, 0.0))
+
+
+CASES += [
+    Reject(checks.check_mean_std, mean_std_images_counted_std_only, "with n counting images instead of pixels"),
+]
