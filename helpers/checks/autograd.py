@@ -55,8 +55,9 @@ KNOWN_ERRORS = [
 ]
 
 
-def _run(fn: Callable[..., Any], *args: Any, allow: Allow = Allow()) -> Any:
-    """``call(fn, *args, allow=allow)``, naming the mistake behind the autograd errors this lesson teaches.
+def _run(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), nothing_random: bool = False) -> Any:
+    """``call(fn, *args, allow=allow, nothing_random=...)``, naming the mistake behind the autograd errors this
+    lesson teaches.
 
     Pass the caller's own tensors: a function that calls requires_grad_() on its
     input, or updates it in place, is told so.
@@ -65,7 +66,7 @@ def _run(fn: Callable[..., Any], *args: Any, allow: Allow = Allow()) -> Any:
         with warnings.catch_warnings():
             # learners' mistakes (.grad of a non-leaf, float32 gradcheck) warn; the check explains instead
             warnings.simplefilter("ignore")
-            return call(fn, *args, allow=allow)
+            return call(fn, *args, allow=allow, nothing_random=nothing_random)
     except CheckError as error:
         cause = str(error.__cause__ or "")
         advice = next((tip for pattern, tip in KNOWN_ERRORS if pattern in cause), None)
@@ -144,7 +145,10 @@ def _vjp_examples() -> list[tuple[Callable, torch.Tensor, torch.Tensor]]:
 
     return [(square, torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 0.5, -1.0])),
             (matrix_times, _randn(3, seed=2), _randn(3, seed=3)),
-            (rows_times, _randn(2, 3, seed=5), _randn(2, 2, seed=6))]
+            (rows_times, _randn(2, 3, seed=5), _randn(2, 2, seed=6)),
+            # the caller's x may itself require grad (a parameter, say): a copy of it that is not detached is no
+            # leaf (its .grad stays None), and a backward through it writes into the caller's x.grad
+            (matrix_times, _randn(3, seed=7).requires_grad_(True), _randn(3, seed=8))]
 
 
 def check_vector_jacobian_product(
@@ -260,17 +264,29 @@ def check_per_batch_grads_leftover(fn: Callable, inputs: Sequence[tuple[torch.Te
 def _line_examples() -> list[tuple[torch.Tensor, torch.Tensor, float, int]]:
     x1 = torch.linspace(-1, 1, 20)
     x2 = torch.linspace(-2, 2, 30)
+    x3 = torch.linspace(0, 2, 10)
     return [(x1, 2 * x1 - 1 + 0.1 * _randn(20, seed=50), 0.1, 60),
-            (x2, -0.5 * x2 + 3 + 0.2 * _randn(30, seed=51), 0.05, 40)]
+            (x2, -0.5 * x2 + 3 + 0.2 * _randn(30, seed=51), 0.05, 40),
+            # two steps on x with a nonzero mean, far from converged: every update rule leaves its own trace
+            (x3, 1.5 * x3 + 2 + 0.1 * _randn(10, seed=52), 0.1, 2)]
 
 
 def _fit_by_hand_variant(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, *, zero: bool = True,
-                         sign: float = 1.0, reduce: str = "mean", b_moves_by_w: bool = False) -> tuple[float, float]:
+                         sign: float = 1.0, reduce: str = "mean", b_moves_by_w: bool = False,
+                         one_at_a_time: bool = False) -> tuple[float, float]:
     """The reference loop with one knob turned: ``zero=False`` never zeroes, ``sign=-1`` climbs, ``reduce="sum"``
-    descends the summed squares, ``b_moves_by_w`` updates b with w's gradient."""
+    descends the summed squares, ``b_moves_by_w`` updates b with w's gradient, ``one_at_a_time`` moves w first and
+    takes b's gradient at the moved w."""
     w = torch.zeros((), requires_grad=True)
     b = torch.zeros((), requires_grad=True)
     for _ in range(steps):
+        if one_at_a_time:
+            for p in (w, b):
+                ((w * x + b - y) ** 2).mean().backward()
+                with torch.no_grad():
+                    p -= lr * p.grad
+                w.grad, b.grad = None, None
+            continue
         squares = (w * x + b - y) ** 2
         (squares.sum() if reduce == "sum" else squares.mean()).backward()
         with torch.no_grad():
@@ -318,6 +334,16 @@ def _fit_line_mistakes(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, 
 def _by_hand_mistakes(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int) -> list[Mistake]:
     """Mistakes only a hand-written update can make."""
     return [
+        Mistake("w and b never moved from 0, where they start: when your updates ran, the gradients were zero "
+                "(zeroed between backward() and the update?), or the updates changed other tensors than those you "
+                "return. The order in each step: backward(), the update, then zeroing",
+                matches=lambda got: isinstance(got, (tuple, list)) and len(got) == 2 and all(
+                    isinstance(v, (int, float)) and v == 0 for v in got),
+                where="look at the order in each step: backward(), the update, then clearing the gradients"),
+        Mistake("you moved w first and then took b's gradient at the new w (one parameter at a time); gradient "
+                "descent moves both against the gradient of one loss, computed before either moves",
+                matches=lambda got: _same_floats(got[:2], _fit_by_hand_variant(x, y, lr, steps, one_at_a_time=True)),
+                where="look at how many backward() calls each step makes, and where the update of w sits"),
         Mistake("b moved by w's gradient: each parameter moves against its own gradient (b -= lr * b.grad)",
                 matches=lambda got: _same_floats(got[:2], _fit_by_hand_variant(x, y, lr, steps, b_moves_by_w=True)),
                 where="look at the update of b"),
@@ -349,7 +375,8 @@ def check_fit_line_by_hand(fn: Callable, inputs: Sequence[tuple[torch.Tensor, to
     inputs = inputs if inputs is not None else _line_examples()
     for x, y, lr, steps in inputs:
         what = f"fit_line_by_hand(x, y, lr={lr}, steps={steps})"
-        got = _run(fn, x, y, lr, steps)
+        # task: "starting from `w = b = 0`": nothing in the fit is random
+        got = _run(fn, x, y, lr, steps, nothing_random=True)
         expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{what} should return a pair (w, b), not {describe(got)}",
                where="look at your return statement: it returns w and b, in that order")
         _expect_float_pair(got, ref.fit_line_by_hand(x, y, lr, steps), what,
@@ -481,6 +508,35 @@ def _accuracy_examples() -> list[tuple[nn.Module, torch.Tensor, torch.Tensor]]:
     return examples
 
 
+def _is(got: Any, value: float) -> bool:
+    number = got.item() if isinstance(got, torch.Tensor) and got.numel() == 1 else got
+    return isinstance(number, (int, float)) and not isinstance(number, bool) and math.isclose(
+        number, value, rel_tol=1e-5, abs_tol=1e-7)
+
+
+def _argmax_over_images(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> list[float]:
+    """Accuracies from argmax over the images (dim 0), compared with as many labels as there are classes."""
+    with torch.no_grad():
+        predicted = model(images).argmax(dim=0)
+    hits = predicted == labels[: len(predicted)]
+    return [hits.float().mean().item(), hits.sum().item() / len(labels)]
+
+
+def _probe(fn: Callable, labels: list[int], logits: list[list[float]]) -> Any:
+    """fn's accuracy for a model whose output is ``logits`` (the images themselves); None when fn fails there."""
+    try:
+        # task: "The model here has no dropout, so its train/eval mode does not matter yet"
+        return _run(fn, nn.Sequential(nn.Flatten()), torch.tensor(logits), torch.tensor(labels), allow=Allow(modes=True))
+    except CheckError:
+        return None
+
+
+# Every prediction right (accuracy 1), while argmax over the images picks image indices 3 to 5, no class at all
+ALL_RIGHT = ([0, 1, 2, 0, 1, 2], [[1.0, 0, 0], [0, 2, 0], [0, 0, 3], [4, 0, 0], [0, 5, 0], [0, 0, 6]])
+# Every prediction wrong (accuracy 0), while argmax over the images (dim 0) gives exactly the labels
+ONLY_DIM_0_RIGHT = ([1, 2, 0], [[0, 0, 7.0], [5, 0, 0], [0, 6, 0]])
+
+
 def check_accuracy(fn: Callable, inputs: Sequence[tuple[nn.Module, torch.Tensor, torch.Tensor]] | None = None) -> None:
     """Checks the value: a Python float, the fraction of correct predictions."""
     inputs = inputs if inputs is not None else _accuracy_examples()
@@ -490,7 +546,31 @@ def check_accuracy(fn: Callable, inputs: Sequence[tuple[nn.Module, torch.Tensor,
             correct = (model(images).argmax(dim=1) == labels).sum().item()
         # task: "The model here has no dropout, so its train/eval mode does not matter yet"
         got = _run(fn, model, images, labels, allow=Allow(modes=True))
+        floor_divided = float(correct // len(labels))
+        over_images = _argmax_over_images(model, images, labels)
+        probes: dict[str, Any] = {}  # fn on two small cases, run only when a wrong value needs telling apart
+
+        def on(name: str, case: tuple) -> Any:
+            if name not in probes:
+                probes[name] = _probe(fn, *case)
+            return probes[name]
+
+        def floor_division(g: Any) -> bool:
+            return _is(g, floor_divided) and (not any(_is(g, v) for v in over_images)
+                                              or _is(on("all right", ALL_RIGHT), 1.0))
+
+        def wrong_dim(g: Any) -> bool:
+            return any(_is(g, v) for v in over_images) and _is(on("dim 0", ONLY_DIM_0_RIGHT), 1.0)
+
         expect_close(got, ref.accuracy(model, images, labels), what=what, mistakes=[
+            Mistake(f"that is {correct} correct // {len(labels)} images: // is integer (floor) division, which "
+                    "rounds every fraction below 1 down to 0. Divide with /", matches=floor_division,
+                    where="look at the last step: how the count of correct predictions becomes a fraction"),
+            Mistake("your predictions come from argmax over the wrong dimension: the model's output is [images, "
+                    "classes], so argmax(dim=1) gives one class per image; argmax(dim=0) gives, for each class, the "
+                    "index of the image that scores it highest",
+                    matches=wrong_dim,
+                    where="look at the dimension argmax reduces: dim 1 holds the classes, dim 0 the images"),
             Mistake(f"you returned the number of correct predictions ({correct}); divide by the number of images "
                     f"({len(labels)}) to get a fraction", lambda: correct,
                     where="look at the last step: how the count of correct predictions becomes a fraction"),
@@ -542,7 +622,19 @@ def check_softplus_backward(fn: Callable, inputs: Sequence[tuple[torch.Tensor, t
     inputs = inputs if inputs is not None else _softplus_examples()
     for x, grad_output in inputs:
         got = _run(fn, x, grad_output)
-        expect_tensor(got, ref.softplus_backward(x, grad_output), given=x,
+        precise = x.dtype == torch.float64  # task: "Keep the dtype of x": float64's precision, not only its name
+        want = ref.softplus_backward(x, grad_output)
+        if (precise and isinstance(got, torch.Tensor) and got.shape == want.shape and got.dtype == want.dtype
+                and torch.allclose(got, want, rtol=1e-5, atol=1e-7) and not torch.allclose(got, want, rtol=1e-9, atol=1e-12)):
+            i = int(((got - want).abs() / want.abs().clamp_min(1e-300)).flatten().argmax())
+            g, w = got.flatten()[i].item(), want.flatten()[i].item()
+            raise CheckError(f"softplus_backward(x of shape {list(x.shape)}, grad_output): at flat index {i} (x = "
+                             f"{x.flatten()[i].item():g}) it is {g:.17g}, expected {w:.17g}: a relative error of "
+                             f"{abs(g - w) / abs(w):.1g}, where float64 keeps about 16 significant digits",
+                             where="look at the dtype of every tensor your formula computes with",
+                             mistake="part of your computation ran in float32 (a .float(), or a float32 tensor you "
+                                     "made), which keeps about 7 digits: compute in x's dtype throughout")
+        expect_tensor(got, want, given=x, atol=1e-12 if precise else 1e-5, rtol=1e-9 if precise else 1e-4,
                       what=f"softplus_backward(x of shape {list(x.shape)}, grad_output)", mistakes=[
                           Mistake("you forgot the chain rule: multiply the local derivative by grad_output",
                                   lambda: torch.sigmoid(x), where='look at where grad_output enters'),
@@ -836,7 +928,9 @@ def _edge_examples() -> list[tuple[str, tuple]]:
     y = 2 * x + 0.3 * _randn(20, seed=122)
     start = _leaves(torch.tensor(2.0), torch.tensor(0.0))
     start_error = ((2 * x - y) ** 2).mean().item()
+    exact = torch.tensor([-1.0, -0.5, 0.0, 0.5, 1.0])  # 2 * x + 0.5 is exact here: the error is 0.0 in any formula
     return [("already", (_line, start, x, y, 0.1, start_error * 1.01, 50)),  # zero steps: leave the params alone
+            ("already", (_line, _leaves(torch.tensor(2.0), torch.tensor(0.5)), exact, 2 * exact + 0.5, 0.1, 0.0, 5)),
             ("unreachable", (_line, _leaves(torch.tensor(0.0), torch.tensor(0.0)), x, y, 0.1, 1e-6, 30)),  # noise
             ("no steps", (_line, _leaves(torch.tensor(0.0), torch.tensor(0.0)), x, y, 0.1, 0.5, 0))]
 
@@ -850,7 +944,18 @@ def check_fit_to_target_edges(fn: Callable, inputs: Sequence[tuple[str, tuple]] 
         with torch.no_grad():
             error = ((predict(params, x) - y) ** 2).mean().item()
         if error <= target:
-            got = _call_fit(fn, predict, params, x, y, lr, target, max_steps, what)
+            try:
+                got = _call_fit(fn, predict, params, x, y, lr, target, max_steps, what)
+            except CheckError as raised:
+                cause = raised.__cause__
+                if not isinstance(cause, Exception) or any(p in str(cause) for p, _ in KNOWN_ERRORS):
+                    raise
+                raise CheckError(f"{what} raised {type(cause).__name__} ({str(cause)[:80]}), but the params already "
+                                 f"met the target: their error, {error:.6g}, is at most {target:.4g}",
+                                 where="look at how your loop compares the error with target ('at most' includes "
+                                       "equal), and at whether it compares before the first update",
+                                 mistake="the error equals the target exactly, and 'at most' includes equal: compare "
+                                         "with <=, not <" if error == target else None) from None
             expect(_same_params(params, start) and all(torch.equal(p.detach(), q) for p, q in zip(params, start)),
                    f"{what}: the params already met the target (error {error:.6g} <= {target:.4g}) but your call "
                    "changed them",
@@ -865,9 +970,21 @@ def check_fit_to_target_edges(fn: Callable, inputs: Sequence[tuple[str, tuple]] 
         try:
             got = _call_fit(fn, predict, params, x, y, lr, target, max_steps, what)
         except CheckError as raised:
+            cause = raised.__cause__
             if expected_raise(raised, RuntimeError):
                 continue
-            raise
+            if not isinstance(cause, Exception) or any(p in str(cause) for p, _ in KNOWN_ERRORS):
+                raise
+            tb = cause.__traceback__
+            while tb is not None and tb.tb_next is not None:
+                tb = tb.tb_next
+            own = tb is not None and tb.tb_frame.f_code is getattr(fn, "__code__", None)  # your own raise statement
+            raise CheckError(f"{what} raised {type(cause).__name__} ({str(cause)[:80]}): {max_steps} steps of gradient "
+                             f"descent do not bring the error to {target:.4g} (it starts at {error:.6g}), and for that "
+                             "the task asks for a RuntimeError",
+                             where="look at the exception your function raises when it gives up",
+                             mistake=f"raise RuntimeError, not {type(cause).__name__}: the caller catches the kind of "
+                                     "error the task names" if own else None) from None
         raise CheckError(f"{what} returned {describe(got)}, but {max_steps} steps of gradient descent do not bring "
                          f"the error to {target:.4g} (it starts at {error:.6g}); expected a RuntimeError",
                          where="look at what your function does after its last allowed step when the target is "

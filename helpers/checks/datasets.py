@@ -20,6 +20,8 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import torch
 from torch.nn.utils.rnn import pad_sequence
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 from torch.utils.data import DataLoader, Dataset, RandomSampler, SequentialSampler, Subset, TensorDataset
 
 from helpers.checks import (Allow, CheckError, Mistake, call, describe, expect, expect_close, expect_tensor,
@@ -131,6 +133,17 @@ def check_points_dataset(cls: type, inputs: Sequence[tuple[list, list]] | None =
                                  where="look at when the lists become tensors",
                                  mistake="your dataset keeps the Python lists and converts them in __getitem__, "
                                          "again on every read; convert both lists to tensors once, in __init__")
+            if isinstance(x, torch.Tensor) and _not_converted(y):
+                kept = i == 0 and y == 1000  # the caller's list, changed after __init__, shows through
+                raise CheckError(f"dataset[{i}] holds a Tensor (the features) and a Python {type(y).__name__} (the label, "
+                                 f"{y!r}); expected two tensors, the label a 0-d int64 tensor",
+                                 where="look at how the label reaches __getitem__'s return: indexing a tensor gives "
+                                       "a 0-d tensor, while .item(), int() or indexing a Python list give a number",
+                                 mistake="your dataset keeps the caller's list of labels and indexes it; convert the "
+                                         "labels to a tensor once, in __init__" if kept else
+                                 "return the label as the tensor indexing gives, without turning it into a Python "
+                                 "number (no .item() or int()), and make sure the labels were converted to a tensor "
+                                 "in __init__")
             if _not_converted(x) or _not_converted(y):
                 raise CheckError(f"dataset[{i}] holds a {type(x).__name__} and a {type(y).__name__}; expected two "
                                  "tensors", where="look at __init__: where the lists become tensors",
@@ -229,6 +242,16 @@ def check_fix_length(fn: Callable[[torch.Tensor, int], torch.Tensor],
                                         "e.g. F.pad(signal, (0, length - len(signal)))",
                                         lambda: torch.nn.functional.pad(signal, (length - n, 0)) if n < length else None,
                                         where="look at which side the zeros go when the signal is too short"),
+                                Mistake("you filled the missing samples by repeating the signal from its start; "
+                                        "the task pads with zeros",
+                                        lambda: signal.repeat(length // n + 1)[:length] if 0 < n < length else None,
+                                        where="look at what fills the samples after the end of a short signal"),
+                                Mistake("your last sample is 0 where the signal has a value: you cropped one sample "
+                                        "too many (signal[:length - 1]) and a zero took its place; keep "
+                                        "signal[:length], the first length samples",
+                                        lambda: torch.cat([signal[:length - 1], signal.new_zeros(1)])
+                                        if n >= length > 0 and signal[length - 1] != 0 else None,
+                                        where="look at the end of the slice you crop with"),
                                 Mistake(f"the signal came back unchanged ({n} samples); it must have exactly "
                                         f"{length}", lambda: signal if n != length else None,
                                         where="look at the branch for a signal whose length is not the wanted one"),
@@ -451,7 +474,7 @@ def _padded_mistakes(batch: list[torch.Tensor], want: torch.Tensor) -> list[Mist
 
 
 def _lengths_mistakes(lengths: list[int], longest: int, numels: list[int] | None = None,
-                      padded: torch.Tensor | None = None) -> list[Mistake]:
+                      padded: torch.Tensor | None = None, last_dims: list[int] | None = None) -> list[Mistake]:
     # Time steps that hold a non-zero value: what counting "real" entries of the padded batch gives.
     nonzero = None if padded is None else (padded != 0).flatten(2).any(dim=2).sum(dim=1) if padded.dim() > 2 \
         else (padded != 0).sum(dim=1)
@@ -467,6 +490,11 @@ def _lengths_mistakes(lengths: list[int], longest: int, numels: list[int] | None
                 lambda: torch.full((len(lengths),), longest) if len(set(lengths)) > 1 else None,
                 where="look at where the lengths come from: each sequence before padding"),
     ]
+    if last_dims is not None and last_dims != lengths:
+        mistakes.append(Mistake("those are the sizes of each sequence's last dimension (its features per time "
+                                "step); a sequence is [time steps, features], so its length is its first size, "
+                                "sequence.shape[0] or len(sequence)", lambda: torch.tensor(last_dims),
+                                where="look at which dimension of one sequence you measure"))
     if numels is not None and numels != lengths:
         mistakes.append(Mistake("you counted elements (numel); a sequence's length is its number of time steps, "
                                 "len(sequence) or sequence.shape[0]", lambda: torch.tensor(numels),
@@ -517,7 +545,8 @@ def check_collate_sequences(fn: Callable[[list[tuple[torch.Tensor, int]]], tuple
                                 *_padded_mistakes(sequences, want_padded)])
         expect_tensor(lengths, want_lengths, what=f"the lengths for sequences of shapes {shapes}",
                       mistakes=_lengths_mistakes([len(s) for s in sequences], want_padded.shape[1],
-                                                 [s.numel() for s in sequences], padded=want_padded))
+                                                 [s.numel() for s in sequences], padded=want_padded,
+                                                 last_dims=[s.shape[-1] for s in sequences]))
         label_list = [y for _, y in batch]
         expect_tensor(labels, want_labels, what=f"the labels {label_list}",
                       mistakes=[Mistake("the labels are still a tuple or list: you forgot to convert them "
@@ -583,22 +612,75 @@ def _stats_mistakes(dataset: TensorDataset, batch_size: int, which: str) -> list
         Mistake("that is the variance; the standard deviation is its square root",
                 lambda: images.var(correction=0).item(),
                 where="look at the last step, from the variance to the std"),
+        Mistake("your std is 0: with n counting images instead of pixels, sum(x**2) / n - (sum(x) / n)**2 comes out "
+                "negative here, and clamping it to 0 hides that; n must count every pixel (images.numel())",
+                matches=lambda got: got == 0 and pixels > 1 and (images.square().sum() / len(images)
+                                                                 - (images.sum() / len(images)) ** 2).item() < 0,
+                where="look at the count you divide the sums by"),
         Mistake("your variance came out negative, so its square root is complex: sum(x**2) / n - mean**2 is never "
                 "negative when the sums and n describe the same pixels; n must count every pixel (images.numel())",
                 matches=lambda got: isinstance(got, complex), where="look at the count you divide the sums by"),
     ]
 
 
-def _batch_spy(tensors: Sequence[torch.Tensor], log: list[int]) -> TensorDataset:
+class _HeldMemory(TorchDispatchMode):
+    """While active, remembers (weakly) every tensor of more than one element that torch makes, so that
+    :meth:`bytes_alive` tells how much of that memory is still held: copies (``.double()``, ``.flatten()``...) and
+    results (``torch.cat``) count, not only the batches a loader gave."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch would otherwise wrap __torch_dispatch__ in dynamo.disable, importing torch._dynamo (many seconds)
+        # on first use; nothing here is compiled
+        return False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.made: list[weakref.ref] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204 (torch's signature)
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor) and t.numel() > 1:
+                self.made.append(weakref.ref(t))
+        return out
+
+    def bytes_alive(self) -> int:
+        self.made = [r for r in self.made if r() is not None]
+        storages = {}
+        for r in self.made:
+            t = r()
+            if t is not None:
+                storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return sum(storages.values())
+
+
+def _batch_spy(tensors: Sequence[torch.Tensor], log: list[int], held: _HeldMemory | None = None,
+               held_log: list[int] | None = None) -> TensorDataset:
     """A TensorDataset that records, in ``log`` (kept outside the dataset, so the dataset itself is unchanged),
-    the size of every batch a DataLoader fetches from it (the loader asks ``__getitems__`` for a whole batch)."""
+    the size of every batch a DataLoader fetches from it (the loader asks ``__getitems__`` for a whole batch),
+    and in ``held_log`` how many bytes ``held`` finds alive as each batch is fetched."""
 
     class BatchSpy(TensorDataset):
         def __getitems__(self, indices: list[int]) -> list:
             log.append(len(indices))
+            if held is not None and held_log is not None:
+                held_log.append(held.bytes_alive())
             return [self[i] for i in indices]
 
     return BatchSpy(*tensors)
+
+
+def _grows_per_batch(held_log: list[int], sizes: list[int], batch_bytes: int) -> int | None:
+    """The first batch k whose fetch ended three fetches of full batches in a row, each finding at least 3/4 of a
+    batch more memory held than the one before: every batch, or a copy of it, was kept. None when not. (A loop
+    that keeps running totals holds the same memory from its second batch on, whatever its temporaries.)"""
+    for k in range(3, min(len(held_log), len(sizes))):
+        window = range(k - 3, k + 1)
+        if all(sizes[j] == sizes[0] for j in window) and all(
+                held_log[j + 1] - held_log[j] >= 0.75 * batch_bytes for j in range(k - 3, k)):
+            return k
+    return None
 
 
 def _holding_spy(held: list[int]) -> type:
@@ -629,11 +711,13 @@ def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
         images = dataset.tensors[0].double()
         shown = f"mean_std({len(dataset)} images of shape {list(images.shape[1:])}, batch_size={batch_size})"
         batches: list[int] = []
-        spy = _batch_spy(dataset.tensors, batches) if isinstance(dataset, TensorDataset) else dataset
+        memory, held_bytes = _HeldMemory(), []
+        spy = _batch_spy(dataset.tensors, batches, memory, held_bytes) if isinstance(dataset, TensorDataset) \
+            else dataset
         # task: "Go through it with DataLoader(dataset, batch_size=batch_size)": iterating a DataLoader built
         # without a generator draws its base seed from the global generator, so that draw is allowed.
         held: list[int] = []
-        with substitute(fn, DataLoader=_holding_spy(held)):
+        with substitute(fn, DataLoader=_holding_spy(held)), memory:
             got = call(fn, spy, batch_size, allow=Allow(global_rng=True))
         # task: "never hold more than one batch of images at a time" (the loop variable holds one while the next
         # is fetched; more than two means earlier batches were kept)
@@ -645,6 +729,18 @@ def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
                              mistake="you kept every batch (in a list, or for torch.cat) to compute the statistics "
                                      "at the end: keep running totals (sums and a count) and let each batch go, so "
                                      "a dataset larger than memory works" if held[k] == k else None)
+        batch_bytes = dataset.tensors[0][:batch_size].nbytes if isinstance(dataset, TensorDataset) else 0
+        grown = _grows_per_batch(held_bytes, batches, batch_bytes) if batch_bytes else None
+        if grown is not None:
+            raise CheckError(f"{shown}: the memory your function held grew with every batch: when batch {grown} was "
+                             f"fetched it held {held_bytes[grown] - held_bytes[grown - 3]} bytes more than at batch "
+                             f"{grown - 3}, where "
+                             f"one batch of images is {batch_bytes} bytes; expected about one batch held at a time",
+                             where="look at what your loop keeps from each batch: a list of batches, or of copies "
+                                   "of them (.double(), .flatten(), a list comprehension over the loader)",
+                             mistake="you kept (a copy of) every batch, to compute the statistics at the end: keep "
+                                     "running totals (sums and a count) and let each batch go, so a dataset larger "
+                                     "than memory works")
         expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{shown} should return (mean, std), not {describe(got)}",
                where="look at your return statement: it returns the mean and the std, in that order")
         if part in ("both", "mean") and batches and len(dataset) >= batch_size:
@@ -717,6 +813,14 @@ def check_split_train_val(fn: Callable[[Dataset, float, int], tuple[Subset, Subs
                 mistake=("you returned (validation, training); return (train, val)" if swapped else
                          f"your validation part has {len(val)} samples: {n} * {fraction} = {n * fraction:g} was "
                          f"rounded up; the task's int() rounds down, to {n_val}" if rounded else None))
+        again = call(fn, dataset, fraction, seed)
+        if _indices(again[1]) != _indices(val) or _indices(again[0]) != _indices(train):
+            raise CheckError(f"{shown}, called twice, gave two different splits (validation indices starting "
+                             f"{_indices(val)[:5]} and {_indices(again[1])[:5]}); the same seed must give the same "
+                             "split", where="look at how the generator you shuffle with is seeded",
+                             mistake="the shuffle does not depend on the seed alone: the generator is never seeded "
+                                     "with seed (a new Generator starts from a fixed default, g.seed() from the "
+                                     "clock); make it with torch.Generator().manual_seed(seed)")
         other = call(fn, dataset, fraction, seed + 1)
         if _indices(other[0]) == _indices(train):
             raise CheckError(f"{shown} and seed={seed + 1} give the same split; a different seed should give a "
@@ -749,6 +853,14 @@ def _global_draw_mistake(loader: DataLoader) -> str:
                 "DataLoader the seeded generator (generator=..., with shuffle=True)")
     return "give the DataLoader its own generator seeded with seed (generator=...); without one it draws from the " \
            "global generator"
+
+
+def _shared_generator(a: DataLoader, b: DataLoader) -> bool:
+    """Whether two loaders draw from one and the same generator object (their own, or their samplers')."""
+    def generators(loader: DataLoader) -> list[torch.Generator]:
+        found = [loader.generator, getattr(loader.sampler, "generator", None)]
+        return [g for g in found if isinstance(g, torch.Generator)]
+    return any(g is h for g in generators(a) for h in generators(b))
 
 
 def _order(loader: DataLoader) -> list[list[int]]:
@@ -814,15 +926,24 @@ def check_make_loaders(fn: Callable[..., tuple[DataLoader, DataLoader]],
                        f"{shown}): the training loader's last batch holds "
                        f"{n_train % batch_size or batch_size} samples; expected the incomplete last batch dropped",
                        where="look at the training loader's drop_last setting")
+                # task: "two loaders built with one seed give the same orders": the second is built before either
+                # is iterated, so loaders that share one generator (made once, reseeded per call) show it
+                second_loader = call(fn, train_set, val_set, batch_size, seed, cpu)[0]
                 before = torch.get_rng_state()
                 order = _order(train)
-                second = _order(call(fn, train_set, val_set, batch_size, seed, cpu)[0])
+                second = _order(second_loader)
                 if order != second:
-                    raise CheckError(f"{shown}): two loaders built with the same seed shuffle differently ("
-                                     f"{order[0]} and {second[0]} first); expected the same order",
-                                     where="look at how the training loader's shuffle is seeded",
-                                     mistake="the shuffle is not seeded: give the DataLoader its own generator "
-                                             "seeded with seed (generator=)")
+                    shared = _shared_generator(train, second_loader)
+                    raise CheckError(f"{shown}): two training loaders built with the same seed, both built before "
+                                     f"either is iterated, shuffle differently ({order[0]} and {second[0]} first); "
+                                     "expected the same order",
+                                     where="look at how the training loader's shuffle is seeded, and where its "
+                                           "generator is made",
+                                     mistake="the two loaders share one generator object (made once, outside the "
+                                             "function, and reseeded on every call): iterating one moves the other's "
+                                             "order. Make a new torch.Generator() in every call" if shared else
+                                     "the shuffle is not seeded: give the DataLoader its own generator "
+                                     "seeded with seed (generator=)" if train.generator is None else None)
                 if not torch.equal(before, torch.get_rng_state()):
                     raise CheckError(f"{shown}): iterating your training loader changed PyTorch's global random "
                                      "state; expected it to draw from its own generator only",

@@ -58,9 +58,26 @@ def vjp_jacobian_times_v(f, x, v):
 
 
 def vjp_weighted_sum(f, x, v):  # a correct alternative: (v * f(x)).sum() has gradient v @ J
+    x = x.detach().clone().requires_grad_(True)
+    (v * f(x)).sum().backward()
+    return x.grad
+
+
+def vjp_weighted_sum_undetached(f, x, v):  # a copy that is not detached: no leaf when x requires grad
     x = x.clone().requires_grad_(True)
     (v * f(x)).sum().backward()
     return x.grad
+
+
+def vjp_copy_by_arithmetic(f, x, v):  # x * 1.0 is a new tensor, but still part of x's graph
+    copy = (x * 1.0).requires_grad_()
+    f(copy).backward(gradient=v)
+    return copy.grad
+
+
+def vjp_autograd_grad_of_clone(f, x, v):  # right: autograd.grad differentiates w.r.t. the clone, touching no .grad
+    copy = x.clone().requires_grad_()
+    return torch.autograd.grad(f(copy), copy, grad_outputs=v)[0]
 
 
 # ---------------------------------------------------------------- per_batch_grads
@@ -275,6 +292,25 @@ def accuracy_freezes_model(model, images, labels):
     return (model(images).argmax(dim=1) == labels).float().mean().item()
 
 
+def accuracy_floor_of_tensors(model, images, labels):  # floor division of two tensors: 0 unless all are right
+    with torch.no_grad():
+        hits = (model(images).argmax(dim=1) == labels).sum()
+    return (hits // torch.tensor(len(labels))).item()
+
+
+def accuracy_max_over_images(model, images, labels):  # max over dim 0: one image index per class
+    with torch.no_grad():
+        predicted = model(images).max(dim=0).indices
+    n = min(len(predicted), len(labels))
+    return (predicted[:n] == labels[:n]).sum().item() / len(labels)
+
+
+def accuracy_topk(model, images, labels):  # right: the top-1 class by topk, counted in Python
+    with torch.no_grad():
+        top = model(images).topk(1, dim=1).indices.squeeze(1)
+    return sum(int(p) == int(t) for p, t in zip(top, labels)) / len(labels)
+
+
 def accuracy_inference_mode(model, images, labels):  # also right
     with torch.inference_mode():
         return (model(images).argmax(dim=1) == labels).float().mean().item()
@@ -297,6 +333,15 @@ def softplus_exp_only(x, grad_output):
 
 def softplus_float32(x, grad_output):
     return (grad_output * torch.sigmoid(x)).float()
+
+
+def softplus_exp_in_float32(x, grad_output):  # float64 result by promotion, float32 precision
+    e = torch.exp(-x.to(torch.float32))
+    return grad_output / (1 + e)
+
+
+def softplus_tanh_form(x, grad_output):  # right: sigmoid(x) = (1 + tanh(x / 2)) / 2, in x's dtype
+    return grad_output * (1 + torch.tanh(x / 2)) / 2
 
 
 # ---------------------------------------------------------------- gradients_are_correct
@@ -390,6 +435,15 @@ CASES = [
     Reject(checks.check_vector_jacobian_product, vjp_with_ones, "as if v were all ones"),
     Reject(checks.check_vector_jacobian_product, vjp_no_gradient, "pass gradient=v"),
     Reject(checks.check_vector_jacobian_product, vjp_jacobian_times_v, "you computed J @ v"),
+    Reject(checks.check_softplus_backward, softplus_exp_in_float32, "ran in float32"),
+    Reject(checks.check_accuracy, accuracy_floor_of_tensors, "integer (floor) division"),
+    Reject(checks.check_accuracy, accuracy_max_over_images, "argmax over the wrong dimension"),
+    Accept(checks.check_accuracy, accuracy_topk),
+    Accept(checks.check_accuracy_no_graph, accuracy_topk),
+    Accept(checks.check_softplus_backward, softplus_tanh_form),
+    Reject(checks.check_vector_jacobian_product, vjp_weighted_sum_undetached, "its .grad was filled"),
+    Reject(checks.check_vector_jacobian_product, vjp_copy_by_arithmetic, "its .grad was filled"),
+    Accept(checks.check_vector_jacobian_product, vjp_autograd_grad_of_clone),
     Accept(checks.check_per_batch_grads, ref.per_batch_grads),
     Accept(checks.check_per_batch_grads, per_batch_set_to_none),
     Reject(checks.check_per_batch_grads, per_batch_never_zeroed, "you never cleared w.grad"),
@@ -935,7 +989,7 @@ def accuracy_keeps_graph(model, images, labels):
 CASES += [
     Reject(checks.check_mean_square_grad, mean_square_grad_create_graph, "still attached to the autograd graph"),
     Reject(checks.check_per_batch_grads, per_batch_steps_w, "changed w itself"),
-    Reject(checks.check_fit_line_by_hand, by_hand_random_start, "w should be 1.99178"),
+    Reject(checks.check_fit_line_by_hand, by_hand_random_start, "the task asks for nothing random"),
     Reject(checks.check_fit_line_with_sgd, sgd_grad_left_off, "left gradient tracking switched off"),
     Reject(checks.check_accuracy_no_graph, accuracy_keeps_graph, "ran with gradient recording on"),
 ]
@@ -1063,7 +1117,108 @@ def fit_checks_before_each_update_only(predict, params, x, y, lr, target, max_st
     raise RuntimeError("target not reached")  # never looks at the params after the last update
 
 
+def by_hand_zero_grad_before_update(x, y, lr, steps):  # cleared by set-to-None... after backward, before the step
+    w = torch.zeros((), requires_grad=True)
+    b = torch.zeros((), requires_grad=True)
+    for _ in range(steps):
+        ((w * x + b - y) ** 2).mean().backward()
+        with torch.no_grad():
+            for p in (w, b):
+                p.grad.zero_()
+                p -= lr * p.grad
+    return w.item(), b.item()
+
+
+def by_hand_one_parameter_at_a_time(x, y, lr, steps):  # one parameter at a time: b's gradient is taken at the moved w
+    w = torch.zeros((), requires_grad=True)
+    b = torch.zeros((), requires_grad=True)
+    for _ in range(steps):
+        for p in (w, b):
+            loss = ((w * x + b - y) ** 2).mean()
+            (grad,) = torch.autograd.grad(loss, p)
+            with torch.no_grad():
+                p -= lr * grad
+    return w.item(), b.item()
+
+
+def by_hand_random_pair_start(x, y, lr, steps):  # starts from random values drawn from the global generator
+    w, b = torch.rand(2).unbind()
+    w.requires_grad_()
+    b.requires_grad_()
+    for _ in range(steps):
+        ((w * x + b - y) ** 2).mean().backward()
+        with torch.no_grad():
+            w -= lr * w.grad
+            b -= lr * b.grad
+        w.grad = b.grad = None
+    return w.item(), b.item()
+
+
+def by_hand_autograd_grad(x, y, lr, steps):  # right: both gradients from one torch.autograd.grad call
+    w = torch.zeros((), requires_grad=True)
+    b = torch.zeros((), requires_grad=True)
+    for _ in range(steps):
+        grad_w, grad_b = torch.autograd.grad(((w * x + b - y) ** 2).mean(), [w, b])
+        with torch.no_grad():
+            w.sub_(lr * grad_w)
+            b.sub_(lr * grad_b)
+    return float(w), float(b)
+
+
+def fit_while_not_below(predict, params, x, y, lr, target, max_steps):  # keeps going while the error equals target
+    optimizer = torch.optim.SGD(params, lr=lr)
+    steps = 0
+    loss = _mse(predict, params, x, y)
+    while loss.item() >= target:
+        if steps == max_steps:
+            raise RuntimeError(f"still at {loss.item()} after {steps} steps")
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        steps += 1
+        loss = _mse(predict, params, x, y)
+    return loss.item()
+
+
+def fit_raises_plain_exception(predict, params, x, y, lr, target, max_steps):  # Exception, not RuntimeError
+    for step in range(max_steps + 1):
+        loss = _mse(predict, params, x, y)
+        if loss.item() <= target:
+            return loss.item()
+        if step == max_steps:
+            raise Exception("did not converge")
+        for p in params:
+            p.grad = None
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= lr * p.grad
+
+
+def fit_autograd_grad_with_flag(predict, params, x, y, lr, target, max_steps):  # right: torch.autograd.grad, a flag
+    for step in range(max_steps + 1):
+        loss = _mse(predict, params, x, y)
+        reached = loss.item() <= target
+        if reached or step == max_steps:
+            break
+        grads = torch.autograd.grad(loss, params)
+        with torch.no_grad():
+            for p, g in zip(params, grads):
+                p.sub_(lr * g)
+    if not reached:
+        raise RuntimeError(f"{max_steps} updates left the error at {loss.item():.4g}, above {target}")
+    return loss.item()
+
+
 CASES += [
+    Reject(checks.check_fit_line_by_hand, by_hand_zero_grad_before_update, "w and b never moved from 0"),
+    Reject(checks.check_fit_line_by_hand, by_hand_one_parameter_at_a_time, "one parameter at a time"),
+    Accept(checks.check_fit_line_by_hand, by_hand_autograd_grad),
+    Reject(checks.check_fit_line_by_hand, by_hand_random_pair_start, "the task asks for nothing random"),
+    Reject(checks.check_fit_to_target_edges, fit_while_not_below, "compare with <=, not <"),
+    Reject(checks.check_fit_to_target_edges, fit_raises_plain_exception, "raise RuntimeError, not Exception"),
+    Accept(checks.check_fit_to_target, fit_autograd_grad_with_flag),
+    Accept(checks.check_fit_to_target_edges, fit_autograd_grad_with_flag),
     Reject(checks.check_fit_line_by_hand, by_hand_while_loop_short, "after 59 updates; the task asks for 60"),
     Reject(checks.check_fit_line_by_hand, by_hand_manual_gradient_halved, "a factor 2 is missing"),
     Reject(checks.check_fit_line_by_hand, by_hand_b_uses_w_grad, "b moved by w's gradient"),

@@ -48,6 +48,22 @@ class PointsSwapped(ref.PointsDataset):
         return self.labels[index], self.features[index]
 
 
+class PointsIntLabel(ref.PointsDataset):  # the labels are a tensor, but int() turns each back into a number
+    def __getitem__(self, index):
+        return self.features[index], int(self.labels[index])
+
+
+class PointsLabelsKeptAsList(ref.PointsDataset):  # features converted, the caller's label list kept as it is
+    def __init__(self, features, labels):
+        self.features, self.labels = torch.tensor(features, dtype=torch.float32), labels
+
+
+class PointsLabelsStacked(ref.PointsDataset):  # right: one 0-d int64 tensor per label, stacked in __init__
+    def __init__(self, features, labels):
+        self.features = torch.stack([torch.tensor(row, dtype=torch.float32) for row in features])
+        self.labels = torch.stack([torch.tensor(label, dtype=torch.int64) for label in labels])
+
+
 class PointsNotADataset:
     def __init__(self, features, labels):
         pass
@@ -295,6 +311,23 @@ def loaders_no_shuffle(train_set, val_set, batch_size, seed, device):
 
 def loaders_unseeded(train_set, val_set, batch_size, seed, device):
     return _loaders(train_set, val_set, batch_size, seed, device, seeded=False)
+
+
+def loaders_default_argument_generator(train_set, val_set, batch_size, seed, device, generator=torch.Generator()):
+    """Wrong: a default argument is made once, so every call reseeds and hands out the same generator."""
+    pin = device.type == "cuda"
+    train = DataLoader(train_set, batch_size=batch_size, shuffle=True, drop_last=True, pin_memory=pin,
+                       generator=generator.manual_seed(seed))
+    return train, DataLoader(val_set, batch_size=batch_size, pin_memory=pin)
+
+
+def loaders_generator_then_seed(train_set, val_set, batch_size, seed, device):
+    """Correct: a new generator per call, seeded on its own line."""
+    generator = torch.Generator()
+    generator.manual_seed(seed)
+    pin = device.type == "cuda"
+    train = DataLoader(train_set, batch_size, shuffle=True, drop_last=True, pin_memory=pin, generator=generator)
+    return train, DataLoader(val_set, batch_size, pin_memory=pin)
 
 
 def loaders_global_seed(train_set, val_set, batch_size, seed, device):
@@ -977,6 +1010,9 @@ def share_rounded_tensor(load_ms, step_ms):
 CASES += [
     Reject(checks.check_recording_loader, recordings_unseeded_generator, "expected the seed to decide the order"),
     Reject(checks.check_points_dataset, PointsSortsLabels, "changed the list it was given as `labels`"),
+    Reject(checks.check_points_dataset, PointsIntLabel, "without turning it into a Python number"),
+    Reject(checks.check_points_dataset, PointsLabelsKeptAsList, "keeps the caller's list of labels"),
+    Accept(checks.check_points_dataset, PointsLabelsStacked),
     Reject(checks.check_loading_share, share_rounded_tensor, "should be"),
 ]
 
@@ -1115,6 +1151,8 @@ CASES += [
     Accept(checks.check_split_train_val, split_permutation),
     Reject(checks.check_make_loaders, loaders_equal_to_cuda, "cuda:1"),
     Reject(checks.check_make_loaders, loaders_sampler_generator, "your sampler has its own generator"),
+    Reject(checks.check_make_loaders, loaders_default_argument_generator, "share one generator object"),
+    Accept(checks.check_make_loaders, loaders_generator_then_seed),
     Accept(checks.check_make_loaders, loaders_device_type_in),
 ]
 
@@ -1269,4 +1307,109 @@ def recordings_only_comments_skipped(path, batch_size, seed):
 CASES += [
     Reject(checks.check_recording_loader, recordings_only_blank_lines_skipped, "it was reading the comment line"),
     Reject(checks.check_recording_loader, recordings_only_comments_skipped, "an empty string (from a blank line)"),
+]
+
+
+def mean_std_flattened_copies(dataset, batch_size=1000):
+    """Wrong: keeps a float64 copy of every batch's pixels (the batches themselves are let go) for one std at the end."""
+    pixels = []
+    for images, _ in DataLoader(dataset, batch_size=batch_size):
+        pixels.append(images.reshape(-1).to(torch.float64))
+    everything = torch.cat(pixels)
+    return everything.mean().item(), everything.std().item()
+
+
+def mean_std_many_temporaries(dataset, batch_size=1000):
+    """Correct: several batch-sized temporaries per batch, all let go by the next one (sums of centred values)."""
+    first = next(iter(DataLoader(dataset, batch_size=batch_size)))[0].double()
+    shift = first.mean().item()  # centring on a rough mean keeps the sums small
+    total = total_sq = 0.0
+    count = 0
+    for images, _ in DataLoader(dataset, batch_size=batch_size):
+        pixels = images.double()
+        centred = pixels - shift
+        squared = centred * centred
+        total += centred.sum().item()
+        total_sq += squared.sum().item()
+        count += pixels.numel()
+    mean = total / count
+    return shift + mean, math.sqrt(max(total_sq / count - mean**2, 0.0))
+
+
+CASES += [
+    Reject(checks.check_mean_std, mean_std_flattened_copies, "you kept (a copy of) every batch"),
+    Accept(checks.check_mean_std, mean_std_many_temporaries),
+]
+
+
+def fix_length_tiled(signal, length):
+    """Wrong: a short signal is tiled (np.resize-style) up to the length instead of padded with zeros."""
+    if len(signal) >= length:
+        return signal[:length].clone()
+    times = -(-length // len(signal))
+    return torch.cat([signal] * times)[:length]
+
+
+def fix_length_crop_short_by_one(signal, length):
+    """Wrong: crops to length - 1 samples, then pads what is missing with zeros."""
+    kept = signal[: length - 1] if len(signal) >= length else signal
+    return F.pad(kept, (0, length - len(kept)))
+
+
+def fix_length_new_full(signal, length):
+    """Correct: a zero-filled result of the signal's dtype, with the kept samples copied in."""
+    out = signal.new_full((length,), 0)
+    keep = min(length, len(signal))
+    out[:keep] = signal[:keep]
+    return out
+
+
+CASES += [
+    Reject(checks.check_fix_length, fix_length_tiled, "repeating the signal"),
+    Reject(checks.check_fix_length, fix_length_crop_short_by_one, "you cropped one sample too many"),
+    Accept(checks.check_fix_length, fix_length_new_full),
+]
+
+
+def collate_lengths_from_size_minus_one(batch):
+    """Wrong: measures each sequence by its last dimension, size(-1), the features per time step."""
+    sequences = [sequence for sequence, _ in batch]
+    lengths = torch.tensor([sequence.size(-1) for sequence in sequences])
+    return pad_sequence(sequences, batch_first=True), lengths, torch.tensor([label for _, label in batch])
+
+
+CASES += [
+    Reject(checks.check_collate_sequences, collate_lengths_from_size_minus_one, "features per time step"),
+]
+
+
+def split_generator_from_clock(dataset, val_fraction, seed):
+    """Wrong: the generator is seeded from the clock (g.seed()), and the seed argument never used."""
+    generator = torch.Generator()
+    generator.seed()
+    n_val = int(len(dataset) * val_fraction)
+    return tuple(random_split(dataset, [len(dataset) - n_val, n_val], generator=generator))
+
+
+CASES += [
+    Reject(checks.check_split_train_val, split_generator_from_clock, "the same seed must give the same split"),
+]
+
+
+def mean_std_images_counted_std_only(dataset, batch_size=1000):
+    """Wrong (std part): the mean counts pixels, but the std's sums are divided by the number of images, clamped."""
+    total = total_sq = 0.0
+    pixels = images_seen = 0
+    for images, _ in DataLoader(dataset, batch_size=batch_size):
+        x = images.double()
+        total += x.sum().item()
+        total_sq += x.square().sum().item()
+        pixels += x.numel()
+        images_seen += len(x)
+    variance = total_sq / images_seen - (total / images_seen) ** 2
+    return total / pixels, math.sqrt(max(variance, 0.0))
+
+
+CASES += [
+    Reject(checks.check_mean_std, mean_std_images_counted_std_only, "with n counting images instead of pixels"),
 ]
