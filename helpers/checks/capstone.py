@@ -52,7 +52,8 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, Subset, TensorDataset
 
-from helpers.checks import Allow, CheckError, Mistake, call, describe, expect, expect_close, expect_tensor, passed
+from helpers.checks import (Allow, CheckError, Mistake, call, describe, expect, expect_close, expect_tensor, passed,
+                            same_value)
 from helpers.reference import capstone as ref
 
 TIME_BUDGET_S = 60.0   # CPU seconds of training that learners plan for, on the grading machine
@@ -267,6 +268,46 @@ def _made_from_stored_pixels(got: Any, dataset: DigitImages) -> bool:
                for candidate in (raw, raw / 255, (raw / 255 - MNIST_MEAN) / MNIST_STD))
 
 
+class _LoaderSettings:
+    """Records the batch size and drop_last of every DataLoader built while it is active: the evidence for a last,
+    shorter batch that was dropped (DataLoader.__init__ is wrapped on the class, so every import of it is seen)."""
+
+    def __init__(self) -> None:
+        self.loaders: list[tuple[int | None, bool]] = []
+
+    def __enter__(self) -> "_LoaderSettings":
+        from torch.utils.data import DataLoader
+
+        self._init = DataLoader.__init__
+        original, loaders = self._init, self.loaders
+
+        @functools.wraps(original)
+        def init(loader, *args, **kwargs):  # noqa: ANN001, ANN202 - DataLoader's own signature
+            original(loader, *args, **kwargs)
+            loaders.append((loader.batch_size, bool(loader.drop_last)))
+
+        DataLoader.__init__ = init
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        from torch.utils.data import DataLoader
+
+        DataLoader.__init__ = self._init
+
+
+def _stacked_batches(got: Any, expected: torch.Tensor) -> bool:
+    """``got`` holds the expected items with one more leading dimension: the batches put side by side (torch.stack)
+    instead of joined end to end."""
+    return (isinstance(got, torch.Tensor) and got.dim() == expected.dim() + 1 and got.shape[2:] == expected.shape[1:]
+            and got.shape[0] * got.shape[1] == expected.shape[0]
+            and same_value(got.reshape(expected.shape).to(expected.dtype), expected))
+
+
+STACKED = ("torch.stack puts the batches side by side along a new first dimension ([number of batches, batch size, "
+           "...]); the items of every batch belong one after another along the existing one: torch.cat joins them "
+           "(a squeeze would only hide this while there is one batch)")
+
+
 def check_stack_dataset(fn: Callable, inputs: Sequence[tuple[int, int]] | None = None) -> None:
     """``fn(dataset) -> (images [N, 1, 28, 28] float32, labels [N] int64)``, in the dataset's order."""
     inputs = inputs or [(1030, 0), (7, 1)]
@@ -274,10 +315,17 @@ def check_stack_dataset(fn: Callable, inputs: Sequence[tuple[int, int]] | None =
         dataset = DigitImages(n, seed)
         images, labels = ref.stack_dataset(dataset)
         what = f"stack_dataset(dataset of {n})"
-        with _KeptRandomState():
+        with _KeptRandomState(), _LoaderSettings() as settings:
             # task: "It may draw from the global random generator": a DataLoader draws its base seed from it,
             # even without shuffling
-            result = call(fn, dataset, allow=Allow(global_rng=True))
+            try:
+                result = call(fn, dataset, allow=Allow(global_rng=True))
+            except CheckError as error:
+                if "stack expects each tensor to be equal size" in str(error.__cause__ or ""):
+                    raise CheckError(error.symptom,
+                                     where="look at how the batches are joined: the last batch is shorter than the "
+                                           "others", mistake=STACKED) from error.__cause__
+                raise
         if not isinstance(result, (tuple, list)) or len(result) != 2:
             raise CheckError(f"{what} should return (images, labels), but returned {describe(result)}",
                          where="look at your return statement")
@@ -298,8 +346,20 @@ def check_stack_dataset(fn: Callable, inputs: Sequence[tuple[int, int]] | None =
                           "the images from the dataset's items (dataset[i], or a DataLoader over it)",
                           where="look at where the images come from: the dataset's items, or its .data attribute",
                           matches=lambda got: _made_from_stored_pixels(got, dataset))
-        expect_tensor(got_images, images, what=f"{what}'s images", mistakes=[reordered, by_hand])
-        expect_tensor(got_labels, labels, what=f"{what}'s labels")
+        stacked = [Mistake(STACKED, where="look at how the batches are joined into one tensor",
+                           matches=lambda got, want=want: _stacked_batches(got, want)) for want in (images, labels)]
+        for got, want, kind in ((got_images, images, "images"), (got_labels, labels, "labels")):
+            if isinstance(got, torch.Tensor) and 0 < len(got) < n and got.shape[1:] == want.shape[1:] \
+                    and same_value(got.to(want.dtype), want[:len(got)]):
+                dropped = [size for size, drop in settings.loaders if drop and size and n - n % size == len(got)]
+                raise CheckError(f"{what}'s {kind} hold the first {len(got)} of the {n} items: the last {n - len(got)} "
+                                 "are missing", where="look at which items reach your tensors: every item of the "
+                                                      "dataset, the last (shorter) batch included",
+                                 mistake=f"a DataLoader with drop_last=True (here batch_size={dropped[0]}) leaves out "
+                                         "the last, shorter batch: keep it (drop_last=False, the default)"
+                                 if dropped else None)
+        expect_tensor(got_images, images, what=f"{what}'s images", mistakes=[reordered, by_hand, stacked[0]])
+        expect_tensor(got_labels, labels, what=f"{what}'s labels", mistakes=[stacked[1]])
     passed("stack_dataset", len(inputs))
 
 
@@ -603,6 +663,15 @@ def check_accuracy_on(fn: Callable, inputs: Sequence[tuple[int, int, int]] | Non
                     "a full one. Count correct predictions over all batches and divide by len(dataset)",
                     lambda: _per_batch_mean(model, dataset, batch_size),
                     where="look at what you divide by, and when"),
+            Mistake(f"that is the number of correct predictions divided by {math.ceil(n / batch_size)} batches x "
+                    f"batch_size={batch_size} = {math.ceil(n / batch_size) * batch_size}, which counts the last, "
+                    f"shorter batch as full: there are {n} samples. Divide by len(dataset)",
+                    lambda: round(expected * n) / (math.ceil(n / batch_size) * batch_size),
+                    where="look at what you divide by: the number of samples, whatever the batches hold"),
+            Mistake(f"that is the number of correct predictions divided by the number of batches "
+                    f"({math.ceil(n / batch_size)}, len of the loader): divide by the number of samples, len(dataset)",
+                    lambda: round(expected * n) / math.ceil(n / batch_size),
+                    where="look at what you divide by: the number of samples, whatever the batches hold"),
             Mistake("that is the number of correct predictions; divide by len(dataset) for the fraction",
                     lambda: float(round(expected * n)), where="look at what you return"),
             Mistake("that is a percentage; return the fraction (0 to 1)", lambda: expected * 100,

@@ -276,7 +276,7 @@ def expect_fixed(
         raise failure(f"{shows(got.value)} (the same as the program you were given)", where=where, mistake=bug)
     mistake = next((m for m in mistakes if m.explains(got.value)), None)
     if mistake is not None:
-        raise failure(shows(got.value), where=where, mistake=mistake.message)
+        raise failure(shows(got.value), where=mistake.where or where, mistake=mistake.message)
     if differs is not None:
         differs(got.value, want)
     raise failure(shows(got.value), where=where)
@@ -516,6 +516,12 @@ def check_predict_digits(fn: Callable[..., torch.Tensor], inputs: Sequence[tuple
                      where="follow the images from the argument to the model call: which tensor does the model "
                            "actually receive, and where is it? Compare what Module.to and Tensor.to do",
                      bug=_unmoved_bug(moves.targets, STAND_IN_DEVICE),
+                     mistakes=[Mistake("these are the highest scores (the values of max over dim 1), not the classes: "
+                                       "the class is the index where the maximum sits, which argmax(dim=1) (or max's "
+                                       ".indices) gives; a dtype conversion of the scores would not",
+                                       matches=lambda value: _top_scores(value, seed, images),
+                                       where="print what you return next to the model's output for the same images: "
+                                             "one class index 0..9 per image is expected")],
                      differs=_tensor(what))
         if left_on_device:
             raise failure(f"{what} returns the right predictions, but on the device ({STAND_IN_DEVICE}); the task "
@@ -531,6 +537,17 @@ def check_predict_digits(fn: Callable[..., torch.Tensor], inputs: Sequence[tuple
                                   "the device; the task computes on `device`: move the images there "
                                   "(images = images.to(device))")
     passed("predict_digits", len(inputs))
+
+
+def _top_scores(value: Any, seed: int, images: torch.Tensor) -> bool:
+    """``value`` is the eval-mode model's top score per image (logit, probability or log-probability), not its class."""
+    if not (isinstance(value, torch.Tensor) and value.is_floating_point() and value.shape == (len(images),)):
+        return False
+    model = _DeviceModel(seed).eval()
+    with torch.no_grad():
+        logits = model.net(images.as_subclass(torch.Tensor))
+    return any(torch.allclose(value.as_subclass(torch.Tensor).float(), scores.max(dim=1).values, atol=1e-5)
+               for scores in (logits, logits.softmax(dim=1), logits.log_softmax(dim=1)))
 
 
 # ---------------------------------------------------------------- 2. a layer of the wrong size
@@ -728,18 +745,35 @@ def _loss_differs(what: str, want: torch.Tensor, numbers: torch.Tensor) -> Calla
 def _forward_backward(block: nn.Module, x: torch.Tensor) -> dict[str, Any]:
     """Output, input gradient and parameter gradients of a weighted sum of ``block(x)``."""
     x = x.clone().requires_grad_()
-    out = block(x)
+    called: set[str] = set()
+    # which layers forward calls: a layer never called is the evidence for its missing gradient (not a cut graph)
+    hooks = [module.register_forward_hook(lambda m, args, output, name=name: called.add(name))
+             for name, module in block.named_children() if any(True for _ in module.parameters())]
+    try:
+        out = block(x)
+    finally:
+        for hook in hooks:
+            hook.remove()
     weights = torch.linspace(-1, 1, out.numel()).reshape(out.shape)
     (out * weights).sum().backward()
+    uncalled = sorted(name for name, module in block.named_children()
+                      if any(True for _ in module.parameters()) and name not in called)
     return {"output": out.detach(), "input grad": x.grad,
-            "parameter grads": {name: p.grad for name, p in block.named_parameters()}}
+            "parameter grads": {name: p.grad for name, p in block.named_parameters()}, "uncalled": uncalled}
 
 
 def _no_gradient(name: str, reference: dict) -> Callable[[Any], bool]:
+    """The layer ``name`` belongs to was called but its parameter got no gradient (a graph cut after it)."""
     def matches(got: Any) -> bool:
         grads = got["parameter grads"]
-        return grads.get(name) is None and reference["parameter grads"].get(name) is not None
+        layer = name.split(".")[0]
+        return grads.get(name) is None and reference["parameter grads"].get(name) is not None and \
+            layer not in got["uncalled"]
     return matches
+
+
+def _uncalled(got: Any) -> bool:
+    return bool(got["uncalled"])
 
 
 def check_gated_block(cls: type, inputs: Sequence[tuple[int, int, int]] | None = None) -> None:
@@ -768,7 +802,10 @@ def check_gated_block(cls: type, inputs: Sequence[tuple[int, int, int]] | None =
 
         def grads_symptom(got: dict, expected: dict) -> str:
             missing = [k for k, v in got["parameter grads"].items() if v is None]
-            return (f"{what}: the output is right, but {', '.join(missing)} get no gradient" if missing
+            output = "the output is right, but" if same_value(got["output"], expected["output"]) else \
+                "the output differs from x + sigmoid(gate(x)) * linear(x), and"
+            uncalled = (f" (forward never calls self.{', self.'.join(got['uncalled'])})" if got["uncalled"] else "")
+            return (f"{what}: {output} {', '.join(missing)} get no gradient{uncalled}" if missing
                     else f"{what}: the output or the gradients differ from x + sigmoid(gate(x)) * linear(x)'s")
 
         # the check's own backward fills the blocks' .grad: that is how it reads the gradients
@@ -779,10 +816,19 @@ def check_gated_block(cls: type, inputs: Sequence[tuple[int, int, int]] | None =
                      bug="h *= ... overwrites the output of sigmoid, which sigmoid's backward needs. Compute the "
                          "product as a new tensor (h = h * ...), so the saved one stays as it was",
                      symptom=grads_symptom,
+                     hints={"leaf Variable that requires grad is being used in an in-place operation":
+                            "forward changes in place a leaf tensor that requires grad: the caller's input x (x += "
+                            "..., x.add_) or a parameter. Compute a new tensor (return x + ...) instead"},
+                     error_where="find the line of forward the error points to, and what the error says about the "
+                                 "tensors on it",
                      mistakes=[Mistake("detach() (or no_grad) cut sigmoid out of the graph: that hides the error "
                                        "and the gate no longer learns. Compute the product as a new tensor instead",
                                        matches=_no_gradient("gate.weight", want),
-                                       where="look at how the gate's output is combined with the input in forward")],
+                                       where="look at how the gate's output is combined with the input in forward"),
+                               Mistake("a layer forward never calls gets no gradient and plays no part in the "
+                                       "output: the gate is sigmoid(self.gate(x)), the value self.linear(x)",
+                                       matches=_uncalled,
+                                       where="look at which layer each term of forward calls")],
                      differs=lambda got, expected: _differs_grads(what, got, expected))
     passed("GatedBlock", len(inputs))
 
@@ -1002,9 +1048,17 @@ def check_accuracy(fn: Callable[..., float], inputs: Sequence[tuple[int, int]] |
                           where="dropout and batch norm each keep their own training flag: after the line meant to "
                                 "switch the mode, print each submodule's .training",
                           mistake=_mode_mistake(trace.modes[at], model))
+        classes = 3
+        # argmax over the samples gives one entry per class: compared with one label per sample, the two sizes clash
+        over_samples = ("the predictions hold one entry per class (3), not one per sample: argmax(dim=0) reduces over "
+                        "the samples; the classes are dim 1 of the [N, 3] output")
         expect_fixed(what, got, want, broken,
                      where="dropout and batch norm each keep their own training flag: after the line meant to "
                            "switch the mode, print each submodule's .training",
+                     error_where="the error names two sizes: print the shape of the predictions and of the labels "
+                                 "where they meet (one prediction per sample, one class out of 3 each)",
+                     hints={f"size of tensor a ({classes}) must match the size of tensor b ({n})": over_samples,
+                            f"size of tensor a ({n}) must match the size of tensor b ({classes})": over_samples},
                      bug="model.training = False sets the flag of the outer module only; Dropout and BatchNorm1d "
                          "read their own, so they still drop units and use the batch's statistics. model.eval() "
                          "sets every submodule's flag",
@@ -1222,6 +1276,10 @@ def _training_cause(got: _Run, want: _Run, case: TrainCase) -> tuple[str, str | 
                 "cross_entropy expects",
                 "cross_entropy applies log-softmax itself and wants raw logits; softmax before it squashes them, so "
                 "the loss cannot go low and the gradients are tiny. Pass the model's output to it directly")
+    if _same_training(got, _three_bug_run(_summed_training, case)):  # it trains exactly as with summed losses
+        return ("the steps are too large: look at how cross_entropy combines the losses of a batch's samples",
+                "the loss is summed over each batch of 8 instead of averaged (reduction='sum'), so every step is 8 "
+                "times as large as the task's: cross_entropy averages by default (reduction='mean')")
     optimizer = _optimizer_difference(got.trace, want.trace)
     if optimizer:
         return ("look at the optimizer the program builds: the task trains with SGD and the learning rate it is "
@@ -1278,6 +1336,17 @@ def _training_on_probabilities(loss: Callable[[torch.Tensor, torch.Tensor], torc
                 optimizer.step()
 
     return train
+
+
+def _summed_training(model: nn.Module, train_set: Dataset, test_set: Dataset, epochs: int, lr: float) -> None:
+    """The training part done right but for the loss, summed over each batch instead of averaged."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    model.train()
+    for _ in range(epochs):
+        for inputs, targets in DataLoader(train_set, batch_size=8):
+            optimizer.zero_grad()
+            F.cross_entropy(model(inputs), targets, reduction="sum").backward()
+            optimizer.step()
 
 
 _softmax_training = _training_on_probabilities(F.cross_entropy)

@@ -130,6 +130,19 @@ def stack_small_batches(dataset):
     return torch.cat(images, dim=0), torch.cat(labels, dim=0)
 
 
+def stack_full_batches_only(dataset):
+    """Drops the last, shorter batch (drop_last=True): 1000 of 1030 items."""
+    batches = list(DataLoader(dataset, batch_size=100, drop_last=True))
+    return torch.cat([x for x, _ in batches]), torch.cat([y for _, y in batches])
+
+
+def stack_batches_side_by_side(dataset):
+    """torch.stack of equal batches: a new leading dimension [batches, batch size, ...] instead of one joined tensor."""
+    half = (len(dataset) + 1) // 2
+    images, labels = zip(*DataLoader(dataset, batch_size=half))
+    return torch.stack(images), torch.stack(labels)
+
+
 # ---------------------------------------------------------------- random_shift
 
 
@@ -383,6 +396,17 @@ def accuracy_per_batch_count(model, dataset, batch_size=500):
             correct += (model(images).argmax(dim=1) == labels).sum().item()
             batches += 1
     return correct / batches  # the number of batches, not of images
+
+
+def accuracy_counts_full_batches(model, dataset, batch_size=500):
+    """Counts every batch as batch_size samples: the last, shorter one too."""
+    model.eval()
+    correct = seen = 0
+    with torch.no_grad():
+        for images, labels in DataLoader(dataset, batch_size=batch_size):
+            correct += int((model(images).argmax(dim=1) == labels).sum())
+            seen += batch_size
+    return correct / seen
 
 
 def accuracy_keepdim_then_squeeze(model, dataset, batch_size=500):
@@ -654,6 +678,8 @@ CASES = [
     Reject(checks.check_stack_dataset, stack_float_labels, "should have dtype torch.int64"),
     Reject(checks.check_stack_dataset, stack_without_channel, "a dimension of size 1 is missing"),
     Reject(checks.check_stack_dataset, stack_stored_pixels, "the dataset's stored pixels (.data) converted by hand"),
+    Reject(checks.check_stack_dataset, stack_full_batches_only, "drop_last=True (here batch_size=100)"),
+    Reject(checks.check_stack_dataset, stack_batches_side_by_side, "torch.cat joins them"),
 
     Accept(checks.check_random_shift, ref.random_shift),
     Accept(checks.check_random_shift, shift_loop_slicing),
@@ -681,7 +707,8 @@ CASES = [
     Accept(checks.check_accuracy_on, accuracy_keyword_loader),
     Accept(checks.check_accuracy_on, accuracy_keepdim_then_squeeze),
     Reject(checks.check_accuracy_on, accuracy_keepdim_table, "broadcast to a [B, B] table"),
-    Reject(checks.check_accuracy_on, accuracy_per_batch_count, "more than 1, so not a fraction"),
+    Reject(checks.check_accuracy_on, accuracy_per_batch_count, "divided by the number of batches"),
+    Reject(checks.check_accuracy_on, accuracy_counts_full_batches, "counts the last, shorter batch as full"),
     Reject(checks.check_accuracy_on, accuracy_without_eval, "call model.eval()"),
     Reject(checks.check_accuracy_on, accuracy_train_mode_after_eval, "call model.eval()"),
     Reject(checks.check_accuracy_on, accuracy_top_level_flag_only, "in training mode"),

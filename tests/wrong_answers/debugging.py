@@ -56,6 +56,14 @@ def predict_argmax_dim0(model, images, device):
         return model(images.to(device)).argmax(dim=0).cpu()
 
 
+def predict_top_logit(model, images, device):
+    """Returns the top logit of each image (torch.max's values), not its class."""
+    model = model.to(device).eval()
+    with torch.no_grad():
+        top, _ = torch.max(model(images.to(device)), dim=1)
+    return top.cpu()
+
+
 def predict_moved_twice_discarded(model, images, device):
     """Still throws the copy away, now with non_blocking."""
     model.to(device)
@@ -248,6 +256,22 @@ class AddedNotMultiplied(ref.GatedBlock):
         return h + x
 
 
+class GateAsValue(ref.GatedBlock):
+    """The gate's layer computes the value too: self.linear is never called (no graph is cut)."""
+
+    def forward(self, x):
+        g = self.gate(x)
+        return x + torch.sigmoid(g) * g
+
+
+class AddsIntoInput(ref.GatedBlock):
+    """The product made out of place, but the residual added into the caller's x in place."""
+
+    def forward(self, x):
+        x.add_(torch.sigmoid(self.gate(x)) * self.linear(x))
+        return x
+
+
 class MulUnderscore(ref.GatedBlock):
     """Still in place: mul_ is the same operation as *=."""
 
@@ -396,6 +420,14 @@ def accuracy_back_to_train(model, images, labels):
     result = ref.accuracy(model, images, labels)
     model.train()
     return result
+
+
+def accuracy_classes_of_samples(model, images, labels):
+    """Takes the argmax over the samples (dim 0): one entry per class, compared with one label per sample."""
+    model.eval()
+    with torch.no_grad():
+        predictions = torch.argmax(model(images), 0)
+    return (labels == predictions).float().mean().item()
 
 
 def accuracy_tensor(model, images, labels):
@@ -563,6 +595,24 @@ def three_bugs_whole_test_set(model, train_set, test_set, epochs, lr):
     images, labels = test_set.tensors
     with torch.inference_mode():
         return history, (model(images).argmax(1) == labels).float().mean().item()
+
+
+def three_bugs_summed_losses(model, train_set, test_set, epochs, lr):
+    """Raw logits, but the per-sample losses summed (reduction='none' then .sum()): steps 8 times too large."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    history = []
+    model.train()
+    for _ in range(epochs):
+        for inputs, targets in DataLoader(train_set, batch_size=8):
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(inputs), targets, reduction="none").sum()
+            loss.backward()
+            optimizer.step()
+            history.append(loss.item())
+    model.eval()
+    with torch.no_grad():
+        images, labels = test_set.tensors
+        return history, (model(images).argmax(dim=1) == labels).float().mean().item()
 
 
 def three_bugs_log_softmax(model, train_set, test_set, epochs, lr):
@@ -881,6 +931,7 @@ CASES = [
     Reject(checks.check_predict_digits, predict_moved_twice_discarded, "Expected all tensors to be on the same device"),
     Reject(checks.check_predict_digits, predict_returns_logits, "should have shape [6]"),
     Reject(checks.check_predict_digits, predict_argmax_dim0, "should have shape [6]"),
+    Reject(checks.check_predict_digits, predict_top_logit, "the highest scores (the values of max over dim 1)"),
     Reject(checks.check_predict_digits, predict_no_copy_back, "returns the right predictions, but on the device"),
     Reject(checks.check_predict_digits, predict_host_only, "the model computed them on the CPU, not on device"),
     Reject(checks.check_predict_digits, predict_no_eval, "(Dropout) in training mode"),
@@ -919,6 +970,8 @@ CASES = [
     Reject(checks.check_gated_block, MulUnderscore, STILL),
     Reject(checks.check_gated_block, DetachedGate, "gate.weight, gate.bias get no gradient"),
     Reject(checks.check_gated_block, AddedNotMultiplied, "the output differs"),
+    Reject(checks.check_gated_block, GateAsValue, "forward never calls self.linear"),
+    Reject(checks.check_gated_block, AddsIntoInput, "the caller's input x (x += ..., x.add_)"),
 
     Accept(checks.check_fit, ref.fit),
     Accept(checks.check_fit, fit_model_zero_grad),
@@ -943,6 +996,7 @@ CASES = [
     Reject(checks.check_accuracy, accuracy_children_flags, "1.0 (BatchNorm1d), 1.2 (Dropout) in training mode"),
     Reject(checks.check_accuracy, accuracy_back_to_train, "afterwards these submodules are in training mode"),
     Reject(checks.check_accuracy, accuracy_tensor, "expected a Python number"),
+    Reject(checks.check_accuracy, accuracy_classes_of_samples, "argmax(dim=0) reduces over the samples"),
     Reject(checks.check_accuracy, accuracy_grad_left_off, "gradient tracking"),
 
     Accept(checks.check_dataset_accuracy, ref.dataset_accuracy),
@@ -974,6 +1028,8 @@ CASES = [
     Reject(check_history, ONLY_TRAINING, "loss.item() gives the number alone"),
     Accept(check_evaluation, ONLY_EVALUATION),
     Reject(check_training, ONLY_EVALUATION, "softmax before it squashes them"),
+    Reject(check_training, three_bugs_summed_losses, "summed over each batch of 8 instead of averaged"),
+    Accept(check_evaluation, three_bugs_summed_losses),
     Accept(check_history, ONLY_HISTORY),
     Reject(checks.check_train_and_evaluate, ONLY_HISTORY, "2 things go wrong"),
     Reject(check_history, DETACHED_HISTORY, "30 of them are tensors (without a graph), expected Python floats"),
