@@ -10,6 +10,7 @@ not match, a missing flatten), instead of a bare PyTorch traceback.
 from __future__ import annotations
 
 import copy
+import inspect
 import warnings
 from typing import Any, Callable, Sequence
 
@@ -17,6 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from helpers.checks import (Allow, CheckError, Mistake, call, describe, expect, expect_mode, expect_tensor,
                            passed, same_value, substitute)
@@ -776,6 +778,13 @@ def _smoothing_mistakes(logits: torch.Tensor, targets: torch.Tensor, smoothing: 
                 "log_probs[torch.arange(N), targets]",
                 lambda: reduce((1 - smoothing) * -log_probs[:, targets] + smoothing * -log_probs.mean(dim=1)),
                 where="look at how each sample's log-probability of its own target is picked"),
+        Mistake("gather(1, targets.unsqueeze(1)) keeps a column, shape [N, 1]; added to the uniform part, shape [N], "
+                "it broadcasts to an [N, N] matrix (whose mean happens to be the right mean, but not its sum). "
+                "squeeze(1) the gathered column to one value per sample, shape [N]",
+                lambda: reduce((1 - smoothing) * nll.unsqueeze(1) + smoothing * -log_probs.mean(dim=1))
+                if reduction != "mean" else _not_this_mistake(),
+                where="look at the shape of each sample's picked log-probability and of the uniform part before "
+                      "you add them"),
         Mistake("the uniform part is the mean of -log p over the C classes (each class gets smoothing / C); you "
                 "summed it, which weights it C times",
                 lambda: reduce((1 - smoothing) * nll + smoothing * -log_probs.sum(dim=1))
@@ -939,7 +948,40 @@ def check_label_smoothing_loss(cls: Any, inputs: Sequence[tuple[float, str]] | N
                         where="look at the call in forward: which of self's settings it passes"),
                 *_smoothing_mistakes(logits, targets, smoothing, reduction),
             ])
+    for smoothing, reduction in inputs:
+        _expect_positional_settings(cls, smoothing, reduction, logits, targets)
     passed("LabelSmoothingLoss", len(inputs))
+
+
+def _expect_positional_settings(cls: Any, smoothing: float, reduction: str, logits: torch.Tensor,
+                                targets: torch.Tensor) -> None:
+    """The task's signature LabelSmoothingLoss(smoothing=0.1, reduction="mean") may be called positionally: an
+    instance built as cls(smoothing, reduction) computes what the one built with keywords computed."""
+    shown = f"LabelSmoothingLoss({smoothing}, '{reduction}')(logits, targets)"
+    want = ref.label_smoothing_cross_entropy(logits, targets, smoothing, reduction)
+    symptom, cause = None, None
+    try:
+        loss_fn = _build(cls, "LabelSmoothingLoss", smoothing, reduction)
+        with substitute(cls, label_smoothing_cross_entropy=_reused_loss(logits, targets)):
+            got = call(loss_fn, logits, targets)
+        if not (isinstance(got, torch.Tensor) and got.shape == want.shape and same_value(got.detach(), want)):
+            symptom = f"{shown} returned {describe(got)}; expected {describe(want)}"
+    except CheckError as error:
+        symptom, cause = f"{shown} (the settings given by position) failed: {error.symptom}", error
+    if symptom is None:
+        return
+    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    order = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][:2]
+    keyword_only = {p.name for p in params if p.kind == p.KEYWORD_ONLY} & {"smoothing", "reduction"}
+    swapped = order == ["reduction", "smoothing"]
+    raise CheckError(
+        f"{symptom}, while LabelSmoothingLoss(smoothing={smoothing}, reduction='{reduction}') computed it right",
+        where="look at __init__'s parameters: the task's signature LabelSmoothingLoss(smoothing=0.1, "
+              "reduction=\"mean\") lets a caller give them by position, smoothing first",
+        mistake=("your __init__ takes (reduction, smoothing): LabelSmoothingLoss(0.2) then sets the reduction to 0.2. "
+                 "Keep the task's order, smoothing first" if swapped else
+                 "your __init__ makes the settings keyword-only (after a *): the task's signature takes them by "
+                 "position too" if keyword_only else None)) from cause
 
 
 # --- exercise 7: nn.Sequential -------------------------------------------------------------------
@@ -1226,6 +1268,73 @@ def _forward(model: nn.Module, x: torch.Tensor, what: str) -> torch.Tensor:
     return out
 
 
+class _OpTrace(TorchFunctionMode):
+    """Records, for every tensor a torch function returns while active, the function's name and its first tensor
+    argument, so that the output of a forward can be traced back to the operation that produced its values."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.producer: dict[int, tuple[str, torch.Tensor | None]] = {}
+        self._keep: list[torch.Tensor] = []  # keeps the recorded tensors alive, so that their ids stay unique
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        source = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        for tensor in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(tensor, torch.Tensor):
+                self.producer[id(tensor)] = (getattr(func, "__name__", str(func)), source)
+                self._keep.append(tensor)
+        return out
+
+    def last_value_op(self, out: torch.Tensor) -> tuple[str | None, list[str]]:
+        """The operation that last changed ``out``'s values (None when not recorded), and the shape or pooling
+        operations after it, which keep a ReLU's or a softmax's output non-negative."""
+        after: list[str] = []
+        for _ in range(100):
+            name, source = self.producer.get(id(out), (None, None))
+            if name is None or name.rstrip("_") not in _KEEPS_SIGN or source is None:
+                return name, after
+            after.append(name)
+            out = source
+        return None, after
+
+
+# shape, selection and pooling operations: after a ReLU (or softmax) their output is still >= 0
+_KEEPS_SIGN = {"flatten", "view", "reshape", "squeeze", "unsqueeze", "contiguous", "clone", "permute", "transpose",
+               "__getitem__", "float", "to", "dropout", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
+               "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
+               "mean", "amax", "max"}
+_NOT_LOGITS = {"relu": "a ReLU", "relu6": "a ReLU6", "softmax": "a softmax", "log_softmax": "a log-softmax",
+               "sigmoid": "a sigmoid"}
+
+
+def _expect_raw_logits(model: nn.Module, x: torch.Tensor, shown: str) -> None:
+    """The eval-mode output is the last layer's raw output: named as a ReLU, softmax... only on evidence, the
+    operation traced back from the output, or rows of probabilities, or outputs clipped at exactly 0."""
+    with _OpTrace() as trace:
+        out = _forward(model, x.clone(), shown)
+    name, after = trace.last_value_op(out)
+    final = _NOT_LOGITS.get((name or "").rstrip("_"))
+    then = f", then only {', '.join(reversed(after))}" if after else ""
+    expect(final is None,
+           f"{shown}: the output's values come from {final}{then}; expected raw logits (the last layer's output)",
+           where="look at what comes after the last Linear (or convolution) layer",
+           mistake=f"the model ends in {final}; return the last layer's raw output (CrossEntropyLoss applies "
+                   "log-softmax itself)")
+    values = out.detach()
+    rows = values.sum(dim=1)
+    sums = [round(r, 4) for r in rows[:3].tolist()]
+    expect(not (bool((values >= 0).all()) and torch.allclose(rows, torch.ones_like(rows), atol=1e-4)),
+           f"{shown}: every row of the output is >= 0 and sums to 1 (row sums {sums}...): probabilities, not raw "
+           "logits", where="look at what comes after the last layer",
+           mistake="the model ends in a softmax; return the last layer's raw output")
+    zeros = int((values == 0).sum())
+    expect(not (bool((values >= 0).all()) and zeros * 4 >= values.numel()),
+           f"{shown}: {zeros} of the {values.numel()} logits of a batch of 8 are exactly 0 and none is negative: "
+           "the output is clipped at 0, not raw logits", where="look at what comes after the last layer",
+           mistake="the model ends in a ReLU (or a clamp at 0); return the last layer's raw output")
+
+
 def check_build_classifier(fn: Callable[[int, int], nn.Module], inputs: Sequence[tuple[int, int]] | None = None) -> None:
     """build_classifier(in_channels, num_classes): [N, in_channels, 28, 28] -> [N, num_classes] raw logits for every
     N >= 1 in both modes; at most PARAMETER_BUDGET parameters; batch norm's behaviour (the batch matters in training
@@ -1272,10 +1381,7 @@ def check_build_classifier(fn: Callable[[int, int], nn.Module], inputs: Sequence
                f"{(changed[0] if not torch.allclose(first[0], changed[0], atol=1e-5) else again[0])[:3].tolist()}... "
                "for the same image; expected the same logits whatever the rest of the batch and on every call",
                where="look at what your forward does differently in training and in eval mode (self.training)")
-        expect(not bool((first >= 0).all()),
-               f"{shown}: all {first.numel()} logits of a batch of 8 are >= 0; raw logits of an untrained model "
-               "take both signs", where="look at what comes after the last Linear layer",
-               mistake="the model ends in a ReLU or a softmax; return the last layer's raw output")
+        _expect_raw_logits(model, x, shown)
         model.train()
         model.zero_grad(set_to_none=True)
         with torch.random.fork_rng():

@@ -207,6 +207,8 @@ def check_binary_loss(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     inputs = inputs if inputs is not None else [
         (torch.tensor([2.0, -1.0, 0.5, -3.0, 0.0, 1.5]), torch.tensor([1, 0, 0, 0, 1, 1])),
         (torch.randn(4, 3, generator=g) * 2, torch.randint(0, 2, (4, 3), generator=g)),
+        # large logits, confidently right and wrong: sigmoid(30.) rounds to 1.0 in float32 (numerical stability)
+        (torch.tensor([30.0, -45.0, 25.0, -20.0, 60.0]), torch.tensor([0, 1, 1, 0, 1])),
     ]
     hints = [("can't be cast to the desired output type Long",
               "BCEWithLogitsLoss needs float targets; the labels are integers, so pass labels.float()"),
@@ -231,6 +233,17 @@ def check_binary_loss(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
                 Mistake("you applied a sigmoid and then BCEWithLogitsLoss, which applies its own: "
                         "pass the raw logits", lambda: nn.BCEWithLogitsLoss()(torch.sigmoid(logits), labels.float()),
                         where="look at what you pass to the loss: raw scores, or something computed from them?"),
+                Mistake("you applied a sigmoid and then binary_cross_entropy (BCELoss): for a large logit the "
+                        "sigmoid rounds to exactly 1.0 (or 0.0) in float32, log(0) follows and the loss is clamped at "
+                        "100 or is inf. BCEWithLogitsLoss takes the raw logits and computes it stably",
+                        lambda: nn.functional.binary_cross_entropy(torch.sigmoid(logits), labels.float()),
+                        where="look at what you pass to the loss: the raw logits, or probabilities computed from "
+                              "them?"),
+                Mistake("the result is inf or nan: a loss written from sigmoid and log by hand breaks down for "
+                        "large logits (sigmoid rounds to 1.0, log(1 - 1.0) = -inf). Use BCEWithLogitsLoss, which "
+                        "computes it stably from the raw logits",
+                        matches=lambda got: isinstance(got, torch.Tensor) and not bool(torch.isfinite(got).all()),
+                        where="look at how you get from the logits to the loss"),
                 Mistake("you summed the losses (reduction='sum'); the default reduction='mean' averages them",
                         lambda: nn.BCEWithLogitsLoss(reduction="sum")(logits, labels.float()),
                         where="look at the reduction= of your loss"),
@@ -545,6 +558,10 @@ def check_train_one_epoch_loss(fn: Callable[..., float], inputs: Sequence[Case] 
                     f"smaller last batch ({sizes[-1]} samples) as a full one; divide by the number of samples",
                     lambda: sum(l * s for l, s in trace) / (sizes[0] * len(sizes)),
                     where="look at what you divide the weighted total by: does it count the last, smaller batch right?"),
+            Mistake(f"you weighted every batch's loss by the full batch size ({sizes[0]}), but the last batch has "
+                    f"only {sizes[-1]} samples; weight each batch by its own size, len(targets)",
+                    lambda: sum(l * sizes[0] for l in losses) / sum(sizes),
+                    where="look at what each batch's loss is multiplied by: the last batch is smaller"),
         ])
     passed("train_one_epoch (mean loss)", len(inputs))
 
@@ -673,6 +690,15 @@ def check_evaluate_values(fn: Callable[..., tuple[float, float]], inputs: Sequen
             Mistake("you returned only the last batch's loss; average over every sample",
                     lambda: trace[-1][0],
                     where="look at where the loss you return is computed: inside the loop, or after it?"),
+            Mistake(f"you weighted every batch's loss by the full batch size ({sizes[0]}), but the last batch has "
+                    f"only {sizes[-1]} samples; weight each batch by its own size, len(targets)",
+                    lambda: sum(l * sizes[0] for l, _, _ in trace) / n,
+                    where="look at what each batch's loss is multiplied by: the last batch is smaller"),
+            Mistake(f"you divided by batch_size x number of batches ({sizes[0]} x {len(sizes)} = "
+                    f"{sizes[0] * len(sizes)}), but there are {n} samples (the last batch has {sizes[-1]}); divide "
+                    "by the number of samples",
+                    lambda: sum(l * size for l, _, size in trace) / (sizes[0] * len(sizes)),
+                    where="look at what you divide the total by: does it count the last, smaller batch right?"),
         ])
         expect_close(acc, want_acc, what=f"the accuracy {what} returned", mistakes=[
             Mistake("you averaged the batch accuracies, so the smaller last batch counted as much as a full one; "
@@ -688,6 +714,11 @@ def check_evaluate_values(fn: Callable[..., tuple[float, float]], inputs: Sequen
             Mistake("you returned only the last batch's accuracy; count over every sample",
                     lambda: trace[-1][1] / trace[-1][2],
                     where="look at where the accuracy you return is computed: inside the loop, or after it?"),
+            Mistake(f"you divided the correct predictions by batch_size x number of batches ({sizes[0]} x "
+                    f"{len(sizes)} = {sizes[0] * len(sizes)}), but there are {n} samples (the last batch has "
+                    f"{sizes[-1]}); divide by the number of samples",
+                    lambda: sum(c for _, c, _ in trace) / (sizes[0] * len(sizes)),
+                    where="look at what you divide the count by: does it count the last, smaller batch right?"),
         ])
     passed("evaluate (loss and accuracy)", len(inputs))
 

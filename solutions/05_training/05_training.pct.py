@@ -191,7 +191,10 @@ except RuntimeError as error:
 # Write `binary_loss(logits, labels)`: the mean binary cross-entropy between raw
 # scores `logits` and 0/1 `labels` of the same shape. The labels arrive as
 # integers (int64). Return the loss as a tensor, still connected to the graph
-# so that `backward()` works.
+# so that `backward()` works. The scores may be large (a confident model gives
+# scores of 30 or -45): the loss must stay exact for them, which a sigmoid
+# followed by a log does not in float32 (`torch.sigmoid(torch.tensor(30.0))` is
+# exactly `1.0`).
 #
 # *Hint:* which loss takes raw scores, and what dtype must its targets have?
 

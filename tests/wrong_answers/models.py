@@ -682,6 +682,29 @@ class LossFunctional(nn.Module):
         return F.cross_entropy(logits, targets, **self.options)
 
 
+class LossKeywordOnly(nn.Module):
+    """Wrong: keyword-only settings, so the task's LabelSmoothingLoss(0.2) raises a TypeError."""
+
+    def __init__(self, *, smoothing: float = 0.1, reduction: str = "mean") -> None:
+        super().__init__()
+        self.smoothing, self.reduction = smoothing, reduction
+
+    def forward(self, logits, targets):
+        return F.cross_entropy(logits, targets, reduction=self.reduction, label_smoothing=self.smoothing)
+
+
+class LossReductionFirst(nn.Module):
+    """Wrong: __init__ lists the reduction first; by keyword it works, by position the settings swap."""
+
+    def __init__(self, reduction: str = "mean", smoothing: float = 0.1) -> None:
+        super().__init__()
+        self.config = (smoothing, reduction)
+
+    def forward(self, logits, targets):
+        smoothing, reduction = self.config
+        return F.cross_entropy(logits, targets, label_smoothing=smoothing, reduction=reduction)
+
+
 def sequential_ordered_dict():
     from collections import OrderedDict
     return nn.Sequential(OrderedDict([
@@ -753,6 +776,8 @@ ALTERNATIVES = [
     Accept(checks.check_label_smoothing_loss, LossWithModule),
     Accept(checks.check_label_smoothing_loss, LossOwnMath),
     Accept(checks.check_label_smoothing_loss, LossFunctional),
+    Reject(checks.check_label_smoothing_loss, LossKeywordOnly, "makes the settings keyword-only"),
+    Reject(checks.check_label_smoothing_loss, LossReductionFirst, "Keep the task's order, smoothing first"),
     Accept(checks.check_sequential_version, sequential_ordered_dict),
     Accept(checks.check_sequential_version, sequential_appended),
     Accept(checks.check_sequential_version, sequential_from_list),
@@ -938,6 +963,38 @@ def classifier_one_channel(in_channels, num_classes):
     return _blocks(1, num_classes)
 
 
+class MaxPooledHead(nn.Module):
+    """Correct: fully convolutional, a 1x1 convolution scores every position, the largest score per class wins
+    (its logits of an untrained model are mostly positive, but they are raw scores, not clipped)."""
+
+    def __init__(self, in_channels, num_classes):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(in_channels, 10, 5, stride=2, bias=False), nn.BatchNorm2d(10), nn.ReLU(),
+                                  nn.Conv2d(10, 16, 3, bias=False), nn.BatchNorm2d(16), nn.ReLU())
+        self.score = nn.Conv2d(16, num_classes, 1)
+
+    def forward(self, x):
+        return torch.amax(self.score(self.body(x)), dim=(2, 3))
+
+
+def classifier_relu_then_pool(in_channels, num_classes):
+    """Wrong: the 1x1 scores go through a ReLU before the global pooling: every logit is clipped at 0."""
+    return nn.Sequential(nn.Conv2d(in_channels, 8, 3, stride=2, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.Conv2d(8, num_classes, 1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+
+
+class ManualSoftmaxHead(nn.Module):
+    """Wrong: a softmax written by hand (exp, then divide by the row sums) after the last Linear layer."""
+
+    def __init__(self, in_channels, num_classes):
+        super().__init__()
+        self.body = _blocks(in_channels, num_classes)
+
+    def forward(self, x):
+        scores = self.body(x).exp()
+        return scores / scores.sum(dim=1, keepdim=True)
+
+
 class UnusedLayer(nn.Module):
     def __init__(self, in_channels, num_classes):
         super().__init__()
@@ -971,8 +1028,11 @@ CLASSIFIER_CASES = [
     Reject(checks.check_build_classifier, classifier_no_norm, "the model has no batch-normalisation layer"),
     Reject(checks.check_build_classifier, classifier_norm_after_flatten, "cannot normalise a batch of one"),
     Reject(checks.check_build_classifier, classifier_bias_before_norm, "build that layer with bias=False"),
-    Reject(checks.check_build_classifier, classifier_final_relu, "ends in a ReLU or a softmax"),
-    Reject(checks.check_build_classifier, classifier_softmax, "ends in a ReLU or a softmax"),
+    Reject(checks.check_build_classifier, classifier_final_relu, "the model ends in a ReLU"),
+    Reject(checks.check_build_classifier, classifier_softmax, "the model ends in a softmax"),
+    Accept(checks.check_build_classifier, MaxPooledHead),
+    Reject(checks.check_build_classifier, classifier_relu_then_pool, "the model ends in a ReLU"),
+    Reject(checks.check_build_classifier, ManualSoftmaxHead, "sums to 1"),
     Reject(checks.check_build_classifier, classifier_ten_classes, "expected float32 logits of shape [8, 5]"),
     Reject(checks.check_build_classifier, classifier_one_channel, "the channels do not match between layers"),
     Reject(checks.check_build_classifier, UnusedLayer, "never takes part in forward"),
@@ -1102,6 +1162,15 @@ def smoothing_uniform_summed(logits, targets, smoothing=0.1, reduction="mean"):
     return {"mean": loss.mean, "sum": loss.sum, "none": lambda: loss}[reduction]()
 
 
+def smoothing_column_plus_row(logits, targets, smoothing=0.1, reduction="mean"):
+    """Wrong: the picked log-probabilities stay a column [N, 1]; added to the [N] uniform part they make [N, N]
+    (its mean is still the right mean, so only the other reductions show it)."""
+    log_probs = torch.log_softmax(logits, dim=-1)
+    picked = torch.take_along_dim(log_probs, targets[:, None], dim=-1)
+    loss = -(1 - smoothing) * picked - smoothing * log_probs.mean(dim=-1)
+    return loss.sum() if reduction == "sum" else loss.mean() if reduction == "mean" else loss
+
+
 class LossTargetsFirst(nn.Module):
     """Wrong: calls exercise 5's function with (targets, logits)."""
 
@@ -1146,6 +1215,7 @@ CASES += [
     Accept(checks.check_count_parameters, count_state_of_parameters),
     Reject(checks.check_label_smoothing_cross_entropy, smoothing_index_select, "an [N, N] matrix"),
     Reject(checks.check_label_smoothing_cross_entropy, smoothing_uniform_summed, "you summed it"),
+    Reject(checks.check_label_smoothing_reductions, smoothing_column_plus_row, "it broadcasts to an [N, N] matrix"),
     Reject(checks.check_label_smoothing_loss, LossTargetsFirst, "with the targets first"),
     Reject(checks.check_label_smoothing_loss, LossPositionalSmoothing, "pass the smoothing by keyword"),
     Reject(checks.check_predict, predict_max_values, "max's values"),

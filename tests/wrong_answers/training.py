@@ -1,6 +1,7 @@
 """Lesson 05 Training and evaluation: the reference passes, plausible wrong answers fail by name."""
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from helpers.checks import training as checks
@@ -46,8 +47,20 @@ def bce_as_number(logits, labels):
 
 
 def bce_probabilities(logits, labels):
-    # Correct, only less stable numerically: must be accepted.
+    # Wrong for large scores, which the task names: sigmoid(30.) is 1.0 in float32 and BCELoss clamps log(0) to -100.
     return nn.BCELoss()(torch.sigmoid(logits), labels.float())
+
+
+def bce_by_hand_unstable(logits, labels):
+    """Wrong: the textbook formula on probabilities; log(1 - sigmoid(x)) is log(0) = -inf for a large x."""
+    p, y = logits.sigmoid(), labels.to(logits.dtype)
+    return -(y * p.log() + (1 - y) * (1 - p).log()).mean()
+
+
+def bce_softplus(logits, labels):
+    """Correct and stable: -log(sigmoid(x)) = softplus(-x) and -log(1 - sigmoid(x)) = softplus(x)."""
+    y = labels.float()
+    return (y * F.softplus(-logits) + (1 - y) * F.softplus(logits)).mean()
 
 
 # ---------------------------------------------------------------- accuracy
@@ -214,6 +227,43 @@ def evaluate_batch_mean_accuracy(model, loader, loss_fn, device):
             accs.append((logits.argmax(dim=1) == targets).float().mean().item())
             count += len(targets)
     return total / count, sum(accs) / len(accs)
+
+
+def epoch_weights_by_loader_batch_size(model, loader, loss_fn, optimizer, device):
+    """Wrong: every batch's loss is weighted by the loader's batch_size, the smaller last batch too."""
+    model.train()
+    total, seen = 0.0, 0
+    for inputs, targets in loader:
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs.to(device)), targets.to(device))
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * loader.batch_size
+        seen += targets.numel()
+    return total / seen
+
+
+def evaluate_counts_full_batches(model, loader, loss_fn, device):
+    """Wrong: the number of samples taken as len(loader) * batch_size, as if the last batch were full."""
+    model.eval()
+    total, correct = 0.0, 0
+    with torch.inference_mode():
+        for inputs, targets in loader:
+            logits = model(inputs.to(device))
+            targets = targets.to(device)
+            total += loss_fn(logits, targets).item() * targets.shape[0]
+            correct += int((logits.argmax(1) == targets).sum())
+    samples = len(loader) * loader.batch_size
+    return total / samples, correct / samples
+
+
+def evaluate_accuracy_over_full_batches(model, loader, loss_fn, device):
+    """Wrong: the loss is right, but the accuracy divides by len(loader) * batch_size."""
+    loss, _ = ref.evaluate(model, loader, loss_fn, device)
+    model.eval()
+    with torch.no_grad():
+        correct = sum(int((model(x.to(device)).argmax(1) == y.to(device)).sum()) for x, y in loader)
+    return loss, correct / (len(loader) * loader.batch_size)
 
 
 def evaluate_swapped(model, loader, loss_fn, device):
@@ -448,7 +498,9 @@ CASES = [
     Reject(checks.check_to_class_targets, targets_float, "int64"),
     Reject(checks.check_to_class_targets, targets_unchanged, "still one-hot"),
     Accept(checks.check_binary_loss, ref.binary_loss),
-    Accept(checks.check_binary_loss, bce_probabilities),
+    Reject(checks.check_binary_loss, bce_probabilities, "the sigmoid rounds to exactly 1.0"),
+    Reject(checks.check_binary_loss, bce_by_hand_unstable, "the result is inf or nan"),
+    Accept(checks.check_binary_loss, bce_softplus),
     Reject(checks.check_binary_loss, bce_integer_targets, "needs float targets"),
     Reject(checks.check_binary_loss, bce_double_sigmoid, "applies its own"),
     Reject(checks.check_binary_loss, bce_summed, "reduction='sum'"),
@@ -1060,6 +1112,10 @@ LEARNER_CLASSES = [
     Reject(checks.check_accuracy, accuracy_over_classes, "number of classes"),
     Reject(checks.check_train_one_epoch_loss, epoch_stacks_loss_tensors, "graphs of earlier batches were still alive"),
     Reject(checks.check_train_one_epoch_loss, epoch_full_batches_count, "batch_size x number of batches"),
+    Reject(checks.check_train_one_epoch_loss, epoch_weights_by_loader_batch_size, "by the full batch size"),
+    Reject(checks.check_evaluate_values, evaluate_counts_full_batches, "batch_size x number of batches"),
+    Reject(checks.check_evaluate_values, evaluate_accuracy_over_full_batches,
+           "divided the correct predictions by batch_size x number of batches"),
     Reject(checks.check_train_one_epoch_updates, epoch_own_loss, "loss_fn you were given"),
     Reject(checks.check_evaluate_modes, evaluate_back_to_train, "handed over in eval mode was left in training mode"),
     Reject(checks.check_evaluate_values, evaluate_own_loss, "loss_fn you were given"),
