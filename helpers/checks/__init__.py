@@ -374,6 +374,15 @@ def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), nothing_ran
     labelled = _labelled(fn, args, kwargs)
     watched = [(label, value, _snapshot(value)) for label, value in labelled if not allow.lets_change(value)]
     state = _global_state()
+
+    def left_behind(after: dict) -> CheckError | None:
+        # a DataLoader draws its workers' base seed from the global generator each time it is iterated, even
+        # without shuffling: that draw is the library's, not a random choice of the learner's
+        seen = {**after, "torch_rng": state["torch_rng"]} if _only_loader_seeds(state, after, loader_seeds[0]) \
+            else after
+        return _state_problem(name, state, seen, allow, randomness_given=_gives_randomness(labelled),
+                              reseeded=reseeds, nothing_random=nothing_random)
+
     try:
         with _watching_reseeds() as reseeds, _counting_loader_seeds() as loader_seeds:
             result = _invoke(fn, args, kwargs)
@@ -383,10 +392,7 @@ def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), nothing_ran
         if isinstance(error, CheckError) and error.__cause__ is not None:
             # the learner's code raised: a check for which raising is the task's answer asks expected_raise,
             # which names the state the function left behind on its way out
-            seen = {**after, "torch_rng": state["torch_rng"]} if _only_loader_seeds(state, after, loader_seeds[0]) \
-                else after
-            error.left_behind = _state_problem(name, state, seen, allow, randomness_given=_gives_randomness(labelled),
-                                               reseeded=reseeds, nothing_random=nothing_random)
+            error.left_behind = left_behind(after)
         raise
     after, observed = _global_state(), [_snapshot(value) for _, value, _ in watched]
     _give_back(state, after, watched, allow)  # before reporting: one failure must not spoil the next check
@@ -398,11 +404,7 @@ def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), nothing_ran
             raise CheckError(f"{name} changed the {kind} it was given as {label}: {what}",
                              where=f"look at every line that uses {label}: {_WRITES.get(kind, 'anything that changes it')}",
                              mistake=f"the {kind} belongs to the caller, who still uses it; {fix}")
-    # a DataLoader draws its workers' base seed from the global generator each time it is iterated, even
-    # without shuffling: that draw is the library's, not a random choice of the learner's
-    seen = {**after, "torch_rng": state["torch_rng"]} if _only_loader_seeds(state, after, loader_seeds[0]) else after
-    problem = _state_problem(name, state, seen, allow, randomness_given=_gives_randomness(labelled),
-                             reseeded=reseeds, nothing_random=nothing_random)
+    problem = left_behind(after)
     if problem is not None:
         raise problem
     return result
