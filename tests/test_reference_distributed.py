@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 import psutil
@@ -181,3 +182,42 @@ def test_lesson_uses_no_private_cpu_probe_and_shards_on_a_cpu_mesh():
     calls = [line for line in source.splitlines() if "fully_shard(" in line and "import" not in line]
     assert calls and all("mesh=mesh" in line for line in calls)
     assert 'init_device_mesh("cpu"' in source
+
+
+def _finished(returncode: int, stderr: str = "") -> subprocess.CompletedProcess:
+    return subprocess.CompletedProcess(["torchrun"], returncode, "", stderr)
+
+
+def test_a_launch_whose_port_was_taken_runs_again_and_nothing_else_does():
+    from helpers.distributed import again_if_port_taken
+
+    taken = [_finished(1, "... name: EADDRINUSE ..."), _finished(-9)]
+    results = iter([taken, taken, [_finished(0), _finished(0)]])
+    calls = []
+    assert [p.returncode for p in again_if_port_taken(lambda: calls.append(1) or next(results))] == [0, 0]
+    assert len(calls) == 3
+    # any other failure is the launch's own result, returned at once
+    other = [_finished(1, "ValueError: bad script"), _finished(-9)]
+    calls.clear()
+    assert again_if_port_taken(lambda: calls.append(1) or other) is other and len(calls) == 1
+    # a port taken every time: the last launch's results, after 3 launches
+    calls.clear()
+    assert again_if_port_taken(lambda: calls.append(1) or taken) is taken and len(calls) == 3
+
+
+def test_a_group_whose_port_was_taken_starts_again():
+    import torch.multiprocessing as mp
+
+    from helpers.distributed import again_if_unconnected
+
+    failures = iter([mp.ProcessRaisedException("RuntimeError: ... EADDRINUSE ...", 0, 1)])
+
+    def launch():
+        error = next(failures, None)
+        if error:
+            raise error
+        return "done"
+
+    assert again_if_unconnected(launch) == "done"
+    with pytest.raises(mp.ProcessRaisedException):
+        again_if_unconnected(lambda: (_ for _ in ()).throw(mp.ProcessRaisedException("ValueError: mine", 0, 1)))

@@ -42,7 +42,7 @@ from torchvision import datasets, transforms
 
 from helpers.checks import distributed as check
 from helpers.data import MNIST_MEAN, MNIST_STD, data_root
-from helpers.distributed import again_if_unconnected
+from helpers.distributed import again_if_port_taken, again_if_unconnected
 
 RUN_DIR = Path("runs")                 # scripts and files this lesson writes, next to the notebook
 COLLECTIVE_TIMEOUT = timedelta(seconds=30)  # how long one collective may wait for the other ranks
@@ -793,7 +793,9 @@ print("mp.spawn with a function from a file: all_reduce gave", torch.load(RUN_DI
 # We run it with this kernel's own interpreter (`sys.executable`), so the same
 # PyTorch runs. `--standalone` picks a free port by itself. The launch gets a
 # deadline too: `run_command` kills the launcher **and its workers** (a process
-# group of the operating system) when it is exceeded.
+# group of the operating system) when it is exceeded. When it runs several
+# launchers that must meet (the nodes below), one that fails stops the others:
+# they would otherwise wait for it at the meeting point for many minutes.
 #
 # Every process here, the launcher included, is a whole Python with PyTorch
 # loaded, a few hundred MB each, so a launch of two workers needs about a gigabyte
@@ -803,21 +805,29 @@ print("mp.spawn with a function from a file: all_reduce gave", torch.load(RUN_DI
 # %%
 def run_command(*commands: list[str], envs: list[dict] | None = None,
                 timeout_s: float = LAUNCH_TIMEOUT_S) -> list[subprocess.CompletedProcess]:
-    """Run the commands at the same time (command i with environment ``envs[i]``, default this kernel's);
-    kill them and their children after ``timeout_s``."""
+    """Run the commands at the same time (command i with environment ``envs[i]``, default this kernel's).
+    Stop them all, children included, when one fails or after ``timeout_s``."""
     envs = envs or [None] * len(commands)
-    running = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=RUN_DIR,
-                                env=env, start_new_session=True) for c, env in zip(commands, envs)]
-    deadline, done = time.monotonic() + timeout_s, []
+    outputs = [(tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")) for _ in commands]  # never fill up
+    running = [subprocess.Popen(c, stdout=out, stderr=err, text=True, cwd=RUN_DIR, env=env, start_new_session=True)
+               for c, env, (out, err) in zip(commands, envs, outputs)]
+    deadline = time.monotonic() + timeout_s
     try:
-        for process in running:
-            out, err = process.communicate(timeout=max(deadline - time.monotonic(), 0))
-            done.append(subprocess.CompletedProcess(process.args, process.returncode, out, err))
+        while any(process.poll() is None for process in running):
+            if any(process.poll() not in (None, 0) for process in running):
+                break  # one failed: the others cannot finish without it
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(running[0].args, timeout_s)
+            time.sleep(0.1)
     finally:
         for process in running:
             if process.poll() is None:
                 os.killpg(process.pid, 9)  # the launcher and every worker it started
                 process.wait()
+    done = []
+    for process, (out, err) in zip(running, outputs):
+        out.seek(0), err.seek(0)
+        done.append(subprocess.CompletedProcess(process.args, process.returncode, out.read(), err.read()))
     return done
 
 
@@ -862,14 +872,24 @@ print("...", clash[clash.index("name: EADDRINUSE"):].strip())
 # GPUs, but these two "machines" would: each `torchrun` would see every GPU and put
 # its process on `cuda:0`. So each node sees only its own GPU through the variable
 # `CUDA_VISIBLE_DEVICES` when there are two, and none otherwise (Gloo on the CPU).
+#
+# A port that `free_port()` found free is only free at that moment: another
+# program can take it before node 0's launcher listens on it, and node 0 then
+# fails with `EADDRINUSE` before any worker has started. So `again_if_port_taken`
+# launches both nodes again on a new port when that happens (at most 3 times).
 
 # %%
-port = free_port()
-node = TORCHRUN + ["--nnodes=2", "--nproc_per_node=1", "--master_addr=127.0.0.1", f"--master_port={port}"]
 own_gpu = torch.cuda.device_count() >= 2
 node_envs = [{**os.environ, "CUDA_VISIBLE_DEVICES": str(node_rank) if own_gpu else ""} for node_rank in (0, 1)]
-node0, node1 = run_command(node + ["--node_rank=0", SCRIPT.name, "--out", "two_nodes.pt"],
-                           node + ["--node_rank=1", SCRIPT.name, "--out", "two_nodes.pt"], envs=node_envs)
+
+
+def two_nodes() -> list[subprocess.CompletedProcess]:
+    """Start node 0 and node 1, one process each, meeting at a free port of this machine."""
+    node = TORCHRUN + ["--nnodes=2", "--nproc_per_node=1", "--master_addr=127.0.0.1", f"--master_port={free_port()}"]
+    return run_command(*[node + [f"--node_rank={rank}", SCRIPT.name, "--out", "two_nodes.pt"] for rank in (0, 1)], envs=node_envs)
+
+
+node0, node1 = again_if_port_taken(two_nodes)
 print(node0.stdout if node0.returncode == 0 else node0.stderr[-2000:])
 if node1.returncode != 0:
     print(node1.stderr[-2000:])
