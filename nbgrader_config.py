@@ -67,7 +67,8 @@ else:
     c.ExportApp.plugin_class = "coursetools.export.CourseCsvExport"
 
 # A learner's cell may run at most this long when autograded (infinite loops end here), except a cell
-# tagged "cpu-timed" (the capstone's training, which its check stops by CPU time): 600 s of clock time,
+# tagged "cpu-timed" (the capstone's training, which its check stops by CPU time) or "compiles" (lesson 07's
+# torch.compile, whose time is the compiler's): 600 s of clock time,
 # in autograde, Validate and `make progress` alike (coursetools/grading/autograder.py, cell_timeout).
 c.Execute.timeout = 120
 if timeout_func is not None:

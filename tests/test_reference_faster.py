@@ -149,3 +149,19 @@ def test_a_disabled_scaler_stand_in_scales_by_nothing():
     scaler = checks.ScalerSpy(1024.0, enabled=False)
     loss = torch.tensor(2.0)
     assert not scaler.is_enabled() and scaler.scale(loss).item() == 2.0
+
+
+def test_every_cell_that_compiles_has_the_clock_limit_of_a_long_cell():
+    """A busy grading machine must not cut lesson 07's torch.compile at nbgrader's 120 s per cell."""
+    import nbformat
+
+    from coursetools.grading.autograder import COMPILES, LONG_CELL_TIMEOUT_S, cell_timeout
+    from helpers.data import REPO_ROOT
+
+    for folder in ("solutions", "notebooks"):
+        notebook = nbformat.read(REPO_ROOT / folder / "07_training_faster" / "07_training_faster.ipynb", as_version=4)
+        compiling = [c for c in notebook.cells if c.cell_type == "code" and "torch.compile(" in c.source]
+        assert compiling, f"{folder}: no cell of lesson 07 compiles"
+        for cell in compiling:
+            assert COMPILES in cell.metadata.get("tags", []), cell.source
+            assert cell_timeout(cell, 120) == LONG_CELL_TIMEOUT_S

@@ -54,17 +54,22 @@ IMPORTABLE = ["*.py", "*.pyc", "*.pyo", "*.pyd", "*.so", "*.pth", "*.pyz", "*.eg
               "*_config.json", "*.ipy", "__init__*"]
 
 
-# A cell tagged CPU_TIMED runs a training that its check stops by CPU time (lesson 10's capstone): its clock
-# limit is CPU_TIMED_TIMEOUT_S instead of the per-cell one, so that a busy grading machine, where a training's
-# clock time can be twice its CPU time or more, does not cut a training that is within its CPU budget.
+# Cells whose clock limit is LONG_CELL_TIMEOUT_S instead of the per-cell one (which is there to end a learner's
+# infinite loop), because a busy grading machine, where clock time can be twice the CPU time or more, would
+# cut them while they do what the lesson asks:
+# - CPU_TIMED: a training that its check stops by CPU time (lesson 10's capstone), so the clock need not;
+# - COMPILES: a cell that runs torch.compile (lesson 07), whose time is the compiler's, not the learner's code.
 CPU_TIMED = "cpu-timed"
-CPU_TIMED_TIMEOUT_S = 600
+COMPILES = "compiles"
+LONG_CELL_TIMEOUT_S = 600
 
 
 def cell_timeout(cell: NotebookNode, default: int | None) -> int | None:
-    """The clock limit of one cell: ``default`` (nbgrader's per-cell timeout), longer for a CPU-timed cell."""
-    if CPU_TIMED in cell.get("metadata", {}).get("tags", []) and default and default > 0:
-        return max(default, CPU_TIMED_TIMEOUT_S)
+    """The clock limit of one cell: ``default`` (nbgrader's per-cell timeout), longer for a CPU-timed or
+    compiling cell."""
+    tags = cell.get("metadata", {}).get("tags", [])
+    if (CPU_TIMED in tags or COMPILES in tags) and default and default > 0:
+        return max(default, LONG_CELL_TIMEOUT_S)
     return default
 
 

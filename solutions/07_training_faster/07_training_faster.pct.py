@@ -986,7 +986,7 @@ measure(name, lambda: train_epoch(model, optimizer, loader, memory_format=torch.
 # compiles faster. Whether it pays is a sum: compile time against time saved
 # per epoch times the number of epochs.
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output", "compiles"]
 name = "torch.compile"
 logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # a note that a CPU machine has no CUDA
 model = make_model()
