@@ -285,6 +285,17 @@ def test_state_is_given_back_when_the_learners_code_crashes():
     assert torch.is_grad_enabled() and torch.equal(rng, torch.get_rng_state())
 
 
+def test_a_crash_shows_small_argument_tensors_whole_and_large_ones_by_shape():
+    def pick(scores, labels):
+        return scores[torch.arange(len(labels)), labels]
+
+    error = rejects(pick, torch.zeros(3, 10), torch.tensor([1, 10, 2]))
+    assert "pick(tensor(shape=[3, 10], dtype=torch.float32, device=cpu), tensor([1, 10, 2], dtype=torch.int64)) " \
+           "raised IndexError" in str(error)
+    error = rejects(pick, torch.zeros(2, 2), labels=torch.tensor([[0.5, 1.0]]))
+    assert "labels=tensor([[0.5, 1.]], dtype=torch.float32)) raised IndexError" in str(error)
+
+
 def test_drawing_from_the_global_generator_is_a_mistake_only_when_randomness_was_given():
     def shuffles(order, generator=None):
         return torch.randperm(len(order)).tolist()  # ignores the generator it is given

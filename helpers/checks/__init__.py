@@ -318,7 +318,8 @@ def _invoke(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
                                  "it. (Without a GPU nothing seems wrong; on a GPU this is the error 'Expected all "
                                  "tensors to be on the same device'.)") from error
     except Exception as error:
-        shown = ", ".join([describe(a) for a in args] + [f"{k}={describe(v)}" for k, v in kwargs.items()])
+        shown = ", ".join([_describe_argument(a) for a in args] + [f"{k}={_describe_argument(v)}"
+                                                                  for k, v in kwargs.items()])
         raise CheckError(f"{name}({shown}) raised {type(error).__name__}: {error}",
                          where=_where_raised(error)) from error
 
@@ -487,6 +488,34 @@ def describe(value: Any) -> str:
         return value.__name__  # not "<function f at 0x7f...>"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+# An argument tensor with at most this many values is shown whole when the learner's code raised on it.
+_SHOWN_VALUES = 12
+
+
+def _describe_argument(value: Any) -> str:
+    """An argument the check passed, as shown when the learner's code raised on it: a small tensor with its
+    values (``tensor([2, 0, 1], dtype=torch.int64)``), since the values are often why it raised (an index out of
+    range, a label of 10); anything else as :func:`describe`. Only inputs are shown this way, never an answer."""
+    if isinstance(value, torch.Tensor) and value.device.type == "cpu" and 0 < value.numel() <= _SHOWN_VALUES \
+            and type(value) in (torch.Tensor, torch.nn.Parameter) and value.layout == torch.strided:
+        try:
+            values = _TENSOR_NUMPY(_TENSOR_CPU(value.detach().resolve_conj().resolve_neg()))
+        except (TypeError, RuntimeError):  # a dtype NumPy does not have (bfloat16...)
+            return describe(value)
+        return f"tensor({_values_text(values.tolist())}, dtype={value.dtype})"
+    return describe(value)
+
+
+def _values_text(values: Any) -> str:
+    """Nested lists of numbers as torch prints them, floats to 4 significant digits."""
+    if isinstance(values, list):
+        return "[" + ", ".join(_values_text(v) for v in values) + "]"
+    if not isinstance(values, float):
+        return str(values)
+    text = f"{values:.4g}"
+    return text if any(c in text for c in ".eni") else text + "."  # 1. as torch shows a whole float
 
 
 def same_value(a: Any, b: Any, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
