@@ -65,6 +65,15 @@ def test_small_tensors_come_with_a_worked_example():
         expect_tensor(torch.tensor([0.0, 3.0]), torch.tensor([0.0, 2.0]), what="f(x)", given=torch.tensor([0.0, 2.0]))
 
 
+def test_a_factor_equal_to_a_size_is_named_a_missing_mean_only_for_a_reduction():
+    # relu written as x + x.abs(): every value twice the expected, and the input has 2 rows, by coincidence
+    with pytest.raises(CheckError) as error:
+        expect_tensor(X + X.abs(), X.relu(), what="relu(x)", given=X)
+    assert "times 2: a constant factor is wrong or missing (2 is also the size of the input's dim 0: if your " \
+           "code divides by a count" in str(error.value)
+    assert "1/N" not in str(error.value) and "a sum where a mean" not in str(error.value)
+
+
 def test_expect_close_names_a_size_or_a_sign_only():
     with pytest.raises(CheckError, match="3 is the size of the input's dim 0"):
         expect_close(1.0, 3.0, what="f(x)", given=torch.zeros(3, 2))

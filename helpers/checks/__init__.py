@@ -664,8 +664,11 @@ def _example(got: torch.Tensor, expected: torch.Tensor, given: torch.Tensor | No
     return f"{head}\n   expected: {_show(expected)}\n   yours:    {_show(got)}"
 
 
-def _factor_name(factor: float, given: torch.Tensor | None) -> str:
-    """Words for a constant factor, naming the size it equals when one of the input's sizes fits."""
+def _factor_name(factor: float, given: torch.Tensor | None, reduces: bool = True) -> str:
+    """Words for a constant factor, naming the size it equals when one of the input's sizes fits. When the
+    function ``reduces`` (its answer has fewer values than its input) a missing or extra 1/N is the likely cause;
+    for an answer of the input's size (relu written as x + x.abs() on 2 rows) the size may be a coincidence, so
+    it is mentioned only as something to check."""
     if math.isclose(factor, -1.0, rel_tol=1e-4):
         return "every value has the opposite sign (the sign is flipped)"
     sizes: dict[int, str] = {}
@@ -677,6 +680,9 @@ def _factor_name(factor: float, given: torch.Tensor | None) -> str:
         n = round(k)
         if n >= 2 and math.isclose(k, n, rel_tol=1e-4):
             named = sizes.get(n)
+            if named and not reduces:
+                return (f"every value is the expected one {word} {n}: a constant factor is wrong or missing ({n} is "
+                        f"also {named}: if your code divides by a count, check that it is the right one)")
             if named and word == "times":
                 return (f"every value is {n} times the expected one; {n} is {named}: "
                         "a sum where a mean is wanted (a missing 1/N)?")
@@ -716,7 +722,8 @@ def _diagnose_values(got: torch.Tensor, expected: torch.Tensor, given: torch.Ten
     if int((e.abs() > atol).sum()) >= 2:
         factor = float((g * e).sum() / (e * e).sum())
         if factor != 0 and not math.isclose(factor, 1.0, rel_tol=1e-4) and _close(g, factor * e, atol, rtol):
-            return _factor_name(factor, given)
+            return _factor_name(factor, given, reduces=isinstance(given, torch.Tensor)
+                                and expected.numel() < given.numel())
     # transposed (square matrices, or the last two dimensions of a batch)
     if got.dim() >= 2 and got.shape[-1] == got.shape[-2] and _close(got, expected.transpose(-1, -2), atol, rtol):
         return "your result is the transpose of the expected one (rows and columns swapped)"
