@@ -55,6 +55,13 @@ def _label(cell: nbformat.NotebookNode, index: int) -> str:
     return f"cell {index}: {line.strip()[:48]}"
 
 
+def _printed_error(cell: nbformat.NotebookNode) -> str:
+    """The last line naming an error in what ``cell`` printed (a failed launcher's stderr), else ""."""
+    text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+    lines = [line.strip() for line in text.splitlines() if re.search(r"Error|error:|EADDRINUSE|Timed out", line)]
+    return lines[-1][:200] if lines else ""
+
+
 def soak(runs: int, source: Path = SOURCE, cell_timeout: float = 330.0, verbose: bool = True) -> dict:
     """Run the lesson once, then its launching cells ``runs - 1`` more times; return the records."""
     nb = source_to_notebook(source)
@@ -79,6 +86,9 @@ def soak(runs: int, source: Path = SOURCE, cell_timeout: float = 330.0, verbose:
                         failure = "hang"
                     except CellExecutionError as error:
                         failure = str(error).strip().splitlines()[-1][:200]
+                        printed = _printed_error(cell)
+                        if printed:  # a launcher's own error, printed by the cell before it raised
+                            failure = f"{failure} | printed: {printed}"
                     if index in records:
                         record = records[index]
                         record.seconds.append(time.perf_counter() - begun)

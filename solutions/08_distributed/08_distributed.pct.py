@@ -834,6 +834,7 @@ def run_command(*commands: list[str], envs: list[dict] | None = None,
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 single_machine, = run_command(TORCHRUN + ["--standalone", "--nproc_per_node=2", SCRIPT.name, "--out", "standalone.pt"])
 print(single_machine.stdout if single_machine.returncode == 0 else single_machine.stderr[-2000:])
+single_machine.check_returncode()  # a failed launch stops here, with its error printed above
 
 # %% [markdown]
 # ### Two jobs, one port
@@ -893,6 +894,7 @@ node0, node1 = again_if_port_taken(two_nodes)
 print(node0.stdout if node0.returncode == 0 else node0.stderr[-2000:])
 if node1.returncode != 0:
     print(node1.stderr[-2000:])
+node0.check_returncode(), node1.check_returncode()
 one = torch.load(RUN_DIR / "standalone.pt", map_location="cpu")
 two = torch.load(RUN_DIR / "two_nodes.pt", map_location="cpu")
 print("same weights as the single-machine run:", all(torch.allclose(one[k], two[k], atol=1e-6) for k in one))
