@@ -211,6 +211,20 @@ def _unwritten_mistake(regions: Callable[[torch.Tensor], list[torch.Tensor]]) ->
 
 # ---------------------------------------------------------------- fix_length
 
+def _padded_both_sides(got: Any, signal: torch.Tensor, length: int) -> bool:
+    """``got`` is ``signal`` with zeros before and after it (at least one on each side), ``length`` in all."""
+    n = len(signal)
+    return isinstance(got, torch.Tensor) and got.shape == (length,) and any(
+        torch.equal(got, torch.nn.functional.pad(signal, (before, length - n - before)).to(got.dtype))
+        for before in range(1, length - n))
+
+
+def _cropped_inside(got: Any, signal: torch.Tensor, length: int) -> bool:
+    """``got`` is a window of ``length`` samples of ``signal`` that neither starts at its start nor ends at its end."""
+    return isinstance(got, torch.Tensor) and got.shape == (length,) and length > 0 and any(
+        torch.equal(got, signal[start:start + length].to(got.dtype)) for start in range(1, len(signal) - length))
+
+
 def check_fix_length(fn: Callable[[torch.Tensor, int], torch.Tensor],
                      inputs: Sequence[tuple[torch.Tensor, int]] | None = None, part: str = "both") -> None:
     """``part``: "crop" tests only signals at least ``length`` long, "pad" only shorter ones."""
@@ -242,6 +256,14 @@ def check_fix_length(fn: Callable[[torch.Tensor, int], torch.Tensor],
                                         "e.g. F.pad(signal, (0, length - len(signal)))",
                                         lambda: torch.nn.functional.pad(signal, (length - n, 0)) if n < length else None,
                                         where="look at which side the zeros go when the signal is too short"),
+                                Mistake("you put zeros on both sides of the signal (centred it); the task pads "
+                                        "with zeros at the end only, so the signal starts at sample 0",
+                                        matches=lambda t: _padded_both_sides(t, signal, length),
+                                        where="look at which side the zeros go when the signal is too short"),
+                                Mistake("you kept samples from the middle of the signal; crop from the start, "
+                                        "signal[:length]",
+                                        matches=lambda t: _cropped_inside(t, signal, length),
+                                        where="look at which samples you keep when the signal is too long"),
                                 Mistake("you filled the missing samples by repeating the signal from its start; "
                                         "the task pads with zeros",
                                         lambda: signal.repeat(length // n + 1)[:length] if 0 < n < length else None,

@@ -1413,3 +1413,37 @@ def mean_std_images_counted_std_only(dataset, batch_size=1000):
 CASES += [
     Reject(checks.check_mean_std, mean_std_images_counted_std_only, "with n counting images instead of pixels"),
 ]
+
+
+# ---------------------------------------------------------------- round 5: fix_length keeps the start of the signal
+
+
+def fix_length_centred(signal, length):  # the zeros split over both ends (the larger half before)
+    n = len(signal)
+    if n >= length:
+        return signal[:length]
+    before = (length - n + 1) // 2
+    return torch.cat([signal.new_zeros(before), signal, signal.new_zeros(length - n - before)])
+
+
+def fix_length_crop_centre(signal, length):  # a window from the middle of a long signal
+    n = len(signal)
+    if n > length:
+        start = (n - length) // 2
+        return signal[start:start + length]
+    return F.pad(signal, (0, length - n))
+
+
+def fix_length_narrow(signal, length):  # right: narrow() crops, a zeros-filled copy pads
+    if len(signal) >= length:
+        return signal.narrow(0, 0, length)
+    out = torch.zeros(length, dtype=signal.dtype)
+    out[: len(signal)] = signal
+    return out
+
+
+CASES += [
+    Reject(checks.check_fix_length, fix_length_centred, "zeros on both sides of the signal"),
+    Reject(checks.check_fix_length, fix_length_crop_centre, "samples from the middle of the signal"),
+    Accept(checks.check_fix_length, fix_length_narrow),
+]
