@@ -1447,3 +1447,24 @@ CASES += [
     Reject(checks.check_fix_length, fix_length_crop_centre, "samples from the middle of the signal"),
     Accept(checks.check_fix_length, fix_length_narrow),
 ]
+
+
+def collate_longest_first(batch):  # ordered for pack_padded_sequence, but the rows no longer match the batch
+    order = torch.argsort(torch.tensor([len(s) for s, _ in batch]), descending=True)
+    sequences = [batch[i][0] for i in order]
+    lengths = torch.tensor([len(s) for s in sequences])
+    labels = torch.tensor([batch[i][1] for i in order])
+    return pad_sequence(sequences, batch_first=True), lengths, labels
+
+
+def split_both_parts_floored(dataset, val_fraction, seed):  # each part rounded down: one sample can go missing
+    n = len(dataset)
+    n_train = math.floor((1 - val_fraction) * n)
+    n_val = int(val_fraction * n)
+    return tuple(random_split(dataset, [n_train, n_val], generator=torch.Generator().manual_seed(seed)))
+
+
+CASES += [
+    Reject(checks.check_collate_sequences, collate_longest_first, "sorted by length, longest first"),
+    Reject(checks.check_split_train_val, split_both_parts_floored, "your lengths do not add up to"),
+]
