@@ -103,6 +103,18 @@ def _same_floats(a: Any, b: Sequence[float]) -> bool:
 
 # ---------------------------------------------------------------- mean_square_grad
 
+# An x whose gradient differs from element to element: on it a gradient taken at a constant tensor shows
+VARIED = torch.tensor([-1.0, 0.5, 2.0])
+
+
+def _probe_grad(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> Any:
+    """fn's answer for ``x``; None when fn fails there."""
+    try:
+        return _run(fn, x.clone())
+    except CheckError:
+        return None
+
+
 def check_mean_square_grad(fn: Callable[[torch.Tensor], torch.Tensor],
                            inputs: Sequence[torch.Tensor] | None = None) -> None:
     inputs = inputs if inputs is not None else [torch.ones(2, 2), torch.tensor([-2.0, 0.0, 1.5]), _randn(3, 4),
@@ -119,8 +131,22 @@ def check_mean_square_grad(fn: Callable[[torch.Tensor], torch.Tensor],
                                         f"by the number of elements ({n})", lambda: 6 * (x + 2),
                                             where='look at how out reduces its elements'),
                                 Mistake("the factor 3 is missing: out = mean(3 * (x + 2) ** 2)",
-                                        lambda: 2 * (x + 2) / n, where='look at every factor of out')])
+                                        lambda: 2 * (x + 2) / n, where='look at every factor of out'),
+                                # the gradient of the mean is 6 * (t + 2) / n: equal everywhere only where t is
+                                Mistake("every element of your gradient is the same, as if every element of x were "
+                                        "equal: you differentiated at a new tensor (torch.ones_like(x)?), not at a "
+                                        "copy of x's values (x.detach().clone().requires_grad_())",
+                                        matches=lambda g: _constant_where_varied(g, ref.mean_square_grad(x))
+                                        or _constant_where_varied(_probe_grad(fn, VARIED), ref.mean_square_grad(VARIED)),
+                                        where="look at the tensor you differentiate with respect to: does it hold "
+                                              "x's values?")])
     passed("mean_square_grad", len(inputs))
+
+
+def _constant_where_varied(got: Any, expected: torch.Tensor) -> bool:
+    """``got`` has ``expected``'s shape and one value throughout, where ``expected`` has several."""
+    return (isinstance(got, torch.Tensor) and got.shape == expected.shape and got.numel() > 1
+            and bool((got == got.flatten()[0]).all()) and not bool((expected == expected.flatten()[0]).all()))
 
 
 # ---------------------------------------------------------------- vector_jacobian_product
@@ -196,6 +222,16 @@ def _per_batch_examples(leftover: bool = False) -> list[tuple[torch.Tensor, list
     return examples
 
 
+def _broadcast_grads(w: torch.Tensor, batches: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> list[torch.Tensor]:
+    """Each batch's gradient of a loss whose [B, 1] prediction broadcast against the [B] targets to [B, B]."""
+    grads = []
+    for x, y in batches:
+        leaf = w.detach().clone().requires_grad_(True)
+        (((x @ leaf).unsqueeze(1) - y) ** 2).mean().backward()
+        grads.append(leaf.grad)
+    return grads
+
+
 def check_per_batch_grads(fn: Callable, inputs: Sequence[tuple[torch.Tensor, list]] | None = None) -> None:
     inputs = inputs if inputs is not None else _per_batch_examples()
     for w, batches in inputs:
@@ -236,6 +272,12 @@ def check_per_batch_grads(fn: Callable, inputs: Sequence[tuple[torch.Tensor, lis
                         matches=lambda _: all(torch.allclose(a, b * len(batch[1]), atol=1e-5, rtol=1e-4)
                                               for a, b, batch in zip(got, expected, batches)),
                         where="look at how each batch's loss reduces its squared errors"),
+                Mistake(f"your loss averages {len(batches[index][1])} x {len(batches[index][1])} squared differences: "
+                        "a [B, 1] column minus a [B] vector broadcasts to [B, B], pairing every prediction with "
+                        "every target; keep the prediction and y the same shape ([B])",
+                        matches=lambda _: all(torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+                                              for a, b in zip(got, _broadcast_grads(w, batches))),
+                        where="look at the shapes of the prediction and of y in each batch's loss (print them)"),
                 Mistake("every gradient in your list is the gradient of all the batches together: one backward "
                         "through the summed losses; the task asks for one backward per batch",
                         matches=lambda _: len(got) > 1 and all(torch.allclose(a, sum(expected), atol=1e-5, rtol=1e-4)
@@ -544,16 +586,30 @@ def check_accuracy(fn: Callable, inputs: Sequence[tuple[nn.Module, torch.Tensor,
         what = f"accuracy(model, images of shape {list(images.shape)}, labels)"
         with torch.no_grad():
             correct = (model(images).argmax(dim=1) == labels).sum().item()
-        # task: "The model here has no dropout, so its train/eval mode does not matter yet"
-        got = _run(fn, model, images, labels, allow=Allow(modes=True))
-        floor_divided = float(correct // len(labels))
-        over_images = _argmax_over_images(model, images, labels)
         probes: dict[str, Any] = {}  # fn on two small cases, run only when a wrong value needs telling apart
 
         def on(name: str, case: tuple) -> Any:
             if name not in probes:
                 probes[name] = _probe(fn, *case)
             return probes[name]
+
+        try:
+            # task: "The model here has no dropout, so its train/eval mode does not matter yet"
+            got = _run(fn, model, images, labels, allow=Allow(modes=True))
+        except CheckError as error:
+            # argmax over dim 0 gives one index per class, which fails to compare with one label per image unless
+            # there are as many images as classes: a square case where only dim 0 is right tells it apart
+            if not _is(on("dim 0", ONLY_DIM_0_RIGHT), 1.0):
+                raise
+            with torch.no_grad():
+                classes = model(images).shape[1]
+            raise CheckError(error.symptom, where="look at the dimension argmax reduces: dim 1 holds the classes, "
+                                                  "dim 0 the images",
+                             mistake="your predictions come from argmax over dim 0, the images: that gives one index "
+                                     f"per class ({classes} here), not one class per image "
+                                     f"({len(labels)}); take argmax(dim=1)") from error.__cause__
+        floor_divided = float(correct // len(labels))
+        over_images = _argmax_over_images(model, images, labels)
 
         def floor_division(g: Any) -> bool:
             return _is(g, floor_divided) and (not any(_is(g, v) for v in over_images)
@@ -618,6 +674,11 @@ def _softplus_examples() -> list[tuple[torch.Tensor, torch.Tensor]]:
             (torch.tensor([-800.0, -30.0, 0.0, 30.0, 800.0], dtype=torch.float64), torch.ones(5, dtype=torch.float64))]
 
 
+def _close_to(got: Any, want: torch.Tensor) -> bool:
+    return (isinstance(got, torch.Tensor) and got.shape == want.shape
+            and torch.allclose(got.detach().to(want.dtype), want, atol=1e-7, rtol=1e-5))
+
+
 def check_softplus_backward(fn: Callable, inputs: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None) -> None:
     inputs = inputs if inputs is not None else _softplus_examples()
     for x, grad_output in inputs:
@@ -647,6 +708,11 @@ def check_softplus_backward(fn: Callable, inputs: Sequence[tuple[torch.Tensor, t
                                       where='look at the derivative on paper: exp(x) over what?'),
                           Mistake("you differentiated only the exp(x) inside; the log adds a factor 1 / (1 + exp(x))",
                                   lambda: grad_output * torch.exp(x), where='look at the derivative of the outer log'),
+                          Mistake("that is ReLU's derivative (0 below zero, 1 above) times grad_output; softplus "
+                                  "is smooth, and its derivative exp(x) / (1 + exp(x)) lies strictly between 0 and 1",
+                                  matches=lambda g: any(_close_to(g, grad_output * step)
+                                                        for step in ((x > 0).to(x.dtype), (x >= 0).to(x.dtype))),
+                                  where="look at the derivative on paper: softplus is smooth, unlike ReLU"),
                           Mistake("that is softplus itself (the forward value), not its derivative",
                                   lambda: grad_output * torch.nn.functional.softplus(x),
                                       where='look at whether you return the function or its derivative'),
@@ -678,10 +744,19 @@ def _gradcheck_examples() -> list[tuple[Callable, torch.Tensor, bool]]:
     wrong_sign = make_function(torch.exp, lambda x, g: -g * torch.exp(x), "ExpWrongSign")
     # 5% too large: gradcheck's default tolerances see it; tolerances loosened to 10% do not
     slightly_off = make_function(softplus, lambda x, g: 1.05 * g * torch.sigmoid(x), "SoftplusFivePercentOff")
+    # The task's rule is gradcheck at a float64 copy, with its default tolerances (atol=1e-5, rtol=1e-3). Two
+    # examples make that rule observable. A right gradient of a function whose values are large: in float32 the
+    # finite differences lose it (ulp(1e4) is about 1e-3) unless the tolerances are loosened far, ...
+    large_values = make_function(lambda x: torch.sin(x) + 1e4, lambda x, g: g * torch.cos(x), "SinePlus10000")
+    # ... and a gradient 0.15% too large (|cos| > 0.5 on [-1, 1]): gradcheck's default rtol of 0.1% in float64 sees
+    # it, any tolerance loosened to 0.15% or more does not
+    barely_off = make_function(torch.sin, lambda x, g: 1.0015 * g * torch.cos(x), "SineOffByPointFifteenPercent")
     return [(good, _randn(6, seed=93), True), (no_chain_rule, _randn(6, seed=94), False),
             (torch.tanh, _randn(2, 3, seed=95), True), (wrong_sign, _randn(4, seed=96), False),
             (torch.tanh, _randn(5, seed=97, dtype=torch.float64), True),  # float64 already: .double() is x itself
-            (slightly_off, _randn(5, seed=98), False)]
+            (slightly_off, _randn(5, seed=98), False),
+            (large_values, torch.linspace(-1, 1, 5), True),
+            (barely_off, torch.linspace(-1, 0.9, 6), False)]
 
 
 def gradcheck_says(f: Callable, x: torch.Tensor) -> bool:
@@ -691,33 +766,70 @@ def gradcheck_says(f: Callable, x: torch.Tensor) -> bool:
         return not torch.autograd.gradcheck(f, (x.detach().double().requires_grad_(True),), raise_exception=False)
 
 
+def _watched(f: Callable) -> tuple[Callable, list[tuple[torch.dtype, bool]]]:
+    """``f`` that records the (dtype, requires_grad) of every input it is called with."""
+    seen: list[tuple[torch.dtype, bool]] = []
+
+    def watched(x: torch.Tensor, *rest: Any) -> Any:
+        seen.append((x.dtype, x.requires_grad) if isinstance(x, torch.Tensor) else (None, False))
+        return f(x, *rest)
+
+    watched.__name__ = getattr(getattr(f, "__self__", f), "__name__", "f")  # the name messages show
+    return watched, seen
+
+
+def _diagnose_gradcheck(fn: Callable, f: Callable, x: torch.Tensor, correct: bool,
+                        seen: list[tuple[torch.dtype, bool]], what: str, name: str) -> None:
+    """The learner's answer was wrong: say what the inputs f saw (and a probe) show."""
+    float32 = any(dtype == torch.float32 for dtype, _ in seen) and torch.float64 not in {d for d, _ in seen}
+    float32_mistake = ("gradcheck needs float64, and yours ran f on float32 inputs (f saw no float64 input): in "
+                       "float32 the finite "
+                       "differences are too coarse, so correct gradients look wrong, and tolerances loosened until "
+                       "they look right let small errors through; check a copy made with "
+                       "x.detach().double().requires_grad_()")
+    if correct:
+        symptom = f"{what} returned False for {name}, whose gradients are right"
+        if float32:
+            raise CheckError(symptom, where="look at the dtype of the tensor you pass to gradcheck",
+                             mistake=float32_mistake)
+        if not any(requires for _, requires in seen):
+            # f never ran on an input that requires grad: try the function once with an x that already requires grad
+            probe_f, _ = _watched(f)
+            try:
+                probe = _run(fn, probe_f, x.detach().double().requires_grad_(True))
+            except CheckError:
+                probe = None
+            raise CheckError(symptom + " (f never ran on an input that requires grad)",
+                             where="look at the copy you pass to gradcheck: gradcheck refuses to run when no input "
+                                   "requires grad, and an except around it turns that refusal into False",
+                             mistake="given an x that already requires grad, your function returns True: the copy "
+                                     "you pass to gradcheck requires grad only when x did. Make it with "
+                                     "x.detach().double().requires_grad_()" if probe is True else None)
+        raise CheckError(symptom + " (gradcheck with its default tolerances, on a float64 copy, returns True)",
+                         where="look at the arguments you pass to gradcheck (any tolerance you changed) and at how "
+                               "its answer becomes the value you return")
+    if gradcheck_says(f, x):
+        raise CheckError(f"{what} returned True for {name}, whose backward is wrong (torch.autograd.gradcheck "
+                         "with its default tolerances, on a float64 copy, returns False)",
+                         where="look at the arguments you pass to gradcheck: the dtype, and any tolerance "
+                               "(atol, rtol, eps) you changed",
+                         mistake=float32_mistake if float32 else None)
+    raise CheckError(f"{what} returned {not correct}, but the gradients of {name} are wrong",
+                     where="look at what decides the value you return",
+                     mistake="return the result of torch.autograd.gradcheck(f, (x64,), raise_exception=False)")
+
+
 def check_gradients_are_correct(fn: Callable, inputs: Sequence[tuple[Callable, torch.Tensor, bool]] | None = None) -> None:
     inputs = inputs if inputs is not None else _gradcheck_examples()
     for index, (f, x, correct) in enumerate(inputs):
         what = f"gradients_are_correct(f, x of dtype {x.dtype}) for example {index}"
-        got = _run(fn, f, x)
+        name = getattr(getattr(f, "__self__", f), "__name__", "f")
+        watched, seen = _watched(f)  # the inputs f sees show the dtype gradcheck ran at
+        got = _run(fn, watched, x)
         expect(isinstance(got, bool), f"{what} should return True or False, not {describe(got)}",
                where="look at what you return: gradcheck's own answer is a bool")
-        if got == correct:
-            continue
-        if correct and x.dtype != torch.float64:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                float32_says = torch.autograd.gradcheck(f, (x.detach().clone().requires_grad_(True),),
-                                                        raise_exception=False)
-            expect(float32_says, f"{what} returned False for a function whose gradients are right",
-                   where="look at the dtype of the tensor you pass to gradcheck",
-                   mistake="gradcheck needs float64. In float32 the finite differences are too coarse, so correct "
-                           "gradients look wrong; check a copy made with x.detach().double().requires_grad_()")
-        name = getattr(getattr(f, "__self__", f), "__name__", "f")
-        if not correct and gradcheck_says(f, x):
-            raise CheckError(f"{what} returned True for {name}, whose backward is wrong (torch.autograd.gradcheck "
-                             "with its default tolerances, on a float64 copy, returns False)",
-                             where="look at the arguments you pass to gradcheck: the dtype, and any tolerance "
-                                   "(atol, rtol, eps) you changed")
-        raise CheckError(f"{what} returned {got}, but the gradients of {name} are {'right' if correct else 'wrong'}",
-                         where="look at what decides the value you return",
-                         mistake="return the result of torch.autograd.gradcheck(f, (x64,), raise_exception=False)")
+        if got != correct:
+            _diagnose_gradcheck(fn, f, x, correct, seen, what, name)
     passed("gradients_are_correct", len(inputs))
 
 
@@ -828,6 +940,23 @@ def _diagnose_gave_up(params: Sequence[torch.Tensor], predict: Callable, start: 
     symptom = (f"{what} raised RuntimeError ({str(error.__cause__)[:80]}), but plain gradient descent with lr={lr} "
                f"reaches the target after {first} steps")
     if all(torch.isfinite(p.detach()).all() for p in params):
+        # where on gradient descent's path the learner's params stopped shows which part of the loop is wrong
+        path = _descend(predict, start, x, y, lr, max_steps)
+        at = next((k for k in range(len(path)) if _same_params(params, path[k][0])), None)
+        if at is not None and at >= first:
+            raise CheckError(symptom + f"; your params are those after {at} updates, whose error "
+                             f"({path[at][1]:.6g}) is already at most the target",
+                             where="look at where your loop compares the error with the target: does a comparison "
+                                   f"run after the last allowed update (update {max_steps})?" if at == max_steps else
+                                   "look at how your loop compares the error with the target",
+                             mistake=f"the updates are right, but the error after update {max_steps} is never "
+                                     "compared with the target: compare after every update, the last one included"
+                                     if at == max_steps else None) from None
+        if at is not None:
+            raise CheckError(symptom + f"; your params are those after {at} updates, and the task allows "
+                             f"{max_steps}",
+                             where="look at how many updates your loop makes before it gives up (range's start "
+                                   "and end)") from None
         never_zeroed = _descend(predict, start, x, y, lr, max_steps, zero=False)
         named = "you never cleared the gradients, so every step used the sum of all gradients so far" \
             if _same_params(params, never_zeroed[-1][0]) else None

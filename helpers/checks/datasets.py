@@ -211,6 +211,20 @@ def _unwritten_mistake(regions: Callable[[torch.Tensor], list[torch.Tensor]]) ->
 
 # ---------------------------------------------------------------- fix_length
 
+def _padded_both_sides(got: Any, signal: torch.Tensor, length: int) -> bool:
+    """``got`` is ``signal`` with zeros before and after it (at least one on each side), ``length`` in all."""
+    n = len(signal)
+    return isinstance(got, torch.Tensor) and got.shape == (length,) and any(
+        torch.equal(got, torch.nn.functional.pad(signal, (before, length - n - before)).to(got.dtype))
+        for before in range(1, length - n))
+
+
+def _cropped_inside(got: Any, signal: torch.Tensor, length: int) -> bool:
+    """``got`` is a window of ``length`` samples of ``signal`` that neither starts at its start nor ends at its end."""
+    return isinstance(got, torch.Tensor) and got.shape == (length,) and length > 0 and any(
+        torch.equal(got, signal[start:start + length].to(got.dtype)) for start in range(1, len(signal) - length))
+
+
 def check_fix_length(fn: Callable[[torch.Tensor, int], torch.Tensor],
                      inputs: Sequence[tuple[torch.Tensor, int]] | None = None, part: str = "both") -> None:
     """``part``: "crop" tests only signals at least ``length`` long, "pad" only shorter ones."""
@@ -242,6 +256,14 @@ def check_fix_length(fn: Callable[[torch.Tensor, int], torch.Tensor],
                                         "e.g. F.pad(signal, (0, length - len(signal)))",
                                         lambda: torch.nn.functional.pad(signal, (length - n, 0)) if n < length else None,
                                         where="look at which side the zeros go when the signal is too short"),
+                                Mistake("you put zeros on both sides of the signal (centred it); the task pads "
+                                        "with zeros at the end only, so the signal starts at sample 0",
+                                        matches=lambda t: _padded_both_sides(t, signal, length),
+                                        where="look at which side the zeros go when the signal is too short"),
+                                Mistake("you kept samples from the middle of the signal; crop from the start, "
+                                        "signal[:length]",
+                                        matches=lambda t: _cropped_inside(t, signal, length),
+                                        where="look at which samples you keep when the signal is too long"),
                                 Mistake("you filled the missing samples by repeating the signal from its start; "
                                         "the task pads with zeros",
                                         lambda: signal.repeat(length // n + 1)[:length] if 0 < n < length else None,
@@ -522,6 +544,17 @@ def check_pad_collate(fn: Callable[[list[torch.Tensor]], tuple[torch.Tensor, tor
     passed(f"pad_collate ({part})" if part != "both" else "pad_collate", len(inputs))
 
 
+def _sorted_longest_first(got: Any, sequences: list[torch.Tensor]) -> bool:
+    """``got`` is the padded batch of ``sequences`` sorted by length, longest first, where that order differs."""
+    ordered = sorted(sequences, key=len, reverse=True)
+    if not isinstance(got, torch.Tensor) or all(a is b for a, b in zip(ordered, sequences)):
+        return False
+    return any(got.shape == p.shape and torch.equal(got, p.to(got.dtype))
+               for p in (pad_sequence(ordered, batch_first=True),
+                         pad_sequence([sequences[i] for i in torch.argsort(torch.tensor([len(q) for q in sequences]),
+                                                                             descending=True)], batch_first=True)))
+
+
 def check_collate_sequences(fn: Callable[[list[tuple[torch.Tensor, int]]], tuple],
                             inputs: Sequence[list[tuple[torch.Tensor, int]]] | None = None) -> None:
     g = _gen(5)
@@ -542,7 +575,12 @@ def check_collate_sequences(fn: Callable[[list[tuple[torch.Tensor, int]]], tuple
                       mistakes=[Mistake("pad_sequence puts time first by default ([longest, batch, ...]); "
                                         "pass batch_first=True", lambda: pad_sequence(sequences),
                                         where="look at the pad_sequence call's arguments"),
-                                *_padded_mistakes(sequences, want_padded)])
+                                *_padded_mistakes(sequences, want_padded),
+                                Mistake("your rows are the sequences sorted by length, longest first; keep the "
+                                        "batch's order (row i is sample i, as the labels are): sorting is only for "
+                                        "pack_padded_sequence with enforce_sorted=True",
+                                        matches=lambda t: _sorted_longest_first(t, sequences),
+                                        where="look at the order in which the sequences go into the batch")])
         expect_tensor(lengths, want_lengths, what=f"the lengths for sequences of shapes {shapes}",
                       mistakes=_lengths_mistakes([len(s) for s in sequences], want_padded.shape[1],
                                                  [s.numel() for s in sequences], padded=want_padded,
@@ -791,7 +829,17 @@ def check_split_train_val(fn: Callable[[Dataset, float, int], tuple[Subset, Subs
         n_val = int(n * fraction)
         shown = f"split_train_val({n} samples, val_fraction={fraction}, seed={seed})"
         # The framework rejects any use of the global generator (an unseeded random_split, torch.manual_seed).
-        got = call(fn, dataset, fraction, seed)
+        try:
+            got = call(fn, dataset, fraction, seed)
+        except CheckError as error:
+            # random_split's own complaint shows the lengths passed to it do not add up to the dataset's
+            if "Sum of input lengths does not equal" not in str(error.__cause__):
+                raise
+            raise CheckError(error.symptom, where=f"look at the lengths you pass to random_split: together they "
+                                                  f"must be len(dataset) ({n})",
+                             mistake=f"your lengths do not add up to {n}: compute n_val = int(n * val_fraction) and "
+                                     "give training the rest, n - n_val (two parts each rounded down can fall one "
+                                     "short)") from error.__cause__
         expect(isinstance(got, (tuple, list)) and len(got) == 2,
                f"{shown} returned {describe(got)}; expected a pair (train, val)", where=WHERE_RETURN)
         train, val = got

@@ -1413,3 +1413,58 @@ def mean_std_images_counted_std_only(dataset, batch_size=1000):
 CASES += [
     Reject(checks.check_mean_std, mean_std_images_counted_std_only, "with n counting images instead of pixels"),
 ]
+
+
+# ---------------------------------------------------------------- round 5: fix_length keeps the start of the signal
+
+
+def fix_length_centred(signal, length):  # the zeros split over both ends (the larger half before)
+    n = len(signal)
+    if n >= length:
+        return signal[:length]
+    before = (length - n + 1) // 2
+    return torch.cat([signal.new_zeros(before), signal, signal.new_zeros(length - n - before)])
+
+
+def fix_length_crop_centre(signal, length):  # a window from the middle of a long signal
+    n = len(signal)
+    if n > length:
+        start = (n - length) // 2
+        return signal[start:start + length]
+    return F.pad(signal, (0, length - n))
+
+
+def fix_length_narrow(signal, length):  # right: narrow() crops, a zeros-filled copy pads
+    if len(signal) >= length:
+        return signal.narrow(0, 0, length)
+    out = torch.zeros(length, dtype=signal.dtype)
+    out[: len(signal)] = signal
+    return out
+
+
+CASES += [
+    Reject(checks.check_fix_length, fix_length_centred, "zeros on both sides of the signal"),
+    Reject(checks.check_fix_length, fix_length_crop_centre, "samples from the middle of the signal"),
+    Accept(checks.check_fix_length, fix_length_narrow),
+]
+
+
+def collate_longest_first(batch):  # ordered for pack_padded_sequence, but the rows no longer match the batch
+    order = torch.argsort(torch.tensor([len(s) for s, _ in batch]), descending=True)
+    sequences = [batch[i][0] for i in order]
+    lengths = torch.tensor([len(s) for s in sequences])
+    labels = torch.tensor([batch[i][1] for i in order])
+    return pad_sequence(sequences, batch_first=True), lengths, labels
+
+
+def split_both_parts_floored(dataset, val_fraction, seed):  # each part rounded down: one sample can go missing
+    n = len(dataset)
+    n_train = math.floor((1 - val_fraction) * n)
+    n_val = int(val_fraction * n)
+    return tuple(random_split(dataset, [n_train, n_val], generator=torch.Generator().manual_seed(seed)))
+
+
+CASES += [
+    Reject(checks.check_collate_sequences, collate_longest_first, "sorted by length, longest first"),
+    Reject(checks.check_split_train_val, split_both_parts_floored, "your lengths do not add up to"),
+]
