@@ -174,3 +174,13 @@ def test_checks_never_crash_on_an_odd_answer(lesson, capsys):
                 pass
             finally:
                 torch.set_grad_enabled(True)
+
+
+def test_a_one_place_shift_of_padding_is_stated_without_guessing_an_index():
+    padded_left = torch.tensor([0.0, 0.0, 1.0, 2.0, 3.0])
+    with pytest.raises(CheckError) as error:
+        expect_tensor(padded_left.roll(-1), padded_left, what="pad(x)")
+    assert "shifted by one position along dim 0" in str(error.value) and "off-by-one" not in str(error.value)
+    values = torch.tensor([3.0, 1.0, 2.0, 4.0, 5.0])
+    with pytest.raises(CheckError, match=r"shifted by one position along dim 0 \(an off-by-one index\?\)"):
+        expect_tensor(values.roll(1), values, what="f(x)")

@@ -611,3 +611,12 @@ def test_a_raise_the_task_asks_for_does_not_excuse_the_state_left_behind():
     with pytest.raises(CheckError, match=r"left gradient tracking switched off .*\(when it raised RuntimeError, as "
                                          r"asked\)"):
         expected_raise(leaky.value, RuntimeError)
+
+
+def test_a_crash_shows_the_arguments_as_they_were_given():
+    def grows_then_fails(x):
+        x.mul_(10)  # changes the caller's tensor, then fails
+        raise ValueError("boom")
+
+    error = rejects(grows_then_fails, torch.tensor([1.0, 2.0, 3.0]))
+    assert "grows_then_fails(tensor([1., 2., 3.], dtype=torch.float32)) raised ValueError: boom" in str(error)

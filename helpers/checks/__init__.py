@@ -294,8 +294,10 @@ class Allow:
         return any(value is allowed for allowed in self.changed)
 
 
-def _invoke(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
-    """Call a learner's function, turning a crash into a readable CheckError."""
+def _invoke(fn: Callable[..., Any], args: tuple, kwargs: dict, tensors: dict[int, str] | None = None) -> Any:
+    """Call a learner's function, turning a crash into a readable CheckError. ``tensors``: the argument tensors as
+    they were before the call, by id (a function that changed one in place and then raised is shown what it was
+    given)."""
     name = getattr(fn, "__name__", repr(fn))
     if not callable(fn):
         raise CheckError(f"the check expected a function, but was given {describe(fn)} ({type(fn).__name__})",
@@ -318,8 +320,7 @@ def _invoke(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
                                  "it. (Without a GPU nothing seems wrong; on a GPU this is the error 'Expected all "
                                  "tensors to be on the same device'.)") from error
     except Exception as error:
-        shown = ", ".join([_describe_argument(a) for a in args] + [f"{k}={_describe_argument(v)}"
-                                                                  for k, v in kwargs.items()])
+        shown = _arguments_text(args, kwargs, tensors or {})
         raise CheckError(f"{name}({shown}) raised {type(error).__name__}: {error}",
                          where=_where_raised(error)) from error
 
@@ -375,6 +376,7 @@ def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), nothing_ran
     labelled = _labelled(fn, args, kwargs)
     watched = [(label, value, _snapshot(value)) for label, value in labelled if not allow.lets_change(value)]
     state = _global_state()
+    given_tensors = _tensors_as_given(args, kwargs)  # as given: the function may change them before it raises
 
     def left_behind(after: dict) -> CheckError | None:
         # a DataLoader draws its workers' base seed from the global generator each time it is iterated, even
@@ -386,7 +388,7 @@ def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), nothing_ran
 
     try:
         with _watching_reseeds() as reseeds, _counting_loader_seeds() as loader_seeds:
-            result = _invoke(fn, args, kwargs)
+            result = _invoke(fn, args, kwargs, given_tensors)
     except BaseException as error:
         after = _global_state()
         _give_back(state, after, watched, allow)
@@ -488,6 +490,21 @@ def describe(value: Any) -> str:
         return value.__name__  # not "<function f at 0x7f...>"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _arguments_text(args: tuple, kwargs: dict, tensors: dict[int, str]) -> str:
+    """The arguments of a call as a message shows them: ``tensor([1, 10, 2], dtype=torch.int64), lr=0.1``;
+    a tensor found in ``tensors`` (by id) as it was described there."""
+    def text(value: Any) -> str:
+        return tensors.get(id(value)) or _describe_argument(value)
+
+    return ", ".join([text(a) for a in args] + [f"{k}={text(v)}" for k, v in kwargs.items()])
+
+
+def _tensors_as_given(args: tuple, kwargs: dict) -> dict[int, str]:
+    """Each tensor argument described before the call (cheap: values only for a dozen or fewer)."""
+    return {id(value): _describe_argument(value) for value in (*args, *kwargs.values())
+            if isinstance(value, torch.Tensor)}
 
 
 # An argument tensor with at most this many values is shown whole when the learner's code raised on it.
@@ -733,8 +750,11 @@ def _diagnose_values(got: torch.Tensor, expected: torch.Tensor, given: torch.Ten
             continue
         for shift in (1, -1):
             if _close(got, expected.roll(shift, dims=d), atol, rtol):
-                return (f"your values are the expected ones shifted by one position along dim {d} "
-                        "(an off-by-one index?)")
+                # where the values that wrap around are zeros (padding), a one-place shift is as likely padding
+                # on the wrong side or in the wrong amount as an index that is off by one: state the shift only
+                wrapped = expected.select(d, -1 if shift == 1 else 0)
+                guess = "" if bool((wrapped == 0).all()) else " (an off-by-one index?)"
+                return f"your values are the expected ones shifted by one position along dim {d}{guess}"
     if _close(got.flatten().sort().values, expected.flatten().sort().values, atol, rtol):
         return "you have the right values, but in the wrong order"
     # an offset: every value off by the same amount
