@@ -829,10 +829,14 @@ CASES = [
     Reject(checks.check_accuracy_on, accuracy_train_mode_in_finally, "it came in eval mode"),
     Reject(checks.check_accuracy_on, accuracy_fixed_batch, "512 images in one forward pass, more than batch_size=500"),
     Accept(checks.check_accuracy_on, accuracy_split_batches),
-    Accept(check_accuracy_hidden_cases, ref.accuracy_on),
-    Accept(check_accuracy_hidden_cases, accuracy_scores_twice),
-    Accept(check_accuracy_hidden_cases, accuracy_split_batches),
+    *[Accept(check, answer)
+      for check in (check_accuracy_hidden_cases, check_accuracy_last_batch_of_one, check_accuracy_batches_of_ten)
+      for answer in (ref.accuracy_on, accuracy_scores_twice, accuracy_split_batches, accuracy_restores_mode)],
+    Reject(check_accuracy_hidden_cases, accuracy_drop_last_over_dataset, "never saw the last 9 of the 777 images"),
+    Reject(check_accuracy_hidden_cases, accuracy_max_over_batch, "argmax over dim 0 picks"),
     Reject(check_accuracy_last_batch_of_one, accuracy_item_by_item, "where batch_size=3 asks for 3 at a time"),
+    Reject(check_accuracy_last_batch_of_one, accuracy_max_over_batch, "argmax over dim 0 picks"),
+    Reject(check_accuracy_batches_of_ten, accuracy_item_by_item, "where batch_size=10 asks for 10 at a time"),
     Reject(checks.check_accuracy_on, accuracy_item_by_item, "where batch_size=500 asks for 500 at a time"),
     Reject(checks.check_accuracy_on, accuracy_loader_default_batches, "gives batches of 1 (its default)"),
     Reject(checks.check_accuracy_on, accuracy_drop_last_over_dataset, "drop_last=True (here batch_size=500)"),
