@@ -496,6 +496,16 @@ def accuracy_scores_twice(model, dataset, batch_size=500):
     return correct / len(dataset)
 
 
+def accuracy_calls_forward(model, dataset, batch_size=500):
+    """Correct: model.forward(x) instead of model(x) (it skips the module's hooks, which no check may rely on)."""
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for images, labels in DataLoader(dataset, batch_size=batch_size):
+            correct += int((model.forward(images).argmax(dim=1) == labels).sum())
+    return correct / len(dataset)
+
+
 def check_accuracy_hidden_cases(fn):
     """The graded cell's hidden cases, a batch of as many images as there are classes among them."""
     checks.check_accuracy_on(fn, inputs=[(777, 256, 5), (40, 10, 8), (10, 3, 6), (1, 500, 7)])
@@ -829,6 +839,7 @@ CASES = [
     Reject(checks.check_accuracy_on, accuracy_train_mode_in_finally, "it came in eval mode"),
     Reject(checks.check_accuracy_on, accuracy_fixed_batch, "512 images in one forward pass, more than batch_size=500"),
     Accept(checks.check_accuracy_on, accuracy_split_batches),
+    Accept(checks.check_accuracy_on, accuracy_calls_forward),
     *[Accept(check, answer)
       for check in (check_accuracy_hidden_cases, check_accuracy_last_batch_of_one, check_accuracy_batches_of_ten)
       for answer in (ref.accuracy_on, accuracy_scores_twice, accuracy_split_batches, accuracy_restores_mode)],
