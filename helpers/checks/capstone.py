@@ -194,6 +194,36 @@ def _expect_random(fn: Callable) -> None:
                          mistake="the split ignores its seed: seed the generator with the `seed` you are given")
 
 
+def _expect_no_repeats(what: str, train: list[int], val: list[int]) -> None:
+    """An item that appears twice in one part was drawn with replacement: named before the sizes it also changes."""
+    for part, items in (("validation", val), ("train", train)):
+        repeated = sorted({i for i in items if items.count(i) > 1})
+        if repeated:
+            raise CheckError(f"{what}: the {part} part holds item(s) {repeated[:5]} more than once "
+                             f"({len(items) - len(set(items))} repeat(s) among its {len(items)} items)",
+                             where=f"look at how the {part} indices are drawn: each item may be chosen only once",
+                             mistake="the indices were drawn with replacement (torch.randint, random.choices and the "
+                                     "like can draw an index twice): draw without replacement, from one permutation "
+                                     "(torch.randperm with a seeded generator) or with random_split")
+
+
+# A validation part of 35 items out of 40: indices drawn with replacement repeat one with probability 1 - 6e-11.
+REPEATS_N, REPEATS_K, REPEATS_SEED = 40, 35, 4
+
+
+def _expect_without_replacement(fn: Callable) -> None:
+    """Draws with replacement fail by evidence: a part holding an item twice (or the sizes that follow from it)."""
+    n, k, seed = REPEATS_N, REPEATS_K, REPEATS_SEED
+    what = f"make_validation_split(dataset of {n}, val_size={k}, seed={seed})"
+    train, val = _split(fn, n, k, seed)
+    _expect_no_repeats(what, train, val)
+    expect(len(train) == n - k and len(val) == k and sorted(train + val) == list(range(n)),
+           f"{what}: the parts have {len(train)} and {len(val)} items (expected {n - k} and {k}), and together hold "
+           f"{len(set(train + val))} different items of the {n}",
+           where="look at how the validation indices are drawn: each item may be chosen only once, and every item "
+                 "belongs to exactly one part")
+
+
 def check_make_validation_split(fn: Callable, inputs: Sequence[tuple[int, int, int]] | None = None) -> None:
     """``fn(dataset, val_size, seed)``: sizes, disjoint and complete, reproducible, random, seed-dependent.
 
@@ -216,6 +246,7 @@ def check_make_validation_split(fn: Callable, inputs: Sequence[tuple[int, int, i
                              f"expected {n - val_size} and {val_size}",
                              where="look at the order of the parts you return",
                              mistake="the parts are swapped: return (train, val), with val_size items in val")
+        _expect_no_repeats(what, train, val)
         expect(len(train) == n - val_size and len(val) == val_size,
                f"{what}: the parts should have {n - val_size} and {val_size} items, but have {len(train)} and {len(val)}",
                where="look at the sizes you split into: the validation part has val_size items, the train part the rest")
@@ -225,7 +256,8 @@ def check_make_validation_split(fn: Callable, inputs: Sequence[tuple[int, int, i
                f"{what}: item(s) {sorted(set(range(n)) - set(train + val))[:5]} are in neither part",
                where="look at how you pick the indices of each part: together they must cover range(n)")
     _expect_random(fn)
-    passed("make_validation_split", len(inputs) + 1)
+    _expect_without_replacement(fn)
+    passed("make_validation_split", len(inputs) + 2)
 
 
 # ---------------------------------------------------------------- exercise 2: stack_dataset
@@ -589,6 +621,75 @@ WHERE_SHAPES_COMPARED = ("look at the shapes of the predictions and the labels y
                          "shape of their comparison (a [B, 1] tensor against a [B] one broadcasts to [B, B])")
 
 
+CLASS_DIM = ("argmax over dim 0 picks, for each of the 10 classes, the image of the batch that scores highest "
+             "on it: the scores are [B, 10], one row per image, so each image's prediction is the argmax over "
+             "dim=1 (the classes)")
+WHERE_CLASS_DIM = "look at the dim you take the argmax (or max) over: print the shape of the scores and of the labels"
+
+
+def _class_dim_fraction(model: nn.Module, dataset: Dataset, batch_size: int) -> float:
+    """What an argmax over dim 0 (the batch) counts when every batch has as many images as there are classes."""
+    from torch.utils.data import DataLoader
+
+    model = copy.deepcopy(model).eval()
+    hits = 0
+    with torch.no_grad():
+        for x, y in DataLoader(dataset, batch_size):
+            scores = model(x)
+            if scores.shape[0] != scores.shape[1]:  # the comparison would have raised (_explain_class_dim_crash)
+                raise ValueError("an argmax over dim 0 is compared with the labels only when B is 10")
+            hits += int((scores.argmax(0) == y).sum())
+    return hits / len(dataset)
+
+
+def _explain_class_dim_crash(error: CheckError, sizes: list[int]) -> None:
+    """A crash of a [10] tensor against the [B] labels of the batch just predicted: the class dim was reduced away."""
+    text = str(error.__cause__ or "")
+    found = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", text)
+    if not found or not sizes:
+        return
+    pair, batch = {int(found[1]), int(found[2])}, sizes[-1]
+    if pair == {10, batch} and batch != 10:
+        raise CheckError(f"{error.symptom}\n(the model had just scored a batch of {batch} images, shape [{batch}, "
+                         f"10]: the 10 is the number of classes, the {batch} the number of images and labels)",
+                         where=WHERE_CLASS_DIM, mistake=CLASS_DIM) from error.__cause__
+
+
+def _expect_batches(what: str, sizes: list[int], n: int, batch_size: int, settings: "_LoaderSettings") -> None:
+    """The task's "predicting batch_size images at a time": the forward passes hold batch_size images each, but for
+    one last, shorter batch of the n % batch_size images left over, and every batch is predicted.
+
+    Judged on the sizes alone (not their order or count), so a model called twice per batch is not wrong here.
+    """
+    if not sizes:
+        return  # model.forward(x) called directly runs no hooks: nothing seen, so nothing to judge
+    rest = n % batch_size
+    allowed = {batch_size, rest} - {0}
+    odd = next((i for i, size in enumerate(sizes) if size not in allowed), None)
+    if odd is None and sizes.count(batch_size) < n // batch_size:
+        odd = next((i for i, size in enumerate(sizes) if size != batch_size), None)
+    if odd is not None:
+        size = sizes[odd]
+        default = all(s == 1 for s in sizes) and any(loader_size == 1 for loader_size, _ in settings.loaders)
+        raise CheckError(f"{what}: the model was given {size} image{'s' if size != 1 else ''} in forward pass "
+                         f"{odd + 1} of {len(sizes)}, where batch_size={batch_size} asks for {batch_size} at a time "
+                         f"(only the last batch, the {rest or batch_size} images left over, may have fewer)",
+                         where="look at the batch size you predict with: the batch_size argument",
+                         mistake="a DataLoader without batch_size= gives batches of 1 (its default): pass "
+                                 "batch_size=batch_size, so each forward pass predicts a whole batch"
+                         if default else None)
+    if rest and rest not in sizes:
+        sizes_seen = ", ".join(map(str, sorted(set(sizes)))) or "no"
+        dropped = [size for size, drop in settings.loaders if drop and size and n % size == rest]
+        raise CheckError(f"{what}: the model never saw the last {rest} of the {n} images (its {len(sizes)} forward "
+                         f"passes had {sizes_seen} images each)",
+                         where="look at which images reach the model: every image of the dataset, the last "
+                               "(shorter) batch included",
+                         mistake=f"a DataLoader with drop_last=True (here batch_size={dropped[0]}) leaves out the last, "
+                                 "shorter batch, so those images never count: keep it (drop_last=False, the default) "
+                                 "and divide by len(dataset)" if dropped else None)
+
+
 def _expect_mode_kept_in_eval(fn: Callable, model: nn.Module, dataset: Dataset, batch_size: int,
                               expected: float) -> None:
     """A model that comes in eval mode leaves in eval mode: the mode it came in, and the mode it predicts in."""
@@ -625,7 +726,7 @@ def check_accuracy_on(fn: Callable, inputs: Sequence[tuple[int, int, int]] | Non
         sizes: list[int] = []  # per forward: the number of images
 
         def note(module: nn.Module, args: tuple, output: Any) -> None:
-            sizes.append(len(args[0]))
+            sizes.append(len(args[0]) if args else 0)
             seen.append((torch.is_grad_enabled(), [f"{name or 'the model'} ({type(m).__name__})"
                                                    for name, m in module.named_modules() if m.training]))
 
@@ -635,7 +736,12 @@ def check_accuracy_on(fn: Callable, inputs: Sequence[tuple[int, int, int]] | Non
         # and "It may draw from the global random generator": a DataLoader draws its base seed from it. The model's
         # other changes are checked below, after the mode it predicted in (which explains changed batch-norm buffers).
         weights = {k: v.clone() for k, v in model.state_dict().items()}
-        got = call(fn, model, dataset, batch_size, allow=Allow(changed=(model,), global_rng=True))
+        with _LoaderSettings() as settings:
+            try:
+                got = call(fn, model, dataset, batch_size, allow=Allow(changed=(model,), global_rng=True))
+            except CheckError as error:
+                _explain_class_dim_crash(error, sizes)
+                raise
         training = next((names for _, names in seen if names), None)
         if training:
             raise CheckError(f"{what}: the model predicted with {', '.join(training[:3])} in training mode "
@@ -658,6 +764,7 @@ def check_accuracy_on(fn: Callable, inputs: Sequence[tuple[int, int, int]] | Non
                f"batch_size={batch_size}", where="look at the batch size you predict with",
                mistake="predict batch_size images at a time, the number the caller gives (a whole dataset in one "
                        "batch may not fit in memory): DataLoader(dataset, batch_size=batch_size)")
+        _expect_batches(what, sizes, n, batch_size, settings)
         mistakes = [
             Mistake("that is the mean of the per-batch accuracies; the last, smaller batch then counts as much as "
                     "a full one. Count correct predictions over all batches and divide by len(dataset)",
@@ -676,6 +783,7 @@ def check_accuracy_on(fn: Callable, inputs: Sequence[tuple[int, int, int]] | Non
                     lambda: float(round(expected * n)), where="look at what you return"),
             Mistake("that is a percentage; return the fraction (0 to 1)", lambda: expected * 100,
                     where="look at what you return"),
+            Mistake(CLASS_DIM, lambda: _class_dim_fraction(model, dataset, batch_size), where=WHERE_CLASS_DIM),
             Mistake("predictions of shape [B, 1] (argmax with keepdim=True) compared with labels of shape [B] "
                     "broadcast to a [B, B] table: every prediction is compared with every label. Compare [B] with "
                     "[B]: argmax(dim=1) without keepdim", lambda: _broadcast_fraction(model, dataset, batch_size),
@@ -1182,6 +1290,16 @@ def held_out_accuracy(fn: Callable, run: GradedRun | None = None) -> tuple[int, 
     return result.held_out
 
 
+# The notebook's baseline (a small CNN, Adam, 3 epochs, no tricks) gets above this on the validation digits: a
+# graded model below it is most likely held back by its training loop, not by its design.
+BASELINE_ACCURACY = 0.95
+BELOW_BASELINE_WHERE = ("your validation accuracy ({accuracy:.2%}) is below even the notebook's baseline (above 95% "
+                        "in 3 epochs): look at the training loop before the design. Print the training loss every "
+                        "epoch: it should fall. Check optimizer.zero_grad() before each backward (gradients add up "
+                        "otherwise), model.train() while training, that the loss compares the model's scores with "
+                        "the batch's own labels, and the learning rate")
+
+
 def _check_tier(fn: Callable, threshold: float, inputs: Sequence[GradedRun] | None) -> None:
     for run in inputs or [GradedRun()]:
         correct, total = held_out_accuracy(fn, run)
@@ -1189,10 +1307,13 @@ def _check_tier(fn: Callable, threshold: float, inputs: Sequence[GradedRun] | No
         result = graded_run(fn, run)
         if accuracy < threshold:
             random_note = f". {RANDOM_IN_EVAL}" if result.random_in_eval else ""
+            where = RANDOM_IN_EVAL_WHERE if result.random_in_eval else None
+            if where is None and result.val_accuracy < BASELINE_ACCURACY:
+                where = BELOW_BASELINE_WHERE.format(accuracy=result.val_accuracy)
             raise CheckError(f"held-out accuracy {accuracy:.2%} ({correct:,} of {total:,} digits) is below "
                              f"{threshold:.1%} (your validation accuracy was {result.val_accuracy:.2%}); this cell "
                              f"needs at most {math.floor(total * (1 - threshold) + 1e-9):,} mistakes{random_note}",
-                             where=RANDOM_IN_EVAL_WHERE if result.random_in_eval else None)
+                             where=where)
         print(f"✔ held-out accuracy {accuracy:.2%} ({correct:,} of {total:,} digits) reaches {threshold:.1%}")
 
 

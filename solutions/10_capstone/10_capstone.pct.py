@@ -186,7 +186,7 @@ check.check_accuracy_on(accuracy_on)
 # %% graded="ex_accuracy_tests" points=2
 check.check_accuracy_on(accuracy_on)
 ### BEGIN HIDDEN TESTS
-check.check_accuracy_on(accuracy_on, inputs=[(777, 256, 5), (10, 3, 6), (1, 500, 7)])
+check.check_accuracy_on(accuracy_on, inputs=[(777, 256, 5), (40, 10, 8), (10, 3, 6), (1, 500, 7)])
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -349,11 +349,11 @@ print(f"stacking once: {stack_seconds:.2f} s; then per epoch: DataLoader {loader
 # batch: move each image by its own random offset, `dy` rows down and `dx`
 # columns right, each a whole number from `-max_shift` to `max_shift` (both
 # included). Draw the offsets themselves from `generator` with `torch.randint`
-# (`dy` first or `dx` first, in two draws or one: your choice); an image whose
-# drawn `dy` is 2 moves 2 rows down, and one whose drawn `dy` is -2 moves 2 rows
-# up. Pixels that move out are dropped; the uncovered border gets the value
-# `fill` (for normalised MNIST, `BACKGROUND`, the value of a blank pixel). Do not
-# change the input.
+# (`dy` first or `dx` first, for the whole batch at once or image by image: your
+# choice); an image whose drawn `dy` is 2 moves 2 rows down, and one whose drawn
+# `dy` is -2 moves 2 rows up. Pixels that move out are dropped; the uncovered
+# border gets the value `fill` (for normalised MNIST, `BACKGROUND`, the value of
+# a blank pixel). Do not change the input.
 #
 # *Hint:* think of a picture frame: give every image a border of `fill` wide
 # enough for the largest shift (look up `F.pad` and its `value`), then cut an

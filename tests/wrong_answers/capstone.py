@@ -87,6 +87,16 @@ def split_overlapping(dataset, val_size, seed):
     return Subset(dataset, order[val_size - 1:-1].tolist()), Subset(dataset, order[:val_size].tolist())
 
 
+def split_val_with_replacement(dataset, val_size, seed):
+    """Validation indices drawn one at a time with Python's random.randrange: an index may come twice."""
+    import random
+
+    rng = random.Random(seed)
+    val = [rng.randrange(len(dataset)) for _ in range(val_size)]
+    train = sorted(set(range(len(dataset))) - set(val))
+    return Subset(dataset, train), Subset(dataset, val)
+
+
 # ---------------------------------------------------------------- stack_dataset
 
 
@@ -427,6 +437,102 @@ def accuracy_fixed_batch(model, dataset, batch_size=500):
     return correct / len(dataset)
 
 
+def accuracy_item_by_item(model, dataset, batch_size=500):
+    """Predicts one image per forward pass: batch_size is never used."""
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for i in range(len(dataset)):
+            image, label = dataset[i]
+            correct += int(model(image.unsqueeze(0)).argmax(dim=1).item() == int(label))
+    return correct / len(dataset)
+
+
+def accuracy_loader_default_batches(model, dataset, batch_size=500):
+    model.eval()
+    loader = DataLoader(dataset, shuffle=False)  # batch_size left at its default
+    with torch.no_grad():
+        hits = sum(int((model(x).argmax(1) == y).sum()) for x, y in loader)
+    return hits / len(dataset)
+
+
+def accuracy_drop_last_over_dataset(model, dataset, batch_size=500):
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for images, labels in DataLoader(dataset, batch_size=batch_size, drop_last=True):
+            correct += int(model(images).argmax(dim=1).eq(labels).sum())
+    return correct / len(dataset)
+
+
+def accuracy_full_slices_only(model, dataset, batch_size=500):
+    """Slices only the batches that are full: the last, shorter one is skipped."""
+    model.eval()
+    x, y = dataset.tensors
+    hits = 0
+    with torch.no_grad():
+        for start in range(0, len(y) - batch_size + 1, batch_size):
+            hits += int((model(x[start:start + batch_size]).argmax(1) == y[start:start + batch_size]).sum())
+    return hits / len(y)
+
+
+def accuracy_max_over_batch(model, dataset, batch_size=500):
+    model.eval()
+    hits = 0
+    with torch.no_grad():
+        for images, labels in DataLoader(dataset, batch_size=batch_size):
+            hits += (model(images).max(0).indices == labels).sum().item()  # the max over the images
+    return hits / len(dataset)
+
+
+def accuracy_scores_twice(model, dataset, batch_size=500):
+    """Correct, if wasteful: each batch goes through the model twice."""
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for images, labels in DataLoader(dataset, batch_size=batch_size):
+            assert model(images).shape == (len(images), 10)
+            correct += (model(images).argmax(dim=1) == labels).sum().item()
+    return correct / len(dataset)
+
+
+def accuracy_calls_forward(model, dataset, batch_size=500):
+    """Correct: model.forward(x) instead of model(x) (it skips the module's hooks, which no check may rely on)."""
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for images, labels in DataLoader(dataset, batch_size=batch_size):
+            correct += int((model.forward(images).argmax(dim=1) == labels).sum())
+    return correct / len(dataset)
+
+
+def check_accuracy_hidden_cases(fn):
+    """The graded cell's hidden cases, a batch of as many images as there are classes among them."""
+    checks.check_accuracy_on(fn, inputs=[(777, 256, 5), (40, 10, 8), (10, 3, 6), (1, 500, 7)])
+
+
+def check_accuracy_last_batch_of_one(fn):
+    """The hidden case of 10 images in batches of 3: the last batch holds 1 image, as every batch of a loop does."""
+    checks.check_accuracy_on(fn, inputs=[(10, 3, 6)])
+
+
+def check_accuracy_batches_of_ten(fn):
+    """The hidden case whose batches hold as many images as there are classes."""
+    checks.check_accuracy_on(fn, inputs=[(40, 10, 8)])
+
+
+def accuracy_split_batches(model, dataset, batch_size=500):
+    """Another correct way: one stacked tensor cut with torch.split."""
+    was_training = model.training
+    model.eval()
+    images, labels = ref.stack_dataset(dataset, batch_size)
+    with torch.inference_mode():
+        correct = sum(int((model(x).argmax(-1) == y).sum())
+                      for x, y in zip(images.split(batch_size), labels.split(batch_size)))
+    model.train(was_training)
+    return float(correct / len(labels))
+
+
 # ---------------------------------------------------------------- build_model
 
 _SHARED = ref.build_model()
@@ -504,6 +610,19 @@ def _linear(train_set, epochs=1):
             optimizer.zero_grad()
             F.cross_entropy(model(images), labels).backward()
             optimizer.step()
+    return model
+
+
+def gradients_pile_up(train_set, time_budget_s):
+    """Never zeroes the gradients: every step follows the sum of all the gradients so far."""
+    images, labels = ref.stack_dataset(train_set)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(28 * 28, 10))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    order = torch.randperm(len(labels))
+    for first in range(0, len(labels), 100):
+        batch = order[first:first + 100]
+        F.cross_entropy(model(images[batch]), labels[batch]).backward()
+        optimizer.step()
     return model
 
 
@@ -668,6 +787,7 @@ CASES = [
     Reject(checks.check_make_validation_split, split_swapped, "the parts are swapped"),
     Reject(checks.check_make_validation_split, split_ignoring_seed, "the split ignores its seed"),
     Reject(checks.check_make_validation_split, split_overlapping, "are in both parts"),
+    Reject(checks.check_make_validation_split, split_val_with_replacement, "drawn with replacement"),
 
     Accept(checks.check_stack_dataset, ref.stack_dataset),
     Accept(checks.check_stack_dataset, stack_by_index),
@@ -718,6 +838,22 @@ CASES = [
     Reject(checks.check_accuracy_on, accuracy_count, "number of correct predictions"),
     Reject(checks.check_accuracy_on, accuracy_train_mode_in_finally, "it came in eval mode"),
     Reject(checks.check_accuracy_on, accuracy_fixed_batch, "512 images in one forward pass, more than batch_size=500"),
+    Accept(checks.check_accuracy_on, accuracy_split_batches),
+    Accept(checks.check_accuracy_on, accuracy_calls_forward),
+    *[Accept(check, answer)
+      for check in (check_accuracy_hidden_cases, check_accuracy_last_batch_of_one, check_accuracy_batches_of_ten)
+      for answer in (ref.accuracy_on, accuracy_scores_twice, accuracy_split_batches, accuracy_restores_mode)],
+    Reject(check_accuracy_hidden_cases, accuracy_drop_last_over_dataset, "never saw the last 9 of the 777 images"),
+    Reject(check_accuracy_hidden_cases, accuracy_max_over_batch, "argmax over dim 0 picks"),
+    Reject(check_accuracy_last_batch_of_one, accuracy_item_by_item, "where batch_size=3 asks for 3 at a time"),
+    Reject(check_accuracy_last_batch_of_one, accuracy_max_over_batch, "argmax over dim 0 picks"),
+    Reject(check_accuracy_batches_of_ten, accuracy_item_by_item, "where batch_size=10 asks for 10 at a time"),
+    Reject(checks.check_accuracy_on, accuracy_item_by_item, "where batch_size=500 asks for 500 at a time"),
+    Reject(checks.check_accuracy_on, accuracy_loader_default_batches, "gives batches of 1 (its default)"),
+    Reject(checks.check_accuracy_on, accuracy_drop_last_over_dataset, "drop_last=True (here batch_size=500)"),
+    Reject(checks.check_accuracy_on, accuracy_full_slices_only, "never saw the last 30 of the 1030 images"),
+    Reject(checks.check_accuracy_on, accuracy_max_over_batch, "argmax over dim 0 picks"),
+    Reject(check_accuracy_batches_of_ten, accuracy_max_over_batch, "argmax over dim 0 picks"),
 
     Accept(checks.check_build_model, ref.build_model),
     Accept(checks.check_build_model, model_subclass),
@@ -763,6 +899,7 @@ CASES = [
     Reject(checks.check_held_out_97, crashes_on_labels, "no model to grade"),
     Reject(checks.check_held_out_97, dropout_in_eval_mode, "in two calls after model.eval()"),
     Reject(checks.check_held_out_97, trains_on_held_out_digits, "a file of MNIST's test split"),
+    Reject(checks.check_held_out_97, gradients_pile_up, "optimizer.zero_grad() before each backward"),
     Accept(checks.check_held_out_98, ref.build_and_train),
     *[Accept(checks.check_held_out_98, answer)
       for answer in (reference_seed_1, reference_in_eval_mode_with_prints, reference_seed_2)],
