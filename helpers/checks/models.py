@@ -317,7 +317,7 @@ def _describe_shape_difference(key: str, got: torch.Size, want: torch.Size, name
     return f"{layer} is not the kind of layer the task describes"
 
 
-def _expect_same_layers(model: nn.Module, reference: nn.Module, name: str) -> None:
+def _expect_same_layers(model: nn.Module, reference: nn.Module, name: str, x: torch.Tensor | None = None) -> None:
     """Same state_dict keys and shapes as the reference, naming the first layer that differs."""
     got = {k: v.shape for k, v in model.state_dict().items()}
     want = {k: v.shape for k, v in reference.state_dict().items()}
@@ -344,11 +344,42 @@ def _expect_same_layers(model: nn.Module, reference: nn.Module, name: str) -> No
     count, want_count = ref.count_parameters(model), ref.count_parameters(reference)
     for key in want:
         if got[key] != want[key]:
+            where = f"look at the arguments of layer {key.rpartition('.')[0]} (and the size table of section 2)"
+            mistake = _describe_shape_difference(key, got[key], want[key], name)
+            if len(want[key]) == 2 and len(got[key]) == 2 and got[key][1] != want[key][1] and x is not None:
+                # a Linear sized to fit what arrives: where the sizes first part from the task's is the evidence
+                where = _own_weights_divergence(model, reference, x) or where
+                mistake = _conv_settings_difference(model, reference, key.rpartition(".")[0]) or mistake
             raise CheckError(
                 f"{name} has {count:,} parameters instead of {want_count:,}; the first that differs is {key}, shape "
-                f"{list(got[key])} instead of {list(want[key])}",
-                where=f"look at the arguments of layer {key.rpartition('.')[0]} (and the size table of section 2)",
-                mistake=_describe_shape_difference(key, got[key], want[key], name))
+                f"{list(got[key])} instead of {list(want[key])}", where=where, mistake=mistake)
+
+
+def _own_weights_divergence(model: nn.Module, reference: nn.Module, x: torch.Tensor) -> str | None:
+    """Where the model, run with its own weights, first gives a layer an input of another shape than the task's
+    network does (the shapes do not depend on the weights)."""
+    try:
+        with torch.no_grad(), torch.random.fork_rng():
+            _, got = _trace(model, x.clone())
+    except Exception:  # noqa: BLE001 - a model that cannot run is explained by the shapes alone
+        return None
+    return _shape_divergence(got, reference, x)
+
+
+def _conv_settings_difference(model: nn.Module, reference: nn.Module, linear: str) -> str | None:
+    """The first convolution (by the task's layer name) built with another padding, stride or dilation."""
+    mine = dict(model.named_modules())
+    for layer, original in reference.named_modules():
+        conv = mine.get(layer)
+        if not (isinstance(original, nn.Conv2d) and isinstance(conv, nn.Conv2d)):
+            continue
+        for setting in ("padding", "stride", "dilation"):
+            if _setting(conv, setting) != _setting(original, setting):
+                return (f"{layer} is built with {setting}={getattr(conv, setting)!r}; the task's {layer} keeps the "
+                        f"default {setting}={getattr(original, setting)!r}, so its feature maps come out another "
+                        f"size and {linear} was resized to fit: build {layer} as the task describes and keep the "
+                        f"task's in_features for {linear}")
+    return None
 
 
 def _conv_net_variant(net: nn.Module, x: torch.Tensor, activation: Callable = F.relu,
@@ -414,6 +445,11 @@ def _forward_mistakes(reference: nn.Module, x: torch.Tensor) -> list[Mistake]:
                 "linear map; apply F.relu after every layer except the last",
                 lambda: _conv_net_variant(reference, x, activation=lambda t: t),
                 where="look at what forward does between one layer and the next"),
+        *[Mistake(f"the activation between the layers is {name}; the task's network applies F.relu after every "
+                  "layer except the last", (lambda act=act: _conv_net_variant(reference, x, activation=act)),
+                  where="look at the function forward applies between one layer and the next")
+          for name, act in (("a sigmoid", torch.sigmoid), ("tanh", torch.tanh), ("a leaky ReLU", F.leaky_relu),
+                            ("GELU", F.gelu), ("ELU", F.elu))],
         Mistake("use max pooling (F.max_pool2d(x, 2) or nn.MaxPool2d(2)), not average pooling",
                 lambda: _conv_net_variant(reference, x, pool=F.avg_pool2d),
                 where="look at the pooling step of forward"),
@@ -453,7 +489,7 @@ def _check_layers(cls: Any, name: str, reference_cls: Callable[[], nn.Module], s
                f"[{n}, 10] (one row of 10 logits per image)", where="look at how forward flattens",
                mistake=("you flattened the batch dimension too; flatten everything but dimension 0"
                         if n == 1 and list(out.shape) == [10] else None))
-    _expect_same_layers(model, reference, name)
+    _expect_same_layers(model, reference, name, _randn(2, 1, size, size, seed=2))
     passed(f"{name} layers ({ref.count_parameters(reference):,} parameters)", len(batch_sizes) + 1)
 
 
@@ -463,7 +499,7 @@ def _check_forward(cls: Any, name: str, reference_cls: Callable[[], nn.Module],
     reference = _seeded(reference_cls, 0)
     for x in inputs:
         _run(model, x.clone(), name, reference)  # with the learner's own weights first: a shape error names its layer
-        _expect_same_layers(model, reference, name)
+        _expect_same_layers(model, reference, name, x)
         model.load_state_dict(reference.state_dict())
         out, fired = _run(model, x.clone(), name, reference)
         want = reference(x)  # with its graph, as a model's output has: the graph rule compares like with like
@@ -514,23 +550,95 @@ def _frozen_bn_model() -> nn.Module:
     return model
 
 
+class _Gain(nn.Module):
+    """A layer whose only parameter is not called weight or bias."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(size))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.gain
+
+
 class _ScaledClassifier(nn.Module):
-    """A layer plus a parameter of the model's own (a learnable temperature): not every parameter belongs to a
-    Conv2d or Linear, nor is called weight or bias."""
+    """Layers nested in a Sequential, one of them with a parameter called neither weight nor bias, plus a parameter
+    of the model's own (a learnable temperature): each way of walking only part of the model gives another count."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.body = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3))
+        self.body = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3), _Gain(3))
         self.temperature = nn.Parameter(torch.ones(3))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.body(x) / self.temperature
 
 
+class _TiedDecoder(nn.Module):
+    """An embedding and an output layer that share one weight (weight tying, as in language models): the shared
+    Parameter is one set of numbers and counts once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(7, 4)
+        self.hidden = nn.Linear(4, 4)
+        self.out = nn.Linear(4, 7)
+        self.out.weight = self.embed.weight  # the same Parameter object in two modules
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.out(F.relu(self.hidden(self.embed(tokens))))
+
+
+def _contents(model: nn.Module) -> str:
+    """What the model holds, for a message: each parameter's dotted name and size (a few, when many), and the
+    ones shared by several modules."""
+    named = list(model.named_parameters())
+    listed = ", ".join(f"{n} ({p.numel():,}{'' if p.requires_grad else ', frozen'})" for n, p in named[:8])
+    listed += ", ..." if len(named) > 8 else ""
+    tied = _tied(model)
+    return f"model.named_parameters() lists {listed}" + (
+        f"; {' and '.join(tied)} are one shared Parameter" if tied else "")
+
+
+def _tied(model: nn.Module) -> list[str]:
+    """The dotted names under which one Parameter object is held by several modules."""
+    every = list(model.named_parameters(remove_duplicate=False))
+    return [n for n, p in every if sum(q is p for _, q in every) > 1]
+
+
+def _partial_walks(model: nn.Module, trainable_only: bool) -> list[tuple[str, int, list[str]]]:
+    """Ways of walking the model that miss some parameters: (what was walked, its count, the parameters missed)."""
+    def count(params: Any) -> tuple[int, list[int]]:
+        chosen = [p for p in params if p.requires_grad or not trainable_only]
+        return sum(p.numel() for p in chosen), [id(p) for p in chosen]
+
+    children = list(model.children())
+    walks = {
+        "only the parameters registered on the model itself (parameters(recurse=False))":
+            model.parameters(recurse=False),
+        "only the own parameters of the model's direct children (children(), each with recurse=False), not "
+        "those nested deeper":
+            (p for c in children for p in c.parameters(recurse=False)),
+        "only the model's direct children, not the parameters registered on the model itself":
+            (p for c in children for p in c.parameters()),
+        "only the layers without submodules (the leaves), not the parameters registered on the model itself":
+            (p for m in model.modules() if not any(True for _ in m.children()) and m is not model
+             for p in m.parameters(recurse=False)),
+    }
+    everything = {id(p): n for n, p in model.named_parameters()}
+    walked = []
+    for description, params in walks.items():
+        total, seen = count(params)
+        missed = [n for i, n in everything.items() if i not in seen]
+        walked.append((description, total, missed))
+    return walked
+
+
 def check_count_parameters(fn: Callable[[nn.Module, bool], int],
                            inputs: Sequence[tuple[ModelFactory, bool]] | None = None) -> None:
     inputs = inputs if inputs is not None else [(ref.MnistNet, False), (_frozen_bn_model, False),
-                                                (_frozen_bn_model, True), (_ScaledClassifier, False)]
+                                                (_frozen_bn_model, True), (_ScaledClassifier, False),
+                                                (_TiedDecoder, False)]
     for factory, trainable_only in inputs:
         model = _seeded(factory, 0)
         kind = type(model).__name__
@@ -544,7 +652,8 @@ def check_count_parameters(fn: Callable[[nn.Module, bool], int],
                     where="look at what you add up for each parameter"),
             Mistake("state_dict() also holds buffers (BatchNorm's running_mean, running_var and "
                     "num_batches_tracked), which are not parameters: count model.parameters()",
-                    lambda: sum(v.numel() for v in model.state_dict().values()),
+                    lambda: sum(v.numel() for v in model.state_dict().values())
+                    if any(True for _ in model.buffers()) else _not_this_mistake(),
                     where="look at where your parameters come from: model.parameters(), or the state_dict?"),
             Mistake("with trainable_only=True, skip the parameters whose requires_grad is False (frozen layers)",
                     lambda: ref.count_parameters(model) if trainable_only else _not_this_mistake(),
@@ -576,6 +685,18 @@ def check_count_parameters(fn: Callable[[nn.Module, bool], int],
                     if any(not n.endswith(("weight", "bias")) for n, _ in model.named_parameters())
                     else _not_this_mistake(),
                     where="look at which attributes of each module you count"),
+            Mistake(f"a Parameter shared by two modules (tied weights: here {' and '.join(_tied(model))}) is one set "
+                    "of numbers, but you counted it under each of its names (a walk over model.modules() with "
+                    "recurse=False, named_parameters(remove_duplicate=False) and state_dict() all list it twice). "
+                    "model.parameters() lists each Parameter once",
+                    lambda: sum(p.numel() for _, p in model.named_parameters(remove_duplicate=False)
+                                if p.requires_grad or not trainable_only),
+                    where="look at how your loop walks the model: does a Parameter held by two modules come up "
+                          "twice?"),
+            *[Mistake(f"you counted {walk}: {', '.join(missed[:4])}{', ...' if len(missed) > 4 else ''} "
+                      "went uncounted. model.parameters() reaches every parameter, at any depth, the model's own "
+                      "included", lambda total=total: total, where="look at which modules your loop visits")
+              for walk, total, missed in _partial_walks(model, trainable_only) if missed],
         ]
         if isinstance(got, np.generic) and got == want:
             raise CheckError(f"{what} returned {describe(got)} ({type(got).__name__}); expected a Python int "
@@ -589,12 +710,12 @@ def check_count_parameters(fn: Callable[[nn.Module, bool], int],
         if not isinstance(got, torch.Tensor) and got != want:  # a tensor of counts is named just below
             mistake = next((m for m in mistakes if m.explains(got)), None)
             if mistake is not None:
-                raise CheckError(f"{what} returned {got:,}; expected {want:,}",
-                                 where="look at which tensors you count, and what you count in each",
+                raise CheckError(f"{what} returned {got:,}; expected {want:,} ({_contents(model)})",
+                                 where=mistake.where or "look at which tensors you count, and what you count in each",
                                  mistake=mistake.message)
         expect(isinstance(got, int) and not isinstance(got, bool),
                f"{what} returned {describe(got)}; expected an int", where="look at what your function returns")
-        expect(got == want, f"{what} returned {got:,}; expected {want:,}",
+        expect(got == want, f"{what} returned {got:,}; expected {want:,} ({_contents(model)})",
                where="look at which tensors you count, and what you count in each")
     passed("count_parameters", len(inputs))
 
@@ -676,6 +797,28 @@ def _init_one(fn: Callable[[nn.Module], None], module: nn.Module) -> None:
     call(fn, module, allow=Allow(changed=(module,), global_rng="draws"))
 
 
+def _expect_same_parameters(model: nn.Module, originals: dict[str, nn.Parameter], kind: str) -> None:
+    """The task: init_weights changes the layers' parameters in place, so every parameter is still the object it
+    was (an optimizer built before holds those objects), with its requires_grad unchanged."""
+    now = dict(model.named_parameters())
+    for key, original in originals.items():
+        current = now.get(key)
+        layer, _, attribute = key.rpartition(".")
+        if current is not original:
+            raise CheckError(
+                f"{kind}.apply(init_weights): '{key}' is " + ("gone" if current is None else "a new Parameter object")
+                + " after init_weights; expected the layer's own Parameter, with its values changed in place",
+                where=f"look at how init_weights sets the {attribute} of layer '{layer}': assigning module.{attribute} "
+                      "= ... replaces the Parameter instead of filling it",
+                mistake="an optimizer built before keeps updating the old tensor, and a replaced Parameter comes back "
+                        "with requires_grad=True even when the layer was frozen: fill the existing one in place with "
+                        "the nn.init functions (nn.init.zeros_(module.bias))")
+        if current.requires_grad != original.requires_grad:
+            raise CheckError(f"{kind}.apply(init_weights): '{key}' has requires_grad={current.requires_grad} after "
+                             f"init_weights, {original.requires_grad} before; expected it unchanged",
+                             where=f"look at what init_weights does to layer '{layer}' besides its values")
+
+
 def check_init_weights(fn: Callable[[nn.Module], None], inputs: Sequence[ModelFactory] | None = None) -> None:
     """``model.apply(fn)`` must give Kaiming-normal Conv2d/Linear weights, zero biases, other layers untouched."""
     inputs = inputs if inputs is not None else [_init_model, ref.LeNet]
@@ -683,6 +826,7 @@ def check_init_weights(fn: Callable[[nn.Module], None], inputs: Sequence[ModelFa
         model = _off_default(_seeded(factory, seed), seed)
         kind = type(model).__name__
         before = {k: v.clone() for k, v in model.state_dict().items()}
+        originals = dict(model.named_parameters())  # the objects themselves: held, so that no id is reused
         with warnings.catch_warnings(record=True) as caught, torch.random.fork_rng():
             warnings.simplefilter("always")
             torch.manual_seed(seed + 1)
@@ -703,6 +847,7 @@ def check_init_weights(fn: Callable[[nn.Module], None], inputs: Sequence[ModelFa
                where="look at the names of the nn.init functions you call",
                mistake="you used a deprecated init function without the trailing underscore: the in-place versions "
                        "(nn.init.kaiming_normal_, nn.init.zeros_) are the current API")
+        _expect_same_parameters(model, originals, kind)
         got = model.state_dict()
         want = _state_after(factory, ref.init_weights, seed)
         if same_value(dict(got), want):
@@ -789,6 +934,12 @@ def _smoothing_mistakes(logits: torch.Tensor, targets: torch.Tensor, smoothing: 
                 "summed it, which weights it C times",
                 lambda: reduce((1 - smoothing) * nll + smoothing * -log_probs.sum(dim=1))
                 if smoothing != 0 else _not_this_mistake(), where="look at how the uniform part reduces over the classes"),
+        Mistake("the uniform part is one value per sample, the mean of that sample's -log p over its classes "
+                "(dim=1); you averaged -log p over the whole batch, which gives every sample the same value (with "
+                "reduction='mean' or 'sum' the two happen to agree, with 'none' they do not)",
+                lambda: (1 - smoothing) * nll + smoothing * -log_probs.mean()
+                if reduction == "none" and smoothing != 0 else _not_this_mistake(),
+                where="look at which dims the uniform part's mean runs over"),
         Mistake("softmax must run over the classes (dim=1), not over the batch (dim=0)",
                 lambda: reduce((1 - smoothing) * -F.log_softmax(logits, dim=0).gather(1, targets.unsqueeze(1)).squeeze(1)
                        + smoothing * -F.log_softmax(logits, dim=0).mean(dim=1)),
@@ -1094,6 +1245,37 @@ def _linear_output_mistakes(model: nn.Module, reference: nn.Module, x: torch.Ten
     return []
 
 
+_CONV_BLOCK_ORDER = [nn.Conv2d, nn.BatchNorm2d, nn.ReLU, nn.MaxPool2d, nn.Flatten, nn.Linear]
+
+
+def _expect_same_order(model: nn.Module) -> None:
+    """The task: "the same layers, in the same order". The output cannot show every reordering (max-pooling and
+    ReLU commute, a second ReLU changes nothing), so the kinds of the layers are compared, in the order they run
+    (nn.Identity, which does nothing, is not counted)."""
+    kinds = [type(m) for m in _layers(model).values() if not isinstance(m, nn.Identity)]
+    if kinds == _CONV_BLOCK_ORDER:
+        return
+    shown = ", ".join(k.__name__ for k in kinds)
+    want = ", ".join(k.__name__ for k in _CONV_BLOCK_ORDER)
+    mistake = None
+    if sorted(kinds, key=str) == sorted(_CONV_BLOCK_ORDER, key=str):
+        moved = [k.__name__ for k, w in zip(kinds, _CONV_BLOCK_ORDER) if k is not w]
+        mistake = (f"{' and '.join(moved)} are swapped" if len(moved) == 2 else f"{', '.join(moved)} are out of order")
+        if set(moved) == {"ReLU", "MaxPool2d"}:
+            mistake += (": max-pooling and ReLU commute, so the output is the same, but the task asks for "
+                        "ConvBlockNet's order, which applies F.relu before self.pool")
+    else:
+        extra = [k.__name__ for k in dict.fromkeys(kinds) if kinds.count(k) > _CONV_BLOCK_ORDER.count(k)]
+        if extra:
+            mistake = (f"your nn.Sequential has more {', '.join(extra)} layers than ConvBlockNet: "
+                       "keep exactly its layers")
+    raise CheckError(f"your nn.Sequential gives the original's output, but its layers run in the order {shown}; "
+                     f"ConvBlockNet's forward applies {want}",
+                     where="look at the order of the layers in your nn.Sequential, compared with ConvBlockNet.forward "
+                           "(the task asks for the same layers, in the same order)",
+                     mistake=mistake)
+
+
 def check_sequential_version(fn: Callable[[], nn.Sequential], inputs: Sequence[torch.Tensor] | None = None) -> None:
     """An nn.Sequential with ConvBlockNet's layers gives ConvBlockNet's output (train and eval mode) once the
     weights are copied over in order."""
@@ -1142,6 +1324,7 @@ def check_sequential_version(fn: Callable[[], nn.Sequential], inputs: Sequence[t
                 got, _ = _run(model, x.clone(), "your nn.Sequential")
             expect_tensor(got, want, what=f"your nn.Sequential in {mode} mode (x of shape {list(x.shape)})",
                           mistakes=mistakes)
+        _expect_same_order(model)
     passed("sequential_version", len(inputs) * 2)
 
 
@@ -1401,4 +1584,44 @@ def check_build_classifier(fn: Callable[[int, int], nn.Module], inputs: Sequence
                              "that layer with bias=False" if before_bn else
                              "that layer never takes part in forward, or its output is detached"))
         model.zero_grad(set_to_none=True)
+        _expect_new_model(fn, model, in_channels, num_classes, shown)
     passed("build_classifier", len(inputs))
+
+
+def _expect_new_model(fn: Callable[[int, int], nn.Module], first: nn.Module, in_channels: int, num_classes: int,
+                      shown: str) -> None:
+    """The task: "returning a new, untrained model". ``first`` is trained (its parameters moved), then ``fn`` is
+    called again with the same arguments: the second model must be another object, share no layer, parameter or
+    buffer with the first, and not hold the first one's trained values."""
+    with torch.no_grad():
+        for param in first.parameters():
+            param.add_(0.5)  # what training does, as far as this rule goes: the values move
+    with torch.random.fork_rng():
+        torch.manual_seed(in_channels * 100 + num_classes)
+        # task: "Creating a layer draws its first weights from PyTorch's global random generator"
+        second = call(fn, in_channels, num_classes, allow=Allow(global_rng=True))
+    again = f"{shown} called twice"
+    where = ("look at what build_classifier keeps between calls: a cache, a model or layers created outside the "
+             "function")
+    expect(second is not first, f"{again} returned the same model object both times; expected a new model on every "
+                                "call", where=where,
+           mistake="build_classifier hands out one stored model: whoever trains it trains every 'new' model. "
+                   "Create the layers and the model inside the function, on every call")
+    if not isinstance(second, nn.Module):
+        raise CheckError(f"{again}: the second call returned {describe(second)}; expected an nn.Module",
+                         where="look at what build_classifier returns")
+    # parameters and buffers only: a parameter-free layer (an nn.ReLU made once) can be shared harmlessly
+    ids = {id(t) for t in [*first.parameters(), *first.buffers()]}
+    shared = [n for n, t in [*second.named_parameters(), *second.named_buffers()] if id(t) in ids]
+    expect(not shared, f"{again}: the two models share the tensors {shared[:3]} (the same objects); expected a new "
+                       "model with layers of its own", where=where,
+           mistake="layers (or parameters) created once, outside build_classifier, are shared by every model it "
+                   "returns: training one trains them all. Create them inside the function")
+    trained = dict(first.named_parameters())
+    kept = [n for n, p in second.named_parameters()
+            if n in trained and p.shape == trained[n].shape and torch.equal(p.detach(), trained[n].detach())]
+    expect(not kept, f"{again}, the first model trained in between: the second model starts with the first one's "
+                     f"trained values in {kept[:3]}; expected a new, untrained model",
+           where="look at where the second model's weights come from: a copy of a model built before?",
+           mistake="build_classifier copies a model it handed out earlier: build (or copy) an untrained model "
+                   "that no caller ever receives")

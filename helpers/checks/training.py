@@ -184,6 +184,9 @@ def check_to_class_targets(fn: Callable[[torch.Tensor], torch.Tensor], inputs: S
                     and any(torch.equal(t.double(), w) for w in ((one_hot * classes).sum(dim=1).double().round(),
                                                                  (one_hot * classes).sum(dim=1).double().floor())),
                     where="look at how you find each row's class: the position of its largest value"),
+            Mistake("argmax without dim= indexes the flattened tensor: one number for the whole batch. Each row is "
+                    "one sample, so use argmax(dim=1)",
+                    lambda: one_hot.argmax(), where="look at the arguments of argmax"),
             Mistake("you took argmax over dim=0 (down the batch); each row is one sample, so use argmax(dim=1)",
                     lambda: one_hot.argmax(dim=0),
                     where="look at the dim= you reduce over"),
@@ -214,6 +217,10 @@ def check_binary_loss(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
               "BCEWithLogitsLoss needs float targets; the labels are integers, so pass labels.float()"),
              ("Found dtype Long but expected Float",
               "BCEWithLogitsLoss needs float targets; the labels are integers, so pass labels.float()"),
+             ("Expected floating point type for target with class probabilities",
+              "that is cross_entropy, a softmax over the classes of each sample (given targets of the scores' own "
+              "shape, it reads them as class probabilities); each score here is its own yes/no decision, which "
+              "BCEWithLogitsLoss scores"),
              ("should be between 0 and 1",
               "BCELoss expects probabilities, but these are raw scores (logits); use BCEWithLogitsLoss, "
               "which applies the sigmoid inside (and more stably)")]
@@ -956,7 +963,8 @@ def check_fit_history(fn: Callable[..., list[float]], inputs: Sequence[FitCase] 
 
 def check_make_optimizer(fn: Callable[..., torch.optim.Optimizer],
                          inputs: Sequence[tuple[str, float]] | None = None) -> None:
-    inputs = inputs if inputs is not None else [("sgd", 0.05), ("adam", 1e-3), ("adamw", 2e-3)]
+    # no lr equal to a PyTorch default (Adam's and AdamW's is 1e-3): a forgotten lr= must show
+    inputs = inputs if inputs is not None else [("sgd", 0.05), ("adam", 3e-3), ("adamw", 2e-3)]
     # the notebook hands over model.parameters(), a generator that can be read once; a list is as valid
     for (kind, lr), as_generator in [(i, g) for i in inputs for g in (False, True)]:
         params = [nn.Parameter(torch.zeros(3)), nn.Parameter(torch.zeros(2, 2))]
@@ -1093,6 +1101,12 @@ def make_spirals(n: int, seed: int) -> TensorDataset:
     return TensorDataset(points, torch.eye(SPIRAL_CLASSES)[labels])
 
 
+def _relabelled(data: TensorDataset, shift: int) -> TensorDataset:
+    """The same points, each arm's one-hot label moved ``shift`` classes on."""
+    points, one_hot = data.tensors
+    return TensorDataset(points, one_hot.roll(shift, dims=1))
+
+
 class SpiralNet(nn.Module):
     """The model to train: two hidden layers of 64 units, with dropout after the first."""
 
@@ -1135,8 +1149,11 @@ def check_train_spirals(fn: Callable[[nn.Module, TensorDataset], Any],
     inputs = inputs if inputs is not None else DEFAULT_SPIRAL_CASES
     name = getattr(fn, "__name__", "train_spirals")
     for case in inputs:
-        train_set = make_spirals(case.n_train, case.train_seed)
-        held_out = make_spirals(2000, case.test_seed)
+        # the arms carry other labels than make_spirals gives them (train and held-out alike): the same spirals
+        # for the model that learns train_set, other ones for a function that trains on points it draws itself
+        shift = 1 + case.train_seed % (SPIRAL_CLASSES - 1)
+        train_set = _relabelled(make_spirals(case.n_train, case.train_seed), shift)
+        held_out = _relabelled(make_spirals(2000, case.test_seed), shift)
         what = f"{name} on {case.n_train} training points (seed {case.train_seed})"
         before_data = [t.clone() for t in train_set.tensors]
         with torch.random.fork_rng(devices=[]):
@@ -1175,6 +1192,13 @@ def check_train_spirals(fn: Callable[[nn.Module, TensorDataset], Any],
                where="look at the learning rate and schedule: print the loss of the first batches to see when it "
                      "grows")
         got = spiral_accuracy(model, held_out)
+        drawn = spiral_accuracy(model, make_spirals(2000, case.test_seed))
+        expect(got >= TARGET_ACCURACY or drawn < TARGET_ACCURACY,
+               f"{what}: the trained model classifies {got:.1%} of 2,000 held-out points from train_set's spirals "
+               f"correctly, but {drawn:.1%} of points from make_spirals, whose arms carry other labels here",
+               where="look at which data your function trains on: train_set, or points it makes itself?",
+               mistake="train on the train_set you are given: the check's spirals need not be labelled as "
+                       "make_spirals labels them")
         expect(got >= TARGET_ACCURACY,
                f"{what}: the trained model classifies {got:.1%} of 2,000 held-out points correctly; the target is "
                f"{TARGET_ACCURACY:.0%}. (Chance is 33%; a model that learned nothing stays near it.)",

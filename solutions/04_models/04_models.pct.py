@@ -553,7 +553,9 @@ print("kaiming:", signal_sizes(lambda w: nn.init.kaiming_normal_(w, nonlinearity
 # `model.apply(init_weights)`, every `nn.Conv2d` and `nn.Linear` has Kaiming-normal
 # weights for ReLU networks (`nn.init.kaiming_normal_` with `nonlinearity="relu"`
 # and its default `mode="fan_in"`) and zero biases; every other kind of module is
-# left exactly as it was. It returns nothing.
+# left exactly as it was. It fills the layers' existing parameters in place (an
+# optimizer built before keeps pointing at them: do not assign new ones) and
+# returns nothing.
 #
 # *Hint:* some layers are built with `bias=False` (section 9): what is their
 # `bias` then? `model.apply` already visits every module, so your function looks

@@ -1390,3 +1390,180 @@ CASES += [
     Reject(checks.check_sequential_version, sequential_sigmoid, "gives the original's output: look at what comes after"),
     Accept(checks.check_sequential_version, sequential_same_padding),
 ]
+
+
+# --- round 5: rules the outputs cannot show ----------------------------------------------------
+
+
+def sequential_relu_after_pool():
+    """Wrong: conv and batch norm in one block, then the pool before the ReLU (they commute: same output)."""
+    return nn.Sequential(nn.Sequential(nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)),
+                         nn.MaxPool2d(2), nn.ReLU(inplace=True), nn.Flatten(), nn.Linear(8 * 14 * 14, 10))
+
+
+def sequential_second_relu():
+    """Wrong: an extra ReLU after the pool (a ReLU of non-negative values changes nothing: same output)."""
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.ReLU(), nn.Flatten(), nn.Linear(8 * 14 * 14, 10))
+
+
+def sequential_nested_blocks():
+    """Correct: the feature part and the head as two nested Sequentials, in the original's order."""
+    features = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2))
+    return nn.Sequential(features, nn.Sequential(nn.Flatten(), nn.Linear(8 * 14 * 14, 10)))
+
+
+_BUILT: dict = {}
+
+
+def classifier_singleton(in_channels, num_classes):
+    """Wrong: builds the model once per setting and hands out that same object on every later call."""
+    key = f"{in_channels}x{num_classes}"
+    if key not in _BUILT:
+        _BUILT[key] = ref.build_classifier(in_channels, num_classes)
+    return _BUILT[key]
+
+
+_SHARED_HEADS: dict = {}
+
+
+def classifier_shared_head(in_channels, num_classes):
+    """Wrong: the Linear head is made once per number of classes and reused in every model."""
+    head = _SHARED_HEADS.setdefault(num_classes, nn.Linear(16 * 7 * 7, num_classes))
+    return nn.Sequential(*list(ref.build_classifier(in_channels, num_classes))[:-1], head)
+
+
+_HANDED_OUT: dict = {}
+
+
+def classifier_copies_last(in_channels, num_classes):
+    """Wrong: a copy of the model it returned last time (by then trained by its caller)."""
+    import copy
+
+    last = _HANDED_OUT.get((in_channels, num_classes))
+    model = copy.deepcopy(last) if last is not None else ref.build_classifier(in_channels, num_classes)
+    _HANDED_OUT[(in_channels, num_classes)] = model
+    return model
+
+
+_TEMPLATES: dict = {}
+_ACTIVATION = nn.ReLU()
+
+
+def classifier_from_template(in_channels, num_classes):
+    """Correct: a deep copy of an untrained template no caller ever receives; a parameter-free ReLU module shared."""
+    import copy
+
+    if (in_channels, num_classes) not in _TEMPLATES:
+        _TEMPLATES[(in_channels, num_classes)] = nn.Sequential(
+            nn.Conv2d(in_channels, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), _ACTIVATION, nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), _ACTIVATION, nn.MaxPool2d(2),
+            nn.Flatten(), nn.Linear(16 * 7 * 7, num_classes))
+    return copy.deepcopy(_TEMPLATES[(in_channels, num_classes)])
+
+
+def count_every_name(model, trainable_only=False):
+    """Wrong: every name a parameter is held under, so a tied weight counts twice."""
+    return sum(p.numel() for _, p in model.named_parameters(remove_duplicate=False)
+               if p.requires_grad or not trainable_only)
+
+
+def count_submodules_only(model, trainable_only=False):
+    """Wrong: the own parameters of every submodule, but not those registered on the model itself."""
+    return sum(p.numel() for name, module in model.named_modules() if name
+               for p in module.parameters(recurse=False) if p.requires_grad or not trainable_only)
+
+
+def count_children_own(model, trainable_only=False):
+    """Wrong: only what each direct child registers itself (a Sequential child registers nothing)."""
+    total = 0
+    for child in model.children():
+        total += sum(p.numel() for p in child.parameters(recurse=False) if p.requires_grad or not trainable_only)
+    return total
+
+
+def count_unique_ids(model, trainable_only=False):
+    """Correct: every module's own parameters, each Parameter object counted once (by id)."""
+    seen = {}
+    for module in model.modules():
+        for p in module.parameters(recurse=False):
+            if p.requires_grad or not trainable_only:
+                seen[id(p)] = p.numel()
+    return sum(seen.values())
+
+
+def smoothing_uniform_whole_batch(logits, targets, smoothing=0.1, reduction="mean"):
+    """Wrong: the uniform part is one mean of -log p over every element of the batch."""
+    log_p = torch.log_softmax(logits, dim=-1)
+    picked = log_p[torch.arange(len(targets)), targets]
+    per_sample = -(1 - smoothing) * picked - smoothing * log_p.mean(dim=(0, 1))
+    return per_sample.sum() if reduction == "sum" else per_sample if reduction == "none" else per_sample.mean()
+
+
+class MnistNetTanh(ref.MnistNet):
+    """Wrong: tanh between the layers."""
+
+    def forward(self, x):
+        x = F.max_pool2d(torch.tanh(self.conv1(x)), 2)
+        x = F.max_pool2d(torch.tanh(self.conv2(x)), 2)
+        return self.fc2(torch.tanh(self.fc1(torch.flatten(x, 1))))
+
+
+class LeNetStridedConv2(ref.LeNet):
+    """Wrong: conv2 with stride 2 (14 -> 5, pooled to 2), fc1 resized to 16 * 2 * 2 to fit."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv2 = nn.Conv2d(6, 16, 5, stride=2)
+        self.fc1 = nn.Linear(16 * 2 * 2, 120)
+
+
+CASES += [
+    Reject(checks.check_sequential_version, sequential_relu_after_pool, "MaxPool2d and ReLU are swapped"),
+    Reject(checks.check_sequential_version, sequential_second_relu, "more ReLU layers than ConvBlockNet"),
+    Accept(checks.check_sequential_version, sequential_nested_blocks),
+    Reject(checks.check_build_classifier, classifier_singleton, "returned the same model object both times"),
+    Reject(checks.check_build_classifier, classifier_shared_head, "share the tensors"),
+    Reject(checks.check_build_classifier, classifier_copies_last, "the first one's trained values"),
+    Accept(checks.check_build_classifier, classifier_from_template),
+    Reject(checks.check_count_parameters, count_every_name, "tied weights: here embed.weight and out.weight"),
+    Reject(checks.check_count_parameters, count_submodules_only, "temperature went uncounted"),
+    Reject(checks.check_count_parameters, count_children_own, "not those nested deeper"),
+    Accept(checks.check_count_parameters, count_unique_ids),
+    Reject(checks.check_label_smoothing_reductions, smoothing_uniform_whole_batch,
+           "you averaged -log p over the whole batch"),
+    Reject(checks.check_mnist_net_forward, MnistNetTanh, "the activation between the layers is tanh"),
+    Reject(checks.check_lenet_layers, LeNetStridedConv2, "conv2 is built with stride=(2, 2)"),
+]
+
+
+def init_new_bias(m):
+    """Wrong: the right values, but the bias is a new Parameter (an optimizer built before keeps the old one)."""
+    if isinstance(m, (nn.Conv2d, nn.Linear)):
+        nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+        if m.bias is not None:
+            m.register_parameter("bias", nn.Parameter(torch.zeros(m.out_features if isinstance(m, nn.Linear)
+                                                                 else m.out_channels)))
+
+
+def init_new_weight(m):
+    """Wrong: a new weight Parameter drawn with the right function."""
+    if isinstance(m, (nn.Conv2d, nn.Linear)):
+        m.weight = nn.Parameter(nn.init.kaiming_normal_(torch.empty_like(m.weight), nonlinearity="relu"))
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+
+def init_data_assignment(m):
+    """Correct: .data assignments keep the Parameter objects (old style, but in place for the optimizer)."""
+    if isinstance(m, (nn.Conv2d, nn.Linear)):
+        m.weight.data = nn.init.kaiming_normal_(torch.empty_like(m.weight), nonlinearity="relu")
+        if m.bias is not None:
+            m.bias.data = torch.zeros_like(m.bias)
+
+
+CASES += [
+    Reject(checks.check_init_weights, init_new_bias, "is a new Parameter object after init_weights"),
+    Reject(checks.check_init_weights, init_new_weight, "assigning module.weight = ..."),
+    Accept(checks.check_init_weights, init_data_assignment),
+]

@@ -1217,3 +1217,46 @@ ROUND_3_CLASSES = [
 ]
 
 CASES = CASES + ROUND_3_CLASSES
+
+
+# ---------------------------------------------------------------- round 5: rules the outputs did not show
+
+
+def spirals_on_fresh_points(model, train_set):
+    """Wrong: trains on spirals it draws itself (more points, seed of its own) instead of on train_set."""
+    points, rows = checks.make_spirals(3 * len(train_set), seed=77).tensors
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(points, rows.argmax(dim=1)),
+                                         batch_size=64, shuffle=True)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    model.train()
+    for _ in range(25):
+        for x, y in loader:
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+
+
+def optimizer_adam_default_lr(kind, params, lr):
+    """Wrong: the 'adam' branch leaves out lr=, so Adam runs at its default 1e-3."""
+    builders = {"sgd": lambda: torch.optim.SGD(params, lr=lr, momentum=0.9),
+                "adam": lambda: torch.optim.Adam(params),
+                "adamw": lambda: torch.optim.AdamW(params, lr=lr, weight_decay=0.01)}
+    return builders[kind]()
+
+
+def targets_flat_argmax(one_hot):
+    """Wrong: argmax with no dim, over the flattened rows."""
+    return torch.argmax(one_hot)
+
+
+def bce_as_cross_entropy(logits, labels):
+    """Wrong: the multi-class loss for yes/no labels."""
+    return nn.CrossEntropyLoss()(logits, labels)
+
+
+CASES = CASES + [
+    Reject(checks.check_train_spirals, spirals_on_fresh_points, "train on the train_set you are given"),
+    Reject(checks.check_make_optimizer, optimizer_adam_default_lr, "use the lr argument (0.003)"),
+    Reject(checks.check_to_class_targets, targets_flat_argmax, "argmax without dim= indexes the flattened tensor"),
+    Reject(checks.check_binary_loss, bce_as_cross_entropy, "each score here is its own yes/no decision"),
+]
