@@ -519,11 +519,15 @@ class _Counter:
     """The run_epoch handed to train_resumable: counts finished epochs; with ``stop_after``, the job is stopped
     in the middle of the next epoch (after its first batch), and the file at ``path`` is remembered as it was."""
 
-    def __init__(self, stop_after: int | None = None, path: Path | None = None) -> None:
+    def __init__(self, stop_after: int | None = None, path: Path | None = None,
+                 first_seen: list[dict[str, Any]] | None = None) -> None:
         self.calls, self.stop_after, self.path = 0, stop_after, path
         self.file_at_stop: bytes | None = None
+        self.first_seen = first_seen  # when given: what the first epoch starts from is appended to it
 
     def __call__(self, model, loader, optimizer, scheduler) -> float:
+        if self.first_seen is not None and self.calls == 0:
+            self.first_seen.append(_pieces(model, optimizer, scheduler, getattr(loader, "generator", None)))
         if self.stop_after is not None and self.calls == self.stop_after:
             self.file_at_stop = _file_bytes(self.path) if self.path is not None else None
             run_epoch(model, _StoppedAfterOneBatch(loader, self.calls), optimizer, scheduler)
@@ -540,6 +544,45 @@ class _StoppedAfterOneBatch:
     def __iter__(self) -> Iterator[Any]:
         yield next(iter(self.loader))
         raise _Interrupted(f"the job was stopped during epoch {self.done} ({self.done} epochs finished)")
+
+
+def _pieces(model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
+            generator: torch.Generator | None) -> dict[str, Any]:
+    """Everything an epoch reads, as copies: what a resumed epoch must start from."""
+    return {"model": _state(model), "optimizer": copy.deepcopy(optimizer.state_dict()),
+            "scheduler": {k: copy.deepcopy(v) for k, v in scheduler.state_dict().items() if k != "lr_lambdas"},
+            "torch_rng": torch.get_rng_state(),
+            "loader_rng": generator.get_state() if generator is not None else None}
+
+
+# What each piece is, for a message that names the pieces a resumed run did not restore.
+_PIECE_NAMES = {"model": "the model's weights", "optimizer": "the optimizer's state (SGD's momentum buffers)",
+                "scheduler": "the scheduler's state (its step count)",
+                "torch_rng": "torch's global random state (dropout)",
+                "loader_rng": "the loader generator's state (the shuffle)"}
+
+
+def _differing(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    return [key for key in _PIECE_NAMES if not same_value(a.get(key), b.get(key), atol=0, rtol=0)]
+
+
+def _resume_evidence(case: Case, seen: dict[str, Any], saved: Any) -> tuple[list[str], list[str]]:
+    """(pieces the checkpoint at the stop already had wrong, pieces the restart did not restore), by comparing what
+    the first resumed epoch started from with the checkpoint and with an uninterrupted run at that epoch."""
+    with torch.random.fork_rng(devices=[]):
+        s = _trained(case)
+        want = _pieces(s.model, s.optimizer, s.scheduler, s.generator)
+    if isinstance(saved, dict) and all(key in saved for key in _PIECE_NAMES):  # saved by save_checkpoint
+        base = {**{key: saved[key] for key in _PIECE_NAMES},
+                "scheduler": {k: v for k, v in saved["scheduler"].items() if k != "lr_lambdas"}}
+        before = _differing(base, want)
+        return before, [] if before else _differing(seen, base)
+    # a checkpoint of its own: the model right at the restart says the run before the stop was right
+    return [], _differing(seen, want) if "model" not in _differing(seen, want) else []
+
+
+# What the first epoch after the restart started from, in the last _run_resumable
+_RESUMED_FROM: list[dict[str, Any]] = []
 
 
 def _written_after_stop(counter: _Counter) -> bool:
@@ -597,7 +640,8 @@ def _run_resumable_as_is(fn: Callable[..., Any], case: Case) -> tuple[int, bool,
     name = getattr(fn, "__name__", "train_resumable")
     with _workspace() as folder:
         path = folder / "run.pt"
-        first, second = _Counter(stop_after=case.interrupt_after, path=path), _Counter()
+        _RESUMED_FROM.clear()
+        first, second = _Counter(stop_after=case.interrupt_after, path=path), _Counter(first_seen=_RESUMED_FROM)
         s = _setup(case)
         crashed = False
         try:
@@ -785,6 +829,22 @@ def check_resume_equal(fn: Callable[..., None], inputs: Sequence[Case] | None = 
         for key in ("optimizer", "scheduler", "torch_rng", "loader_rng"):
             expect(key not in missing, symptom, where="look at what your checkpoint holds",
                    mistake=_MISSING[key])
+        # the evidence: what the first resumed epoch started from, against the uninterrupted run at that epoch
+        before, lost = _resume_evidence(case, _RESUMED_FROM[0], saved) if _RESUMED_FROM else ([], [])
+        if before:
+            raise CheckError(f"{symptom}; the checkpoint saved after epoch {case.interrupt_after - 1}, before the "
+                             "stop, already differs from the uninterrupted run's at that point, in "
+                             + ", ".join(_PIECE_NAMES[key] for key in before),
+                             where="look at what your function does on the first run besides training and saving: "
+                                   "a reseed or an extra random draw changes the run before any stop")
+        if lost:
+            pieces = ", ".join(_PIECE_NAMES[key] for key in lost)
+            raise CheckError(f"{symptom}; when the first epoch after the restart began, these differed from the "
+                             f"uninterrupted run's at epoch {case.interrupt_after}: {pieces}",
+                             where="look at what your function restores after the restart, before its loop starts",
+                             mistake=f"restore {pieces} from the checkpoint before the first resumed epoch "
+                                     "(load_checkpoint restores every one of them), and draw nothing from a random "
+                                     "stream after restoring it")
         raise CheckError(symptom, where="here your function runs with the reference save_checkpoint and "
                          "load_checkpoint where it calls them; if you restore states yourself, it must restore the "
                          "model, optimizer, scheduler and both random states before the loop starts. Anything else "
@@ -1061,6 +1121,9 @@ def jitter_epoch(run: JitterRun) -> float:
     return total / count
 
 
+_JITTER_EPOCH = jitter_epoch  # the real one, while an experiment swaps the module's name for a variant
+
+
 class JitterCase(NamedTuple):
     """A hidden run: its seed, total epochs, and the epochs after which the job is killed (one or two kills)."""
 
@@ -1176,8 +1239,50 @@ def check_train_jittered(fn: Callable[..., Any], inputs: Sequence[JitterCase] | 
                f"differ from an uninterrupted run's (first in '{_first_key_differing(got, want)}')",
                where="list every object and every random stream that jitter_epoch reads or changes: "
                      "each must be saved and restored",
-               mistake=_jitter_mistake(got, case))
+               mistake=_jitter_mistake(got, case) or _jitter_stream_to_blame(fn, case))
     passed(f"{name} (killed, restarted, equal to an uninterrupted run)", len(inputs))
+
+
+def _epoch_fixed_noise(run: JitterRun) -> float:
+    """jitter_epoch with a fixed noise size: it draws nothing from Python's ``random``."""
+    with mock.patch.object(random, "uniform", lambda a, b: (a + b) / 2):
+        return _JITTER_EPOCH(run)
+
+
+def _epoch_no_torch_draws(run: JitterRun) -> float:
+    """jitter_epoch without draws from torch's global generator: no dropout, noise that is a fixed function of the data."""
+    def fixed_noise(inputs: torch.Tensor, **_: Any) -> torch.Tensor:
+        return torch.sin(7 * inputs)
+    with mock.patch.object(torch, "randn_like", fixed_noise), \
+            mock.patch.object(nn.Dropout, "forward", lambda self, x: x):
+        return _JITTER_EPOCH(run)
+
+
+def _jitter_stream_to_blame(fn: Callable[..., Any], case: JitterCase) -> str | None:
+    """Find the random stream that a restart gets wrong by experiment: the same kills and restarts with an epoch that
+    draws nothing from that one stream. When the run then equals an uninterrupted one, that stream is the cause."""
+    import helpers.checks.checkpoints as this
+    for epoch, message in (
+            (_epoch_fixed_noise, "run again with an epoch that draws nothing from Python's random (a fixed noise size), "
+                                 "the same kills and restarts end with an uninterrupted run's weights: what a restart "
+                                 "gets wrong is Python's random stream. A restarted run must continue it where the "
+                                 "killed one stopped: save random.getstate() with each checkpoint and restore it with "
+                                 "random.setstate (random.seed(...) starts a different stream)"),
+            (_epoch_no_torch_draws, "run again with an epoch that draws nothing from torch's global generator (no "
+                                    "dropout, no torch.randn_like noise), the same kills and restarts end with an "
+                                    "uninterrupted run's weights: what a restart gets wrong is torch's global random "
+                                    "stream. Save torch.get_rng_state() with each checkpoint and restore it with "
+                                    "torch.set_rng_state (torch.manual_seed(...) starts a different stream)")):
+        with mock.patch.object(this, "jitter_epoch", epoch), substitute(fn, jitter_epoch=epoch):
+            want = _jitter_uninterrupted(case)
+            try:
+                with _workspace() as folder, _python_random_kept():
+                    got = _play_jitter(fn, case, folder)[0]
+            except CheckError:  # the experiment failed some other way: it shows nothing
+                continue
+        if same_value(got, want, atol=0, rtol=0):
+            return message
+    return None
 
 
 def _first_key_differing(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> str:
@@ -1188,7 +1293,8 @@ def _jitter_mistake(got: dict[str, torch.Tensor], case: JitterCase) -> str | Non
     """Name the state that was lost, when a twin run that loses exactly it ends with these weights."""
     for lost, message in (("python", "Python's random state was not restored: the noise sizes come from "
                                      "random.uniform, so save random.getstate() and restore it with random.setstate"),
-                          ("torch", "torch's global random state was not restored: dropout draws from it"),
+                          ("torch", "torch's global random state was not restored: dropout and torch.randn_like (the noise) "
+                                    "draw from it"),
                           ("scheduler", "the scheduler's state was not restored"),
                           ("optimizer", "the optimizer's state (Adam's moment estimates) was not restored"),
                           ("loader", "the loader's generator was not restored: the loader shuffles with run.generator, "

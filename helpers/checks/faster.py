@@ -250,9 +250,12 @@ class TimingCase(NamedTuple):
     seed: int = 0
 
 
-# The work one call of fn() does, in seconds, by call number: the first call is slow (one-off costs),
-# one later call is an outlier (another program took the CPU), the rest scatter a little.
+# The work one call of fn() does, in seconds, by call number: the first call is slow (one-off costs), the
+# other warm-up calls are slow too (caches still filling), one timed call is an outlier (another program took
+# the CPU), the rest scatter a little. Warm-up calls slower than every timed one make a median that includes
+# them differ from every statistic of the timed calls alone (when warmup >= 2 or the timed count is odd).
 _FIRST_CALL = 3.0
+_WARMUP_CALL = 1.0
 _OUTLIER = 0.5
 _HOST = 0.001  # the time fn() itself takes to queue the work and return
 
@@ -261,6 +264,8 @@ def _work(case: TimingCase, n: int) -> list[float]:
     g = torch.Generator().manual_seed(case.seed)
     steady = (0.020 + 0.010 * torch.rand(n, generator=g)).tolist()
     steady = [round(t, 4) for t in steady]
+    for i in range(1, min(case.warmup, n)):
+        steady[i] = _WARMUP_CALL
     steady[0] = _FIRST_CALL
     outlier = case.warmup + (case.repeat // 2)  # one of the timed calls
     if outlier < n:
@@ -375,12 +380,47 @@ def check_median_time_sync(fn: Callable[..., float], inputs: Sequence[TimingCase
                              where="look at what happens between fn() and the second clock read",
                              mistake="fn() only queues its work on a GPU: wait for it (synchronize) before "
                                      "reading the clock again")
+        # The warm-up is untimed: a median that includes the warm-up calls is a warm-up mistake, seen only in
+        # the value (timing every call and dropping the warm-up ones afterwards is right).
+        warm_in = _warmup_in_median(got, world, case)
+        if warm_in:
+            raise CheckError(f"{what}: {warm_in}", where=_WHERE_WARMUP_TIMES, mistake=_WARMUP_TIMED)
     passed("median_time (warm-up and synchronize)", len(cases))
+
+
+_WHERE_WARMUP_TIMES = "look at which calls' times go into your median"
+_WARMUP_TIMED = ("the warm-up calls were timed too and are in your median, so their one-off costs count; the warm-up "
+                 "calls are untimed: time only the repeat calls after them")
+
+
+def _number(got: Any) -> float | None:
+    value = got.item() if isinstance(got, torch.Tensor) and got.numel() == 1 else got
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _warmup_in_median(got: Any, world: FakeDevice, case: TimingCase) -> str | None:
+    """The symptom, when ``got`` is the median of all calls (warm-up included) and no statistic of the timed ones."""
+    number = _number(got)
+    if number is None or case.warmup == 0:
+        return None
+    times = world.timed_intervals(case.warmup)
+    ordered = sorted(times)
+    all_calls = [_HOST + w for w in world.work[:world.calls]]
+    low, high = ordered[(len(ordered) - 1) // 2], ordered[len(ordered) // 2]
+    if not _is_median(number, all_calls) or abs(number - low) <= 1e-9 or abs(number - high) <= 1e-9 \
+            or abs(number - statistics.median(times)) <= 1e-9 + 1e-6 * statistics.median(times):
+        return None
+    warm = ", ".join(f"{t:g} s" for t in all_calls[:case.warmup])
+    calls = "the warm-up call (it took" if case.warmup == 1 else f"the {case.warmup} warm-up calls (they took"
+    return (f"returned {number:.6g} s, the median of all {len(all_calls)} calls including {calls} {warm}); "
+            f"the median of the {case.repeat} timed calls after the warm-up is "
+            f"{statistics.median(times):.6g} s")
 
 
 def check_median_time_value(fn: Callable[..., float], inputs: Sequence[TimingCase] | None = None) -> None:
     """On a (fake) CPU, median_time returns the median, in seconds, of the timed calls after the warm-up."""
-    cases = inputs if inputs is not None else [TimingCase("cpu", 2, 5, 2), TimingCase("cpu", 1, 4, 3)]
+    # two warm-up calls: a median that includes them is then none of the timed calls' statistics (see _work)
+    cases = inputs if inputs is not None else [TimingCase("cpu", 2, 5, 2), TimingCase("cpu", 2, 4, 3)]
     for case in cases:
         got, world = _run_timing(fn, case)
         what = f"median_time on the CPU (warmup={case.warmup}, repeat={case.repeat})"
@@ -400,8 +440,21 @@ def check_median_time_value(fn: Callable[..., float], inputs: Sequence[TimingCas
         # task: "the median of those times (`statistics.median`)": for an even count, the mean of the two middle ones
         if abs(number - statistics.median(times)) <= 1e-9 + 1e-6 * abs(statistics.median(times)):
             continue
+        warm_in = _warmup_in_median(number, world, case)
+        if warm_in:
+            raise CheckError(f"{what}: {warm_in}", where=_WHERE_WARMUP_TIMES, mistake=_WARMUP_TIMED)
         all_calls = [_HOST + w for w in world.work[:world.calls]]
+        # With one warm-up call slower than all timed ones and an even timed count, the median of all calls IS the
+        # upper middle timed value: one number cannot tell the two mistakes apart, so name both.
+        both = case.warmup > 0 and abs(statistics.median(all_calls) - high) <= 1e-9
         mistakes = [
+            Mistake(f"that is the upper of the two middle timed values, which here is also the median of all calls "
+                    f"with the warm-up ones included: either the warm-up calls are in your median (time only the "
+                    f"calls after the warm-up), or for an even number of timed runs ({case.repeat}) you took the upper "
+                    "middle value (sorted(times)[len(times) // 2]) where statistics.median takes the mean of the two",
+                    matches=lambda g: both and abs(g - high) <= 1e-9,
+                    where="look at which calls' times go into your median, and at how you take the middle of an "
+                          "even count"),
             Mistake(f"for an even number of timed runs ({case.repeat}) that is the lower of the two middle values "
                     "(torch's Tensor.median and median_low pick it); the median the task names, statistics.median, is "
                     "the mean of the two middle values", lambda: low,
@@ -451,9 +504,16 @@ def check_scaled_learning_rate(fn: Callable[[float, int, int], float],
         got = call(fn, base_lr, base_batch, batch)
         ratio = batch / base_batch
         mistakes = [
+            # base_lr back for a smaller batch: unchanged everywhere, or only scaled up (the evidence: a larger batch)
             Mistake("the learning rate did not change with the batch size: the linear rule multiplies it by "
-                    "batch_size / base_batch_size", lambda: base_lr,
+                    "batch_size / base_batch_size",
+                    matches=lambda g: _close_number(g, base_lr) and _close_number(_rate_at(fn, base_lr, base_batch, 4), base_lr),
                     where="look at how batch_size enters your formula"),
+            Mistake(f"a smaller batch ({batch} < {base_batch}) kept base_lr while a larger one is scaled up: the "
+                    "linear rule scales down too (no max(1, ...) or if around the ratio)",
+                    matches=lambda g: _close_number(g, base_lr) and batch < base_batch and _close_number(
+                        _rate_at(fn, base_lr, base_batch, 4), 4 * base_lr),
+                    where="look at what your formula does when batch_size is smaller than base_batch_size"),
             Mistake("the ratio is upside down: a larger batch gets a larger learning rate "
                     "(multiply by batch_size / base_batch_size)", lambda: base_lr * base_batch / batch,
                     where="look at the ratio of the batch sizes: which one is on top?"),
@@ -471,9 +531,54 @@ def check_scaled_learning_rate(fn: Callable[[float, int, int], float],
             Mistake("that is base_lr divided by base_batch_size alone: the linear rule multiplies it by the ratio "
                     "batch_size / base_batch_size (multiply by batch_size too)", lambda: base_lr / base_batch),
         ]
+        # A formula none of those explains: the learner's function at other batch sizes is the evidence (an
+        # added term grows by equal steps without being proportional); after the named ones, which come first.
+        found = None if _close_number(got, ratio * base_lr) else _grows_by_steps(fn, base_lr, base_batch)
+        if found:
+            mistakes.append(Mistake(found, matches=lambda _: True,
+                                    where="look at how the ratio of the batch sizes enters your formula: added or "
+                                          "multiplied?"))
         expect_close(got, ref.scaled_learning_rate(base_lr, base_batch, batch),
                      what=f"scaled_learning_rate({base_lr}, {base_batch}, {batch})", mistakes=mistakes, rtol=1e-6)
     passed("scaled_learning_rate", len(cases))
+
+
+def _close_number(got: Any, want: float) -> bool:
+    number = _number(got)
+    return number is not None and math.isclose(number, want, rel_tol=1e-6, abs_tol=1e-12)
+
+
+def _rate_at(fn: Callable[[float, int, int], float], base_lr: float, base_batch: int, times: int) -> float | None:
+    """The learner's rate for a batch ``times`` base_batch_size (an extra call; None if it fails)."""
+    try:
+        return _number(call(fn, base_lr, base_batch, times * base_batch))
+    except Exception:  # a probe that fails says nothing about the mistake it looks for
+        return None
+
+
+def _grows_by_steps(fn: Callable[[float, int, int], float], base_lr: float, base_batch: int) -> str | None:
+    """The named cause, when the learner's rate grows by equal steps as the batch size grows but is not proportional.
+
+    The evidence: the learner's function at 1, 2 and 3 times base_batch_size (extra calls): equal differences
+    with a non-zero value left at batch size 0 is an added term, where the linear rule multiplies.
+    """
+    try:
+        values = [_number(call(fn, base_lr, base_batch, k * base_batch)) for k in (1, 2, 3)]
+    except Exception:  # a probe that fails says nothing about this mistake
+        return None
+    if any(v is None for v in values):
+        return None
+    v1, v2, v3 = values
+    step = v2 - v1
+    at_zero = v1 - step
+    scale = max(abs(v) for v in values) or 1.0
+    if abs((v3 - v2) - step) > 1e-9 * scale or abs(step) <= 1e-12 * scale or abs(at_zero) <= 1e-9 * scale:
+        return None
+    sizes = " -> ".join(str(k * base_batch) for k in (1, 2, 3))
+    return (f"with base_lr={base_lr} and batch sizes {sizes}, yours gives {v1:.6g}, {v2:.6g}, {v3:.6g}: it grows by "
+            f"the same step ({step:.6g}) each time but is not proportional to batch_size (it would be {at_zero:.6g} "
+            f"at batch size 0), so something is added; the linear rule multiplies: base_lr * batch_size / "
+            f"base_batch_size gives {base_lr:.6g}, {2 * base_lr:.6g}, {3 * base_lr:.6g}")
 
 
 # ---------------------------------------------------------------- small training setups
@@ -1080,8 +1185,13 @@ def _expect_one_block_per_checkpoint(recomputed: list[int], n_blocks: int, what:
 
 # ---------------------------------------------------------------- losses on the device, one sync
 
+_PRINTED = "print or f-string of a tensor"
 _SYNC_METHODS = {"item": ".item()", "cpu": ".cpu()", "tolist": ".tolist()", "numpy": ".numpy()",
-                 "__float__": "float()", "__int__": "int()"}
+                 "__float__": "float()", "__int__": "int()",
+                 # printing or formatting a tensor reads its values too (the notebook lists print(t) as a sync point)
+                 "__format__": _PRINTED, "__repr__": _PRINTED}
+_WHERE_SYNCS = ("look inside your loop for .item(), float(), .cpu() or .tolist(), and for a tensor printed or put in "
+                "an f-string (print(loss), f\"{loss}\")")
 
 
 class SyncRead(NamedTuple):
@@ -1094,15 +1204,25 @@ class SyncRead(NamedTuple):
 
 @contextlib.contextmanager
 def _counting_syncs(losses_so_far: Callable[[], int] = lambda: 0) -> Iterator[list[SyncRead]]:
-    """While open, every call of Tensor.item/cpu/tolist/numpy/float()/int() is recorded."""
+    """While open, every call of Tensor.item/cpu/tolist/numpy/float()/int() and every print or format is recorded.
+
+    A read made inside another recorded one (``print(t)`` calls ``.item()`` or ``.tolist()`` itself) is not
+    counted again.
+    """
     seen: list[SyncRead] = []
+    depth = [0]
 
     def counting(name: str) -> Callable[..., Any]:
         original = getattr(torch.Tensor, name)
 
         def method(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            seen.append(SyncRead(_SYNC_METHODS[name], self.requires_grad, losses_so_far()))
-            return original(self, *args, **kwargs)
+            if depth[0] == 0:
+                seen.append(SyncRead(_SYNC_METHODS[name], self.requires_grad, losses_so_far()))
+            depth[0] += 1
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                depth[0] -= 1
         return method
 
     with contextlib.ExitStack() as stack:
@@ -1165,12 +1285,19 @@ def check_train_epoch_on_device(fn: Callable[..., float], inputs: Sequence[StepC
         if len(syncs) >= n:
             shown = ", ".join(sorted({sync.how for sync in syncs}))
             in_loop = [sync for sync in syncs if sync.after_losses < n]
-            symptom = (f"{what}: {len(syncs)} calls of {shown} for {n} batches, "
+            counted = (f"{len(syncs)} reads of tensor values ({shown})" if any(sync.how == _PRINTED for sync in syncs)
+                       else f"{len(syncs)} calls of {shown}")
+            symptom = (f"{what}: {counted} for {n} batches, "
                        + (f"{len(in_loop)} of them before the last batch's loss" if in_loop
                           else "all after the last batch's loss")
                        + ": each one makes the CPU wait until the GPU has finished (a sync point)")
+            if in_loop and all(sync.how == _PRINTED for sync in in_loop):
+                raise CheckError(symptom, where=_WHERE_SYNCS,
+                                 mistake="printing a tensor (print(loss), f\"{loss}\") copies its value to the CPU, "
+                                         "so it waits for the GPU like .item(): print the total once, after the "
+                                         "loop, or drop the print")
             if in_loop:
-                raise CheckError(symptom, where="look inside your loop for .item(), float(), .cpu() or .tolist()",
+                raise CheckError(symptom, where=_WHERE_SYNCS,
                                  mistake="keep a running total on the device (add loss.detach() to it) and read it "
                                          "once, after the loop")
             raise CheckError(symptom, where="look after your loop for code that reads tensors one at a time: "

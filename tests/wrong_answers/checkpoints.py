@@ -148,6 +148,19 @@ def resume_without_scheduler(model, optimizer, scheduler, loader, generator, epo
                save=save_without_scheduler, load=lambda *a: _load(*a, skip=("scheduler",)))
 
 
+def resume_restores_weights_and_scheduler(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    # Restores the model and the schedule by hand from the checkpoint, and nothing else
+    start = 0
+    if os.path.exists(path):
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+        model.load_state_dict(saved["model"])
+        scheduler.load_state_dict(saved["scheduler"])
+        start = saved["epoch"] + 1
+    for epoch in range(start, epochs):
+        loss = run_epoch(model, loader, optimizer, scheduler)
+        ref.save_checkpoint(path, model, optimizer, scheduler, generator, epoch, loss)
+
+
 def resume_loads_but_skips_rng(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
     # Saves everything, but the loader's state is never restored.
     _resumable(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch,
@@ -279,8 +292,12 @@ CASES = [
     Reject(checks.check_resume_equal, resume_without_rng, "different random masks"),
     Reject(checks.check_resume_equal, resume_without_optimizer, "momentum buffers"),
     Reject(checks.check_resume_equal, resume_without_scheduler, "learning-rate schedule"),
-    Reject(checks.check_resume_equal, resume_loads_but_skips_rng, "must restore the model, optimizer, scheduler"),
+    Reject(checks.check_resume_equal, resume_loads_but_skips_rng, "differed from the uninterrupted run's at epoch 2: the "
+           "loader generator's state"),
     Reject(checks.check_resume_equal, resume_at_saved_epoch, "off by one"),
+    Reject(checks.check_resume_equal, resume_restores_weights_and_scheduler,
+           "the optimizer's state (SGD's momentum buffers), torch's global random state (dropout), the loader "
+           "generator's state"),
     Accept(checks.check_load_on_cpu, ref.load_on_cpu),
     Accept(checks.check_load_on_cpu, load_with_cpu_device),
     Reject(checks.check_load_on_cpu, load_default_device, "map_location='cpu'"),
@@ -600,13 +617,48 @@ def jittered_reseeds(run, epochs, path, after_epoch):
     _jittered(run, epochs, path, after_epoch, reseed=True)
 
 
+def _jittered_stream_reseeded(run, epochs, path, after_epoch, stream):
+    # Saves everything but one random stream, and on a restart reseeds that stream from the saved epoch instead
+    model, optimizer, scheduler, _, generator = run
+    start = 0
+    if os.path.exists(path):
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        scheduler.load_state_dict(saved["scheduler"])
+        generator.set_state(saved["loader_rng"])
+        if stream == "python":
+            torch.set_rng_state(saved["torch_rng"])
+            random.seed(saved["epoch"] + 1)
+        else:
+            random.setstate(saved["python_rng"])
+            torch.manual_seed(saved["epoch"] + 7)
+        start = saved["epoch"] + 1
+    for epoch in range(start, epochs):
+        loss = checks.jitter_epoch(run)
+        torch.save({"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(), "loader_rng": generator.get_state(),
+                    "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(), "loss": loss}, path)
+        after_epoch(epoch)
+
+
+def jittered_reseeds_python_on_restart(run, epochs, path, after_epoch):
+    _jittered_stream_reseeded(run, epochs, path, after_epoch, "python")
+
+
+def jittered_reseeds_torch_on_restart(run, epochs, path, after_epoch):
+    _jittered_stream_reseeded(run, epochs, path, after_epoch, "torch")
+
+
 JITTER_CASES = [
+    Reject(checks.check_train_jittered, jittered_reseeds_python_on_restart, "what a restart gets wrong is Python's"),
+    Reject(checks.check_train_jittered, jittered_reseeds_torch_on_restart, "what a restart gets wrong is torch's"),
     Accept(checks.check_train_jittered, ref.train_jittered),
     Accept(checks.check_train_jittered, jittered_own_keys_atomic),
     Accept(checks.check_train_jittered, jittered_with_prints),
     Accept(checks.check_train_jittered, jittered_while_loop),
     Reject(checks.check_train_jittered, jittered_without_python_rng, "random.getstate()"),
-    Reject(checks.check_train_jittered, jittered_without_torch_rng, "dropout draws from it"),
+    Reject(checks.check_train_jittered, jittered_without_torch_rng, "dropout and torch.randn_like"),
     Reject(checks.check_train_jittered, jittered_notifies_before_saving, "nothing of that epoch was saved yet"),
     Reject(checks.check_train_jittered, jittered_resumes_at_saved_epoch, "the epochs run were"),
     Reject(checks.check_train_jittered, jittered_reseeds, "a run that was never stopped ends with other weights"),

@@ -1255,6 +1255,66 @@ def time_middle_pair_by_hand(fn, device, warmup=2, repeat=5, clock=time.perf_cou
     return times[half] if len(times) % 2 else (times[half - 1] + times[half]) / 2
 
 
+def _time_one(fn, device, clock):
+    synchronize(device)
+    start = clock()
+    fn()
+    synchronize(device)
+    return clock() - start
+
+
+def time_warmup_also_recorded(fn, device, warmup=2, repeat=5, clock=time.perf_counter):
+    # The warm-up calls are timed with the same helper and land in the same list as the timed ones
+    times = [_time_one(fn, device, clock) for _ in range(warmup)]
+    times += [_time_one(fn, device, clock) for _ in range(repeat)]
+    return statistics.median(times)
+
+
+def time_every_call_then_drop_warmup(fn, device, warmup=2, repeat=5, clock=time.perf_counter):
+    # Correct: every call is timed, and the warm-up ones are dropped before taking the median
+    times = [_time_one(fn, device, clock) for _ in range(warmup + repeat)]
+    return statistics.median(times[warmup:])
+
+
+def lr_plus_half_the_growth(base_lr, base_batch_size, batch_size):
+    # Adds a share of the growth instead of multiplying by the ratio
+    return base_lr + base_lr * (batch_size - base_batch_size) / (4 * base_batch_size)
+
+
+def lr_never_below_base(base_lr, base_batch_size, batch_size):
+    # Scales up for larger batches but keeps base_lr for smaller ones
+    if batch_size <= base_batch_size:
+        return base_lr
+    return base_lr * batch_size / base_batch_size
+
+
+def epoch_prints_each_loss(model, optimizer, loss_fn, batches):
+    # A debug print of the loss tensor at every step: printing reads its value, a sync point each time
+    total = torch.zeros(())
+    for i, (inputs, targets) in enumerate(batches):
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        print("batch", i, "loss", loss)
+        total += loss.detach()
+    return total.item() / len(batches)
+
+
+def epoch_prints_the_mean_once(model, optimizer, loss_fn, batches):
+    # Correct: one read after the loop, then a print of the Python number (no further sync)
+    total = torch.zeros(())
+    for inputs, targets in batches:
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        total += loss.detach()
+    mean = total.item() / len(batches)
+    print(f"epoch loss {mean:.4f}")
+    return mean
+
+
 def fast_train_loss_per_image(model, images, digits, val_images, val_digits, epochs=2, batch_size=16):
     # The epoch's loss as a mean per image: each batch's mean loss weighted by the batch's size
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -1295,6 +1355,14 @@ ROUND_4_CLASSES = [
     Reject(checks.check_median_time_value, time_upper_middle, "the upper of the two middle values"),
     Accept(checks.check_median_time_value, time_middle_pair_by_hand),
     Accept(checks.check_median_time_sync, time_middle_pair_by_hand),
+    Reject(checks.check_median_time_sync, time_warmup_also_recorded, "including the 2 warm-up calls"),
+    Reject(checks.check_median_time_value, time_warmup_also_recorded, "warm-up calls were timed too"),
+    Accept(checks.check_median_time_sync, time_every_call_then_drop_warmup),
+    Accept(checks.check_median_time_value, time_every_call_then_drop_warmup),
+    Reject(checks.check_train_epoch_on_device, epoch_prints_each_loss, "printing a tensor"),
+    Reject(checks.check_scaled_learning_rate, lr_plus_half_the_growth, "so something is added"),
+    Reject(checks.check_scaled_learning_rate, lr_never_below_base, "the linear rule scales down too"),
+    Accept(checks.check_train_epoch_on_device, epoch_prints_the_mean_once),
 ]
 
 CASES = CASES + ROUND_4_CLASSES
