@@ -1314,3 +1314,50 @@ CASES = [
     Reject(checks.check_train_distributed, whole_sampler_seed_per_rank, "the ranks shuffled differently"),
     Reject(checks.check_train_distributed, whole_same_share_on_every_rank, "every rank read the same 12 samples"),
 ]
+
+
+# ---------------------------------------------------------------- round 5: the global generator, seeded once
+
+
+def _train_on_orders(make_model, dataset, epochs, batch_size, lr, seed, order_of):
+    """Each epoch's order from ``order_of(epoch)``; each rank takes its contiguous part of every global batch."""
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    per_rank = batch_size // world_size
+    for epoch in range(epochs):
+        order = order_of(epoch)
+        for start in range(0, len(order), batch_size):
+            mine = order[start:start + batch_size][rank * per_rank:(rank + 1) * per_rank]
+            items = [dataset[i] for i in mine]
+            optimizer.zero_grad()
+            loss = nn.functional.cross_entropy(model(torch.stack([x for x, _ in items])),
+                                               torch.tensor([y for _, y in items]))
+            loss.backward()
+            optimizer.step()
+    return model.module.state_dict()
+
+
+def whole_global_reseed_per_epoch(make_model, dataset, epochs, batch_size, lr, seed):
+    """The right order, drawn from the global generator reseeded with seed + epoch (the weights come out right)."""
+    def order_of(epoch):
+        torch.random.manual_seed(seed + epoch)
+        return torch.randperm(len(dataset)).tolist()
+    return _train_on_orders(make_model, dataset, epochs, batch_size, lr, seed, order_of)
+
+
+def whole_own_generator_chunks(make_model, dataset, epochs, batch_size, lr, seed):
+    """Correct: train_one_process's order from a generator of its own, each rank its chunk of every batch."""
+    def order_of(epoch):
+        return torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed + epoch)).tolist()
+    return _train_on_orders(make_model, dataset, epochs, batch_size, lr, seed, order_of)
+
+
+CASES += [
+    Reject(checks.check_train_distributed, whole_global_reseed_per_epoch,
+           "reseeded torch's global random generator after building the model (torch.manual_seed(1), "
+           "torch.manual_seed(2))"),
+    Reject(checks.check_train_distributed, whole_global_reseed_per_epoch, "throws away the random stream"),
+    Accept(checks.check_train_distributed, whole_own_generator_chunks),
+]
