@@ -739,6 +739,9 @@ def _epoch_twins(case: EpochCase, world_size: int, rank: int) -> list[tuple[str,
                  _sampler_batches(case, world_size, rank, rank, lambda e: e)), dropped]
     return [("epoch e saw the order the sampler gives for epoch e + 1: set_epoch takes the loop's epoch, "
              "counting from 0 (sampler.set_epoch(epoch))", _sampler_batches(case, world_size, rank, 0, lambda e: e + 1)),
+            ("epoch e saw the order the sampler gives for epoch e - 1 (epoch 0's twice): set_epoch(epoch) ran after "
+             "the epoch's batches were drawn, so each epoch reads the previous one's. Call it at the start of each "
+             "epoch, before iterating the loader", _sampler_batches(case, world_size, rank, 0, lambda e: max(e - 1, 0))),
             dropped]
 
 
@@ -797,8 +800,10 @@ def check_epoch_batches(fn: Callable[..., Any], inputs: Sequence[EpochCase] | No
                     raise CheckError(f"{what}: rank {rank} saw the same shuffled order {seen[0]} in every epoch, "
                                      "expected a new order each epoch",
                                      where="look at what tells the DataLoader's sampler which epoch it is",
-                                     mistake="the sampler shuffles with seed + epoch, and its epoch never changed: "
-                                             "sampler.set_epoch(epoch) at the start of each epoch sets it")
+                                     mistake="the sampler shuffles with seed + epoch, and its epoch never changed "
+                                             "before an epoch's batches were drawn: sampler.set_epoch(epoch) at the "
+                                             "start of each epoch, before the loader is iterated, sets it (a call "
+                                             "after the epoch's batches comes one epoch too late)")
                 per_process = case.global_batch_size // world_size
                 full = [[batch for batch in epoch if len(batch) == per_process] for epoch in want]
                 if full != want and got == full:

@@ -1354,10 +1354,32 @@ def whole_own_generator_chunks(make_model, dataset, epochs, batch_size, lr, seed
     return _train_on_orders(make_model, dataset, epochs, batch_size, lr, seed, order_of)
 
 
+def epochs_set_epoch_after_the_batches(dataset, global_batch_size, epochs):
+    """set_epoch called, but at the end of each epoch: every epoch reads the previous one's order."""
+    sampler = DistributedSampler(dataset)
+    loader = DataLoader(dataset, batch_size=global_batch_size // dist.get_world_size(), sampler=sampler)
+    out = []
+    for epoch in range(epochs):
+        out.append([batch.tolist() for batch in loader])
+        sampler.set_epoch(epoch)
+    return out
+
+
+def check_three_epochs(fn):
+    checks.check_epoch_batches(fn, inputs=[checks.EpochCase(10, 4, 3, 2)])
+
+
 CASES += [
     Reject(checks.check_train_distributed, whole_global_reseed_per_epoch,
            "reseeded torch's global random generator after building the model (torch.manual_seed(1), "
            "torch.manual_seed(2))"),
     Reject(checks.check_train_distributed, whole_global_reseed_per_epoch, "throws away the random stream"),
     Accept(checks.check_train_distributed, whole_own_generator_chunks),
+    Reject(check_three_epochs, epochs_set_epoch_after_the_batches,
+           "epoch e saw the order the sampler gives for epoch e - 1 (epoch 0's twice)"),
+    Reject(checks.check_epoch_batches, epochs_set_epoch_after_the_batches, "a call after the epoch's batches"),
+    Reject(check_three_epochs, epochs_without_set_epoch, "its epoch never changed"),
+    Reject(check_three_epochs, epochs_counted_from_one, "the order the sampler gives for epoch e + 1"),
+    *[Accept(check_three_epochs, answer) for answer in (ref.epoch_batches, epochs_keywords, epochs_batched_by_hand,
+                                                        epochs_explicit_rank)],
 ]
