@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
@@ -533,8 +534,10 @@ def check_predict_digits(fn: Callable[..., torch.Tensor], inputs: Sequence[tuple
             raise failure(f"{what} returns the right predictions, but the model computed them on the CPU, not on "
                           f"device ({STAND_IN_DEVICE})",
                           where="follow the model and the images: where is each of them when the model is called?",
-                          mistake="moving the model and the images to the CPU makes the error go away without using "
-                                  "the device; the task computes on `device`: move the images there "
+                          mistake="the model was still in the host's memory when it was called, and so were the "
+                                  "images: moving the images to where the model is (or both to the CPU) makes the "
+                                  "error go away without using the device. The task computes on `device`: move the "
+                                  "model there (model.to(device) moves the module in place) and the images too "
                                   "(images = images.to(device))")
     passed("predict_digits", len(inputs))
 
@@ -560,6 +563,42 @@ def _differs_between_calls(model: nn.Module, images: torch.Tensor) -> bool:
     return first.error is None and second.error is None and not same_value(first.value, second.value)
 
 
+def _expect_built_in_init(what: str, built: list[str], model: nn.Module) -> None:
+    """Every parameter and buffer exists once the model is built: none appears during a forward pass."""
+    new = [key for key in model.state_dict() if key not in built]
+    if new:
+        raise failure(f"{what} runs now, but SmallCNN() built has the weights {built}, and after its first forward "
+                      f"it also has {new}",
+                      where="look for layers assigned to self inside forward (the task creates every layer in "
+                            "__init__)",
+                      mistake="a layer created in forward does not exist yet when an optimizer is built or "
+                              "model.to(device) runs before the first batch: the optimizer never trains it, .to "
+                              "never moves it, and state_dict() lacks it until then. Create it in __init__, with "
+                              "the size that arrives (nn.LazyLinear, too, is created in __init__)")
+
+
+_MATMUL = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
+
+
+def _expect_batch_kept(what: str, error: Exception | None, n: int) -> None:
+    """A classifier that received another number of rows than the batch has images: the flattening is the cause,
+    not the classifier's size (the error's mat1 is [rows, features])."""
+    found = _MATMUL.search(str(error)) if error is not None else None
+    if found is None or int(found[1]) == n:
+        return
+    rows, columns = int(found[1]), int(found[2])
+    symptom = (f"{what} raises {error_line(error)}: the classifier received {rows} row(s) of {columns} features, "
+               f"but the batch holds {n} images (one row per image is expected)")
+    where = "print the shape of the features as they reach the classifier: is dimension 0 still the batch?"
+    if rows == 1 and columns % n == 0:
+        raise failure(symptom, where=where,
+                      mistake=f"the flattening merged the batch into the features ({n} images x {columns // n} "
+                              "features in one row): flatten() without start_dim, or a reshape to (1, -1) / (-1,), "
+                              "flattens every dimension. Keep dimension 0: flatten(1) (or x.view(x.size(0), -1))"
+                      ) from error
+    raise failure(symptom, where=where) from error
+
+
 def check_small_cnn(cls: type, inputs: Sequence[tuple[int, int]] | None = None) -> None:
     """The model runs on [N, 1, 28, 28] digits and, with the reference's weights, computes what the reference does."""
     inputs = inputs if inputs is not None else [(0, 4), (1, 2)]
@@ -576,8 +615,12 @@ def check_small_cnn(cls: type, inputs: Sequence[tuple[int, int]] | None = None) 
         model = made.value
         if not isinstance(model, nn.Module):
             raise failure(f"SmallCNN() should build an nn.Module, but gives {describe(model)}")
+        built = list(model.state_dict())  # what an optimizer or model.to(device) made before the first batch sees
         got = attempt(model, images)
         broken = attempt(lambda x: BrokenSmallCNN()(x), images, seed=seed)
+        _expect_batch_kept(what, got.error, n)
+        if got.error is None:
+            _expect_built_in_init(what, built, model)
         if got.error is not None or not same_value(got.value, want):
             expect_fixed(what, got, want, broken, where=where_size,
                          bug="the classifier expects 16 * 7 * 7 inputs, but the second convolution has no padding, "
@@ -859,7 +902,9 @@ def _fit_run(fn: Callable[..., Any], case: FitCase) -> Outcome:
     x = torch.randn(case.n, 6, generator=g)
     y = (x[:, 0] > 0).long() + (x[:, 1] > 0.5).long()  # 3 classes a small network can learn
     torch.manual_seed(case.seed)
-    model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
+    # dropout makes the mode a loop trains in show in its results; the model arrives in eval mode, as an evaluation
+    # leaves it, so a loop that does not switch it to training mode trains with dropout off
+    model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Dropout(0.25), nn.Linear(16, 3)).eval()
     loader = DataLoader(list(zip(x, y)), batch_size=case.batch_size)
     # task: the loop trains the model it is given (in place) and returns the losses
     with traced(model) as trace:
@@ -873,6 +918,7 @@ def _fit_run(fn: Callable[..., Any], case: FitCase) -> Outcome:
 
 def _zero_grad_late(model: nn.Module, loader: DataLoader, epochs: int, lr: float) -> list[float]:
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    model.train()
     losses = []
     for _ in range(epochs):
         for inputs, targets in loader:
@@ -886,6 +932,7 @@ def _zero_grad_late(model: nn.Module, loader: DataLoader, epochs: int, lr: float
 
 def _no_zero_grad(model: nn.Module, loader: DataLoader, epochs: int, lr: float) -> list[float]:
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    model.train()
     losses = []
     for _ in range(epochs):
         for inputs, targets in loader:
@@ -918,6 +965,19 @@ def _unchanged_weights(what: str, trace: Trace, shown: str) -> None:
                   if first_backwards == 0 else
                   "backward() ran, but its gradients are gone when step() runs: zero_grad() runs between backward() "
                   "and step(). Zero them before backward()")
+
+
+def _expect_trained_in_training_mode(what: str, trace: Trace) -> None:
+    """Every forward pass that an optimizer step followed ran with the model's dropout in training mode."""
+    in_eval = [(step, f) for step, f in enumerate(trace.training_forwards(), 1) if f[3]]
+    if in_eval:
+        step, (_, _, _, layers) = in_eval[0]
+        raise failure(f"{what}: from training step {step} on, the model (handed over in eval mode) trains with "
+                      f"{', '.join(layers)} in eval mode, so dropout drops nothing while it learns",
+                      where="which mode is the model in at each training step? Look at what switches it",
+                      mistake="the model was in eval mode while it trained (model.eval() in the loop, or no "
+                              "model.train() before it): model.train() switches every submodule to training mode, "
+                              "as the program you were given does before the loop")
 
 
 def check_fit(fn: Callable[..., list[float]], inputs: Sequence[FitCase] | None = None) -> None:
@@ -969,6 +1029,8 @@ def check_fit(fn: Callable[..., list[float]], inputs: Sequence[FitCase] | None =
                                 "given lr, cross-entropy, and the gradients each step applies")
 
         got_trace = got.trace
+        if got.error is None:
+            _expect_trained_in_training_mode(what, got_trace)
         if got.error is None and not same_value(got.value, want) \
                 and same_value(got.value["weights"], _fit_run(_no_steps, case).value["weights"]):
             _unchanged_weights(what, got_trace, losses_symptom(got.value, want) if isinstance(

@@ -19,6 +19,7 @@ picks.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -738,6 +739,9 @@ def _epoch_twins(case: EpochCase, world_size: int, rank: int) -> list[tuple[str,
                  _sampler_batches(case, world_size, rank, rank, lambda e: e)), dropped]
     return [("epoch e saw the order the sampler gives for epoch e + 1: set_epoch takes the loop's epoch, "
              "counting from 0 (sampler.set_epoch(epoch))", _sampler_batches(case, world_size, rank, 0, lambda e: e + 1)),
+            ("epoch e saw the order the sampler gives for epoch e - 1 (epoch 0's twice): set_epoch(epoch) ran after "
+             "the epoch's batches were drawn, so each epoch reads the previous one's. Call it at the start of each "
+             "epoch, before iterating the loader", _sampler_batches(case, world_size, rank, 0, lambda e: max(e - 1, 0))),
             dropped]
 
 
@@ -796,8 +800,10 @@ def check_epoch_batches(fn: Callable[..., Any], inputs: Sequence[EpochCase] | No
                     raise CheckError(f"{what}: rank {rank} saw the same shuffled order {seen[0]} in every epoch, "
                                      "expected a new order each epoch",
                                      where="look at what tells the DataLoader's sampler which epoch it is",
-                                     mistake="the sampler shuffles with seed + epoch, and its epoch never changed: "
-                                             "sampler.set_epoch(epoch) at the start of each epoch sets it")
+                                     mistake="the sampler shuffles with seed + epoch, and its epoch never changed "
+                                             "before an epoch's batches were drawn: sampler.set_epoch(epoch) at the "
+                                             "start of each epoch, before the loader is iterated, sets it (a call "
+                                             "after the epoch's batches comes one epoch too late)")
                 per_process = case.global_batch_size // world_size
                 full = [[batch for batch in epoch if len(batch) == per_process] for epoch in want]
                 if full != want and got == full:
@@ -1303,20 +1309,70 @@ def _whole_model(case: WholeCase) -> Callable[[], nn.Module]:
     return make_model
 
 
+class _GlobalSeeds:
+    """The reseeds a function makes of torch's global generator (through torch.manual_seed or
+    torch.random.manual_seed) once its first argument, ``make_model``, has built the model."""
+
+    def __init__(self) -> None:
+        self.after_model: list[int] = []
+
+    def wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        built = [False]
+
+        @functools.wraps(fn)
+        def watched(make_model: Callable[[], nn.Module], *args: Any, **kwargs: Any) -> Any:
+            originals = torch.manual_seed, torch.random.manual_seed
+
+            def spy(seed: Any, *more: Any, **options: Any) -> Any:
+                if built[0]:
+                    self.after_model.append(int(seed))
+                return originals[0](seed, *more, **options)
+
+            def building() -> nn.Module:
+                model = make_model()
+                built[0] = True
+                return model
+
+            torch.manual_seed = torch.random.manual_seed = spy
+            try:
+                return fn(building, *args, **kwargs)
+            finally:
+                torch.manual_seed, torch.random.manual_seed = originals
+        return watched
+
+
 def _whole_target(rank: int, world_size: int, fn: Callable[..., Any], cases: list[WholeCase]) -> list[tuple]:
     out = []
     for case in cases:
         x, y = _whole_data(case)
         dataset = _ReadCounting(x, y)
         torch.manual_seed(4321 + rank)  # whatever state each process happens to have: only `seed` may matter
+        seeds = _GlobalSeeds()
         # task: "trains the same model to the same weights as train_one_process" (which seeds torch's global
-        # generator); `dataset` is the check's own stand-in, which records every read
-        result = in_rank(fn, _whole_model(case), dataset, case.epochs, case.batch_size, 0.1, case.seed,
+        # generator, once, before building the model); `dataset` is the check's own stand-in, which records every
+        # read, and `seeds` the reseeds after the model is built (see _expect_seeded_once)
+        result = in_rank(seeds.wrap(fn), _whole_model(case), dataset, case.epochs, case.batch_size, 0.1, case.seed,
                          allow=Allow(global_rng=True, changed=(dataset,)))
         if isinstance(result, dict):
             result = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in result.items()}
-        out.append((result, dataset.order))
+        out.append((result, dataset.order, seeds.after_model))
     return out
+
+
+def _expect_seeded_once(what: str, case: WholeCase, rank: int, after_model: list[int]) -> None:
+    """train_one_process seeds torch's global generator once, before it builds the model: a reseed after that
+    throws away the random stream the rest of the program shares, even where the order it gives is right."""
+    if after_model:
+        shown = ", ".join(f"torch.manual_seed({seed})" for seed in after_model)
+        raise CheckError(f"{what}: the weights are right, but rank {rank} reseeded torch's global random generator "
+                         f"after building the model ({shown}); train_one_process seeds it once, with "
+                         f"seed={case.seed}, before building the model",
+                         where="look for manual_seed calls after the model is built, and for what draws the epoch's "
+                               "order",
+                         mistake="reseeding the global generator (with seed + epoch, say) throws away the random "
+                                 "stream the rest of the program shares (dropout, augmentation, the caller's next "
+                                 "draw); train_one_process draws each epoch's order from a torch.Generator of its "
+                                 "own, and DistributedSampler(dataset, seed=seed) with set_epoch(epoch) does the same")
 
 
 def _single_run(case: WholeCase, batch_size: int, order: Callable[[int], list[int]],
@@ -1454,7 +1510,7 @@ def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] 
                     f"batch_size={case.batch_size}, lr=0.1, seed={case.seed}) with {world_size} processes")
             results = []
             for rank in range(world_size):
-                got, read = per_rank[rank][index]
+                got, read, _ = per_rank[rank][index]
                 reads = len(read)
                 expect(isinstance(got, dict), f"{what}: rank {rank} should return the model's state_dict(), "
                        f"but returned {describe(got)}",
@@ -1498,5 +1554,7 @@ def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] 
                             for message, twin in twins]
                 expect_tensor(results[0][key], want, what=f"{what}: the weights {key} after training, against the "
                               "single-process run's", mistakes=mistakes, atol=1e-5)
+            for rank in range(world_size):
+                _expect_seeded_once(what, case, rank, per_rank[rank][index][2])
             checks += 1
     passed("train_distributed", checks)

@@ -628,7 +628,8 @@ print(f"test accuracy: {test_set_accuracy(with_zero_grad):.1%} with zero_grad, "
 # ### Exercise 5 (2 points): fix `fit`
 #
 # `fit(model, loader, epochs, lr)` trains `model` in place with SGD and
-# cross-entropy and returns the loss of every step, as Python floats. It runs
+# cross-entropy, in training mode whatever mode the model arrives in, and returns
+# the loss of every step, as Python floats. It runs
 # without error, but its model learns worse than the same loop written correctly.
 # Fix it.
 

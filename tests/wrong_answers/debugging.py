@@ -1074,3 +1074,110 @@ CASES = [
     Reject(check_training, three_bugs_nll_on_probabilities, "a cross-entropy is never below 0"),
     Reject(check_training, three_bugs_nll_on_probabilities, "nll_loss on probabilities"),
 ]
+
+
+# ---------------------------------------------------------------- round 5: evidence for mode, creation time, batch
+
+
+def predict_model_stays_home(model, images, device):
+    """Moves the images to the CPU, where the model still is: runs, never uses the device."""
+    model.eval()
+    with torch.no_grad():
+        return model(images.cpu()).argmax(dim=1)
+
+
+class HeadOnFirstCallCNN(_Designed):
+    """Registers its classifier during the first forward, sized from what arrives."""
+
+    def __init__(self):
+        super().__init__(nn.Identity())
+        self.head_ready = False
+
+    def forward(self, images):
+        x = torch.flatten(self.features(images), start_dim=1)
+        if not self.head_ready:
+            self.add_module("classifier", nn.Linear(x.size(1), 10))
+            self.head_ready = True
+        return self.classifier(x)
+
+
+class WholeFlattenCNN(_Designed):
+    """torch.flatten without start_dim: the batch goes into the features too."""
+
+    def __init__(self):
+        super().__init__(nn.Linear(16 * 6 * 6, 10))
+
+    def forward(self, images):
+        return self.classifier(torch.flatten(self.features(images)))
+
+
+class MeasuredInInitCNN(_Designed):
+    """Correct: measures the features' size with a dummy batch in __init__."""
+
+    def __init__(self):
+        super().__init__(nn.Identity())
+        with torch.no_grad():
+            size = self.features(torch.zeros(1, 1, 28, 28)).numel()
+        self.classifier = nn.Linear(size, 10)
+
+    def forward(self, images):
+        return self.classifier(self.features(images).view(len(images), -1))
+
+
+def fit_never_switches_mode(model, loader, epochs, lr):
+    """zero_grad fixed, model.train() dropped: the model trains in whatever mode it arrives in."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(epochs):
+        for inputs, targets in loader:
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+    return losses
+
+
+def fit_eval_per_epoch(model, loader, epochs, lr):
+    """zero_grad fixed, but switches to eval mode at the start of every epoch."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(epochs):
+        model.eval()
+        for inputs, targets in loader:
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+    return losses
+
+
+def fit_train_inside_loop(model, loader, epochs, lr):
+    """Correct: model.train(True) at every step, zero_grad(set_to_none=True)."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(epochs):
+        for inputs, targets in loader:
+            model.train(True)
+            optimizer.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.detach().item())
+    return losses
+
+
+CASES += [
+    Reject(checks.check_predict_digits, predict_model_stays_home, "move the model there (model.to(device)"),
+    Reject(checks.check_small_cnn, HeadOnFirstCallCNN, "after its first forward it also has ['classifier.weight'"),
+    Reject(checks.check_small_cnn, HeadOnFirstCallCNN, "a layer created in forward does not exist yet"),
+    Reject(checks.check_small_cnn, WholeFlattenCNN, "the classifier received 1 row(s) of 2304 features"),
+    Reject(checks.check_small_cnn, WholeFlattenCNN, "the flattening merged the batch into the features"),
+    Reject(checks.check_small_cnn, MissingFlattenCNN, "the classifier received 384 row(s) of 6 features"),
+    Accept(checks.check_small_cnn, MeasuredInInitCNN),
+    Reject(checks.check_fit, fit_never_switches_mode, "from training step 1 on, the model (handed over in eval mode) "
+                                                      "trains with 2 (Dropout) in eval mode"),
+    Reject(checks.check_fit, fit_eval_per_epoch, "the model was in eval mode while it trained"),
+    Accept(checks.check_fit, fit_train_inside_loop),
+]

@@ -1314,3 +1314,72 @@ CASES = [
     Reject(checks.check_train_distributed, whole_sampler_seed_per_rank, "the ranks shuffled differently"),
     Reject(checks.check_train_distributed, whole_same_share_on_every_rank, "every rank read the same 12 samples"),
 ]
+
+
+# ---------------------------------------------------------------- round 5: the global generator, seeded once
+
+
+def _train_on_orders(make_model, dataset, epochs, batch_size, lr, seed, order_of):
+    """Each epoch's order from ``order_of(epoch)``; each rank takes its contiguous part of every global batch."""
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    per_rank = batch_size // world_size
+    for epoch in range(epochs):
+        order = order_of(epoch)
+        for start in range(0, len(order), batch_size):
+            mine = order[start:start + batch_size][rank * per_rank:(rank + 1) * per_rank]
+            items = [dataset[i] for i in mine]
+            optimizer.zero_grad()
+            loss = nn.functional.cross_entropy(model(torch.stack([x for x, _ in items])),
+                                               torch.tensor([y for _, y in items]))
+            loss.backward()
+            optimizer.step()
+    return model.module.state_dict()
+
+
+def whole_global_reseed_per_epoch(make_model, dataset, epochs, batch_size, lr, seed):
+    """The right order, drawn from the global generator reseeded with seed + epoch (the weights come out right)."""
+    def order_of(epoch):
+        torch.random.manual_seed(seed + epoch)
+        return torch.randperm(len(dataset)).tolist()
+    return _train_on_orders(make_model, dataset, epochs, batch_size, lr, seed, order_of)
+
+
+def whole_own_generator_chunks(make_model, dataset, epochs, batch_size, lr, seed):
+    """Correct: train_one_process's order from a generator of its own, each rank its chunk of every batch."""
+    def order_of(epoch):
+        return torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed + epoch)).tolist()
+    return _train_on_orders(make_model, dataset, epochs, batch_size, lr, seed, order_of)
+
+
+def epochs_set_epoch_after_the_batches(dataset, global_batch_size, epochs):
+    """set_epoch called, but at the end of each epoch: every epoch reads the previous one's order."""
+    sampler = DistributedSampler(dataset)
+    loader = DataLoader(dataset, batch_size=global_batch_size // dist.get_world_size(), sampler=sampler)
+    out = []
+    for epoch in range(epochs):
+        out.append([batch.tolist() for batch in loader])
+        sampler.set_epoch(epoch)
+    return out
+
+
+def check_three_epochs(fn):
+    checks.check_epoch_batches(fn, inputs=[checks.EpochCase(10, 4, 3, 2)])
+
+
+CASES += [
+    Reject(checks.check_train_distributed, whole_global_reseed_per_epoch,
+           "reseeded torch's global random generator after building the model (torch.manual_seed(1), "
+           "torch.manual_seed(2))"),
+    Reject(checks.check_train_distributed, whole_global_reseed_per_epoch, "throws away the random stream"),
+    Accept(checks.check_train_distributed, whole_own_generator_chunks),
+    Reject(check_three_epochs, epochs_set_epoch_after_the_batches,
+           "epoch e saw the order the sampler gives for epoch e - 1 (epoch 0's twice)"),
+    Reject(checks.check_epoch_batches, epochs_set_epoch_after_the_batches, "a call after the epoch's batches"),
+    Reject(check_three_epochs, epochs_without_set_epoch, "its epoch never changed"),
+    Reject(check_three_epochs, epochs_counted_from_one, "the order the sampler gives for epoch e + 1"),
+    *[Accept(check_three_epochs, answer) for answer in (ref.epoch_batches, epochs_keywords, epochs_batched_by_hand,
+                                                        epochs_explicit_rank)],
+]
