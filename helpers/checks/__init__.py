@@ -561,7 +561,20 @@ def same_value(a: Any, b: Any, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
 
 
 def _first_explained(got: Any, mistakes: Iterable[Mistake]) -> Mistake | None:
-    return next((m for m in mistakes if m.explains(got)), None)
+    """The first mistake that explains ``got``. When the first is a computed wrong answer (``wrong_answer``) and
+    other computed wrong answers give the same value on this input, the input cannot tell them apart: every one
+    is named, so that a coincidence of this case is not presented as the cause."""
+    mistakes = list(mistakes)
+    first = next((m for m in mistakes if m.explains(got)), None)
+    if first is None or first.wrong_answer is None:
+        return first
+    alike = [m for m in mistakes if m is not first and m.wrong_answer is not None and m.message != first.message
+             and m.explains(got)]
+    if not alike:
+        return first
+    causes = "; or ".join(m.message for m in (first, *alike))
+    return Mistake(f"this case cannot tell apart more than one mistake: {causes}", matches=lambda _: True,
+                   where=first.where)
 
 
 def expect(condition: bool, message: str, *, where: str | None = None, mistake: str | None = None) -> None:
