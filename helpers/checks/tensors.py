@@ -277,7 +277,8 @@ def _column_offset_mistake(x: torch.Tensor, got: object) -> Mistake | None:
         k0 = float(k[0])
         if round(k0) >= 1 and abs(k0 - round(k0)) < 1e-3 and torch.allclose(k, torch.full_like(k, k0), rtol=1e-3):
             k0 = round(k0)
-            names = [name for size, name in ((n - 1, f"N - 1 = {k0} (the unbiased variance's habit)"),
+            unbiased = f"N - 1 = {k0} (the correction of an unbiased variance, which a mean does not have)"
+            names = [name for size, name in ((n - 1, unbiased),
                                              (d, f"the number of columns D = {k0}")) if size == k0]
             divided = ("you subtracted each column's sum, not its mean" if k0 == 1
                        else f"you divided each column's sum by {k0}, which here is both N - 1 and the number of "
