@@ -39,6 +39,19 @@ def _stops_before_end(got: object) -> bool:
         and bool(torch.allclose(steps, steps[0].expand_as(steps), atol=1e-5))
 
 
+def _evenly_spaced(got: object, start: float, step: float | None = None) -> bool:
+    """A 1-D tensor of at least two values from ``start``, evenly spaced (by ``step``, when given)."""
+    if not isinstance(got, torch.Tensor) or got.dim() != 1 or len(got) < 2 or got.device.type == "meta":
+        return False
+    steps = got.double().diff()
+    return abs(float(got[0]) - start) < 1e-6 and bool(torch.allclose(steps, steps[0].expand_as(steps), atol=1e-5)) \
+        and (step is None or abs(float(steps[0]) - step) < 1e-6)
+
+
+def _wrong_count(got: object, expected: torch.Tensor) -> bool:
+    return isinstance(got, torch.Tensor) and got.dim() == 1 and len(got) != len(expected)
+
+
 def check_make_starter_tensors(fn: Callable[[], dict]) -> None:
     got = call(fn)  # also catches torch.set_default_dtype(...) left changed for the whole notebook
     expected = ref.make_starter_tensors()
@@ -61,13 +74,24 @@ def check_make_starter_tensors(fn: Callable[[], dict]) -> None:
         "evens": [Mistake("arange's end is excluded, and the step is its third argument: arange(0, 10, 2)",
                           lambda: torch.arange(0, 12, 2),
                                 where="look at the arguments of the call that makes 'evens'"),
+                  # a count off by one or more: the values show which end arange stopped at
+                  Mistake("arange(start, end, step) stops before `end` (the end is excluded): for the evens 0 to 8 "
+                          "the end must lie past 8, e.g. arange(0, 10, 2)",
+                          matches=lambda t: _wrong_count(t, expected["evens"]) and _evenly_spaced(t, 0.0, 2.0),
+                          where="look at the end you pass to the call that makes 'evens': is it included?"),
                   Mistake("those are floats; torch.arange with integer arguments gives int64",
                           lambda: torch.arange(0.0, 10.0, 2.0),
                                 where="look at the types of the numbers you pass for 'evens'")],
         "grid": [Mistake("your grid stops before the end point 1.0: arange leaves its end out (whatever the "
                          "step); torch.linspace(start, end, steps) includes both ends",
                          matches=_stops_before_end,
-                         where="look at whether the call that makes 'grid' includes its end point")],
+                         where="look at whether the call that makes 'grid' includes its end point"),
+                 Mistake("your grid runs from 0 to 1 with the wrong number of points: linspace's `steps` is the "
+                         "number of points, both ends included (5 points are 0, 0.25, 0.5, 0.75, 1), not the number "
+                         "of gaps between them",
+                         matches=lambda t: _wrong_count(t, expected["grid"]) and _evenly_spaced(t, 0.0)
+                         and abs(float(t[-1]) - 1) < 1e-6,
+                         where="look at the `steps` you pass to the call that makes 'grid': what does it count?")],
         "sevens": [Mistake("torch.full infers int64 from 7; ask for dtype=torch.int32",
                            lambda: torch.full((2, 2), 7),
                                 where="look at the dtype of 'sevens'")],
@@ -156,13 +180,55 @@ def _lost_batch_of_one(got: object, x: torch.Tensor) -> bool:
         and (got.dim() != 2 or got.shape[0] != 1) and _close_to(got.flatten(), [x.flatten()])
 
 
+def _drops_dim0(args: tuple, kwargs: dict) -> bool:
+    """Whether squeeze(*args, **kwargs) removes dimension 0 of args[0] (a dimension of size 1)."""
+    x = args[0]
+    if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.shape[0] != 1:
+        return False
+    dims = args[1] if len(args) > 1 else kwargs.get("dim")
+    if dims is None:
+        return True  # squeeze() drops every dimension of size 1
+    dims = dims if isinstance(dims, tuple | list) else (dims,)
+    return any(isinstance(d, int) and d % x.dim() == 0 for d in dims)
+
+
+def _recording_squeezes(fn: Callable, squeezed: list) -> Callable:
+    """``fn``, recording (shape before, shape after) for each squeeze that drops a dimension 0 of size 1."""
+    class Recorder(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206 - torch's protocol
+            kwargs = kwargs or {}
+            result = func(*args, **kwargs)
+            if getattr(func, "__name__", "") == "squeeze" and args and isinstance(result, torch.Tensor) \
+                    and _drops_dim0(args, kwargs):
+                squeezed.append((list(args[0].shape), list(result.shape)))
+            return result
+
+    @functools.wraps(fn)
+    def recorded(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - the learner's signature
+        with Recorder():
+            return fn(*args, **kwargs)
+
+    return recorded
+
+
 def check_flatten_batch(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
     inputs = inputs if inputs is not None else [_randn(3, 2, 4), _randn(4, 3, 5, seed=2).transpose(1, 2)]
     for x in inputs:
         label = f"flatten_batch(x of shape {list(x.shape)}{'' if x.is_contiguous() else ', not contiguous'})"
+        squeezed: list[tuple[list[int], list[int]]] = []
         try:
-            got = call(fn, x)
+            got = call(_recording_squeezes(fn, squeezed), x)
         except CheckError as error:
+            cause = error.__cause__
+            if squeezed and isinstance(cause, IndexError | RuntimeError) and not isinstance(cause, CheckError):
+                before, after = squeezed[0]
+                raise CheckError(f"{label} raised {type(cause).__name__}: {str(cause).splitlines()[0][:120]}",
+                                 where="look at every operation that can drop a dimension of size 1 (squeeze, "
+                                       "reshape with sizes taken from a squeezed tensor)",
+                                 mistake=f"squeeze() turned a tensor of shape {before} into {after}: without a dim "
+                                         "it drops every dimension of size 1, the batch of one included, so what "
+                                         "follows no longer has the dimensions it expects; keep dimension 0 as it "
+                                         "is, whatever its size") from cause
             if isinstance(error.__cause__, RuntimeError) and "view" in str(error.__cause__):
                 raise CheckError(f"{label} raised RuntimeError: {str(error.__cause__).splitlines()[0][:120]}",
                                  where="look at the operation that changes the shape, and at what it needs from "
@@ -188,10 +254,66 @@ def check_flatten_batch(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequ
     passed("flatten_batch", len(inputs))
 
 
+def _column_offset_mistake(x: torch.Tensor, got: object) -> Mistake | None:
+    """When ``got`` is x minus one value per column other than the column's mean: what that value is.
+
+    A divisor is named only when the sizes tell it apart: on an input where N - 1 equals the number of columns D,
+    the message says so instead of guessing which one was meant.
+    """
+    if not isinstance(got, torch.Tensor) or got.shape != x.shape or x.dim() != 2 or x.shape[0] < 2 \
+            or not got.is_floating_point() or got.device.type == "meta" or x.device.type == "meta":
+        return None
+    n, d = x.shape
+    subtracted = x.double() - got.detach().double()
+    c = subtracted[0]
+    if not torch.allclose(subtracted, c.expand_as(subtracted), atol=1e-5, rtol=1e-4) \
+            or torch.allclose(c, x.double().mean(0), atol=1e-5, rtol=1e-4):
+        return None
+    where = "look at the value you subtract from each column: is it that column's mean?"
+    sums = x.double().sum(0)
+    used = c.abs() > 1e-6
+    if bool(used.all()) and bool((sums.abs() > 1e-6).all()):
+        k = sums / c
+        k0 = float(k[0])
+        if round(k0) >= 1 and abs(k0 - round(k0)) < 1e-3 and torch.allclose(k, torch.full_like(k, k0), rtol=1e-3):
+            k0 = round(k0)
+            unbiased = f"N - 1 = {k0} (the correction of an unbiased variance, which a mean does not have)"
+            names = [name for size, name in ((n - 1, unbiased),
+                                             (d, f"the number of columns D = {k0}")) if size == k0]
+            divided = ("you subtracted each column's sum, not its mean" if k0 == 1
+                       else f"you divided each column's sum by {k0}, which here is both N - 1 and the number of "
+                            "columns D" if len(names) == 2 else f"you divided each column's sum by {names[0]}"
+                       if names else f"you divided each column's sum by {k0}")
+            return Mistake(f"{divided}; a column's mean divides by its number of rows N = {n}: mean(dim=0)",
+                           matches=lambda _: True, where="look at what you divide the column sums by")
+    medians = [x.double().median(dim=0).values, x.double().quantile(0.5, dim=0)]
+    if any(torch.allclose(c, m, atol=1e-5, rtol=1e-4) for m in medians):
+        return Mistake("you subtracted each column's median; centring subtracts each column's mean (mean(dim=0))",
+                       matches=lambda _: True, where=where)
+    return Mistake(f"you subtracted one value per column, but not the column's mean: yours subtracts "
+                   f"{[round(v, 4) for v in c.tolist()[:6]]}, the column means are "
+                   f"{[round(v, 4) for v in x.double().mean(0).tolist()[:6]]}", matches=lambda _: True, where=where)
+
+
 def check_center_columns(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
-    inputs = inputs if inputs is not None else [_randn(4, 3) + 5, torch.arange(6.0).reshape(3, 2)]
+    # N - 1 != D in the first input, so a sum divided by N - 1 and one divided by D show apart
+    inputs = inputs if inputs is not None else [_randn(5, 3) + 5, torch.arange(6.0).reshape(3, 2)]
     for x in inputs:
-        got = call(fn, x)
+        n, d = x.shape
+        try:
+            got = call(fn, x)
+        except CheckError as error:
+            cause = error.__cause__
+            text = str(cause).splitlines()[0] if isinstance(cause, RuntimeError) else ""
+            # the sizes in the error: one value per row (N) lined up with the D columns
+            if n != d and "size of tensor" in text and f"({n})" in text and f"({d})" in text:
+                raise CheckError(f"center_columns(x of shape {[n, d]}) raised RuntimeError: {text[:160]}",
+                                 where="look at the dim you reduce over, and at the shape of what you subtract",
+                                 mistake=f"something with one value per row ({n} of them) met the {d} columns: a "
+                                         "reduction over dim=1 gives one value per row; each column's mean is a "
+                                         "reduction over dim=0") from cause
+            raise
+        offset = _column_offset_mistake(x, got)
         expect_tensor(got, ref.center_columns(x), what=f"center_columns(x of shape {list(x.shape)})", given=x,
                       mistakes=[Mistake("you subtracted each row's mean (dim=1); columns run along dim=0",
                                         lambda: x - x.mean(dim=1, keepdim=True),
@@ -199,10 +321,7 @@ def check_center_columns(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Seq
                                 Mistake("you subtracted the mean of the whole tensor; take the mean over dim=0 only",
                                         lambda: x - x.mean(),
                                 where='look at the dim you reduce over'),
-                                Mistake("you summed each column (N rows) but divided by the number of columns (D); "
-                                        "a column's mean divides by N, or use mean(dim=0)",
-                                        lambda: x - x.sum(dim=0, keepdim=True) / x.shape[1],
-                                        where="look at what you divide the column sums by"),
+                                *([offset] if offset is not None else []),
                                 Mistake("you also divided by the standard deviation (standardising); centring only "
                                         "subtracts each column's mean",
                                         matches=lambda t: isinstance(t, torch.Tensor) and t.shape == x.shape
@@ -235,17 +354,39 @@ def check_pairwise_dot(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     passed("pairwise_dot", len(inputs))
 
 
-def _default_dtype_mistake(x: torch.Tensor, expected: torch.Tensor) -> Mistake:
+def _default_dtype_mistake(x: torch.Tensor, expected: torch.Tensor, name: str = "x") -> Mistake:
     """The right values in PyTorch's default dtype (float32 or int64) where x's dtype was another."""
     def matches(got: object) -> bool:
         return isinstance(got, torch.Tensor) and got.dtype != x.dtype == expected.dtype \
             and got.dtype in (torch.get_default_dtype(), torch.int64) and got.shape == expected.shape \
             and _close_to(got, [expected])
 
-    return Mistake(f"your values are right but in PyTorch's default dtype, not x's {x.dtype}: a tensor built from "
-                   "Python numbers (torch.tensor(a_list), .tolist(), .item()) gets the default dtype; select from x "
-                   "itself (or pass dtype=x.dtype)", matches=matches,
-                   where="look at how the result tensor is made: from x, or from Python numbers?")
+    return Mistake(f"your values are right but in PyTorch's default dtype, not in {name}.dtype ({x.dtype}): a tensor built "
+                   "from Python numbers (torch.tensor(a_list), .tolist(), .item()) gets the default dtype; select "
+                   f"from {name} itself (or pass dtype={name}.dtype)", matches=matches,
+                   where=f"look at how the result tensor is made: from {name}, or from Python numbers?")
+
+
+def _positions_of(mask: torch.Tensor) -> list[torch.Tensor]:
+    """Every usual way of writing down where ``mask`` is True: coordinates (one row each, or one tensor per dim,
+    as nonzero, argwhere and torch.where(mask) give them) and flat indices."""
+    coordinates = mask.nonzero()
+    return [coordinates.flatten(), coordinates.T.flatten(), mask.flatten().nonzero().flatten()]
+
+
+def _holds_positions(got: object, x: torch.Tensor) -> bool:
+    """``got`` (a tensor, or a tuple of them as torch.where(mask) gives) holds the positions of x's positive
+    elements instead of their values."""
+    parts = list(got) if isinstance(got, tuple | list) else [got]
+    if not parts or not all(isinstance(p, torch.Tensor) and not p.is_floating_point() and p.dtype != torch.bool
+                            and p.device.type != "meta" for p in parts) or x.device.type == "meta":
+        return False
+    flat = torch.cat([p.flatten().long() for p in parts])
+    values = x[x > 0]
+    if flat.numel() == 0 or (flat.numel() == values.numel() and bool((flat == values.long()).all())
+                             and bool((values == values.long()).all())):
+        return False  # no positions at all, or the values themselves (whole numbers): no evidence
+    return any(flat.numel() == p.numel() and bool((flat == p).all()) for p in _positions_of(x > 0))
 
 
 def check_positive_values(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
@@ -257,6 +398,13 @@ def check_positive_values(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Se
         expect_tensor(got, ref.positive_values(x), what=f"positive_values(x of shape {list(x.shape)}, {x.dtype})",
                       given=x,
                       mistakes=[_default_dtype_mistake(x, ref.positive_values(x)),
+                                Mistake("your result holds positions (indices) into the input, where the "
+                                        "positive elements are, not the values found there: nonzero(), "
+                                        "argwhere() and torch.where(mask) give positions; indexing with the mask "
+                                        "itself (x[x > 0]) gives the values",
+                                        matches=lambda t: _holds_positions(t, x),
+                                        where="look at what your result holds: where the positive values are, or "
+                                              "the values themselves?"),
                                 Mistake("you kept the zeros too; the task asks for strictly positive values (x > 0)",
                                         lambda: x[x >= 0],
                                 where='look at the comparison in your mask'),
@@ -265,6 +413,29 @@ def check_positive_values(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Se
                                         lambda: x * (x > 0),
                                 where='look at the shape the task asks for (1-D, only the selected values)')])
     passed("positive_values", len(inputs))
+
+
+def _constant_factor(got: object, expected: torch.Tensor) -> float | None:
+    """k when ``got`` is k times ``expected`` everywhere (k != 1, shown by at least one nonzero value), else None."""
+    if not isinstance(got, torch.Tensor) or got.shape != expected.shape or got.device.type == "meta" \
+            or got.is_complex() or got.dtype == torch.bool:
+        return None
+    e, g = expected.double(), got.detach().double()
+    nonzero = e.abs() > 1e-6
+    if not bool(nonzero.any()):
+        return None
+    k = float((g[nonzero] / e[nonzero]).mean())
+    if k == 0 or abs(k - 1) < 1e-4 or not torch.allclose(g, k * e, atol=1e-5, rtol=1e-4):
+        return None
+    return k
+
+
+def _relu_factor_mistake(x: torch.Tensor, expected: torch.Tensor) -> Mistake:
+    """relu is elementwise: a result k times relu(x) scales what it keeps (x + |x| is 2 relu(x))."""
+    return Mistake("your result is a constant multiple of relu(x): where x > 0 relu returns x itself, unscaled "
+                   "(x + x.abs() is 2 times relu(x), so that form needs a / 2)",
+                   matches=lambda t: _constant_factor(t, expected) is not None,
+                   where="look at what your code returns where x > 0: x itself, or a multiple of it?")
 
 
 def check_relu(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
@@ -277,10 +448,17 @@ def check_relu(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torc
                       mistakes=[Mistake("that is 1/0 (the mask), not the values: torch.where(x > 0, x, 0)",
                                         lambda: (x > 0).to(x.dtype),
                                 where='look at what you put where the mask is True'),
+                                _relu_factor_mistake(x, ref.relu(x)),
                                 Mistake("you returned only the positive values; relu keeps x's shape, with 0 "
                                         "where x <= 0", lambda: x[x > 0],
                                 where="look at the shape the task asks for (x's shape)")])
     passed("relu", len(inputs))
+
+
+def _label_used_as_row(text: str, labels: torch.Tensor, n_rows: int) -> bool:
+    """The error names dim 0 and a label at least ``n_rows``: a label was used to pick a row."""
+    return "dimension 0" in text and int(labels.max()) >= n_rows \
+        and any(f"index {v} " in text + " " for v in labels.tolist() if v >= n_rows)
 
 
 def check_pick_scores(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
@@ -301,15 +479,14 @@ def check_pick_scores(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
             if not isinstance(cause, IndexError | RuntimeError) or isinstance(cause, CheckError):
                 raise
             text = str(cause).splitlines()[0]
-            # the error names dim 0 and a label at least N: a label was used to pick a row
-            as_row = "dimension 0" in text and int(labels.max()) >= scores.shape[0] \
-                and any(f"index {v} " in text + " " for v in labels.tolist() if v >= scores.shape[0])
+            as_row = _label_used_as_row(text, labels, scores.shape[0])
             raise CheckError(f"{what} raised {type(cause).__name__}: {text[:160]}", where=error.where,
                              mistake="a label was used as a row number (the index into dim 0, which has N rows); "
                                      "labels pick columns (dim 1): row i with column labels[i]" if as_row else None
                              ) from cause
         expect_tensor(got, ref.pick_scores(scores, labels), given=scores, what=what,
-                      mistakes=[Mistake("every value you picked comes from row 0 of scores (scores[0, labels[i]]): "
+                      mistakes=[_default_dtype_mistake(scores, ref.pick_scores(scores, labels), "scores"),
+                                Mistake("every value you picked comes from row 0 of scores (scores[0, labels[i]]): "
                                         "the index given to gather needs one row per example, shape [N, 1], so that "
                                         "row i picks with labels[i]",
                                         lambda: scores[0, labels] if scores.shape[0] > 1 else None,
@@ -336,13 +513,49 @@ def check_pick_scores(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     passed("pick_scores", len(inputs))
 
 
+def _every_label_in_every_row(labels: torch.Tensor, num_classes: int) -> torch.Tensor:
+    """What out[:, labels] = 1 makes: each row has a 1 in every column that appears among the labels."""
+    out = torch.zeros(len(labels), num_classes)
+    out[:, labels] = 1
+    return out
+
+
+def _labels_as_rows(labels: torch.Tensor, num_classes: int) -> torch.Tensor:
+    """What out[labels] = 1 makes: the rows numbered by the labels are all ones."""
+    out = torch.zeros(len(labels), num_classes)
+    out[labels] = 1
+    return out
+
+
 def check_one_hot(fn: Callable[[torch.Tensor, int], torch.Tensor],
                   inputs: Sequence[tuple[torch.Tensor, int]] | None = None) -> None:
     inputs = inputs if inputs is not None else [(torch.tensor([0, 2, 1, 2]), 3), (torch.tensor([4]), 6)]
     for labels, num_classes in inputs:
-        got = call(fn, labels, num_classes)
-        expect_tensor(got, ref.one_hot(labels, num_classes), what=f"one_hot(labels {labels.tolist()}, {num_classes})",
-                      mistakes=[Mistake("the values are right but the dtype is int64; losses want float32, "
+        what = f"one_hot(labels {labels.tolist()}, {num_classes})"
+        try:
+            got = call(fn, labels, num_classes)
+        except CheckError as error:
+            cause = error.__cause__
+            if not isinstance(cause, IndexError | RuntimeError) or isinstance(cause, CheckError):
+                raise
+            text = str(cause).splitlines()[0]
+            raise CheckError(f"{what} raised {type(cause).__name__}: {text[:160]}", where=error.where,
+                             mistake="a label was used as a row number (the index into dim 0, which has one row per "
+                                     "example); a label picks the column of its own row: row i, column labels[i]"
+                             if _label_used_as_row(text, labels, len(labels)) else None) from cause
+        pairing = "pair row i with labels[i]: out[torch.arange(N), labels] = 1, or index the rows of torch.eye"
+        expect_tensor(got, ref.one_hot(labels, num_classes), what=what,
+                      mistakes=[Mistake("every row of yours has a 1 in every column that appears among the labels, "
+                                        "not only in its own label's column: that is what out[:, labels] = 1 does "
+                                        f"(the ':' takes every row for each label); {pairing}",
+                                        lambda: _every_label_in_every_row(labels, num_classes)
+                                        if len(labels.unique()) > 1 else None,
+                                        where="look at how the row index and the label are paired"),
+                                Mistake(f"the labels were used as row numbers (out[labels] = 1 fills whole rows); "
+                                        f"a label picks a column: {pairing}",
+                                        lambda: _labels_as_rows(labels, num_classes),
+                                        where="look at which dimension the labels index"),
+Mistake("the values are right but the dtype is int64; losses want float32, "
                                         "so convert with .float()",
                                         lambda: torch.nn.functional.one_hot(labels, num_classes),
                                 where='look at the dtype of your result'),
@@ -522,6 +735,8 @@ def check_class_means(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tens
         members = torch.nn.functional.one_hot(labels, num_classes).to(features.dtype)
         sums, counts = members.T @ features, members.sum(dim=0)
         empty = [c for c in range(num_classes) if counts[c] == 0]
+        filled = [c for c in range(num_classes) if counts[c] > 0]
+        expected = ref.class_means(features, labels, num_classes)
         try:
             got = call(fn, features, labels, num_classes)
         except CheckError as error:
@@ -539,11 +754,17 @@ def check_class_means(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tens
                                      f"1), not num_classes = {num_classes}: bincount without minlength=, "
                                      "labels.max() + 1 and unique() all miss the empty classes after the largest "
                                      "label" if sized_by_labels else None) from cause
-        expect_tensor(got, ref.class_means(features, labels, num_classes), what=what, mistakes=[
+        expect_tensor(got, expected, what=what, mistakes=[
             Mistake(f"class(es) {empty} have no examples and your rows for them are NaN (0 / 0); the task asks for "
                     "zeros there", matches=lambda g: isinstance(g, torch.Tensor) and bool(empty)
                     and g.shape == sums.shape and bool(g[empty].isnan().any()),
                     where="look at what your division does for a class with no examples (a count of 0)"),
+            Mistake(f"class(es) {empty} have no examples, and your rows for them are not zeros (the task asks for "
+                    "zeros there); the other classes' means are right",
+                    matches=lambda g: isinstance(g, torch.Tensor) and bool(empty) and g.shape == sums.shape
+                    and g.device.type != "meta" and not bool(g[empty].isnan().any())
+                    and _close_to(g[filled], [expected[filled]]),
+                    where="look at what your code puts in the row of a class with no examples"),
             Mistake(f"you divided every class's sum by the number of examples ({len(labels)}); "
                     "a mean divides by that class's own count", lambda: sums / len(labels),
                     where="look at what you divide each class's sum by"),

@@ -219,7 +219,7 @@ CASES = [
     Reject(checks.check_make_starter_tensors, starter_extra_key, "['twos'] should not be there"),
     Reject(checks.check_positive_values, positive_positions, "positions (indices) into the input"),
     Reject(checks.check_pick_scores, pick_rebuilt_from_items, "should have dtype torch.float64"),
-    Reject(checks.check_center_columns, center_by_columns_count, "divided by the number of columns"),
+    Reject(checks.check_center_columns, center_by_columns_count, "divided each column's sum by the number of columns D"),
     Reject(checks.check_center_columns, center_standardised, "standard deviation"),
     Reject(checks.check_normalize_rows, normalize_by_square, "squared length"),
     Reject(checks.check_batch_to, batch_to_tensors_everything, "only tensors move"),
@@ -791,4 +791,110 @@ CASES += [
     Reject(hidden_channels_first, channels_by_reshape, "reshaped (or used view) instead of permuting"),
     Accept(hidden_channels_first, channels_two_transposes),
     Reject(checks.check_pairwise_dot, dot_cosine, "cosine similarities"),
+]
+
+
+# ---------------------------------------------------------------- round 5: classes found by an independent learner
+# Messages that named a cause from a coincidence of sizes, or none where the result showed one.
+
+
+def relu_abs_doubled(x):
+    return torch.maximum(x, -x) + x  # |x| + x is twice relu(x)
+
+
+def center_unbiased_count(x):
+    return x - x.sum(dim=0) / (len(x) - 1)
+
+
+def center_by_quantile(x):
+    return x - x.quantile(0.5, dim=0, keepdim=True)  # the median, not the mean
+
+
+def center_by_minimum(x):
+    return x - x.min(dim=0).values
+
+
+def center_row_average(x):
+    return x - x.sum(dim=1) / x.shape[1]  # one value per row: cannot line up with the columns
+
+
+def positive_argwhere(x):
+    return torch.argwhere(x > 0).flatten()
+
+
+def positive_where_tuple(x):
+    return torch.where(x > 0)
+
+
+def positive_by_positions(x):
+    flat = x.flatten()
+    return flat[torch.nonzero(flat > 0).flatten()]  # positions used to select the values: right
+
+
+def one_hot_fill_columns(labels, num_classes):
+    return torch.zeros(len(labels), num_classes).index_fill(1, labels, 1.0)  # every row gets every label
+
+
+def one_hot_rows_by_label(labels, num_classes):
+    out = torch.zeros(len(labels), num_classes)
+    out[labels] = 1.0
+    return out
+
+
+def one_hot_paired_index(labels, num_classes):
+    out = torch.zeros(len(labels), num_classes)
+    out[torch.arange(len(labels)), labels] = 1.0
+    return out
+
+
+def hidden_one_hot(fn):
+    checks.check_one_hot(fn, inputs=[(torch.tensor([9, 0, 5]), 10), (torch.tensor([0, 0]), 4)])
+
+
+def flatten_after_squeeze(x):
+    squeezed = x.squeeze()
+    return squeezed.reshape(squeezed.size(0), squeezed.size(1), -1).flatten(1)
+
+
+def starter_evens_short():
+    return {**ref.make_starter_tensors(), "evens": torch.arange(0, 7, 2)}
+
+
+def starter_grid_gaps():
+    return {**ref.make_starter_tensors(), "grid": torch.linspace(0, 1, 6)}
+
+
+def pick_python_floats(scores, labels):
+    return torch.as_tensor([float(scores[i, c]) for i, c in enumerate(labels.tolist())])
+
+
+def means_smoothed(features, labels, num_classes):
+    members = torch.nn.functional.one_hot(labels, num_classes).to(features.dtype)
+    return (members.T @ features + 1e-8) / (members.sum(0)[:, None] + 1e-8)  # an empty class gets 1, not 0
+
+
+CASES += [
+    Reject(checks.check_relu, relu_abs_doubled, "constant multiple of relu(x)"),
+    Reject(checks.check_center_columns, center_unbiased_count, "by N - 1 = 4"),
+    Reject(hidden_center_columns, center_unbiased_count, "by N - 1 = 6"),
+    Reject(hidden_center_columns, center_by_columns_count, "the number of columns D = 5"),
+    Reject(checks.check_center_columns, center_by_quantile, "each column's median"),
+    Reject(checks.check_center_columns, center_by_minimum, "one value per column, but not the column's mean"),
+    Reject(checks.check_center_columns, center_row_average, "one value per row (5 of them) met the 3 columns"),
+    Reject(checks.check_positive_values, positive_argwhere, "where the positive elements are, not the values"),
+    Reject(checks.check_positive_values, positive_where_tuple, "where the positive elements are, not the values"),
+    Accept(checks.check_positive_values, positive_by_positions),
+    Accept(hidden_positive_dtypes, positive_by_positions),
+    Reject(checks.check_one_hot, one_hot_fill_columns, "out[:, labels] = 1"),
+    Reject(checks.check_one_hot, one_hot_rows_by_label, "used as row numbers"),
+    Reject(hidden_one_hot, one_hot_rows_by_label, "a label was used as a row number"),
+    Reject(hidden_one_hot, one_hot_from_max, "largest label + 1"),
+    Reject(hidden_one_hot, one_hot_fill_columns, "out[:, labels] = 1"),
+    Accept(checks.check_one_hot, one_hot_paired_index),
+    *[Accept(hidden_one_hot, f) for f in (ref.one_hot, one_hot_paired_index, one_hot_scatter, one_hot_compare)],
+    Reject(hidden_flatten_batch, flatten_after_squeeze, "squeeze() turned a tensor of shape [1, 3, 1] into [3]"),
+    Reject(checks.check_make_starter_tensors, starter_evens_short, "stops before `end`"),
+    Reject(checks.check_make_starter_tensors, starter_grid_gaps, "`steps` is the number of points"),
+    Reject(checks.check_pick_scores, pick_python_floats, "not in scores.dtype (torch.float64)"),
+    Reject(checks.check_class_means, means_smoothed, "your rows for them are not zeros"),
 ]
