@@ -91,8 +91,11 @@ def test_call_explains_stub_and_crash():
 
     with pytest.raises(CheckError, match="not written yet"):
         call(stub, 1)
-    with pytest.raises(CheckError, match=r"crash\(tensor\(shape=\[2, 3\].*raised RuntimeError"):
-        call(crash, torch.zeros(2, 3))
+    with pytest.raises(CheckError, match=r"crash\(tensor\(shape=\[4, 5\].*raised RuntimeError"):
+        call(crash, torch.zeros(4, 5))  # large: by shape
+    with pytest.raises(CheckError, match=r"crash\(tensor\(\[\[0\., 0\., 0\.\], \[0\., 0\., 0\.\]\], dtype=torch\.float32\)\) "
+                                         r"raised RuntimeError"):
+        call(crash, torch.zeros(2, 3))  # small: whole
     with pytest.raises(CheckError, match="pass the function itself"):
         call(42)
 
