@@ -56,10 +56,18 @@ def _label(cell: nbformat.NotebookNode, index: int) -> str:
 
 
 def _printed_error(cell: nbformat.NotebookNode) -> str:
-    """The last line naming an error in what ``cell`` printed (a failed launcher's stderr), else ""."""
+    """What a failed launcher printed about why (``cell``'s stream output), else "".
+
+    torchrun's summary names the root cause after ``Root Cause``: the rank, its exit code or signal. A worker's
+    own last words (an exception, or a C++ ``terminate called ...``) come before it; both are kept.
+    """
     text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
-    lines = [line.strip() for line in text.splitlines() if re.search(r"Error|error:|EADDRINUSE|Timed out", line)]
-    return lines[-1][:200] if lines else ""
+    said = [line.strip() for line in text.split("Root Cause")[0].splitlines()
+            if re.search(r"Error|error:|EADDRINUSE|Timed out|terminate called", line)]
+    cause = re.search(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*([^\n]+)", text, re.S)
+    found = [f"rank {cause[1]} exit code {cause[2].strip()}"] if cause else []
+    found += [line for line in said if "ChildFailedError" not in line][-1:] or ([] if cause else said[-1:])
+    return " | ".join(found)[:300]
 
 
 def soak(runs: int, source: Path = SOURCE, cell_timeout: float = 330.0, verbose: bool = True) -> dict:

@@ -660,6 +660,7 @@ SCRIPT.write_text('''\
 """
 import argparse
 import os
+import sys
 from datetime import timedelta
 
 import torch
@@ -762,6 +763,12 @@ def main():
 
 if __name__ == "__main__":
     main()
+    # Done, and every file written: leave without Python's shutdown. DDP keeps the process group and its Gloo
+    # threads alive to the end, and a thread still releasing a tensor while Python shuts down aborts the process
+    # ("terminate called without an active exception", SIGABRT) after the work is done. So flush and exit now.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 ''')
 sys.path.insert(0, str(RUN_DIR.resolve()))  # spawned children get the parent's sys.path
 import ddp_mnist  # noqa: E402
