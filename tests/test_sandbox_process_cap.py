@@ -1,14 +1,19 @@
-"""The sandbox caps a notebook's processes where the grader has no cgroup: a non-root grader (issue 21).
+"""The sandbox caps a notebook's processes where the grader has no cgroup (issue 21).
 
-There RLIMIT_NPROC, set inside the sandbox's own user namespace, is the cap: it counts the tasks of that
-sandbox alone, not the grader's other processes nor another kernel's. The test runs real grading kernels
-(the launcher of ``coursetools/grading/sandbox.py``, bwrap, ipykernel and the guard) as an unprivileged
-user, which needs root to set up: it is skipped elsewhere, saying why.
+- A non-root grader: RLIMIT_NPROC, set inside the sandbox's own user namespace, is the cap. It counts the
+  tasks of that sandbox alone, not the grader's other processes nor another kernel's.
+- A root grader without writable cgroups (a container): RLIMIT_NPROC never binds root, so the kernel runs
+  as a uid of its own, which the limit binds. The test hides the machine's cgroups from the launcher (an
+  empty tmpfs over /sys/fs/cgroup in a mount namespace of its own), as a container would.
+
+The tests run real grading kernels (the launcher of ``coursetools/grading/sandbox.py``, bwrap, ipykernel and
+the guard), which needs root to set up: they are skipped elsewhere, saying why.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import pwd
 import shutil
@@ -19,6 +24,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from coursetools.grading import sandbox
@@ -65,26 +71,55 @@ def why_not_here() -> str | None:
     return checkout_unreachable()
 
 
-class Kernel:
-    """A grading kernel started by the sandbox's launcher as ``USER``, with a client to run cells in it."""
+# Starts a command as root in a mount namespace of its own where no cgroup can be written, as in a container.
+WITHOUT_CGROUPS = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                   'mount -t tmpfs -o size=1m,mode=0555 none /sys/fs/cgroup && exec "$@"', "sh"]
 
-    def __init__(self, python: Path, top: Path, name: str) -> None:
+
+def why_not_as_root() -> str | None:
+    """The reason this machine cannot start a root grader's sandboxed kernel without cgroups, or None."""
+    if sys.platform != "linux":
+        return "the process cap is Linux's RLIMIT_NPROC"
+    if os.geteuid() != 0:
+        return "hiding the machine's cgroups from the grader needs root (CI runs as root)"
+    if not sandbox.sandboxed():
+        return "bubblewrap is not installed or cannot run here (apt-get install bubblewrap)"
+    probe = subprocess.run([*WITHOUT_CGROUPS, "ls", "/sys/fs/cgroup"], capture_output=True, text=True)
+    if probe.returncode != 0 or probe.stdout.strip():
+        return f"cannot hide the cgroups in a mount namespace here: {probe.stderr.strip()}"
+    return None
+
+
+class Kernel:
+    """A grading kernel started by the sandbox's launcher, with a client to run cells in it.
+
+    As ``USER`` (a non-root grader), or as root in a mount namespace without cgroups (``user`` None).
+    """
+
+    def __init__(self, python: Path, top: Path, name: str, user: str | None = USER) -> None:
         from jupyter_client import BlockingKernelClient
         from jupyter_client.connect import write_connection_file
 
-        account = pwd.getpwnam(USER)
         self.private, work = top / f"{name}-private", top / f"{name}-work"
         for folder in (self.private, work):
             folder.mkdir()
-            os.chown(folder, account.pw_uid, account.pw_gid)
+        # what nbgrader's autograde gives the launcher: the notebook's folder, the grader's secret beside the
+        # connection file (the guard reads it, then deletes it)
+        (work / f"{name}.ipynb").write_text("{}")
+        (self.private / "secret").write_text("s3cret")
         connection, _ = write_connection_file(str(self.private / "connection.json"), transport="ipc",
                                               ip=str(self.private / "k"))
-        os.chown(connection, account.pw_uid, account.pw_gid)
         env = sandbox.kernel_environment(dict(os.environ)) | {sandbox.ENV_PROCESSES: str(CAP)}
-        self.process = subprocess.Popen(
-            ["setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--clear-groups", str(python), "-I",
-             str(REPO_ROOT / "coursetools" / "grading" / "sandbox.py"), "-f", connection],
-            cwd=work, env=env, start_new_session=True)
+        env[sandbox.ENV_GUARD] = json.dumps({"secret_file": str(self.private / "secret")})
+        launcher = [str(python), "-I", str(REPO_ROOT / "coursetools" / "grading" / "sandbox.py"), "-f", connection]
+        if user is None:
+            prefix = WITHOUT_CGROUPS
+        else:
+            account = pwd.getpwnam(user)
+            for path in (self.private, work, *self.private.iterdir()):
+                os.chown(path, account.pw_uid, account.pw_gid)
+            prefix = ["setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--clear-groups"]
+        self.process = subprocess.Popen([*prefix, *launcher], cwd=work, env=env, start_new_session=True)
         self.client = BlockingKernelClient(connection_file=connection)
         self.client.load_connection_file()
         self.client.start_channels(hb=False)  # no heartbeat: it would call a kernel still importing torch dead
@@ -161,3 +196,114 @@ def test_a_non_root_graders_kernels_are_each_capped(top):
         for other in others:
             other.kill()
             other.wait()
+
+
+NOT_AS_ROOT = why_not_as_root()
+# What the kernel is: its user, whether it can read a file only root may, and whether it can become root again.
+WHO = ("import os, getpass, subprocess\n"
+       "try:\n"
+       "    open('/etc/shadow').read(1)\n"
+       "    shadow = 'read'\n"
+       "except OSError:\n"
+       "    shadow = 'refused'\n"
+       "su = subprocess.run(['su', '-c', 'id -u'], capture_output=True, text=True, stdin=subprocess.DEVNULL)\n"
+       "print(os.getuid(), getpass.getuser(), shadow, su.returncode != 0 and su.stdout.strip() != '0')\n")
+
+
+@pytest.mark.skipif(NOT_AS_ROOT is not None, reason=str(NOT_AS_ROOT))
+def test_a_root_graders_kernels_are_each_capped_without_cgroups(top):
+    """Without cgroups, each kernel of a root grader runs as a uid of its own, and RLIMIT_NPROC caps it.
+
+    Two kernels at once: a cell in each starts sleeping children until it may not (EAGAIN) and keeps them, so
+    both hold nearly the cap together; each then runs ordinary work (DataLoader workers). The kernel is not
+    root, cannot read what only root may, and no setuid program makes it root again.
+    """
+    kernels: list[Kernel] = []
+    try:
+        for name in ("a", "b"):
+            kernels.append(Kernel(Path(sys.executable), top, name, user=None))
+        uids = []
+        for kernel in kernels:
+            uid, user, shadow, stayed = kernel.run(WHO).split()
+            uids.append(int(uid))
+            assert int(uid) >= sandbox.KERNEL_UID_BASE and user == sandbox.KERNEL_USER, (uid, user)
+            assert shadow == "refused" and stayed == "True", (shadow, stayed)
+            assert not (kernel.private / "secret").exists(), "the guard did not read and delete the grader's secret"
+        assert len(set(uids)) == 2, f"two kernels share a uid, so they would share one cap: {uids}"
+        started = []
+        for kernel in kernels:  # one after the other: the first kernel still holds its children
+            count, stopped = kernel.run(FORK).split()
+            started.append(int(count))
+            assert stopped == str(errno.EAGAIN), (count, stopped)
+        assert all(CAP // 2 <= n < CAP for n in started), started
+        for kernel, count in zip(kernels, started):
+            assert kernel.run(RELEASE).strip() == str(count)
+            assert kernel.run(NORMAL).strip() == str(sum(range(64)))
+    finally:
+        for kernel in kernels:
+            kernel.stop()
+
+
+# A root grader without cgroups, grading a class from start to end: nbgrader's autograde, the guard, the probe.
+GRADE = ("import json, sys\n"
+         "from pathlib import Path\n"
+         "from traitlets.config import Config\n"
+         "from coursetools import grading\n"
+         "from coursetools.grading import sandbox\n"
+         "config = Config()\n"
+         "config.Execute.timeout = 60\n"
+         "config.GraderExecute.notebook_timeout = 180\n"
+         f"config.GraderExecute.process_limit = {CAP}\n"
+         "results = grading.autograde(sys.argv[1], Path(sys.argv[2]), sys.argv[3:], overrides=config)\n"
+         "print(json.dumps({'warning': sandbox.process_cap_warning(), 'private': sandbox.private_root(),\n"
+         "                  'results': {r.student: [r.status, r.score, r.sandboxed] for r in results}}))\n")
+
+
+@pytest.mark.skipif(NOT_AS_ROOT is not None, reason=str(NOT_AS_ROOT))
+def test_a_root_grader_without_cgroups_grades_a_class_as_before(tmp_path):
+    """Correct work keeps full marks, wrong work loses them, a forged pass is caught, a fork bomb is capped."""
+    from coursetools import grading
+    from tests.test_grading_integrity import LESSON, SESSION_PATCH, WRONG
+    from tests.test_roundtrip import solution_cells, submit
+
+    course = grading.copy_course(tmp_path, lessons=[LESSON])
+    grading.release(course, [LESSON])
+    right = solution_cells(nbformat.read(course / "solutions" / LESSON / f"{LESSON}.ipynb", as_version=4))
+    submit(course, "full", LESSON)
+    submit(course, "wrong", LESSON, {"ex_to_fahrenheit": WRONG})
+    submit(course, "forged", LESSON, {"ex_to_fahrenheit": WRONG + SESSION_PATCH})
+    submit(course, "forker", LESSON, {"ex_to_fahrenheit": right["ex_to_fahrenheit"].source + "\n" + FORK + RELEASE})
+    out = subprocess.run([*WITHOUT_CGROUPS, sys.executable, "-c", GRADE, LESSON, str(course),
+                          "full", "wrong", "forged", "forker"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    said = json.loads(out.stdout.strip().splitlines()[-1])
+    assert said["warning"] is None and said["private"] is None, said  # no memory cgroup: the usual temporary folder
+    results = said["results"]
+    assert results["full"] == ["graded", 2, True] and results["forker"] == ["graded", 2, True], results
+    assert results["wrong"][:2] == ["graded", 0] and results["forged"][:2] == ["suspicious", 0], results
+    forker = nbformat.read(course / "grading" / "autograded" / "forker" / LESSON / f"{LESSON}.ipynb", as_version=4)
+    printed = "".join(o.get("text", "") for cell in forker.cells for o in cell.get("outputs", []))
+    stopped = [line.split() for line in printed.splitlines() if line.split()[-1:] == [str(errno.EAGAIN)]]
+    assert stopped and int(stopped[0][0]) < CAP, f"the notebook's processes were not capped: {printed[-500:]}"
+
+
+@pytest.mark.skipif(NOT_AS_ROOT is not None, reason=str(NOT_AS_ROOT))
+def test_a_root_grader_is_told_before_grading_what_keeps_its_kernels_uncapped(tmp_path):
+    """Data only root can read: the kernel must stay root (it could not load it otherwise), so uncapped; say so."""
+    data = tmp_path / "course-data"
+    data.mkdir(mode=0o700)
+    env = dict(os.environ, COURSE_DATA=str(data))
+    probe = ("import os, sys\n"
+             "from pathlib import Path\n"
+             "from coursetools.grading import sandbox\n"
+             "print(sandbox.kernel_uid([], Path(sys.argv[1])))\n"
+             "print(sandbox.process_cap_warning())\n")
+    out = subprocess.run([*WITHOUT_CGROUPS, sys.executable, "-c", probe, str(tmp_path)], cwd=REPO_ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    uid, warning = out.stdout.strip().splitlines()
+    assert uid == "None" and "may start any number of processes" in warning and f"chmod o+rX {data}" in warning, out
+    data.chmod(0o755)
+    out = subprocess.run([*WITHOUT_CGROUPS, sys.executable, "-c", probe, str(tmp_path)], cwd=REPO_ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    uid, warning = out.stdout.strip().splitlines()
+    assert int(uid) >= sandbox.KERNEL_UID_BASE and warning == "None", out

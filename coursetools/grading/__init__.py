@@ -145,9 +145,11 @@ def _warn_if_unsandboxed() -> None:
     global _warned_unsandboxed
     from coursetools.grading import sandbox
 
-    if not sandbox.sandboxed() and not _warned_unsandboxed:
-        _warned_unsandboxed = True
-        print(sandbox.unsandboxed_warning(), file=sys.stderr)
+    if not _warned_unsandboxed:
+        warning = sandbox.process_cap_warning() if sandbox.sandboxed() else sandbox.unsandboxed_warning()
+        if warning:
+            _warned_unsandboxed = True
+            print(warning, file=sys.stderr)
 
 
 def autograde(

@@ -31,8 +31,9 @@ That launcher, still outside the sandbox:
    The process cap (:data:`ENV_PROCESSES`, 512 by default) therefore holds: as root with
    writable cgroups, through the kernel's pids cgroup; as any other user, through RLIMIT_NPROC
    in the sandbox's user namespace, which counts that sandbox's tasks alone (Linux 5.14 and
-   later). As root without writable cgroups (a container) nothing caps it: RLIMIT_NPROC never
-   binds root. Unsandboxed, only the cgroup can.
+   later). As root without writable cgroups (a container), RLIMIT_NPROC would never bind root:
+   there the kernel runs as a user of its own, a uid no account and no other kernel has
+   (:func:`kernel_uid`), under that cap. Unsandboxed, only the cgroup can cap it.
 3. runs :func:`_guard_kernel` in the kernel before any of the notebook's cells.
 
 The guard records what the checks rely on (the functions of the modules the locked
@@ -78,6 +79,10 @@ DEFAULT_PROCESSES = 512
 DEFAULT_MEMORY = 2 * 2**30
 DEFAULT_FILE_SIZE = 256 * 2**20
 DEFAULT_TMP_SIZE = 512 * 2**20
+# A root grader without a pids cgroup runs each kernel as a user of its own, whom RLIMIT_NPROC binds: this base
+# plus the launcher's pid (unique while the sandbox lives), far above any account's uid and systemd's ranges.
+KERNEL_UID_BASE = 0x7F000000
+KERNEL_USER = "course-kernel"  # that user's name in the sandbox's /etc/passwd
 
 
 def install_kernelspec() -> str:
@@ -180,33 +185,52 @@ def _readable_paths() -> list[Path]:
     return sorted(p for p in found if not any(q != p and p.is_relative_to(q) for q in found))
 
 
-def bwrap_command(workdir: Path, private: Path, tmp_size: int) -> list[str]:
-    """bwrap's arguments: ``private`` (the connection folder) and a bounded scratch ``workdir`` writable, nothing kept."""
+def bwrap_command(workdir: Path, private: Path, tmp_size: int, uid: int | None = None) -> list[str]:
+    """bwrap's arguments: ``private`` (the connection folder) and a bounded scratch ``workdir`` writable, nothing kept.
+
+    With ``uid`` (a root grader's kernel that will run as that user, :func:`kernel_uid`), the first process
+    keeps only the capabilities to change its user, the writable folders are open to it, and
+    ``/etc/passwd`` names it (``private/passwd``, written by :func:`launch`).
+    """
+    # the writable tmpfs folders: root's by default; open to the kernel's own user when it is not root
+    writable = ["--perms", "1777"] if uid is not None else []
     # the machine's own hostname is kept: /etc/hosts resolves it to loopback, which torchrun's rendezvous needs
     command = [bwrap(), "--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
                "--unshare-cgroup-try", "--new-session", "--cap-drop", "ALL",
+               # only to become the kernel's user (cap_processes), which leaves no capability at all
+               *(["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"] if uid is not None else []),
                # a user namespace of the sandbox's own, where the process cap counts only its tasks (see
                # process_capped). bwrap makes one anyway for a non-root user unless it is installed setuid; root is
                # left without: its kernel would keep kuid 0 in one, which RLIMIT_NPROC never binds
                *(["--unshare-user-try"] if os.getuid() != 0 else []),
-               "--proc", "/proc", "--dev", "/dev", "--size", str(tmp_size), "--tmpfs", "/tmp",
+               "--proc", "/proc", "--dev", "/dev", *writable, "--size", str(tmp_size), "--tmpfs", "/tmp",
                # shared memory (DataLoader workers pass batches through it) is RAM: bounded like /tmp
-               "--size", str(tmp_size), "--tmpfs", "/dev/shm"]
+               *writable, "--size", str(tmp_size), "--tmpfs", "/dev/shm"]
     for name in ("bin", "lib", "lib64", "sbin"):
         link = Path("/") / name
         if link.is_symlink():
             command += ["--symlink", os.readlink(link), str(link)]
         elif link.exists():
             command += ["--ro-bind", str(link), str(link)]
-    for path in _readable_paths():
+    readable = _readable_paths()
+    if uid is not None:
+        # bwrap, as root, makes the folders above what it mounts (/work above /work/course/helpers) readable by
+        # root alone: the kernel's user must pass through them
+        above = {parent for path in [*readable, workdir, private] for parent in path.parents if parent != Path("/")}
+        for folder in sorted(above, key=lambda folder: len(folder.parts)):
+            command += ["--perms", "0755", "--dir", str(folder)]
+    for path in readable:
         command += ["--ro-bind", str(path), str(path)]
     # The notebook's folder: a tmpfs as large as /tmp over it, with the submission's own files read-only in it.
     # What the kernel writes there (checkpoints, runs/) is bounded, and is gone with the kernel.
-    command += ["--size", str(tmp_size), "--tmpfs", str(workdir)]
+    command += [*writable, "--size", str(tmp_size), "--tmpfs", str(workdir)]
     for entry in sorted(workdir.iterdir()):
         command += ["--ro-bind", str(entry), str(entry)]
     # the connection folder: the kernel creates its sockets there, beside the grader's files
     command += ["--bind", str(private), str(private)]
+    if uid is not None:  # getpass, torch.compile's cache folder and `whoami` look the kernel's user up
+        command += ["--ro-bind", str(private / "passwd"), "/etc/passwd",
+                    "--setenv", "USER", KERNEL_USER, "--setenv", "LOGNAME", KERNEL_USER]
     # ipykernel watches JPY_PARENT_PID, which a new process namespace hides: --die-with-parent does that job
     command += ["--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp", "--unsetenv", "JPY_PARENT_PID",
                 "--chdir", str(workdir),
@@ -248,7 +272,8 @@ def cgroup_limits(name: str, processes: int, memory: int) -> list[Path]:
 
     Per-process limits (``RLIMIT_DATA``) cannot cap a notebook that starts many processes, and
     ``RLIMIT_NPROC`` does not bind root. Where no cgroup can be made (not root, a container), nothing is
-    capped here (best effort): a non-root grader's sandbox caps the processes itself (:func:`process_capped`).
+    capped here (best effort): a non-root grader's sandbox caps the processes itself (:func:`process_capped`),
+    and a root grader's kernel runs as a user of its own (:func:`kernel_uid`).
     """
     made: list[Path] = []
     for controller, root in _cgroup_roots().items():
@@ -259,16 +284,65 @@ def cgroup_limits(name: str, processes: int, memory: int) -> list[Path]:
                 (parent / "cgroup.subtree_control").write_text("+pids +memory")
             group = parent / name
             group.mkdir(exist_ok=True)
-            made.append(group)
             v2 = (root / "cgroup.controllers").exists()
             limits = {"pids": {"pids.max": processes},
                       "memory": {"memory.max": memory} if v2 else {"memory.limit_in_bytes": memory}}[controller]
             for file, value in limits.items():
                 (group / file).write_text(str(value))
             (group / "cgroup.procs").write_text(str(os.getpid()))
+            made.append(group)  # only a group that caps this process: one left half made caps nothing
         except OSError:
             continue
     return made
+
+
+def _pids_capped(made: list[Path]) -> bool:
+    """Whether one of the control groups :func:`cgroup_limits` made (and moved this process into) caps its tasks."""
+    return any((group / "pids.max").exists() for group in made)
+
+
+def _closed_to_others(paths: list[Path]) -> list[Path]:
+    """Those of ``paths`` that a user other than their owner cannot read (or, for a folder, enter)."""
+    import stat
+
+    closed = []
+    for path in paths:
+        try:
+            mode = path.stat().st_mode
+        except OSError:
+            continue
+        needed = stat.S_IROTH | (stat.S_IXOTH if stat.S_ISDIR(mode) else 0)
+        if mode & needed != needed:
+            closed.append(path)
+    return closed
+
+
+def kernel_uid(made: list[Path], workdir: Path) -> int | None:
+    """The user a root grader's kernel runs as where no pids cgroup caps it (see :data:`KERNEL_UID_BASE`), else None.
+
+    RLIMIT_NPROC never binds root, so where :func:`cgroup_limits` could not cap the processes (a container), the
+    kernel gives up root inside the sandbox, as a uid that no account and no other kernel has, and that limit binds
+    it. Everything the sandbox mounts must then be readable by other users; where something is not, the kernel
+    stays root, uncapped (:func:`process_cap_warning` tells the instructor before grading starts).
+    """
+    if os.getuid() != 0 or not sandboxed() or _pids_capped(made):
+        return None
+    if _closed_to_others([*_readable_paths(), *workdir.iterdir()]):
+        return None
+    return KERNEL_UID_BASE + os.getpid()
+
+
+def process_cap_warning() -> str | None:
+    """One line for the instructor when graded notebooks will run without a cap on their processes, else None."""
+    if not sandboxed() or os.getuid() != 0 or _cgroup_roots().get("pids"):
+        return None  # unsandboxed: the other warning says it; not root: RLIMIT_NPROC in the sandbox's namespace
+    closed = _closed_to_others(_readable_paths())
+    if not closed:
+        return None
+    shown = " ".join(str(p) for p in closed[:5])
+    return (f"warning: graded notebooks may start any number of processes: grading as root without a writable pids "
+            f"cgroup, kernels can be capped only as another user, who cannot read {shown}. "
+            f"Make them readable (chmod o+rX {shown}) and grade again.")
 
 
 def remove_cgroups(name: str) -> None:
@@ -296,9 +370,9 @@ def launch(argv: list[str]) -> None:
     # RLIMIT_DATA counts what the kernel allocates (heap, tensors), not the libraries it maps
     resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+    processes = int(os.environ.get(ENV_PROCESSES, DEFAULT_PROCESSES))
     # the notebook and every process it starts, together: processes and memory (the connection folder's name)
-    cgroup_limits(connection_file.parent.name, int(os.environ.get(ENV_PROCESSES, DEFAULT_PROCESSES)),
-                  int(os.environ.get(ENV_MEMORY_TOTAL, 2 * memory)))
+    made = cgroup_limits(connection_file.parent.name, processes, int(os.environ.get(ENV_MEMORY_TOTAL, 2 * memory)))
     # the guard is loaded by path, under a name of its own, so it does not depend on `helpers` importing
     guard = (f"__import__('runpy').run_path({str(Path(__file__).resolve())!r}, run_name='_course_guard')"
              "['_guard_kernel']()")
@@ -310,8 +384,15 @@ def launch(argv: list[str]) -> None:
     # the kernel imports exactly this course's helpers, whatever the environment's installed copy points at
     os.environ["PYTHONPATH"] = str(checkout())
     if sandboxed():
-        kernel = bwrap_command(Path.cwd().resolve(), connection_file.parent, tmp_size) + [
-            "--", *process_capped(kernel, int(os.environ.get(ENV_PROCESSES, DEFAULT_PROCESSES)))]
+        workdir, private = Path.cwd().resolve(), connection_file.parent
+        uid = kernel_uid(made, workdir)
+        if uid is not None:
+            # the kernel's user makes its sockets in the connection folder and reads (then deletes) the secret there
+            (private / "passwd").write_text(Path("/etc/passwd").read_text()
+                                            + f"{KERNEL_USER}:x:{uid}:{uid}:autograded notebook:/tmp:/usr/sbin/nologin\n")
+            for path in (private, *private.iterdir()):
+                os.chown(path, uid, uid)
+        kernel = bwrap_command(workdir, private, tmp_size, uid) + ["--", *process_capped(kernel, processes, uid)]
     os.execv(kernel[0], kernel)
 
 
@@ -335,7 +416,7 @@ def _nproc_per_user_namespace() -> bool:
     return sys.platform == "linux" and found is not None and tuple(map(int, found.groups())) >= (5, 14)
 
 
-def process_capped(command: list[str], processes: int) -> list[str]:
+def process_capped(command: list[str], processes: int, uid: int | None = None) -> list[str]:
     """``command`` started by this file inside the sandbox, which first caps the processes (and threads) that
     the kernel and everything it starts may run at once at ``processes`` (:func:`cap_processes`).
 
@@ -343,9 +424,14 @@ def process_capped(command: list[str], processes: int) -> list[str]:
     and user (Linux >= 5.14), so it is set inside the sandbox's own user namespace, after bwrap made it. Set
     before, by the launcher, it would be recorded as the limit of the namespace's creator, and the kernel's
     every fork would also be checked against all the processes the grader's user runs. Root is not capped
-    this way (RLIMIT_NPROC never binds kuid 0): there the control group of :func:`cgroup_limits` caps it. Nor
-    is any user on Linux before 5.14 (see :func:`_nproc_per_user_namespace`).
+    this way (RLIMIT_NPROC never binds kuid 0): there the control group of :func:`cgroup_limits` caps it, or,
+    without one, the kernel becomes ``uid`` (:func:`kernel_uid`), whom the limit binds: no other process has that
+    uid, so it counts the sandbox's tasks alone on any Linux. Nor is a non-root user capped on Linux before 5.14
+    (see :func:`_nproc_per_user_namespace`).
     """
+    if uid is not None:
+        return [sys.executable, "-I", str(Path(__file__).resolve()), CAP_PROCESSES, str(processes), "-",
+                "--as", str(uid), "--", *command]
     if os.getuid() == 0 or not _nproc_per_user_namespace():
         return command
     return [sys.executable, "-I", str(Path(__file__).resolve()), CAP_PROCESSES, str(processes),
@@ -353,12 +439,26 @@ def process_capped(command: list[str], processes: int) -> list[str]:
 
 
 def cap_processes(argv: list[str]) -> None:
-    """Inside the sandbox: ``argv`` = processes, the grader's user namespace, ``--``, the kernel's command.
+    """Inside the sandbox: ``argv`` = processes, the grader's user namespace, [``--as`` uid], ``--``, the kernel's
+    command.
 
     Sets RLIMIT_NPROC (soft and hard: the notebook cannot raise it) when this process is in a user namespace
-    other than the grader's, where it counts the sandbox's tasks alone, then runs the kernel. Does not return.
+    other than the grader's, where it counts the sandbox's tasks alone, then runs the kernel. With ``--as``
+    (a root grader without a pids cgroup), sets it, then becomes that user, which leaves it no capability and
+    no way to regain one (no_new_privs), and runs the kernel as that user. Does not return.
     """
     processes, graders, command = int(argv[0]), argv[1], argv[argv.index("--") + 1:]
+    if "--as" in argv[:argv.index("--")]:
+        import ctypes
+
+        uid = int(argv[argv.index("--as") + 1])
+        resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)  # from root to another user: every capability goes with it
+        if ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS: no setuid program
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+        os.execv(command[0], command)
     if str(_user_namespace()) != graders and _user_namespace() is not None:
         hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
         limit = processes if hard == resource.RLIM_INFINITY else min(processes, hard)
