@@ -139,6 +139,7 @@ attempt("overwrite another learner", lambda: open({other!r}, "w").write("{{}}"))
 attempt("write the course", lambda: open({course_file!r}, "w").write("x"))
 attempt("read the solutions", lambda: open({solution!r}).read())
 attempt("read the repository", lambda: os.listdir({git!r}))
+attempt("read the machine's secrets", lambda: open("/etc/shadow").read())
 attempt("connect", lambda: socket.create_connection(("127.0.0.1", {port}), timeout=3))
 attempt("allocate 3 GB", lambda: bytearray(3 * 2**30))
 subprocess.Popen(["sleep", "{sleep}"])
@@ -518,7 +519,7 @@ def test_sandbox_blocks_the_vandal(graded, course, listener):
     nb = autograded(course, "vandal")
     text = "".join(o.get("text", "") for o in nb.cells[cell_index(nb, "ex_to_fahrenheit")].outputs)
     attempts = [line for line in text.splitlines() if ": " in line and line.split(": ")[1][:7] in ("DONE", "blocked")]
-    assert len(attempts) == 8, text[:2000]
+    assert len(attempts) == 9, text[:2000]
     assert all("blocked" in line for line in attempts), attempts
     assert "dropped by the grader" in text and len(text) < 2_500_000
     assert not listener[1], "the sandboxed kernel reached the grading machine's network"

@@ -255,13 +255,14 @@ GRADE = ("import json, sys\n"
          "config.GraderExecute.notebook_timeout = 180\n"
          f"config.GraderExecute.process_limit = {CAP}\n"
          "results = grading.autograde(sys.argv[1], Path(sys.argv[2]), sys.argv[3:], overrides=config)\n"
-         "print(json.dumps({'warning': sandbox.process_cap_warning(), 'private': sandbox.private_root(),\n"
+         "print(json.dumps({'warning': sandbox.kernel_user_warning(), 'private': sandbox.private_root(),\n"
          "                  'results': {r.student: [r.status, r.score, r.sandboxed] for r in results}}))\n")
 
 
 @pytest.mark.skipif(NOT_AS_ROOT is not None, reason=str(NOT_AS_ROOT))
 def test_a_root_grader_without_cgroups_grades_a_class_as_before(tmp_path):
-    """Correct work keeps full marks, wrong work loses them, a forged pass is caught, a fork bomb is capped."""
+    """Correct work keeps full marks, wrong work loses them, a forged pass is caught, a fork bomb is capped
+    (even beside a file that only root could read)."""
     from coursetools import grading
     from tests.test_grading_integrity import LESSON, SESSION_PATCH, WRONG
     from tests.test_roundtrip import solution_cells, submit
@@ -273,6 +274,10 @@ def test_a_root_grader_without_cgroups_grades_a_class_as_before(tmp_path):
     submit(course, "wrong", LESSON, {"ex_to_fahrenheit": WRONG})
     submit(course, "forged", LESSON, {"ex_to_fahrenheit": WRONG + SESSION_PATCH})
     submit(course, "forker", LESSON, {"ex_to_fahrenheit": right["ex_to_fahrenheit"].source + "\n" + FORK + RELEASE})
+    # a file only its owner may read, handed in beside the notebook, must not keep the kernel root (uncapped)
+    private = course / "grading" / "submitted" / "forker" / LESSON / "mine.txt"
+    private.write_text("mine")
+    private.chmod(0o600)
     out = subprocess.run([*WITHOUT_CGROUPS, sys.executable, "-c", GRADE, LESSON, str(course),
                           "full", "wrong", "forged", "forker"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -289,21 +294,30 @@ def test_a_root_grader_without_cgroups_grades_a_class_as_before(tmp_path):
 
 @pytest.mark.skipif(NOT_AS_ROOT is not None, reason=str(NOT_AS_ROOT))
 def test_a_root_grader_is_told_before_grading_what_keeps_its_kernels_uncapped(tmp_path):
-    """Data only root can read: the kernel must stay root (it could not load it otherwise), so uncapped; say so."""
+    """Data only root can read: the kernel must stay root (it could not load it otherwise), so uncapped; say so.
+
+    Once the folder is readable by all, the kernel runs as a user of its own again, and nothing is said.
+    """
     data = tmp_path / "course-data"
     data.mkdir(mode=0o700)
     env = dict(os.environ, COURSE_DATA=str(data))
-    probe = ("import os, sys\n"
-             "from pathlib import Path\n"
-             "from coursetools.grading import sandbox\n"
-             "print(sandbox.kernel_uid([], Path(sys.argv[1])))\n"
-             "print(sandbox.process_cap_warning())\n")
-    out = subprocess.run([*WITHOUT_CGROUPS, sys.executable, "-c", probe, str(tmp_path)], cwd=REPO_ROOT, env=env,
+    probe = ("from coursetools.grading import sandbox\n"
+             "print(sandbox.kernel_uid())\n"
+             "print(sandbox.kernel_user_warning())\n")
+    out = subprocess.run([*WITHOUT_CGROUPS, sys.executable, "-c", probe], cwd=REPO_ROOT, env=env,
                          capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
     uid, warning = out.stdout.strip().splitlines()
-    assert uid == "None" and "may start any number of processes" in warning and f"chmod o+rX {data}" in warning, out
+    assert uid == "None" and "run as root" in warning and "may start any number of processes" in warning, out
+    assert f"chmod o+rX {data}" in warning, out
+    if sandbox._cgroup_roots().get("pids"):  # with a pids cgroup, the kernel left root is still capped
+        out = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                             timeout=120)
+        uid, warning = out.stdout.strip().splitlines()
+        assert uid == "None" and "run as root" in warning and "any number" not in warning, out
     data.chmod(0o755)
-    out = subprocess.run([*WITHOUT_CGROUPS, sys.executable, "-c", probe, str(tmp_path)], cwd=REPO_ROOT, env=env,
+    out = subprocess.run([*WITHOUT_CGROUPS, sys.executable, "-c", probe], cwd=REPO_ROOT, env=env,
                          capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
     uid, warning = out.stdout.strip().splitlines()
     assert int(uid) >= sandbox.KERNEL_UID_BASE and warning == "None", out

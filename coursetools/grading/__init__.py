@@ -146,7 +146,7 @@ def _warn_if_unsandboxed() -> None:
     from coursetools.grading import sandbox
 
     if not _warned_unsandboxed:
-        warning = sandbox.process_cap_warning() if sandbox.sandboxed() else sandbox.unsandboxed_warning()
+        warning = sandbox.kernel_user_warning() if sandbox.sandboxed() else sandbox.unsandboxed_warning()
         if warning:
             _warned_unsandboxed = True
             print(warning, file=sys.stderr)

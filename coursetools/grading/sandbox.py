@@ -28,12 +28,16 @@ That launcher, still outside the sandbox:
      (``RLIMIT_NPROC``, :func:`process_capped`) before it starts the kernel.
    Without ``bwrap`` the same kernel runs unsandboxed, with the same limits and guard.
 
-   The process cap (:data:`ENV_PROCESSES`, 512 by default) therefore holds: as root with
-   writable cgroups, through the kernel's pids cgroup; as any other user, through RLIMIT_NPROC
-   in the sandbox's user namespace, which counts that sandbox's tasks alone (Linux 5.14 and
-   later). As root without writable cgroups (a container), RLIMIT_NPROC would never bind root:
-   there the kernel runs as a user of its own, a uid no account and no other kernel has
-   (:func:`kernel_uid`), under that cap. Unsandboxed, only the cgroup can cap it.
+   - for a root grader, no root in the sandbox: the kernel runs as a user of its own, a uid no
+     account and no other kernel has (:func:`kernel_uid`). Root, even without capabilities,
+     would read every root-owned file the sandbox shows (``/etc/shadow``, the machine's SSH
+     host keys) and is never bound by RLIMIT_NPROC.
+
+   The process cap (:data:`ENV_PROCESSES`, 512 by default) therefore holds: as root, through
+   the kernel's pids cgroup where the grader may make one, and through RLIMIT_NPROC on the
+   kernel's own uid in any case (a container without writable cgroups); as any other user,
+   through RLIMIT_NPROC in the sandbox's user namespace, which counts that sandbox's tasks
+   alone (Linux 5.14 and later). Unsandboxed, only the cgroup can cap it.
 3. runs :func:`_guard_kernel` in the kernel before any of the notebook's cells.
 
 The guard records what the checks rely on (the functions of the modules the locked
@@ -188,7 +192,7 @@ def _readable_paths() -> list[Path]:
 def bwrap_command(workdir: Path, private: Path, tmp_size: int, uid: int | None = None) -> list[str]:
     """bwrap's arguments: ``private`` (the connection folder) and a bounded scratch ``workdir`` writable, nothing kept.
 
-    With ``uid`` (a root grader's kernel that will run as that user, :func:`kernel_uid`), the first process
+    With ``uid`` (a root grader's kernel, which runs as that user, :func:`kernel_uid`), the first process
     keeps only the capabilities to change its user, the writable folders are open to it, and
     ``/etc/passwd`` names it (``private/passwd``, written by :func:`launch`).
     """
@@ -272,8 +276,7 @@ def cgroup_limits(name: str, processes: int, memory: int) -> list[Path]:
 
     Per-process limits (``RLIMIT_DATA``) cannot cap a notebook that starts many processes, and
     ``RLIMIT_NPROC`` does not bind root. Where no cgroup can be made (not root, a container), nothing is
-    capped here (best effort): a non-root grader's sandbox caps the processes itself (:func:`process_capped`),
-    and a root grader's kernel runs as a user of its own (:func:`kernel_uid`).
+    capped here (best effort): the sandbox caps the processes itself (:func:`process_capped`).
     """
     made: list[Path] = []
     for controller, root in _cgroup_roots().items():
@@ -284,21 +287,16 @@ def cgroup_limits(name: str, processes: int, memory: int) -> list[Path]:
                 (parent / "cgroup.subtree_control").write_text("+pids +memory")
             group = parent / name
             group.mkdir(exist_ok=True)
+            made.append(group)
             v2 = (root / "cgroup.controllers").exists()
             limits = {"pids": {"pids.max": processes},
                       "memory": {"memory.max": memory} if v2 else {"memory.limit_in_bytes": memory}}[controller]
             for file, value in limits.items():
                 (group / file).write_text(str(value))
             (group / "cgroup.procs").write_text(str(os.getpid()))
-            made.append(group)  # only a group that caps this process: one left half made caps nothing
         except OSError:
             continue
     return made
-
-
-def _pids_capped(made: list[Path]) -> bool:
-    """Whether one of the control groups :func:`cgroup_limits` made (and moved this process into) caps its tasks."""
-    return any((group / "pids.max").exists() for group in made)
 
 
 def _closed_to_others(paths: list[Path]) -> list[Path]:
@@ -317,32 +315,35 @@ def _closed_to_others(paths: list[Path]) -> list[Path]:
     return closed
 
 
-def kernel_uid(made: list[Path], workdir: Path) -> int | None:
-    """The user a root grader's kernel runs as where no pids cgroup caps it (see :data:`KERNEL_UID_BASE`), else None.
+def kernel_uid() -> int | None:
+    """The user a root grader's sandboxed kernel runs as (see :data:`KERNEL_UID_BASE`); None to keep the grader's.
 
-    RLIMIT_NPROC never binds root, so where :func:`cgroup_limits` could not cap the processes (a container), the
-    kernel gives up root inside the sandbox, as a uid that no account and no other kernel has, and that limit binds
-    it. Everything the sandbox mounts must then be readable by other users; where something is not, the kernel
-    stays root, uncapped (:func:`process_cap_warning` tells the instructor before grading starts).
+    Root, even without capabilities, reads every root-owned file the sandbox shows (``/etc/shadow``, the SSH
+    host keys under ``/etc``), and RLIMIT_NPROC never binds it: where :func:`cgroup_limits` cannot cap the
+    processes (a container), nothing would. So a root grader's kernel gives up root inside the sandbox, for a
+    uid that no account and no other kernel has. What the course mounts for every kernel (Python, the
+    environment, helpers, the data) must then be readable by other users; where something is not, the kernel
+    stays root (:func:`kernel_user_warning` tells the instructor before grading starts). The submission's own
+    files play no part: a learner could otherwise keep their kernel root by handing in a file only its owner
+    may read. A non-root grader's kernel keeps the grader's user, in a user namespace of its own.
     """
-    if os.getuid() != 0 or not sandboxed() or _pids_capped(made):
-        return None
-    if _closed_to_others([*_readable_paths(), *workdir.iterdir()]):
+    if os.getuid() != 0 or not sandboxed() or _closed_to_others(_readable_paths()):
         return None
     return KERNEL_UID_BASE + os.getpid()
 
 
-def process_cap_warning() -> str | None:
-    """One line for the instructor when graded notebooks will run without a cap on their processes, else None."""
-    if not sandboxed() or os.getuid() != 0 or _cgroup_roots().get("pids"):
-        return None  # unsandboxed: the other warning says it; not root: RLIMIT_NPROC in the sandbox's namespace
+def kernel_user_warning() -> str | None:
+    """One line for the instructor when a root grader's kernels would have to stay root, else None."""
+    if not sandboxed() or os.getuid() != 0:
+        return None  # unsandboxed: the other warning says it; not root: the kernel never is
     closed = _closed_to_others(_readable_paths())
     if not closed:
         return None
     shown = " ".join(str(p) for p in closed[:5])
-    return (f"warning: graded notebooks may start any number of processes: grading as root without a writable pids "
-            f"cgroup, kernels can be capped only as another user, who cannot read {shown}. "
-            f"Make them readable (chmod o+rX {shown}) and grade again.")
+    uncapped = "" if _cgroup_roots().get("pids") else ", may start any number of processes (no writable pids cgroup)"
+    return (f"warning: graded notebooks run as root: they can read root's files in the sandbox (such as /etc/shadow)"
+            f"{uncapped}. They would run as a user of their own, but other users cannot read {shown}. Make them "
+            f"readable (chmod o+rX {shown}) and grade again.")
 
 
 def remove_cgroups(name: str) -> None:
@@ -372,7 +373,7 @@ def launch(argv: list[str]) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
     processes = int(os.environ.get(ENV_PROCESSES, DEFAULT_PROCESSES))
     # the notebook and every process it starts, together: processes and memory (the connection folder's name)
-    made = cgroup_limits(connection_file.parent.name, processes, int(os.environ.get(ENV_MEMORY_TOTAL, 2 * memory)))
+    cgroup_limits(connection_file.parent.name, processes, int(os.environ.get(ENV_MEMORY_TOTAL, 2 * memory)))
     # the guard is loaded by path, under a name of its own, so it does not depend on `helpers` importing
     guard = (f"__import__('runpy').run_path({str(Path(__file__).resolve())!r}, run_name='_course_guard')"
              "['_guard_kernel']()")
@@ -385,7 +386,7 @@ def launch(argv: list[str]) -> None:
     os.environ["PYTHONPATH"] = str(checkout())
     if sandboxed():
         workdir, private = Path.cwd().resolve(), connection_file.parent
-        uid = kernel_uid(made, workdir)
+        uid = kernel_uid()
         if uid is not None:
             # the kernel's user makes its sockets in the connection folder and reads (then deletes) the secret there
             (private / "passwd").write_text(Path("/etc/passwd").read_text()
@@ -423,11 +424,11 @@ def process_capped(command: list[str], processes: int, uid: int | None = None) -
     The grader's own processes must not count, nor other kernels': RLIMIT_NPROC is counted per user namespace
     and user (Linux >= 5.14), so it is set inside the sandbox's own user namespace, after bwrap made it. Set
     before, by the launcher, it would be recorded as the limit of the namespace's creator, and the kernel's
-    every fork would also be checked against all the processes the grader's user runs. Root is not capped
-    this way (RLIMIT_NPROC never binds kuid 0): there the control group of :func:`cgroup_limits` caps it, or,
-    without one, the kernel becomes ``uid`` (:func:`kernel_uid`), whom the limit binds: no other process has that
-    uid, so it counts the sandbox's tasks alone on any Linux. Nor is a non-root user capped on Linux before 5.14
-    (see :func:`_nproc_per_user_namespace`).
+    every fork would also be checked against all the processes the grader's user runs. RLIMIT_NPROC never binds
+    kuid 0, so a root grader's kernel becomes ``uid`` (:func:`kernel_uid`) once the limit is set: no other
+    process has that uid, so it counts the sandbox's tasks alone, on any Linux. A kernel left root is capped by
+    the control group of :func:`cgroup_limits` alone, if there is one; a non-root user's, on Linux before 5.14
+    (see :func:`_nproc_per_user_namespace`), by nothing.
     """
     if uid is not None:
         return [sys.executable, "-I", str(Path(__file__).resolve()), CAP_PROCESSES, str(processes), "-",
@@ -444,7 +445,7 @@ def cap_processes(argv: list[str]) -> None:
 
     Sets RLIMIT_NPROC (soft and hard: the notebook cannot raise it) when this process is in a user namespace
     other than the grader's, where it counts the sandbox's tasks alone, then runs the kernel. With ``--as``
-    (a root grader without a pids cgroup), sets it, then becomes that user, which leaves it no capability and
+    (a root grader), sets it, then becomes that user, which leaves it no capability and
     no way to regain one (no_new_privs), and runs the kernel as that user. Does not return.
     """
     processes, graders, command = int(argv[0]), argv[1], argv[argv.index("--") + 1:]
