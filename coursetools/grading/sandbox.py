@@ -25,13 +25,13 @@ That launcher, still outside the sandbox:
    - no capabilities (``--cap-drop ALL``), even when grading runs as root;
    - for a grader that is not root, a user namespace of its own, in which this file, run
      first inside the sandbox, caps the processes and threads of the kernel and all it starts
-     (``RLIMIT_NPROC``, :func:`process_capped`) before it starts the kernel.
+     (``RLIMIT_NPROC``, :func:`process_capped`) before it starts the kernel;
+   - for a root grader, no root in the sandbox: this file, run first inside it with only the
+     capabilities to change its user, sets the same cap and becomes a user of its own, a uid
+     no account and no other kernel has (:func:`kernel_uid`), before it starts the kernel.
+     Root, even without capabilities, would read every root-owned file the sandbox shows
+     (``/etc/shadow``, the machine's SSH host keys), and RLIMIT_NPROC never binds it.
    Without ``bwrap`` the same kernel runs unsandboxed, with the same limits and guard.
-
-   - for a root grader, no root in the sandbox: the kernel runs as a user of its own, a uid no
-     account and no other kernel has (:func:`kernel_uid`). Root, even without capabilities,
-     would read every root-owned file the sandbox shows (``/etc/shadow``, the machine's SSH
-     host keys) and is never bound by RLIMIT_NPROC.
 
    The process cap (:data:`ENV_PROCESSES`, 512 by default) therefore holds: as root, through
    the kernel's pids cgroup where the grader may make one, and through RLIMIT_NPROC on the
