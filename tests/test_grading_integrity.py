@@ -478,6 +478,39 @@ def test_the_notebooks_folder_is_bounded_scratch(tmp_path):
     assert sorted(p.name for p in work.iterdir()) == ["submitted.txt"] and (work / "submitted.txt").read_text() == "mine"
 
 
+@pytest.mark.skipif(not sandbox.sandboxed(), reason="bubblewrap is not installed (apt-get install bubblewrap)")
+def test_a_link_handed_in_beside_the_notebook_shows_the_kernel_nothing(tmp_path):
+    """bwrap runs as root for a root grader: a link in the notebook's folder must stay a link, not mount its target."""
+    work, private, secret = tmp_path / "work", tmp_path / "private", tmp_path / "answers.txt"
+    work.mkdir(), private.mkdir()
+    secret.write_text("the answers")
+    (work / "answers").symlink_to(secret)
+    (work / "course").symlink_to(REPO_ROOT)
+    script = "cat answers; ls course/solutions; readlink answers"
+    out = subprocess.run(sandbox.bwrap_command(work, private, 16 * 2**20) + ["--", "sh", "-c", script],
+                         capture_output=True, text=True)
+    assert "the answers" not in out.stdout and "00_start_here" not in out.stdout, out
+    assert out.stdout.strip() == str(secret), out  # the link is still there, pointing where it did
+
+
+def test_the_grader_reads_the_kernels_log_only_as_a_plain_file(tmp_path):
+    """The kernel may own its connection folder: a link or a pipe in place of its log is not read through."""
+    from coursetools.grading.autograder import _kernel_log_end
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root's own")
+    log = tmp_path / "kernel.log"
+    log.write_text("x" * 10_000 + "\nModuleNotFoundError: No module named 'ipykernel'")
+    assert _kernel_log_end(log).endswith("No module named 'ipykernel'") and len(_kernel_log_end(log)) <= 8192
+    log.unlink()
+    log.symlink_to(secret)
+    assert _kernel_log_end(log) == ""
+    log.unlink()
+    os.mkfifo(log)
+    assert _kernel_log_end(log) == ""  # and it did not wait for a writer
+    assert _kernel_log_end(tmp_path / "missing.log") == ""
+
+
 @pytest.mark.skipif(not sandbox._cgroup_roots().get("pids"), reason="no writable cgroup here (needs root)")
 def test_processes_are_capped_for_the_notebook_as_a_whole():
     """RLIMIT_NPROC does not bind root: the kernel's control group caps how many processes it runs at once."""

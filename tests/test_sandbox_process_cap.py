@@ -71,9 +71,10 @@ def why_not_here() -> str | None:
     return checkout_unreachable()
 
 
-# Starts a command as root in a mount namespace of its own where no cgroup can be written, as in a container.
-WITHOUT_CGROUPS = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                   'mount -t tmpfs -o size=1m,mode=0555 none /sys/fs/cgroup && exec "$@"', "sh"]
+# Starts a command as root as in a container: mount and process namespaces of its own (so every grader's launcher
+# may have the same pid), where no cgroup can be written. It dies with the test's handle on it (--kill-child).
+WITHOUT_CGROUPS = ["unshare", "--mount", "--propagation", "private", "--pid", "--fork", "--mount-proc", "--kill-child",
+                   "sh", "-c", 'mount -t tmpfs -o size=1m,mode=0555 none /sys/fs/cgroup && exec "$@"', "sh"]
 
 
 def why_not_as_root() -> str | None:
@@ -106,6 +107,8 @@ class Kernel:
         # what nbgrader's autograde gives the launcher: the notebook's folder, the grader's secret beside the
         # connection file (the guard reads it, then deletes it)
         (work / f"{name}.ipynb").write_text("{}")
+        # handed in beside the notebook, which is the kernel's working folder: it must not run instead of ipykernel's
+        (work / "ipykernel_launcher.py").write_text("raise SystemExit('the notebook folder\'s ipykernel_launcher.py ran')\n")
         (self.private / "secret").write_text("s3cret")
         connection, _ = write_connection_file(str(self.private / "connection.json"), transport="ipc",
                                               ip=str(self.private / "k"))
@@ -207,12 +210,16 @@ WHO = ("import os, getpass, subprocess\n"
        "except OSError:\n"
        "    shadow = 'refused'\n"
        "su = subprocess.run(['su', '-c', 'id -u'], capture_output=True, text=True, stdin=subprocess.DEVNULL)\n"
-       "print(os.getuid(), getpass.getuser(), shadow, su.returncode != 0 and su.stdout.strip() != '0')\n")
+       "caps = {k: v for k, v in (line.split(':') for line in open('/proc/self/status')) if k.startswith('Cap')}\n"
+       "no_caps = all(int(caps[k], 16) == 0 for k in ('CapInh', 'CapPrm', 'CapEff', 'CapAmb'))\n"
+       "print(os.getuid(), getpass.getuser(), shadow, su.returncode != 0 and su.stdout.strip() != '0', no_caps)\n")
 
 
 @pytest.mark.skipif(NOT_AS_ROOT is not None, reason=str(NOT_AS_ROOT))
 def test_a_root_graders_kernels_are_each_capped_without_cgroups(top):
     """Without cgroups, each kernel of a root grader runs as a uid of its own, and RLIMIT_NPROC caps it.
+
+    Each grader is in a container of its own (its own pid 1), as two graders on one machine would be.
 
     Two kernels at once: a cell in each starts sleeping children until it may not (EAGAIN) and keeps them, so
     both hold nearly the cap together; each then runs ordinary work (DataLoader workers). The kernel is not
@@ -224,11 +231,12 @@ def test_a_root_graders_kernels_are_each_capped_without_cgroups(top):
             kernels.append(Kernel(Path(sys.executable), top, name, user=None))
         uids = []
         for kernel in kernels:
-            uid, user, shadow, stayed = kernel.run(WHO).split()
+            uid, user, shadow, stayed, no_caps = kernel.run(WHO).split()
             uids.append(int(uid))
             assert int(uid) >= sandbox.KERNEL_UID_BASE and user == sandbox.KERNEL_USER, (uid, user)
-            assert shadow == "refused" and stayed == "True", (shadow, stayed)
+            assert shadow == "refused" and stayed == "True" and no_caps == "True", (shadow, stayed, no_caps)
             assert not (kernel.private / "secret").exists(), "the guard did not read and delete the grader's secret"
+        # each launcher is pid 1 of its own container here: a uid derived from the pid would be the same
         assert len(set(uids)) == 2, f"two kernels share a uid, so they would share one cap: {uids}"
         started = []
         for kernel in kernels:  # one after the other: the first kernel still holds its children

@@ -106,6 +106,26 @@ def configure(c) -> None:
     c.GenerateFeedback.preprocessors = [GetGrades, FeedbackWithoutHiddenTests, CSSHTMLHeaderPreprocessor]
 
 
+def _kernel_log_end(log: Path, size: int = 8192) -> str:
+    """The last ``size`` bytes the kernel wrote to its terminal, as text; "" if there is no such plain file.
+
+    The kernel may own its connection folder (a root grader's kernel runs as a user of its own), so it could
+    leave a link or a pipe in the log's place: the grader reads neither.
+    """
+    import stat
+
+    try:
+        fd = os.open(log, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return ""
+        file.seek(max(0, info.st_size - size))
+        return file.read(size).decode(errors="replace").strip()
+
+
 class GraderExecute(Execute):
     """nbgrader's Execute, in the grading sandbox, with whole-notebook and output limits and the guard's probe."""
 
@@ -174,8 +194,7 @@ class GraderExecute(Execute):
         try:
             kc = await super().async_start_new_kernel_client()
         except Exception as error:
-            log = self._private / "kernel.log"
-            said = log.read_text(errors="replace").strip() if log.exists() else ""
+            said = _kernel_log_end(self._private / "kernel.log")
             KERNEL_START_ERROR.append(said[-2000:] or f"{type(error).__name__}: {error}")
             raise
         execute = kc.execute

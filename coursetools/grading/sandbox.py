@@ -83,9 +83,11 @@ DEFAULT_PROCESSES = 512
 DEFAULT_MEMORY = 2 * 2**30
 DEFAULT_FILE_SIZE = 256 * 2**20
 DEFAULT_TMP_SIZE = 512 * 2**20
-# A root grader without a pids cgroup runs each kernel as a user of its own, whom RLIMIT_NPROC binds: this base
-# plus the launcher's pid (unique while the sandbox lives), far above any account's uid and systemd's ranges.
-KERNEL_UID_BASE = 0x7F000000
+# A root grader runs each kernel as a user of its own, whom RLIMIT_NPROC binds: a uid drawn at random from
+# [KERNEL_UID_BASE, KERNEL_UID_BASE + KERNEL_UIDS), above any account's uid and systemd's container ranges. Drawn,
+# not derived from a pid: graders in containers that share the machine's users each have their own pid 1.
+KERNEL_UID_BASE = 0x70000000
+KERNEL_UIDS = 0x0FFFFFFE
 KERNEL_USER = "course-kernel"  # that user's name in the sandbox's /etc/passwd
 
 
@@ -229,7 +231,9 @@ def bwrap_command(workdir: Path, private: Path, tmp_size: int, uid: int | None =
     # What the kernel writes there (checkpoints, runs/) is bounded, and is gone with the kernel.
     command += [*writable, "--size", str(tmp_size), "--tmpfs", str(workdir)]
     for entry in sorted(workdir.iterdir()):
-        command += ["--ro-bind", str(entry), str(entry)]
+        # a link stays a link: bwrap, as root, would mount whatever it points at (the solutions, the gradebook)
+        command += ["--symlink", os.readlink(entry), str(entry)] if entry.is_symlink() else [
+            "--ro-bind", str(entry), str(entry)]
     # the connection folder: the kernel creates its sockets there, beside the grader's files
     command += ["--bind", str(private), str(private)]
     if uid is not None:  # getpass, torch.compile's cache folder and `whoami` look the kernel's user up
@@ -327,9 +331,12 @@ def kernel_uid() -> int | None:
     files play no part: a learner could otherwise keep their kernel root by handing in a file only its owner
     may read. A non-root grader's kernel keeps the grader's user, in a user namespace of its own.
     """
+    import secrets
+
     if os.getuid() != 0 or not sandboxed() or _closed_to_others(_readable_paths()):
         return None
-    return KERNEL_UID_BASE + os.getpid()
+    # two kernels share a cap only if they draw the same of 268 million uids while both run
+    return KERNEL_UID_BASE + secrets.randbelow(KERNEL_UIDS)
 
 
 def kernel_user_warning() -> str | None:
@@ -377,7 +384,8 @@ def launch(argv: list[str]) -> None:
     # the guard is loaded by path, under a name of its own, so it does not depend on `helpers` importing
     guard = (f"__import__('runpy').run_path({str(Path(__file__).resolve())!r}, run_name='_course_guard')"
              "['_guard_kernel']()")
-    kernel = [sys.executable, "-m", "ipykernel_launcher", *argv, f"--IPKernelApp.exec_lines={guard}"]
+    # -P: the kernel's own module, not an ipykernel_launcher.py handed in beside the notebook (its working folder)
+    kernel = [sys.executable, "-P", "-m", "ipykernel_launcher", *argv, f"--IPKernelApp.exec_lines={guard}"]
     # the kernel's own terminal output (its banner, a learner's os.write(2, ...)) stays off the grader's
     log = os.open(connection_file.parent / "kernel.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log, 1)
@@ -456,8 +464,13 @@ def cap_processes(argv: list[str]) -> None:
         resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
         os.setgroups([])
         os.setresgid(uid, uid, uid)
-        os.setresuid(uid, uid, uid)  # from root to another user: every capability goes with it
-        if ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS: no setuid program
+        os.setresuid(uid, uid, uid)  # from root to another user: the permitted and effective capabilities go with it
+        libc = ctypes.CDLL(None, use_errno=True)
+        # and the inheritable ones bwrap left (CAP_SETUID, CAP_SETGID): capset(version 3, this process, all empty)
+        header, data = (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()
+        if libc.capset(header, data) != 0:
+            raise OSError(ctypes.get_errno(), "capset failed")
+        if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS: no setuid program gives any back
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
         os.execv(command[0], command)
     if str(_user_namespace()) != graders and _user_namespace() is not None:
