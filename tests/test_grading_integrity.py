@@ -553,7 +553,9 @@ def test_sandbox_blocks_the_vandal(graded, course, listener):
     text = "".join(o.get("text", "") for o in nb.cells[cell_index(nb, "ex_to_fahrenheit")].outputs)
     attempts = [line for line in text.splitlines() if ": " in line and line.split(": ")[1][:7] in ("DONE", "blocked")]
     assert len(attempts) == 9, text[:2000]
-    assert all("blocked" in line for line in attempts), attempts
+    # a root grader's kernel reads root's files only where it had to stay root, which grading warned of
+    stays_root = os.getuid() == 0 and sandbox.kernel_user_warning() is not None
+    assert all("blocked" in line for line in attempts if not (stays_root and "secrets" in line)), attempts
     assert "dropped by the grader" in text and len(text) < 2_500_000
     assert not listener[1], "the sandboxed kernel reached the grading machine's network"
     assert (course / "grading" / "gradebook.db").exists() and graded["full"].score == 2

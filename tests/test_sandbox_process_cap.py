@@ -88,6 +88,8 @@ def why_not_as_root() -> str | None:
     probe = subprocess.run([*WITHOUT_CGROUPS, "ls", "/sys/fs/cgroup"], capture_output=True, text=True)
     if probe.returncode != 0 or probe.stdout.strip():
         return f"cannot hide the cgroups in a mount namespace here: {probe.stderr.strip()}"
+    if sandbox.kernel_user_warning() is not None:
+        return f"the kernels must stay root in this checkout: {sandbox.kernel_user_warning()}"
     return None
 
 
