@@ -565,7 +565,7 @@ def test_sandbox_blocks_the_vandal(graded, course, listener):
 
 def test_grading_works_unsandboxed_with_one_warning(course, graded, monkeypatch, capsys):
     monkeypatch.setenv(sandbox.ENV_SANDBOX, "none")
-    monkeypatch.setattr(grading, "_warned_unsandboxed", False)
+    monkeypatch.setattr(grading, "_warned_before_grading", False)
     first = grading.autograde(LESSON, course, ["full"], overrides=quick())
     grading.autograde(LESSON, course, ["renamed"], overrides=quick())  # refused before any kernel starts
     err = capsys.readouterr().err

@@ -158,6 +158,21 @@ class Kernel:
         self.process.wait(timeout=30)
 
 
+def each_holds_nearly_the_cap(kernels: list[Kernel]) -> None:
+    """A cell in each kernel starts children until it may not (EAGAIN) and keeps them, one kernel after the
+    other, so that all hold nearly the cap at once; then each lets them go and runs ordinary work."""
+    started = []
+    for kernel in kernels:  # one after the other: the first kernel still holds its children
+        count, stopped = kernel.run(FORK).split()
+        started.append(int(count))
+        assert stopped == str(errno.EAGAIN), (count, stopped)
+    # the kernel's own threads and bwrap's init count too, so somewhat fewer than the cap start
+    assert all(CAP // 2 <= n < CAP for n in started), started
+    for kernel, count in zip(kernels, started):
+        assert kernel.run(RELEASE).strip() == str(count)
+        assert kernel.run(NORMAL).strip() == str(sum(range(64)))
+
+
 @pytest.fixture
 def top() -> Iterator[Path]:
     folder = Path(tempfile.mkdtemp(prefix="course-nproc-", dir="/tmp"))  # short: Unix socket paths <= 107 bytes
@@ -185,16 +200,7 @@ def test_a_non_root_graders_kernels_are_each_capped(top):
     try:
         for name in ("a", "b"):
             kernels.append(Kernel(python, top, name))
-        started = []
-        for kernel in kernels:  # one after the other: the first kernel still holds its children
-            count, stopped = kernel.run(FORK).split()
-            started.append(int(count))
-            assert stopped == str(errno.EAGAIN), (count, stopped)
-        # the kernel's own threads and bwrap's init count too, so somewhat fewer than the cap start
-        assert all(CAP // 2 <= n < CAP for n in started), started
-        for kernel, count in zip(kernels, started):
-            assert kernel.run(RELEASE).strip() == str(count)
-            assert kernel.run(NORMAL).strip() == str(sum(range(64)))
+        each_holds_nearly_the_cap(kernels)
     finally:
         for kernel in kernels:
             kernel.stop()
@@ -240,15 +246,7 @@ def test_a_root_graders_kernels_are_each_capped_without_cgroups(top):
             assert not (kernel.private / "secret").exists(), "the guard did not read and delete the grader's secret"
         # each launcher is pid 1 of its own container here: a uid derived from the pid would be the same
         assert len(set(uids)) == 2, f"two kernels share a uid, so they would share one cap: {uids}"
-        started = []
-        for kernel in kernels:  # one after the other: the first kernel still holds its children
-            count, stopped = kernel.run(FORK).split()
-            started.append(int(count))
-            assert stopped == str(errno.EAGAIN), (count, stopped)
-        assert all(CAP // 2 <= n < CAP for n in started), started
-        for kernel, count in zip(kernels, started):
-            assert kernel.run(RELEASE).strip() == str(count)
-            assert kernel.run(NORMAL).strip() == str(sum(range(64)))
+        each_holds_nearly_the_cap(kernels)
     finally:
         for kernel in kernels:
             kernel.stop()
@@ -314,20 +312,20 @@ def test_a_root_grader_is_told_before_grading_what_keeps_its_kernels_uncapped(tm
     probe = ("from coursetools.grading import sandbox\n"
              "print(sandbox.kernel_uid())\n"
              "print(sandbox.kernel_user_warning())\n")
-    out = subprocess.run([*WITHOUT_CGROUPS, sys.executable, "-c", probe], cwd=REPO_ROOT, env=env,
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    uid, warning = out.stdout.strip().splitlines()
-    assert uid == "None" and "run as root" in warning and "may start any number of processes" in warning, out
-    assert f"chmod o+rX {data}" in warning, out
-    if sandbox._cgroup_roots().get("pids"):  # with a pids cgroup, the kernel left root is still capped
-        out = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                             timeout=120)
+
+    def kernel_uid_and_warning(prefix: list[str]) -> tuple[str, str]:
+        out = subprocess.run([*prefix, sys.executable, "-c", probe], cwd=REPO_ROOT, env=env, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
         uid, warning = out.stdout.strip().splitlines()
-        assert uid == "None" and "run as root" in warning and "any number" not in warning, out
+        return uid, warning
+
+    uid, warning = kernel_uid_and_warning(WITHOUT_CGROUPS)
+    assert uid == "None" and "run as root" in warning and "may start any number of processes" in warning, warning
+    assert f"chmod o+rX {data}" in warning, warning
+    if sandbox._cgroup_roots().get("pids"):  # with a pids cgroup, the kernel left root is still capped
+        uid, warning = kernel_uid_and_warning([])
+        assert uid == "None" and "run as root" in warning and "any number" not in warning, warning
     data.chmod(0o755)
-    out = subprocess.run([*WITHOUT_CGROUPS, sys.executable, "-c", probe], cwd=REPO_ROOT, env=env,
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    uid, warning = out.stdout.strip().splitlines()
-    assert int(uid) >= sandbox.KERNEL_UID_BASE and warning == "None", out
+    uid, warning = kernel_uid_and_warning(WITHOUT_CGROUPS)
+    assert int(uid) >= sandbox.KERNEL_UID_BASE and warning == "None", (uid, warning)

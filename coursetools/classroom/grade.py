@@ -131,7 +131,7 @@ def grade_one(course_root: str, student: str, lesson: str, overrides: Config) ->
 def _worker_init(threads: int) -> None:
     # Kernels inherit this: jobs x threads stays within the cores instead of oversubscribing them.
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
-    grading._warned_unsandboxed = True  # grade_class said it once, before the progress bar
+    grading._warned_before_grading = True  # grade_class said it once, before the progress bar
 
 
 def grade_class(
@@ -167,7 +167,7 @@ def grade_class(
     todo = submissions(course_root, lessons, shard, students)
     jobs = min(jobs, max(1, len(todo)))
     max_scores = prepare_gradebook(course_root, lessons, sorted({s for s, _ in todo}), config)
-    grading._warn_if_unsandboxed()  # before grading starts, not inside the progress bar
+    grading._warn_before_grading()  # before grading starts, not inside the progress bar
     results: dict[tuple[str, str], SubmissionResult] = {}
     bar = tqdm(total=len(todo), desc="grading", unit="submission", disable=not progress, file=sys.stderr)
 

@@ -138,17 +138,17 @@ def classify(notebook: nbformat.NotebookNode | None) -> tuple[str, str]:
     return "graded", ""
 
 
-_warned_unsandboxed = False
+_warned_before_grading = False
 
 
-def _warn_if_unsandboxed() -> None:
-    global _warned_unsandboxed
+def _warn_before_grading() -> None:
+    global _warned_before_grading
     from coursetools.grading import sandbox
 
-    if not _warned_unsandboxed:
+    if not _warned_before_grading:
         warning = sandbox.kernel_user_warning() if sandbox.sandboxed() else sandbox.unsandboxed_warning()
         if warning:
-            _warned_unsandboxed = True
+            _warned_before_grading = True
             print(warning, file=sys.stderr)
 
 
@@ -175,7 +175,7 @@ def autograde(
     """
     from coursetools.grading import autograder, scan
 
-    _warn_if_unsandboxed()
+    _warn_before_grading()
     api = _api(course_root, overrides)
     submitted = Path(api.coursedir.root) / api.coursedir.submitted_directory
     source_dir = Path(api.coursedir.root) / api.coursedir.source_directory / lesson

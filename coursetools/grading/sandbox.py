@@ -333,7 +333,7 @@ def kernel_uid() -> int | None:
     """
     import secrets
 
-    if os.getuid() != 0 or not sandboxed() or _closed_to_others(_readable_paths()):
+    if os.getuid() != 0 or not sandboxed() or kernel_user_warning() is not None:
         return None
     # two kernels share a cap only if they draw the same of 268 million uids while both run
     return KERNEL_UID_BASE + secrets.randbelow(KERNEL_UIDS)
