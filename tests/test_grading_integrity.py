@@ -120,6 +120,28 @@ ALWAYS_EQUAL = ("class Agreeable(torch.Tensor):\n"
                 "        return super().__torch_function__(func, types, args, kwargs or {})\n"
                 "def to_fahrenheit(celsius):\n"
                 "    return (celsius * 9 / 5).as_subclass(Agreeable)\n")
+# The answer key called from the learner's own function, reached through the check module they import.
+KEY_CALL = ("def to_fahrenheit(celsius):\n"
+            "    return getattr(check, 'r' + 'ef').to_fahrenheit(celsius)\n")
+# The answer key bound to the exercise's name, dug out of the helpers package without naming it.
+KEY_ALIAS = ("import helpers\n"
+             "to_fahrenheit = vars(vars(helpers)['refer' + 'ence'])['start'].to_fahrenheit\n")
+# Every comparison's tolerance loosened by changing the defaults of the check's comparison in place.
+LOOSE_DEFAULTS = "getattr(check.expect_tensor, '__kw' + 'defaults__').update(atol=1e9, rtol=1e9)\n" + WRONG
+# A torch function mode, entered and left on, that says every comparison is equal: no tensor of the answer is odd.
+MODE_EQUAL = ("from torch.overrides import TorchFunctionMode\n"
+              "class Agreeable(TorchFunctionMode):\n"
+              "    def __torch_function__(self, func, types, args=(), kwargs=None):\n"
+              "        if getattr(func, '__name__', '') in ('allclose', 'equal'):\n"
+              "            return True\n"
+              "        return func(*args, **(kwargs or {}))\n"
+              "Agreeable().__enter__()\n" + WRONG)
+# ALWAYS_EQUAL's tensor type, passing itself off as one of numpy's.
+DISGUISED_EQUAL = ALWAYS_EQUAL.replace("    @classmethod\n", "    __module__ = 'numpy'\n    @classmethod\n", 1)
+# The same tricks with a right answer: the cells pass, and the guard sees the notebook's own type and mode.
+RIGHT = "def to_fahrenheit(celsius):\n    return celsius * 9 / 5 + 32\n"
+DISGUISED_RIGHT = DISGUISED_EQUAL.replace("(celsius * 9 / 5)", "(celsius * 9 / 5 + 32)")
+MODE_LEFT_ON = MODE_EQUAL.replace(WRONG, RIGHT)
 HONEST_EXTRAS = ("import gc, inspect\n"
                  "gc.collect()\n"
                  "assert 'celsius' in str(inspect.signature(lambda celsius: 0))\n"
@@ -241,6 +263,13 @@ def graded(course: Path, listener) -> dict[str, grading.SubmissionResult]:
     submit(course, "always_equal", LESSON, {"ex_to_fahrenheit": ALWAYS_EQUAL})
     submit(course, "ast_wrapper", LESSON, {"ex_to_fahrenheit": WRONG + AST_WRAPPER})
     submit(course, "runpy_key", LESSON, {"ex_to_fahrenheit": RUNPY_KEY})
+    submit(course, "key_call", LESSON, {"ex_to_fahrenheit": KEY_CALL})
+    submit(course, "mode_equal", LESSON, {"ex_to_fahrenheit": MODE_EQUAL})
+    submit(course, "loose_defaults", LESSON, {"ex_to_fahrenheit": LOOSE_DEFAULTS})
+    submit(course, "disguised_right", LESSON, {"ex_to_fahrenheit": DISGUISED_RIGHT})
+    submit(course, "mode_left_on", LESSON, {"ex_to_fahrenheit": MODE_LEFT_ON})
+    submit(course, "disguised_equal", LESSON, {"ex_to_fahrenheit": DISGUISED_EQUAL})
+    submit(course, "key_alias", LESSON, {"ex_to_fahrenheit": KEY_ALIAS})
     submit(course, "shadow_probe", LESSON, {"ex_to_fahrenheit": right["ex_to_fahrenheit"].source + "\n" + SHADOW_PROBE})
     submit(course, "honest_extras", LESSON, {"ex_to_fahrenheit": solution_cells(nbformat.read(
         course / "solutions" / LESSON / f"{LESSON}.ipynb", as_version=4))["ex_to_fahrenheit"].source + "\n" + HONEST_EXTRAS})
@@ -375,12 +404,14 @@ def test_rewriting_the_kernels_messages_cannot_win(graded, student):
 
 
 @pytest.mark.parametrize("student, seen", [
-    ("code_swap", "code replaced in place"),
+    ("code_swap", "changed in place (its code, defaults or closure)"),
     ("tracer", "sys.settrace installed a tracing"),
     ("shadow_probe", "integrity probe was replaced"),
-    ("always_equal", "overrides __torch_function__"),
     ("ast_wrapper", "shell.transform_ast"),
     ("runpy_key", None),
+    ("loose_defaults", "expect_tensor: changed in place (its code, defaults or closure)"),
+    ("key_call", "the notebook's code called the course's answer key (helpers.reference.start.to_fahrenheit)"),
+    ("key_alias", "the name to_fahrenheit (helpers.reference.start.to_fahrenheit) is the course's answer key"),
 ])
 def test_tricks_the_scan_cannot_spell_are_flagged_by_the_guard(graded, student, seen):
     result = graded[student]
@@ -391,6 +422,23 @@ def test_tricks_the_scan_cannot_spell_are_flagged_by_the_guard(graded, student, 
         assert any(seen in r and "_tests: " in r for r in result.reasons), result.reasons
     if student == "shadow_probe":  # an answer the grader cannot verify is no pass
         assert result.score == 0, table(graded)
+
+
+@pytest.mark.parametrize("student", ["always_equal", "disguised_equal", "mode_equal"])
+def test_an_answer_that_decides_its_own_comparison_cannot_win(graded, student):
+    """The checks compare tensors as PyTorch does, whatever tensor type or mode the notebook brings."""
+    assert graded[student].score == 0, table(graded)
+
+
+@pytest.mark.parametrize("student, seen", [
+    ("disguised_right", "tensor subclass Agreeable overrides __torch_function__"),
+    ("mode_left_on", "the notebook's torch mode Agreeable is active after the cell"),
+])
+def test_the_notebooks_own_tensor_types_and_modes_are_flagged(graded, student, seen):
+    """What decides how tensors behave, written by the notebook, is looked at by a person (however it is named)."""
+    result = graded[student]
+    assert result.status == "suspicious", table(graded)
+    assert any(seen in r and "_tests: " in r for r in result.reasons), result.reasons
 
 
 def test_scan_flags_no_solution():

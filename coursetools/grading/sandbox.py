@@ -59,12 +59,15 @@ the guard raises the bar; the scan and a person close it.
 from __future__ import annotations
 
 import builtins
+import functools
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
 import sys
+import types
 from functools import lru_cache
 from pathlib import Path
 
@@ -494,10 +497,13 @@ WATCHED_ATTRIBUTES = {
 
 
 def _attributes(obj: object, names: list[str] | None = None) -> dict[str, object]:
-    """The attributes of ``obj`` (a module or class) that the checks may call: all of them, or ``names``."""
+    """The attributes of ``obj`` (a module or class) that the checks rely on: ``names``; else every attribute of a
+    course module (its tolerances and constants too), and what the checks may call of anything else."""
     namespace = vars(obj)
     if names is not None:
         return {name: namespace[name] for name in names if name in namespace}
+    if isinstance(obj, type(sys)) and obj.__name__.startswith("helpers"):
+        return {name: value for name, value in list(namespace.items()) if not name.startswith("__")}
     return {name: value for name, value in list(namespace.items())
             if callable(value) or isinstance(value, (staticmethod, classmethod, property, type(sys)))}
 
@@ -521,21 +527,47 @@ def _code(value: object) -> object:
     return getattr(value, "__code__", None) or getattr(getattr(value, "__func__", None), "__code__", None)
 
 
-def _codes(obj: object, attributes: dict[str, object]) -> dict[str, object]:
-    """Code objects of ``attributes`` and, for classes a course module defines, of their methods."""
-    codes = {name: _code(value) for name, value in attributes.items()}
+def _fingerprint(value: object, course: bool) -> tuple | None:
+    """What a function (or a method's function) runs: its code and, for the course's own functions, its defaults
+    and the contents of its closure. Each can be changed in place, keeping the function's identity
+    (``f.__kwdefaults__["atol"] = 1e9`` loosens every comparison that leaves atol to its default)."""
+    function = value if hasattr(value, "__code__") else getattr(value, "__func__", None)
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return None
+    if not course:
+        return (code,)
+    keywords = function.__kwdefaults__ or {}
+    cells = []
+    for cell in function.__closure__ or ():
+        try:
+            cells.append(cell.cell_contents)
+        except ValueError:  # a cell not filled yet
+            cells.append(None)
+    return (code, function.__defaults__, function.__kwdefaults__, *keywords.keys(), *keywords.values(), *cells)
+
+
+def _same_parts(a: tuple | None, b: tuple | None) -> bool:
+    return a is b or (a is not None and b is not None and len(a) == len(b) and all(x is y for x, y in zip(a, b)))
+
+
+def _codes(obj: object, attributes: dict[str, object]) -> dict[str, tuple]:
+    """Fingerprints of ``attributes`` and, for classes a course module defines, of their methods."""
     module = getattr(obj, "__name__", "")
+    course = module.startswith("helpers")
+    codes = {name: _fingerprint(value, course) for name, value in attributes.items()}
     for name, value in attributes.items():
-        if isinstance(value, type) and value.__module__ == module and module.startswith("helpers"):
-            codes.update({f"{name}.{m}": _code(f) for m, f in vars(value).items() if _code(f) is not None})
+        if isinstance(value, type) and value.__module__ == module and course:
+            codes.update({f"{name}.{m}": _fingerprint(f, course) for m, f in vars(value).items()
+                          if _code(f) is not None})
     return {name: code for name, code in codes.items() if code is not None}
 
 
-def _now_code(obj: object, name: str) -> object:
+def _now_code(obj: object, name: str) -> tuple | None:
     value = obj
     for part in name.split("."):
         value = vars(value).get(part) if hasattr(value, "__dict__") else None
-    return _code(value)
+    return _fingerprint(value, getattr(obj, "__name__", "").startswith("helpers"))
 
 
 def _tracing() -> dict[str, object]:
@@ -546,6 +578,17 @@ def _tracing() -> dict[str, object]:
             "threading.settrace": threading.gettrace(), "threading.setprofile": threading.getprofile()}
 
 
+def _active_modes() -> list[object]:
+    """The torch function and dispatch modes active now (``with mode:``, or ``mode.__enter__()`` left on)."""
+    try:
+        from torch.overrides import _get_current_function_mode_stack
+        from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+        return [*_get_current_function_mode_stack(), *_get_current_dispatch_mode_stack()]
+    except Exception:  # a PyTorch without these (private) functions: nothing seen, rather than a failed probe
+        return []
+
+
 def _subclasses(cls: type) -> list[type]:
     found, todo = [], list(cls.__subclasses__())
     while todo:
@@ -553,6 +596,149 @@ def _subclasses(cls: type) -> list[type]:
         found.append(sub)
         todo += sub.__subclasses__()
     return found
+
+
+# IPython's names for the history of inputs and outputs (In, Out, _, _i3, _7...): what a cell showed, not a binding
+_HISTORY = re.compile(r"In|Out|_+|_i+|_i?\d+|_[oid]h|_sh|exit|quit|get_ipython")
+
+
+class _NotebookCode:
+    """Tells the notebook's own code (its cells, a file it wrote, ``exec``) from the course's and the libraries'."""
+
+    def __init__(self) -> None:
+        import sysconfig
+
+        trusted = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+        trusted |= {Path(p).resolve() for p in sysconfig.get_paths().values()}
+        import importlib.util
+
+        course = importlib.util.find_spec("helpers")  # found, not imported: the notebook may not import it
+        if course is not None and course.origin:
+            trusted.add(Path(course.origin).resolve().parent)
+        self._trusted = tuple(f"{p}{os.sep}" for p in trusted)
+        self._imported = False
+        self._known: dict[str, bool] = {}
+
+    def __call__(self, filename: str) -> bool:
+        imported = getattr(sys.modules.get("helpers"), "__file__", None)
+        if isinstance(imported, str) and not self._imported:  # the course's helpers, as the notebook imported them
+            self._imported = True
+            self._trusted += (f"{Path(imported).resolve().parent}{os.sep}",)
+            self._known.clear()
+        known = self._known.get(filename)
+        if known is None:
+            if filename.startswith("<"):  # "<string>" (exec) is the notebook's; "<frozen ...>" is Python's own
+                known = not filename.startswith("<frozen")
+            else:
+                known = not os.path.realpath(filename).startswith(self._trusted)
+            self._known[filename] = known
+        return known
+
+    def defines(self, function: object) -> bool:
+        """Whether ``function`` (a function, a method, a classmethod) was written by the notebook."""
+        code = _code(function) or _code(getattr(function, "__func__", None))
+        return code is not None and self(code.co_filename)
+
+
+class _AnswerKey:
+    """The course's answer key (the loaded ``helpers.reference`` modules), watched from inside the kernel.
+
+    Each function of those modules, and the ``__init__`` of each class, is replaced by a wrapper that notes
+    when the notebook's own code calls it: ``return check.ref.flatten_batch(x)`` inside an answer, however the
+    module was reached. The checks call the reference freely, and so may the notebook's code with what a check
+    hands it (:func:`helpers.checks.handed`: the arguments of ``call``, the names ``substitute`` puts in the
+    notebook). The probe also looks for names the notebook bound to the answer key (``f = check.ref.f``, a
+    subclass of a reference model, a ``functools.partial`` of one).
+
+    Only the immediate caller counts: a call from the course's code or from a library is not the notebook's.
+    """
+
+    def __init__(self, handed, from_notebook: _NotebookCode) -> None:
+        self.handed = handed
+        self.from_notebook = from_notebook
+        self.called: list[str] = []  # what the notebook's code called since the last probe
+        self.objects: dict[int, tuple[object, str]] = {}  # every wrapper, class and module, kept alive by id
+        self.classes: list[type] = []
+
+    def note(self, caller, obj: object, name: str) -> None:
+        try:
+            if self.from_notebook(caller.f_code.co_filename) and not self.handed(obj) and name not in self.called:
+                self.called.append(name)
+        except Exception:  # never let the watch break the reference call a check makes
+            pass
+
+    def wrap_function(self, original, name: str):
+        key = self
+
+        def answer_key(*args, **kwargs):
+            key.note(sys._getframe(1), answer_key, name)
+            return original(*args, **kwargs)
+
+        _look_like(answer_key, original)
+        self.objects[id(answer_key)] = (answer_key, name)
+        return answer_key
+
+    def wrap_class(self, cls: type, name: str) -> None:
+        key, original = self, vars(cls).get("__init__")
+        if original is not None:
+            def __init__(instance, *args, **kwargs):
+                key.note(sys._getframe(1), cls, name)
+                original(instance, *args, **kwargs)
+
+            _look_like(__init__, original)
+            type.__setattr__(cls, "__init__", __init__)
+        self.objects[id(cls)] = (cls, name)
+        self.classes.append(cls)
+
+    def install(self) -> None:
+        """Wrap every function and class that a loaded reference module defines."""
+        for module_name, module in sorted(sys.modules.items()):
+            if not module_name.startswith("helpers.reference.") or module is None:
+                continue
+            self.objects[id(module)] = (module, module_name)
+            for attribute, value in list(vars(module).items()):
+                if getattr(value, "__module__", None) != module_name:
+                    continue
+                if isinstance(value, type):
+                    self.wrap_class(value, f"{module_name}.{attribute}")
+                elif isinstance(value, types.FunctionType):
+                    setattr(module, attribute, self.wrap_function(value, f"{module_name}.{attribute}"))
+
+    def bound(self, namespace: dict) -> list[str]:
+        """The notebook's names bound to the answer key: "name (what)"."""
+        found = []
+        for name, value in list(namespace.items()):
+            if _HISTORY.fullmatch(name):
+                continue
+            target = value.func if isinstance(value, functools.partial) else value
+            known = self.objects.get(id(target))
+            if known is not None and known[0] is target:
+                found.append(f"{name} ({known[1]})")
+            elif isinstance(target, type) and not str(target.__module__).startswith("helpers") and \
+                    any(issubclass(target, cls) for cls in self.classes):
+                base = next(self.objects[id(c)][1] for c in target.__mro__ if id(c) in self.objects)
+                found.append(f"{name} (a subclass of {base})")
+        return found
+
+    def problems(self, namespace: dict) -> list[str]:
+        """What the probe reports, and forgets the calls it reported."""
+        found = [f"the notebook's code called the course's answer key ({name})" for name in self.called[:3]]
+        found += [f"the name {binding} is the course's answer key" for binding in self.bound(namespace)[:3]]
+        self.called.clear()
+        return found
+
+
+def _look_like(wrapper, original) -> None:
+    """Give ``wrapper`` the name, documentation and signature of ``original`` (not ``__wrapped__``: that would hand
+    the original to whoever asks)."""
+    import inspect
+
+    for attribute in ("__name__", "__qualname__", "__doc__", "__module__", "__annotations__"):
+        setattr(wrapper, attribute, getattr(original, attribute, None))
+    try:
+        wrapper.__signature__ = inspect.signature(original)
+    except (TypeError, ValueError):
+        pass
 
 
 def sign(secret: str, payload: str) -> str:
@@ -581,6 +767,12 @@ def _guard_kernel() -> None:
             watched[name] = importlib.import_module(name)
         except Exception:  # the locked cell will report it in its own words
             continue
+    from_notebook = _NotebookCode()
+    answer_key = None
+    if "helpers" in sys.modules:  # before what the guard records: the wrappers are what must stay in place
+        answer_key = _AnswerKey(getattr(sys.modules.get("helpers.checks"), "handed", lambda obj: False),
+                                from_notebook)
+        answer_key.install()
     watched.update({name: module for name, module in sys.modules.items() if name.startswith("helpers")})
     import torch
 
@@ -616,16 +808,23 @@ def _guard_kernel() -> None:
             changed = sorted(a for a, value in attributes.items() if not _same(now.get(a), value))
             if changed:
                 problems.append(f"{name}.{', '.join(changed[:3])} replaced")
-            swapped = sorted(a for a, code in codes[name].items() if _now_code(obj, a) is not code)
+            swapped = sorted(a for a, code in codes[name].items() if not _same_parts(_now_code(obj, a), code))
             if swapped:
-                problems.append(f"{name}.{', '.join(swapped[:3])}: code replaced in place (__code__)")
+                problems.append(f"{name}.{', '.join(swapped[:3])}: changed in place (its code, defaults or "
+                                "closure)")
         traced = sorted(k for k, v in _tracing().items() if v is not tracing[k])
         if traced:
             problems.append(f"{', '.join(traced)} installed a tracing or profiling function")
         overriding = sorted(cls.__qualname__ for cls in _subclasses(torch.Tensor)
-                            if cls.__module__ == "__main__" and "__torch_function__" in vars(cls))
+                            if "__torch_function__" in vars(cls) and (
+                                cls.__module__ == "__main__" or from_notebook.defines(vars(cls)["__torch_function__"])))
         if overriding:  # a notebook's tensor type that decides what comparisons with it return
             problems.append(f"tensor subclass {', '.join(overriding[:3])} overrides __torch_function__")
+        modes = sorted(type(mode).__qualname__ for mode in _active_modes()
+                       if from_notebook.defines(getattr(type(mode), "__torch_function__", None))
+                       or from_notebook.defines(getattr(type(mode), "__torch_dispatch__", None)))
+        if modes:  # entered in a cell and left on: it sees every torch call the checks make
+            problems.append(f"the notebook's torch mode {', '.join(modes[:3])} is active after the cell")
         now = _hooks(shell)
         changed = sorted(k for k in hooks.keys() | now.keys() if hooks.get(k) != now.get(k))
         if changed:
@@ -637,6 +836,8 @@ def _guard_kernel() -> None:
                 expected = obj if attribute is None else vars(obj).get(attribute)
                 if expected is not None and not _same(namespace[name], expected):
                     problems.append(f"the name {name} (set by a locked cell) was rebound")
+        if answer_key is not None:
+            problems += answer_key.problems(namespace)
         payload = json.dumps({"nonce": nonce, "success": outcome["success"], "error": outcome["error"],
                               "problems": problems}, sort_keys=True)
         return json.dumps({"payload": payload, "signature": sign(secret, payload)})

@@ -387,7 +387,8 @@ def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), nothing_ran
                               reseeded=reseeds, nothing_random=nothing_random)
 
     try:
-        with _watching_reseeds() as reseeds, _counting_loader_seeds() as loader_seeds:
+        with _watching_reseeds() as reseeds, _counting_loader_seeds() as loader_seeds, \
+                _handing([*args, *kwargs.values()]):
             result = _invoke(fn, args, kwargs, given_tensors)
     except BaseException as error:
         after = _global_state()
@@ -535,6 +536,16 @@ def _values_text(values: Any) -> str:
     return text if any(c in text for c in ".eni") else text + "."  # 1. as torch shows a whole float
 
 
+@contextlib.contextmanager
+def _plain_comparison() -> Iterator[None]:
+    """Compare tensors as PyTorch itself does: no tensor subclass's ``__torch_function__`` and no torch function or
+    dispatch mode left active by a cell (``TorchFunctionMode().__enter__()``) decides what a comparison returns."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with torch._C.DisableTorchFunction(), _disable_current_modes():
+        yield
+
+
 def same_value(a: Any, b: Any, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
     """Equal shape, dtype and (close) values for tensors; == or isclose for the rest."""
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
@@ -544,9 +555,10 @@ def same_value(a: Any, b: Any, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
             return False
         if a.device.type == "meta":
             return True
-        if a.is_floating_point() or a.is_complex():
-            return bool(torch.allclose(a, b, atol=atol, rtol=rtol, equal_nan=True))
-        return bool(torch.equal(a, b))
+        with _plain_comparison():
+            if a.is_floating_point() or a.is_complex():
+                return bool(torch.allclose(a, b, atol=atol, rtol=rtol, equal_nan=True))
+            return bool(torch.equal(a, b))
     if isinstance(a, float) or isinstance(b, float):
         try:
             return math.isclose(float(a), float(b), rel_tol=rtol, abs_tol=atol)
@@ -673,9 +685,10 @@ _EXAMPLE_ELEMENTS = 12
 def _close(a: torch.Tensor, b: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
     if a.shape != b.shape:
         return False
-    if a.is_floating_point() or b.is_floating_point():
-        return bool(torch.allclose(a.double(), b.double(), atol=atol, rtol=rtol, equal_nan=True))
-    return bool(torch.equal(a, b))
+    with _plain_comparison():
+        if a.is_floating_point() or b.is_floating_point():
+            return bool(torch.allclose(a.double(), b.double(), atol=atol, rtol=rtol, equal_nan=True))
+        return bool(torch.equal(a, b))
 
 
 def _show(t: torch.Tensor) -> str:
@@ -1491,7 +1504,8 @@ def substitute(fn: Any, **replacements: Any) -> Any:
         saved = {k: namespace.get(k, missing) for k in replacements}
         namespace.update(replacements)
         try:
-            yield
+            with _handing(replacements.values()):
+                yield
         finally:
             for k, v in saved.items():
                 if v is missing:
@@ -1500,6 +1514,35 @@ def substitute(fn: Any, **replacements: Any) -> Any:
                     namespace[k] = v
 
     return swapped()
+
+
+# The reference functions and classes a check has handed to the learner's code, by id, while that code runs:
+# :func:`call`'s arguments and :func:`substitute`'s names. The grader's guard lets the notebook's own code call
+# these, and no other part of the answer key (coursetools.grading.sandbox). {id: how many hand it now}
+_HANDED: dict[int, int] = {}
+
+
+@contextlib.contextmanager
+def _handing(values: Iterable[Any]) -> Iterator[None]:
+    """Mark the callables among ``values``, and those one level inside a list, tuple or dict, as handed over."""
+    values = list(values)
+    inside = [v for value in values if isinstance(value, (list, tuple, dict))
+              for v in (value.values() if isinstance(value, dict) else value)]
+    ids = [id(v) for v in [*values, *inside] if callable(v)]
+    for i in ids:
+        _HANDED[i] = _HANDED.get(i, 0) + 1
+    try:
+        yield
+    finally:
+        for i in ids:
+            _HANDED[i] -= 1
+            if not _HANDED[i]:
+                del _HANDED[i]
+
+
+def handed(obj: object) -> bool:
+    """Whether a check has handed ``obj`` to the learner's code that is running now."""
+    return id(obj) in _HANDED
 
 
 def _globals_of(fn: Any) -> dict | None:
