@@ -544,7 +544,12 @@ def _fingerprint(value: object, course: bool) -> tuple | None:
             cells.append(cell.cell_contents)
         except ValueError:  # a cell not filled yet
             cells.append(None)
-    return (code, function.__defaults__, function.__kwdefaults__, *keywords.keys(), *keywords.values(), *cells)
+    defaults = [*(function.__defaults__ or ()), *keywords.values()]
+    # a default object's fields (check.call's allow=Allow()) can be changed without replacing the object
+    fields = [field for value in defaults if not isinstance(value, (type, type(sys), types.FunctionType))
+              for field in getattr(value, "__dict__", {}).values()]
+    return (code, function.__defaults__, function.__kwdefaults__, *keywords.keys(), *keywords.values(), *cells,
+            *fields)
 
 
 def _same_parts(a: tuple | None, b: tuple | None) -> bool:
@@ -576,6 +581,18 @@ def _tracing() -> dict[str, object]:
 
     return {"sys.settrace": sys.gettrace(), "sys.setprofile": sys.getprofile(),
             "threading.settrace": threading.gettrace(), "threading.setprofile": threading.getprofile()}
+
+
+def _operator_overrides() -> set[str]:
+    """PyTorch's own operators (aten, prims) given an implementation from Python for a device or autograd key, as
+    torch.library records them ("aten/allclose/CPU"); meta implementations, which PyTorch adds itself, are not."""
+    try:
+        import torch.library
+
+        return {entry for entry in torch.library._impls if entry.split("/")[0] in ("aten", "prims")
+                and not entry.endswith("/Meta")}
+    except Exception:  # a PyTorch without this (private) record: nothing seen, rather than a failed probe
+        return set()
 
 
 def _active_modes() -> list[object]:
@@ -612,25 +629,30 @@ class _NotebookCode:
         trusted |= {Path(p).resolve() for p in sysconfig.get_paths().values()}
         import importlib.util
 
-        course = importlib.util.find_spec("helpers")  # found, not imported: the notebook may not import it
-        if course is not None and course.origin:
-            trusted.add(Path(course.origin).resolve().parent)
         self._trusted = tuple(f"{p}{os.sep}" for p in trusted)
+        course = importlib.util.find_spec("helpers")  # found, not imported: the notebook may not import it
+        self._course = (f"{Path(course.origin).resolve().parent}{os.sep}",) if course and course.origin else ()
         self._imported = False
         self._known: dict[str, bool] = {}
 
     def __call__(self, filename: str) -> bool:
+        return self.origin(filename) == "notebook"
+
+    def origin(self, filename: str) -> str:
+        """ "notebook", "course" (``helpers/``) or "library" (Python's and the environment's own)."""
         imported = getattr(sys.modules.get("helpers"), "__file__", None)
         if isinstance(imported, str) and not self._imported:  # the course's helpers, as the notebook imported them
             self._imported = True
-            self._trusted += (f"{Path(imported).resolve().parent}{os.sep}",)
+            self._course += (f"{Path(imported).resolve().parent}{os.sep}",)
             self._known.clear()
         known = self._known.get(filename)
         if known is None:
             if filename.startswith("<"):  # "<string>" (exec) is the notebook's; "<frozen ...>" is Python's own
-                known = not filename.startswith("<frozen")
+                known = "library" if filename.startswith("<frozen") else "notebook"
             else:
-                known = not os.path.realpath(filename).startswith(self._trusted)
+                path = os.path.realpath(filename)
+                known = "course" if path.startswith(self._course) else \
+                    "library" if path.startswith(self._trusted) else "notebook"
             self._known[filename] = known
         return known
 
@@ -661,8 +683,14 @@ class _AnswerKey:
         self.classes: list[type] = []
 
     def note(self, caller, obj: object, name: str) -> None:
+        """Note a call of the answer key whose nearest caller, past libraries' code (``torch.no_grad()(f)``,
+        ``vmap``, ``functools``), is the notebook's own code."""
         try:
-            if self.from_notebook(caller.f_code.co_filename) and not self.handed(obj) and name not in self.called:
+            frame = caller
+            while frame is not None and self.from_notebook.origin(frame.f_code.co_filename) == "library":
+                frame = frame.f_back
+            if frame is not None and self.from_notebook(frame.f_code.co_filename) and not self.handed(obj) \
+                    and name not in self.called:
                 self.called.append(name)
         except Exception:  # never let the watch break the reference call a check makes
             pass
@@ -710,7 +738,15 @@ class _AnswerKey:
         for name, value in list(namespace.items()):
             if _HISTORY.fullmatch(name):
                 continue
-            target = value.func if isinstance(value, functools.partial) else value
+            target = value
+            for _ in range(8):  # through functools.partial, and wrappers that say what they wrap (functools.wraps)
+                if id(target) in self.objects:
+                    break
+                inner = target.func if isinstance(target, functools.partial) else \
+                    getattr(target, "__wrapped__", None) if isinstance(target, types.FunctionType) else None
+                if inner is None:
+                    break
+                target = inner
             known = self.objects.get(id(target))
             if known is not None and known[0] is target:
                 found.append(f"{name} ({known[1]})")
@@ -768,6 +804,7 @@ def _guard_kernel() -> None:
         except Exception:  # the locked cell will report it in its own words
             continue
     from_notebook = _NotebookCode()
+    handed_now = getattr(sys.modules.get("helpers.checks"), "_HANDED", {})
     answer_key = None
     if "helpers" in sys.modules:  # before what the guard records: the wrappers are what must stay in place
         answer_key = _AnswerKey(getattr(sys.modules.get("helpers.checks"), "handed", lambda obj: False),
@@ -799,19 +836,58 @@ def _guard_kernel() -> None:
     # names the locked cells bind: {name: (module, attribute or None)}
     bound = {name: (module, attribute) for name, (module, attribute) in settings.get("names", {}).items()}
 
-    def probe(nonce: str = "") -> str:
-        problems = []
+    operators = _operator_overrides()
+
+    def replaced() -> list[str]:
+        """What was replaced, or changed in place, of what the checks rely on."""
+        found = []
         for name, (obj, attributes) in recorded.items():
             if name in sys.modules and sys.modules[name] is not obj:
-                problems.append(f"module {name} was replaced in sys.modules")
+                found.append(f"module {name} was replaced in sys.modules")
             now = vars(obj)
             changed = sorted(a for a, value in attributes.items() if not _same(now.get(a), value))
             if changed:
-                problems.append(f"{name}.{', '.join(changed[:3])} replaced")
+                found.append(f"{name}.{', '.join(changed[:3])} replaced")
             swapped = sorted(a for a, code in codes[name].items() if not _same_parts(_now_code(obj, a), code))
             if swapped:
-                problems.append(f"{name}.{', '.join(swapped[:3])}: changed in place (its code, defaults or "
-                                "closure)")
+                found.append(f"{name}.{', '.join(swapped[:3])}: changed in place (its code, defaults or closure)")
+        return found
+
+    # What the checks' framework saw replaced right after the learner's code ran (helpers.checks.call), while the
+    # check still ran: code that puts things back before the cell ends is seen there.
+    seen_while_checking: list[str] = []
+
+    def check_after_learner_code() -> None:
+        try:
+            seen_while_checking.extend(p for p in replaced() if p not in seen_while_checking)
+        except Exception:  # never let the look break a check
+            pass
+
+    after_learner_code = getattr(sys.modules.get("helpers.checks"), "_AFTER_LEARNER_CODE", None)
+    if after_learner_code is not None:
+        after_learner_code.append(check_after_learner_code)
+
+    # the grader calls the probe through IPython's user_expressions, which evaluates the call as "<string>"
+    asked_by_grader = getattr(getattr(type(shell), "user_expressions", None), "__code__", None)
+
+    def probe(nonce: str = "") -> str:
+        problems = []
+        asker = sys._getframe(1)
+        if asked_by_grader is not None and not (asker.f_code.co_filename == "<string>" and asker.f_back is not None
+                                                and asker.f_back.f_code is asked_by_grader):
+            # a name of the notebook's, or a replaced builtin, stood in front of the probe: it could have undone
+            # its changes while the probe looked
+            problems.append(f"the grader's probe was called by the notebook's code ({asker.f_code.co_name}), not "
+                            f"by the grader: something named {PROBE} stands in front of it")
+        if handed_now:  # nothing is handed over between cells: a check empties it when it ends
+            problems.append("the course's list of what checks hand the learner's code was changed")
+        problems += [p for p in [*seen_while_checking, *replaced()] if p not in problems]
+        seen_while_checking.clear()
+        if after_learner_code is not None and check_after_learner_code not in after_learner_code:
+            problems.append("the grader's look after each call of the learner's code was removed")
+        overridden = sorted(_operator_overrides() - operators)
+        if overridden:  # torch.library.Library("aten", "IMPL").impl("allclose", ...): PyTorch's own operator replaced
+            problems.append(f"PyTorch's operator {', '.join(overridden[:3])} was given another implementation")
         traced = sorted(k for k, v in _tracing().items() if v is not tracing[k])
         if traced:
             problems.append(f"{', '.join(traced)} installed a tracing or profiling function")

@@ -45,7 +45,8 @@ MACHINERY = {
     "f_globals": "frames", "f_locals": "frames", "tb_frame": "frames", "gi_frame": "frames",
     "__closure__": "closures", "__code__": "code objects", "__globals__": "function globals",
     "__builtins__": "builtins", "__subclasses__": "class internals", "excepthook": "sys.excepthook",
-    "displayhook": "sys.displayhook",
+    "displayhook": "sys.displayhook", "__kwdefaults__": "function defaults", "__defaults__": "function defaults",
+    "__self__": "builtins (a function's __self__)",
 }
 FORBIDDEN_CALLS = {"exec", "eval", "compile", "__import__", "setattr", "delattr", "breakpoint"}
 FORBIDDEN_IMPORTS = {"builtins", "importlib", "ctypes", "cffi", "imp", "runpy"}  # runpy: run the answer key's file
@@ -55,6 +56,11 @@ DIGGING = {"gc": {"get_referrers", "get_referents", "get_objects"},
            "inspect": {"currentframe", "stack", "trace", "getouterframes", "getinnerframes", "getclosurevars",
                        "getmembers", "getmembers_static", "getgeneratorlocals", "getcoroutinelocals"}}
 COURSE_PRIVATE = ("helpers.checks", "helpers.reference")
+# Names a string may spell, in pieces ("__clo" + "sure__") or whole (vars(x)["__builtins__"]), to reach what the
+# scan flags by attribute or call without naming it.
+SPELLED = {*MACHINERY, *FORBIDDEN_CALLS, *FORBIDDEN_IMPORTS, *(name for names in DIGGING.values() for name in names),
+           "reference", "__course_integrity__", "__dict__"}
+DUNDER_STRINGS = {name for name in SPELLED if name.startswith("__") and name != "__dict__"}
 # PyTorch's documented switches, which lessons set (torch.backends.cudnn.benchmark = True)
 SETTINGS = ("torch.backends.", "torch._dynamo.config.", "torch._inductor.config.", "torch.set_float32_matmul_precision")
 IPYTHON_OK = {"run_line_magic", "run_cell_magic", "system", "getoutput",  # what IPython's own %magics become
@@ -150,9 +156,24 @@ def scan_source(source: str, modules: set[str], locked: frozenset[str] = frozens
                 isinstance(node.ctx, ast.Load) and node.id == "get_ipython"):
             found.append(f"uses {node.id}")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and \
-                any(p in node.value for p in COURSE_PRIVATE):
+                (any(p in node.value for p in COURSE_PRIVATE) or node.value in DUNDER_STRINGS):
             found.append(f"names {node.value[:40]!r} in a string")
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            spelled = _folded(node)
+            if spelled is not None and (spelled in SPELLED or any(p in spelled for p in COURSE_PRIVATE)):
+                found.append(f"spells {spelled[:40]!r} in pieces")
     return list(dict.fromkeys(found))
+
+
+def _folded(node: ast.AST) -> str | None:
+    """The string a sum of string literals makes ("__clo" + "sure__"), or None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _folded(node.left), _folded(node.right)
+        if left is not None and right is not None:
+            return left + right
+    return None
 
 
 def bound_modules(cells: list[str]) -> set[str]:

@@ -388,8 +388,12 @@ def call(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), nothing_ran
 
     try:
         with _watching_reseeds() as reseeds, _counting_loader_seeds() as loader_seeds, \
-                _handing([*args, *kwargs.values()]):
-            result = _invoke(fn, args, kwargs, given_tensors)
+                _handing([*args, *kwargs.values()] if _from_course(sys._getframe(1)) else []):
+            try:
+                result = _invoke(fn, args, kwargs, given_tensors)
+            finally:
+                for look in list(_AFTER_LEARNER_CODE):
+                    look()
     except BaseException as error:
         after = _global_state()
         _give_back(state, after, watched, allow)
@@ -546,10 +550,28 @@ def _plain_comparison() -> Iterator[None]:
         yield
 
 
+def _as_plain_tensor(value: Any) -> torch.Tensor | None:
+    """``value`` as PyTorch sees it: a tensor of the course's own types or an ordinary one as it is, a tensor
+    subclass of anyone else's as an ordinary tensor (so its own ``device``, ``shape`` or ``dtype`` cannot
+    speak for it), and None for what only claims to be a tensor (a ``__class__`` that lies)."""
+    kind = type(value)
+    if not issubclass(kind, torch.Tensor):
+        return None
+    if kind is torch.Tensor or kind is torch.nn.Parameter:
+        return value
+    module = sys.modules.get(kind.__module__)
+    if getattr(module, kind.__name__, None) is kind and \
+            os.path.realpath(getattr(module, "__file__", None) or "").startswith(f"{_HELPERS}{os.sep}"):
+        return value
+    with torch._C.DisableTorchFunction():
+        return torch.Tensor.as_subclass(value, torch.Tensor)
+
+
 def same_value(a: Any, b: Any, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
     """Equal shape, dtype and (close) values for tensors; == or isclose for the rest."""
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        a, b = _as_plain_tensor(a), _as_plain_tensor(b)
+        if a is None or b is None:
             return False
         if a.shape != b.shape or a.dtype != b.dtype or a.device.type != b.device.type:
             return False
@@ -1494,6 +1516,8 @@ def substitute(fn: Any, **replacements: Any) -> Any:
     """
     import contextlib
 
+    handing = _from_course(sys._getframe(1))
+
     @contextlib.contextmanager
     def swapped():
         namespace = _globals_of(fn)
@@ -1504,7 +1528,7 @@ def substitute(fn: Any, **replacements: Any) -> Any:
         saved = {k: namespace.get(k, missing) for k in replacements}
         namespace.update(replacements)
         try:
-            with _handing(replacements.values()):
+            with _handing(replacements.values() if handing else ()):
                 yield
         finally:
             for k, v in saved.items():
@@ -1515,6 +1539,10 @@ def substitute(fn: Any, **replacements: Any) -> Any:
 
     return swapped()
 
+
+# What runs right after every call of the learner's code (:func:`call`): the grader's guard adds its look at what
+# the checks rely on (coursetools.grading.sandbox), so that code which puts things back before its cell ends is seen.
+_AFTER_LEARNER_CODE: list[Callable[[], None]] = []
 
 # The reference functions and classes a check has handed to the learner's code, by id, while that code runs:
 # :func:`call`'s arguments and :func:`substitute`'s names. The grader's guard lets the notebook's own code call
@@ -1538,6 +1566,11 @@ def _handing(values: Iterable[Any]) -> Iterator[None]:
             _HANDED[i] -= 1
             if not _HANDED[i]:
                 del _HANDED[i]
+
+
+def _from_course(frame: Any) -> bool:
+    """Whether ``frame`` runs the course's own code (a check), not a notebook's."""
+    return os.path.realpath(frame.f_code.co_filename).startswith(f"{_HELPERS}{os.sep}")
 
 
 def handed(obj: object) -> bool:
