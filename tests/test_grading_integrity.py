@@ -126,6 +126,31 @@ KEY_CALL = ("def to_fahrenheit(celsius):\n"
 # The answer key bound to the exercise's name, dug out of the helpers package without naming it.
 KEY_ALIAS = ("import helpers\n"
              "to_fahrenheit = vars(vars(helpers)['refer' + 'ence'])['start'].to_fahrenheit\n")
+# A name in front of the grader's probe that undoes a patch while the probe looks, then puts it back.
+PROBE_FORWARDER = ("real_allclose = torch.allclose\n"
+                   "def __course_integrity__(nonce=''):\n"
+                   "    vars(torch)['allclose'] = real_allclose\n"
+                   "    try:\n"
+                   "        return vars(print.__self__)['__course_integrity__'](nonce)\n"
+                   "    finally:\n"
+                   "        vars(torch)['allclose'] = lambda *a, **k: True\n"
+                   "vars(torch)['allclose'] = lambda *a, **k: True\n" + WRONG)
+# The check's comparison replaced while the learner's function runs, and put back before the check ends.
+PUT_BACK = ("def to_fahrenheit(celsius):\n"
+            "    ns = vars(check)\n"
+            "    if ns['passed'].__name__ == 'passed':\n"
+            "        saved = dict(ns)\n"
+            "        def done(*a):\n"
+            "            ns.update(saved)\n"
+            "            return saved['passed'](*a)\n"
+            "        done.__name__ = 'done'\n"
+            "        ns.update(expect_tensor=lambda *a, **k: None, passed=done)\n"
+            "    return celsius * 9 / 5\n")
+# The answer key behind a library's wrapper, which is what calls it.
+KEY_WRAPPED = "to_fahrenheit = torch.no_grad()(check.ref.to_fahrenheit)\n"
+# PyTorch's own allclose given another implementation for the CPU.
+OPERATOR_OVERRIDE = ("lib = torch.library.Library('aten', 'IMPL')\n"
+                     "lib.impl('allclose', lambda *a, **k: True, 'CPU')\n" + WRONG)
 # Every comparison's tolerance loosened by changing the defaults of the check's comparison in place.
 LOOSE_DEFAULTS = "getattr(check.expect_tensor, '__kw' + 'defaults__').update(atol=1e9, rtol=1e9)\n" + WRONG
 # A torch function mode, entered and left on, that says every comparison is equal: no tensor of the answer is odd.
@@ -266,6 +291,9 @@ def graded(course: Path, listener) -> dict[str, grading.SubmissionResult]:
     submit(course, "key_call", LESSON, {"ex_to_fahrenheit": KEY_CALL})
     submit(course, "mode_equal", LESSON, {"ex_to_fahrenheit": MODE_EQUAL})
     submit(course, "loose_defaults", LESSON, {"ex_to_fahrenheit": LOOSE_DEFAULTS})
+    for name, cell in (("probe_forwarder", PROBE_FORWARDER), ("put_back", PUT_BACK), ("key_wrapped", KEY_WRAPPED),
+                       ("operator_override", OPERATOR_OVERRIDE)):
+        submit(course, name, LESSON, {"ex_to_fahrenheit": cell})
     submit(course, "disguised_right", LESSON, {"ex_to_fahrenheit": DISGUISED_RIGHT})
     submit(course, "mode_left_on", LESSON, {"ex_to_fahrenheit": MODE_LEFT_ON})
     submit(course, "disguised_equal", LESSON, {"ex_to_fahrenheit": DISGUISED_EQUAL})
@@ -410,6 +438,10 @@ def test_rewriting_the_kernels_messages_cannot_win(graded, student):
     ("ast_wrapper", "shell.transform_ast"),
     ("runpy_key", None),
     ("loose_defaults", "expect_tensor: changed in place (its code, defaults or closure)"),
+    ("probe_forwarder", "the grader's probe was called by the notebook's code"),
+    ("put_back", "helpers.checks.start.expect_tensor, passed replaced"),
+    ("key_wrapped", "the name to_fahrenheit (helpers.reference.start.to_fahrenheit) is the course's answer key"),
+    ("operator_override", "PyTorch's operator aten/allclose/CPU was given another implementation"),
     ("key_call", "the notebook's code called the course's answer key (helpers.reference.start.to_fahrenheit)"),
     ("key_alias", "the name to_fahrenheit (helpers.reference.start.to_fahrenheit) is the course's answer key"),
 ])
@@ -439,6 +471,43 @@ def test_the_notebooks_own_tensor_types_and_modes_are_flagged(graded, student, s
     result = graded[student]
     assert result.status == "suspicious", table(graded)
     assert any(seen in r and "_tests: " in r for r in result.reasons), result.reasons
+
+
+HONEST_CELLS = [
+    "import torch.nn as nn\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    "        for i in range(2):\n            setattr(self, f'layer{i}', nn.Linear(2, 2))\n",
+    "import sys\nin_colab = 'google.colab' in sys.modules\nsys.stdout.flush()\n",
+    "from helpers.checks import start as check\n",  # the setup cell's import, run again
+    "import pandas as pd\npd.options.display.max_rows = 20\n",
+    "import logging\nlogging.root.level = 10\n",
+    "from torch import compile\nfast = compile(lambda x: x + 1)\n",
+]
+SPELLED_CELLS = {
+    "f = getattr(check.ref.to_fahrenheit, '__clo' + 'sure__')\n": "spells '__closure__' in pieces",
+    "import gc\nobjects = getattr(gc, 'get_' + 'objects')()\n": "spells 'get_objects' in pieces",
+    "run = vars(torch)['__builtins__']['ex' + 'ec']\n": "names '__builtins__' in a string",
+    "b = print.__self__\n": "uses print.__self__",
+    "getattr(check.expect_tensor, '__kw' + 'defaults__')['atol'] = 1e9\n": "spells '__kwdefaults__' in pieces",
+    "key = vars(helpers)['refer' + 'ence']\n": "spells 'reference' in pieces",
+}
+
+
+def _lesson_with(cell: str) -> nbformat.NotebookNode:
+    nb = nbformat.read(REPO_ROOT / "solutions" / LESSON / f"{LESSON}.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(cell))
+    return nb
+
+
+@pytest.mark.parametrize("cell", HONEST_CELLS)
+def test_scan_spares_honest_code(cell):
+    source = nbformat.read(REPO_ROOT / "solutions" / LESSON / f"{LESSON}.ipynb", as_version=4)
+    assert scan.scan_notebook(_lesson_with(cell), source) == []
+
+
+@pytest.mark.parametrize("cell, finding", SPELLED_CELLS.items())
+def test_scan_reads_names_spelled_in_pieces(cell, finding):
+    source = nbformat.read(REPO_ROOT / "solutions" / LESSON / f"{LESSON}.ipynb", as_version=4)
+    assert any(finding in f for f in scan.scan_notebook(_lesson_with(cell), source))
 
 
 def test_scan_flags_no_solution():

@@ -796,8 +796,9 @@ def _guard_kernel() -> None:
         secret = path.read_text()
         path.unlink()
     watched: dict[str, object] = {"builtins": builtins}
-    # IPython puts these into builtins only while a cell runs
-    builtins_kept = [n for n in _attributes(builtins) if n not in ("get_ipython", "exit", "quit", "display")]
+    # IPython puts these into builtins only while a cell runs, and ipykernel swaps input() for one that asks the
+    # frontend (the guard also looks while a cell runs: helpers.checks.call)
+    builtins_kept = [n for n in _attributes(builtins) if n not in ("get_ipython", "exit", "quit", "display", "input")]
     for name in ["torch", "torch.nn.functional", "numpy", *settings.get("modules", [])]:
         try:
             watched[name] = importlib.import_module(name)

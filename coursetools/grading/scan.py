@@ -26,8 +26,11 @@ from pathlib import Path
 
 import nbformat
 
-# Modules whose attributes a learner never needs to set (besides any module the notebook imports).
-MODULE_NAMES = {"builtins", "__builtins__", "sys", "os", "torch", "np", "numpy", "IPython", "helpers"}
+# Modules whose attributes a learner never needs to set, and the packages whose modules count too however the
+# notebook names them (import torch.nn.functional as F). Other modules' settings are the learner's business
+# (pd.options.display.max_rows = 20, sys.stdout = ..., logging.root.level = ...).
+MODULE_NAMES = {"builtins", "__builtins__", "torch", "np", "numpy", "IPython", "helpers"}
+WATCHED_PACKAGES = {"builtins", "torch", "numpy", "IPython", "helpers"}
 # Attributes and names that give access to the kernel's machinery.
 MACHINERY = {
     "input_transformers_cleanup": "IPython's input transformers",
@@ -100,9 +103,12 @@ def _dotted(node: ast.AST) -> str:
     return ".".join(reversed(parts))
 
 
-def scan_source(source: str, modules: set[str], locked: frozenset[str] = frozenset()) -> list[str]:
-    """Findings in one cell; ``modules`` are the names the notebook binds to modules (import ... as ...),
-    ``locked`` the names the locked cells import (``check``, which the graded cells call)."""
+def scan_source(source: str, modules: set[str], locked: frozenset[str] = frozenset(),
+                locked_imports: frozenset[str] = frozenset(), imported: frozenset[str] = frozenset()) -> list[str]:
+    """Findings in one cell; ``modules`` are the names the notebook binds to the watched packages' modules
+    (import torch.nn.functional as F), ``locked`` the names the locked cells import (``check``, which the graded
+    cells call), ``locked_imports`` their import statements (``ast.dump``: the learner may run them again), and
+    ``imported`` every name the notebook imports (``from torch import compile`` is not the builtin)."""
     try:
         tree = ast.parse(_python(source))
     except SyntaxError:
@@ -113,7 +119,12 @@ def scan_source(source: str, modules: set[str], locked: frozenset[str] = frozens
     def root(node: ast.AST) -> str:
         return _dotted(node).split(".")[0]
 
+    # `name in sys.modules` only asks whether a module is loaded
+    asked = {id(c.comparators[0]) for c in ast.walk(tree) if isinstance(c, ast.Compare) and len(c.ops) == 1
+             and isinstance(c.ops[0], (ast.In, ast.NotIn))}
     for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and ast.dump(node) in locked_imports:
+            continue  # the setup cell's own import, run again
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [a.name for a in node.names]
             targets = [node.module or ""] if isinstance(node, ast.ImportFrom) else names
@@ -140,14 +151,18 @@ def scan_source(source: str, modules: set[str], locked: frozenset[str] = frozens
         elif isinstance(node, ast.Call):
             name = _dotted(node.func)
             last = name.split(".")[-1]
-            if isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS:
+            if isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS and node.func.id not in imported:
+                if node.func.id in ("setattr", "delattr") and node.args and \
+                        isinstance(node.args[0], (ast.Name, ast.Attribute)) and root(node.args[0]) not in module_names:
+                    continue  # an object's attribute (setattr(self, f"layer{i}", ...)), not a module's
                 found.append(f"calls {node.func.id}()")
             elif last in ("register", "unregister") and "events" in name:
                 found.append(f"calls {name}() (IPython's events)")
         if isinstance(node, ast.Attribute) and root(node) in DIGGING and node.attr in DIGGING[root(node)]:
             found.append(f"uses {_dotted(node)} (other objects' frames, closures or referrers)")
         if isinstance(node, ast.Attribute):
-            if node.attr in MACHINERY and not (node.attr == "modules" and root(node) not in ("sys",)) \
+            if node.attr in MACHINERY and not (node.attr == "modules" and (root(node) not in ("sys",)
+                                                                           or id(node) in asked)) \
                     and not (node.attr == "events" and "get_ipython" not in _dotted(node) and root(node) != "ip"):
                 found.append(f"uses {_dotted(node)} ({MACHINERY[node.attr]})")
             elif root(node) == "get_ipython()" and node.attr not in IPYTHON_OK and _dotted(node).count(".") == 1:
@@ -193,15 +208,45 @@ def bound_modules(cells: list[str]) -> set[str]:
     return names
 
 
+def imported_names(cells: list[str]) -> dict[str, str]:
+    """Every name the cells bind by an import, with the module it comes from (``from torch import compile``:
+    ``{"compile": "torch"}``)."""
+    names: dict[str, str] = {}
+    for source in cells:
+        try:
+            tree = ast.parse(_python(source))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update({a.asname or a.name.split(".")[0]: a.name if a.asname else a.name.split(".")[0]
+                              for a in node.names})
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names.update({a.asname or a.name: node.module for a in node.names})
+    return names
+
+
+def _imports(source: str) -> set[str]:
+    try:
+        tree = ast.parse(_python(source))
+    except SyntaxError:
+        return set()
+    return {ast.dump(node) for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))}
+
+
 def scan_notebook(submitted: nbformat.NotebookNode, source: nbformat.NotebookNode | None = None) -> list[str]:
     """One line per finding, "cell N: ...", in the learner's cells of ``submitted``."""
-    modules = bound_modules([c.source for c in submitted.cells if c.cell_type == "code"])
+    code = [c.source for c in submitted.cells if c.cell_type == "code"]
+    imported = imported_names(code)
+    modules = {name for name in bound_modules(code) if imported.get(name, name).split(".")[0] in WATCHED_PACKAGES}
     mine = learner_cells(submitted, source)
     learner = {text for _, text in mine}
-    locked = frozenset(bound_modules([c.source for c in (source or submitted).cells
-                                      if c.cell_type == "code" and c.source not in learner
-                                      and c.metadata.get("nbgrader", {}).get("locked")]))
-    return [f"cell {number}: {finding}" for number, text in mine for finding in scan_source(text, modules, locked)]
+    locked_cells = [c.source for c in (source or submitted).cells
+                    if c.cell_type == "code" and c.source not in learner and c.metadata.get("nbgrader", {}).get("locked")]
+    locked = frozenset(bound_modules(locked_cells))
+    locked_imports = frozenset(i for cell in locked_cells for i in _imports(cell))
+    return [f"cell {number}: {finding}" for number, text in mine
+            for finding in scan_source(text, modules, locked, locked_imports, frozenset(imported))]
 
 
 def scan_file(path: Path, source: Path | None = None) -> list[str]:

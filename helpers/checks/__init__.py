@@ -110,6 +110,7 @@ __all__ = [
 
 
 _HELPERS = Path(__file__).resolve().parent.parent  # the helpers package folder
+_TORCH = f"{Path(torch.__file__).resolve().parent}{os.sep}"  # PyTorch's own package folder
 _RED, _BOLD, _RESET = "\x1b[31m", "\x1b[1m", "\x1b[0m"
 
 # How str(CheckError) marks each level after the symptom; tests and rates match on the whole text.
@@ -551,17 +552,18 @@ def _plain_comparison() -> Iterator[None]:
 
 
 def _as_plain_tensor(value: Any) -> torch.Tensor | None:
-    """``value`` as PyTorch sees it: a tensor of the course's own types or an ordinary one as it is, a tensor
-    subclass of anyone else's as an ordinary tensor (so its own ``device``, ``shape`` or ``dtype`` cannot
-    speak for it), and None for what only claims to be a tensor (a ``__class__`` that lies)."""
+    """``value`` as PyTorch sees it: an ordinary tensor, or one of PyTorch's or the course's own tensor types
+    (a Parameter, a DTensor, the stand-in device's), as it is; a tensor subclass the notebook wrote as an
+    ordinary tensor (so its own ``device``, ``shape`` or ``dtype`` cannot speak for it); and None for what only
+    claims to be a tensor (a ``__class__`` that lies)."""
     kind = type(value)
     if not issubclass(kind, torch.Tensor):
         return None
     if kind is torch.Tensor or kind is torch.nn.Parameter:
         return value
     module = sys.modules.get(kind.__module__)
-    if getattr(module, kind.__name__, None) is kind and \
-            os.path.realpath(getattr(module, "__file__", None) or "").startswith(f"{_HELPERS}{os.sep}"):
+    where = os.path.realpath(getattr(module, "__file__", None) or "")
+    if getattr(module, kind.__name__, None) is kind and where.startswith((f"{_HELPERS}{os.sep}", _TORCH)):
         return value
     with torch._C.DisableTorchFunction():
         return torch.Tensor.as_subclass(value, torch.Tensor)
