@@ -370,7 +370,7 @@ check.check_make_optimizer(make_optimizer)
 # optimizers, each starting from the same initial weights and seeing the same
 # batches.
 
-# %%
+# %% tags=["nbval-ignore-output"]
 def train_steps(make_optimizer, steps: int = 60) -> list[float]:
     """Train a freshly seeded MnistNet for ``steps`` batches; return each batch's loss."""
     torch.manual_seed(0)
