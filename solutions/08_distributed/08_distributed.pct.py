@@ -21,6 +21,7 @@
 # %% locked="setup"
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -642,7 +643,8 @@ def spawned_stderr(function, *args) -> str:
 
 
 errors = spawned_stderr(hello, 2)
-print(next(line for line in errors.splitlines() if "Can't get attribute" in line))
+# the two children write at once, so their lines can interleave: find one child's message whole
+print("AttributeError:", re.search(r"Can't get attribute '\w+' on <module '__main__' \(built-in\)>", errors)[0])
 
 # %% [markdown]
 # Forking (what `run_on_ranks` does, and Lightning's `"ddp_notebook"` strategy)
