@@ -510,6 +510,28 @@ def test_scan_reads_names_spelled_in_pieces(cell, finding):
     assert any(finding in f for f in scan.scan_notebook(_lesson_with(cell), source))
 
 
+# torch.func registers PyTorch's own Python batching rules on first use; a notebook's aten override is new
+OPERATORS_SEEN = """
+import torch
+from coursetools.grading.sandbox import _operator_overrides
+before = _operator_overrides()
+x = torch.randn(3, 4)
+torch.func.vmap(lambda row: torch.nn.functional.mse_loss(row, row * 0))(x)
+torch.func.vmap(torch.func.grad(lambda row: (row ** 2).sum()))(x)
+print(sorted(_operator_overrides() - before))
+library = torch.library.Library("aten", "IMPL")  # kept: a Library that is collected takes its implementations away
+library.impl("allclose", lambda *args, **kwargs: True, "CPU")
+print(sorted(_operator_overrides() - before))
+"""
+
+
+def test_torch_func_is_not_an_operator_override():
+    """In a fresh interpreter, as in a kernel: honest vmap and grad add nothing; an override of allclose is seen."""
+    run = subprocess.run([sys.executable, "-c", OPERATORS_SEEN], cwd=REPO_ROOT, capture_output=True, text=True,
+                         check=True)
+    assert run.stdout.splitlines() == ["[]", "['aten/allclose/CPU']"]
+
+
 def test_scan_flags_no_solution():
     for path in sorted(REPO_ROOT.glob("solutions/*/*.ipynb")):
         assert scan.scan_file(path, path) == [], path

@@ -513,15 +513,6 @@ def _same(a: object, b: object) -> bool:
     return a is b or (hasattr(a, "__self__") and hasattr(a, "__func__") and a == b)
 
 
-def _library_code(function: object) -> bool:
-    """Whether ``function`` was defined in an installed library (not in a notebook cell)."""
-    code = getattr(function, "__code__", None) or getattr(getattr(function, "__func__", None), "__code__", None)
-    if code is None:
-        return False
-    prefixes = {str(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix)}
-    return any(str(Path(code.co_filename).resolve()).startswith(p) for p in prefixes)
-
-
 def _code(value: object) -> object:
     """The code object a function (or a method's function) runs: swapping it in place changes no identity."""
     return getattr(value, "__code__", None) or getattr(getattr(value, "__func__", None), "__code__", None)
@@ -583,14 +574,21 @@ def _tracing() -> dict[str, object]:
             "threading.settrace": threading.gettrace(), "threading.setprofile": threading.getprofile()}
 
 
+# Dispatch keys an eager comparison never reaches: meta tensors, and the function transforms' keys, for which
+# PyTorch itself registers Python batching rules the first time a notebook uses torch.func.vmap or grad.
+_UNREACHED_KEYS = ("Meta", "Batched", "FuncTorch")
+
+
 def _operator_overrides() -> set[str]:
-    """PyTorch's own aten operators given an implementation from Python for a device or autograd key, as
-    torch.library records them ("aten/allclose/CPU"); meta and prims implementations, which PyTorch adds itself
-    as it loads (torch.compile), are not."""
+    """PyTorch's own aten operators given an implementation from Python for a key that an eager comparison
+    dispatches to (a device, autograd, a composite), as torch.library records them ("aten/allclose/CPU"). Meta,
+    prims and the function transforms' implementations, which PyTorch adds itself as it loads (torch.compile) or
+    on first use (torch.func), are not."""
     try:
         import torch.library
 
-        return {entry for entry in torch.library._impls if entry.split("/")[0] == "aten" and not entry.endswith("/Meta")}
+        return {entry for entry in torch.library._impls
+                if entry.split("/")[0] == "aten" and not entry.split("/")[-1].startswith(_UNREACHED_KEYS)}
     except Exception:  # a PyTorch without this (private) record: nothing seen, rather than a failed probe
         return set()
 
@@ -623,17 +621,16 @@ class _NotebookCode:
     """Tells the notebook's own code (its cells, a file it wrote, ``exec``) from the course's and the libraries'."""
 
     def __init__(self) -> None:
+        import importlib.util
         import sysconfig
 
-        trusted = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-        trusted |= {Path(p).resolve() for p in sysconfig.get_paths().values()}
-        import importlib.util
-
-        self._trusted = tuple(f"{p}{os.sep}" for p in trusted)
+        libraries = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+        libraries |= {Path(p).resolve() for p in sysconfig.get_paths().values()}
+        self._libraries = tuple(f"{p}{os.sep}" for p in libraries)
         course = importlib.util.find_spec("helpers")  # found, not imported: the notebook may not import it
         self._course = (f"{Path(course.origin).resolve().parent}{os.sep}",) if course and course.origin else ()
         self._imported = False
-        self._known: dict[str, bool] = {}
+        self._known: dict[str, str] = {}
 
     def __call__(self, filename: str) -> bool:
         return self.origin(filename) == "notebook"
@@ -652,14 +649,18 @@ class _NotebookCode:
             else:
                 path = os.path.realpath(filename)
                 known = "course" if path.startswith(self._course) else \
-                    "library" if path.startswith(self._trusted) else "notebook"
+                    "library" if path.startswith(self._libraries) else "notebook"
             self._known[filename] = known
         return known
 
-    def defines(self, function: object) -> bool:
-        """Whether ``function`` (a function, a method, a classmethod) was written by the notebook."""
+    def written_by(self, function: object, origin: str) -> bool:
+        """Whether ``function`` (a function, a method, a classmethod) comes from ``origin``."""
         code = _code(function) or _code(getattr(function, "__func__", None))
-        return code is not None and self(code.co_filename)
+        return code is not None and self.origin(code.co_filename) == origin
+
+    def defines(self, function: object) -> bool:
+        """Whether ``function`` was written by the notebook."""
+        return self.written_by(function, "notebook")
 
 
 class _AnswerKey:
@@ -672,7 +673,8 @@ class _AnswerKey:
     notebook). The probe also looks for names the notebook bound to the answer key (``f = check.ref.f``, a
     subclass of a reference model, a ``functools.partial`` of one).
 
-    Only the immediate caller counts: a call from the course's code or from a library is not the notebook's.
+    The caller that counts is the nearest one past libraries' code: a library wrapping the key (``vmap``,
+    ``torch.no_grad()(f)``) does not hide the notebook behind it, and a check's own call is the course's.
     """
 
     def __init__(self, handed, from_notebook: _NotebookCode) -> None:
@@ -832,7 +834,7 @@ def _guard_kernel() -> None:
 
     if shell is not None:
         shell.events.register("post_run_cell", record_outcome)
-    hooks = _hooks(shell)
+    hooks = _hooks(shell, from_notebook)
     tracing = _tracing()
     # names the locked cells bind: {name: (module, attribute or None)}
     bound = {name: (module, attribute) for name, (module, attribute) in settings.get("names", {}).items()}
@@ -915,7 +917,7 @@ def _guard_kernel() -> None:
                        or from_notebook.defines(getattr(type(mode), "__torch_dispatch__", None)))
         if modes:  # entered in a cell and left on: it sees every torch call the checks make
             problems.append(f"the notebook's torch mode {', '.join(modes[:3])} is active after the cell")
-        now = _hooks(shell)
+        now = _hooks(shell, from_notebook)
         changed = sorted(k for k in hooks.keys() | now.keys() if hooks.get(k) != now.get(k))
         if changed:
             problems.append(f"IPython's {', '.join(changed[:3])} changed")
@@ -935,7 +937,7 @@ def _guard_kernel() -> None:
     setattr(builtins, PROBE, probe)
 
 
-def _hooks(shell) -> dict[str, object]:
+def _hooks(shell, origin: "_NotebookCode") -> dict[str, object]:
     """What IPython runs around a cell: transformers, the run methods, exception handlers, event callbacks."""
     if shell is None:
         return {}
@@ -948,7 +950,7 @@ def _hooks(shell) -> dict[str, object]:
         "custom_exceptions": shell.custom_exceptions, "displayhook": id(shell.displayhook),
         "display_pub": id(shell.display_pub)}
     found.update({f"shell.{m}": (id(vars(shell).get(m)), id(getattr(type(shell), m, None))) for m in methods})
-    found.update({f"events.{event}": [id(f) for f in callbacks if not _library_code(f)]
+    found.update({f"events.{event}": [id(f) for f in callbacks if not origin.written_by(f, "library")]
                   for event, callbacks in shell.events.callbacks.items()})
     # the kernel's message layer: what sends the error, the reply and the probe's answer to the grader
     kernel = getattr(shell, "kernel", None)

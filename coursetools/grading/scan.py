@@ -22,7 +22,9 @@ at it" with the reasons. No solution notebook of the course is flagged (tested).
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
+from typing import Iterator
 
 import nbformat
 
@@ -109,9 +111,8 @@ def scan_source(source: str, modules: set[str], locked: frozenset[str] = frozens
     (import torch.nn.functional as F), ``locked`` the names the locked cells import (``check``, which the graded
     cells call), ``locked_imports`` their import statements (``ast.dump``: the learner may run them again), and
     ``imported`` every name the notebook imports (``from torch import compile`` is not the builtin)."""
-    try:
-        tree = ast.parse(_python(source))
-    except SyntaxError:
+    tree = _parsed(source)
+    if tree is None:
         return []  # it will fail when run, and lose its own points
     found = []
     module_names = MODULE_NAMES | modules
@@ -191,20 +192,32 @@ def _folded(node: ast.AST) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=512)
+def _parsed(source: str) -> ast.Module | None:
+    """The cell's syntax tree (as IPython would run it), or None when it does not parse; read, never changed."""
+    try:
+        return ast.parse(_python(source))
+    except SyntaxError:
+        return None
+
+
+def _import_nodes(cells: list[str]) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement of the cells that parse."""
+    for source in cells:
+        tree = _parsed(source)
+        if tree is not None:
+            yield from (node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
+
+
 def bound_modules(cells: list[str]) -> set[str]:
     """Names the notebook binds to modules (``import torch.nn as nn``, ``from helpers.checks import tensors as check``)."""
     names = set()
-    for source in cells:
-        try:
-            tree = ast.parse(_python(source))
-        except SyntaxError:
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names |= {a.asname or a.name.split(".")[0] for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(("helpers", "torch")):
-                # the course imports modules this way: `from helpers.checks import tensors as check`
-                names |= {a.asname or a.name for a in node.names if a.name[:1].islower()}
+    for node in _import_nodes(cells):
+        if isinstance(node, ast.Import):
+            names |= {a.asname or a.name.split(".")[0] for a in node.names}
+        elif node.module and node.module.startswith(("helpers", "torch")):
+            # the course imports modules this way: `from helpers.checks import tensors as check`
+            names |= {a.asname or a.name for a in node.names if a.name[:1].islower()}
     return names
 
 
@@ -212,26 +225,13 @@ def imported_names(cells: list[str]) -> dict[str, str]:
     """Every name the cells bind by an import, with the module it comes from (``from torch import compile``:
     ``{"compile": "torch"}``)."""
     names: dict[str, str] = {}
-    for source in cells:
-        try:
-            tree = ast.parse(_python(source))
-        except SyntaxError:
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names.update({a.asname or a.name.split(".")[0]: a.name if a.asname else a.name.split(".")[0]
-                              for a in node.names})
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                names.update({a.asname or a.name: node.module for a in node.names})
+    for node in _import_nodes(cells):
+        if isinstance(node, ast.Import):
+            names.update({a.asname or a.name.split(".")[0]: a.name if a.asname else a.name.split(".")[0]
+                          for a in node.names})
+        elif node.module:
+            names.update({a.asname or a.name: node.module for a in node.names})
     return names
-
-
-def _imports(source: str) -> set[str]:
-    try:
-        tree = ast.parse(_python(source))
-    except SyntaxError:
-        return set()
-    return {ast.dump(node) for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))}
 
 
 def scan_notebook(submitted: nbformat.NotebookNode, source: nbformat.NotebookNode | None = None) -> list[str]:
@@ -244,7 +244,7 @@ def scan_notebook(submitted: nbformat.NotebookNode, source: nbformat.NotebookNod
     locked_cells = [c.source for c in (source or submitted).cells
                     if c.cell_type == "code" and c.source not in learner and c.metadata.get("nbgrader", {}).get("locked")]
     locked = frozenset(bound_modules(locked_cells))
-    locked_imports = frozenset(i for cell in locked_cells for i in _imports(cell))
+    locked_imports = frozenset(ast.dump(node) for node in _import_nodes(locked_cells))
     return [f"cell {number}: {finding}" for number, text in mine
             for finding in scan_source(text, modules, locked, locked_imports, frozenset(imported))]
 
