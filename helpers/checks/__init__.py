@@ -831,8 +831,8 @@ def _diagnose_values(got: torch.Tensor, expected: torch.Tensor, given: torch.Ten
 def _diagnose_dtype(got: torch.Tensor, expected: torch.Tensor, given: torch.Tensor | None) -> str | None:
     if given is not None and isinstance(given, torch.Tensor) and given.dtype == expected.dtype \
             and not expected.is_floating_point() and got.is_floating_point():
-        return (f"the input was {given.dtype} and your code turned it into floats "
-                "(for example a float literal such as 0.0 in torch.where)")
+        return (f"the input was {given.dtype} and your code turned it into floats: one float in the computation "
+                "(a literal 0.0, a .float()) promotes the whole result")
     if expected.is_floating_point() and not got.is_floating_point() and got.device.type != "meta" \
             and expected.device.type != "meta" and got.shape == expected.shape:
         if _close(got.to(expected.dtype), expected.trunc(), 1e-5, 1e-4) and not _close(expected, expected.trunc()):
@@ -1261,7 +1261,10 @@ def _module_change(before: Any, after: Any, allow: Allow) -> tuple[str, str] | N
         for key in old:
             if old[key][0] != new[key][0]:
                 return (f"its {what} {key!r} was replaced", "the model belongs to the caller")
-            inner = _change(old[key][1], new[key][1], allow)
+            was, now = old[key][1], new[key][1]
+            if was is not None and now is not None and was[0] == now[0] == "tensor" and was[3] != now[3]:
+                now = (*now[:3], was[3], *now[4:])  # model.to(device) moves the caller's model: the usual way to run it
+            inner = _change(was, now, allow)
             if inner:
                 fix = ("an optimizer step or an in-place update changed the caller's weights"
                        if inner[0].startswith("its values") else

@@ -706,7 +706,7 @@ def _state_dict_problem(error: Exception) -> str:
 
 def check_loss_from_table(fn: Callable[..., torch.Tensor], inputs: Sequence[tuple[int, int]] | None = None) -> None:
     """A loss tensor (with its graph) equal to cross-entropy against the column's labels 1..10 as indices 0..9."""
-    inputs = inputs if inputs is not None else [(0, 5), (1, 12)]
+    inputs = inputs if inputs is not None else [(0, 5), (1, 12), (2, 1)]  # one row: squeeze() would drop the batch
     for seed, n in inputs:
         g = torch.Generator().manual_seed(300 + seed)
         logits = torch.randn(n, 10, generator=g).requires_grad_()

@@ -236,25 +236,46 @@ def outputs_on_device(model: nn.Module) -> nn.Module:
     return model
 
 
+class _PlacedParameter(nn.Parameter):
+    """A parameter of a :func:`place_model` module: it reports the device its module was moved to in name, so
+    ``next(model.parameters()).device`` finds the device as it would on a real one."""
+
+    _stand_in_on_device = False
+
+    @property
+    def device(self) -> torch.device:  # type: ignore[override]
+        return STAND_IN_DEVICE if self._stand_in_on_device else torch.device("cpu")
+
+    @property
+    def is_cuda(self) -> bool:  # type: ignore[override]
+        return self._stand_in_on_device
+
+
 class _Movable(nn.Module):
     """Mixed in before a module's own class by :func:`place_model`: .to / .cuda / .cpu move it in name."""
 
     _stand_in_on_device = False
 
+    def _place(self, on_device: bool) -> None:
+        self._stand_in_on_device = on_device
+        for parameter in self.parameters():
+            if isinstance(parameter, _PlacedParameter):
+                parameter._stand_in_on_device = on_device
+
     def to(self, *args: Any, **kwargs: Any) -> nn.Module:  # type: ignore[override]
         device, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
         if device is not None:
-            self._stand_in_on_device = device.type != "cpu"
+            self._place(device.type != "cpu")
         if dtype is not None:
             super().to(dtype=dtype)
         return self
 
     def cuda(self, device: Any = None) -> nn.Module:  # type: ignore[override]
-        self._stand_in_on_device = True
+        self._place(True)
         return self
 
     def cpu(self) -> nn.Module:  # type: ignore[override]
-        self._stand_in_on_device = False
+        self._place(False)
         return self
 
 
@@ -279,10 +300,11 @@ def _outputs_where_it_is(module: nn.Module, args: tuple, out: Any) -> Any:
 def place_model(model: nn.Module, on_device: bool = False) -> nn.Module:
     """Make ``model`` movable between the host and the stand-in device; returns it, where ``on_device`` says.
 
-    ``model.to(device)``, ``.cuda()`` and ``.cpu()`` move it in name (its weights stay in memory and report the
-    CPU; a dtype change happens for real). Its forward then wants every input tensor where the model is, raising
-    PyTorch's RuntimeError otherwise (a plain tensor counts as on the host, where a real model starts), and returns
-    its outputs there. Where it is: :func:`model_on_device`. Its class keeps its name.
+    ``model.to(device)``, ``.cuda()`` and ``.cpu()`` move it in name (its weights stay in the CPU's memory, and
+    its parameters' ``.device`` reports where the model is; a dtype change happens for real). Its forward then
+    wants every input tensor where the model is, raising PyTorch's RuntimeError otherwise (a plain tensor counts
+    as on the host, where a real model starts), and returns its outputs there. Where it is:
+    :func:`model_on_device`. Its class keeps its name.
     """
     cls = type(model)
     if not issubclass(cls, _Movable):
@@ -292,7 +314,10 @@ def place_model(model: nn.Module, on_device: bool = False) -> nn.Module:
         model.__class__ = _movable_classes[cls]
         model.register_forward_pre_hook(_inputs_where_it_is, with_kwargs=True)
         model.register_forward_hook(_outputs_where_it_is)
-    model._stand_in_on_device = on_device  # type: ignore[assignment]
+        for parameter in model.parameters():
+            if type(parameter) is nn.Parameter:
+                parameter.__class__ = _PlacedParameter
+    model._place(on_device)  # type: ignore[attr-defined]
     return model
 
 

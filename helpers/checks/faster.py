@@ -384,7 +384,17 @@ def check_median_time_sync(fn: Callable[..., float], inputs: Sequence[TimingCase
         # the value (timing every call and dropping the warm-up ones afterwards is right).
         warm_in = _warmup_in_median(got, world, case)
         if warm_in:
-            raise CheckError(f"{what}: {warm_in}", where=_WHERE_WARMUP_TIMES, mistake=_WARMUP_TIMED)
+            times = world.timed_intervals(case.warmup)
+            mean = statistics.mean(times)
+            if abs(_number(got) - mean) > 1e-9 + 1e-6 * mean:
+                raise CheckError(f"{what}: {warm_in}", where=_WHERE_WARMUP_TIMES, mistake=_WARMUP_TIMED)
+            # here the mean of the timed calls is that same number: the value alone cannot tell which it is
+            raise CheckError(f"{what}: returned {_number(got):.6g} s; the median of the {case.repeat} timed calls "
+                             f"after the warm-up is {statistics.median(times):.6g} s",
+                             where="look at which calls' times go into your result, and at how you combine them",
+                             mistake=f"two mistakes give this same number here: the median of all calls with the "
+                                     f"warm-up ones included, or the mean of the {case.repeat} timed calls. Time only "
+                                     "the calls after the warm-up, and return statistics.median of their times")
     passed("median_time (warm-up and synchronize)", len(cases))
 
 

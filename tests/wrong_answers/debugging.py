@@ -44,6 +44,23 @@ def predict_keyword_device(model, images, device):
     return logits.argmax(dim=1).to("cpu")
 
 
+def predict_parameters_device(model, images, device):
+    """The device read back from the moved model's parameters (lesson 05's idiom)."""
+    model.eval()
+    model.to(device)
+    with torch.no_grad():
+        predictions = model(images.to(next(model.parameters()).device)).argmax(dim=-1)
+    return predictions.cpu()
+
+
+def predict_device_read_before_move(model, images, device):
+    """The parameters' device read before the model moves: the images stay on the CPU."""
+    here = next(model.parameters()).device
+    model.to(device).eval()
+    with torch.no_grad():
+        return model(images.to(here)).argmax(dim=1).cpu()
+
+
 def predict_returns_logits(model, images, device):
     model = model.to(device).eval()
     with torch.no_grad():
@@ -926,6 +943,8 @@ CASES = [
     Accept(checks.check_predict_digits, predict_inline),
     Accept(checks.check_predict_digits, predict_in_batches),
     Accept(checks.check_predict_digits, predict_keyword_device),
+    Accept(checks.check_predict_digits, predict_parameters_device),
+    Reject(checks.check_predict_digits, predict_device_read_before_move, "Expected all tensors to be on the same device"),
     Reject(checks.check_predict_digits, checks.broken_predict_digits, STILL),
     Reject(checks.check_predict_digits, checks.broken_predict_digits, "images.to(device) returns a moved copy"),
     Reject(checks.check_predict_digits, predict_moved_twice_discarded, "Expected all tensors to be on the same device"),
@@ -1056,6 +1075,8 @@ CASES = [
     Reject(checks.check_loss_from_table, table_summed, "summed over the 5 samples instead of averaged"),
     Reject(checks.check_loss_from_table, table_extra_last_column, "an extra logit column makes label 10 fit"),
     Reject(check_one_row_table, table_squeeze_all, "the labels reached cross_entropy without a batch dimension"),
+    # the learner's own check has a one-row table too, so it agrees with the graded cell's hidden tests
+    Reject(checks.check_loss_from_table, table_squeeze_all, "the labels reached cross_entropy without a batch dimension"),
     Reject(check_one_row_table, checks.broken_loss_from_table, STILL),
     *[Accept(check_one_row_table, answer) for answer in (ref.loss_from_table, table_view_long, table_column_index,
                                                          table_module_loss)],

@@ -175,6 +175,10 @@ def relu_float_literal(x):
     return torch.where(x > 0, x, 0.0)
 
 
+def relu_float_mask(x):
+    return x * (x > 0).float()
+
+
 def pick_squeeze_all(scores, labels):
     return scores.gather(1, labels.unsqueeze(1)).squeeze()
 
@@ -201,6 +205,7 @@ NEW_CASES = [
     Reject(checks.check_batch_to, batch_to_mutating, "build and return a new dict"),
     Reject(checks.check_batch_to, batch_to_cuda, ".cuda() always moves to the GPU"),
     Reject(checks.check_relu, relu_float_literal, "turned it into floats"),
+    Reject(checks.check_relu, relu_float_mask, "promotes the whole result"),
     Reject(checks.check_pick_scores, pick_squeeze_all, "batch of one"),
     Reject(checks.check_positive_values, positive_sorted, "in the wrong order"),
     Reject(checks.check_normalize_rows, normalize_without_keepdim, "without keepdim=True"),
