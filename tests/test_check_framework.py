@@ -463,9 +463,15 @@ def test_place_model_wants_its_input_where_it_is_and_returns_its_output_there():
         model(host)  # a batch never moved
     with pytest.raises(RuntimeError, match="two devices"):
         model(torch.ones(4, 3))  # a plain tensor is on the host, where a real model's input starts
+    # its parameters say where it is, as a real model's do (next(model.parameters()).device)
+    assert model.weight.device == STAND_IN_DEVICE and model.bias.is_cuda and isinstance(model.weight, nn.Parameter)
+    assert model(device.to(next(model.parameters()).device)).device == STAND_IN_DEVICE
+    assert copy.deepcopy(model).weight.device == STAND_IN_DEVICE  # a copy stays where the model is
     twin = copy.deepcopy(model).cpu()  # moving a copy moves only the copy
     assert model_on_device(model) and not model_on_device(twin) and twin(host).device.type == "cpu"
+    assert twin.weight.device.type == "cpu" and model.weight.device == STAND_IN_DEVICE
     assert model.to(torch.float64).weight.dtype == torch.float64 and model_on_device(model)
+    assert model.weight.device == STAND_IN_DEVICE  # a dtype change leaves the parameters where they were
 
 
 def test_outputs_on_device_marks_a_plain_models_results():

@@ -250,6 +250,11 @@ class _PlacedParameter(nn.Parameter):
     def is_cuda(self) -> bool:  # type: ignore[override]
         return self._stand_in_on_device
 
+    def __deepcopy__(self, memo: dict) -> _PlacedParameter:
+        copied = super().__deepcopy__(memo)
+        copied._stand_in_on_device = self._stand_in_on_device  # a copy of a model stays where the model is
+        return copied
+
 
 class _Movable(nn.Module):
     """Mixed in before a module's own class by :func:`place_model`: .to / .cuda / .cpu move it in name."""
