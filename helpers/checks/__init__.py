@@ -1445,6 +1445,13 @@ def _state_problem(name: str, state: dict, after: dict, allow: Allow, *, randomn
                    else f"used the global random generator of {' and '.join(changed)} (its state changed)")
             where = ("look for random draws without a generator= argument (torch.randn, randperm, rand, "
                      "random.shuffle, np.random...), for manual_seed, and for layers built inside the function")
+            if reseeded and reseeded[0] in ("torch.seed()", "torch.random.seed()"):
+                # torch.seed() reads like a getter; it draws a fresh seed and reseeds the global generator with it
+                return CheckError(
+                    f"{name} {how}, which the rest of the program shares", where=where,
+                    mistake="torch.seed() does not tell you the seed: it reseeds the global generator with a new "
+                            "random one. torch.get_rng_state() reads the generator's state (torch.initial_seed() "
+                            "its first seed) without changing it")
             if randomness_given:
                 return CheckError(
                     f"{name} {how}, which the rest of the program shares", where=where,

@@ -479,10 +479,10 @@ def check_load_checkpoint_resume(fn: Callable[..., int], inputs: Sequence[Case] 
         expect(not same_value(loader_state, _fresh_loader_state(case)) or same_value(loader_state, want["loader_rng"]),
                f"{what}: the loader's random state was not restored: the generator you were given still holds the "
                "state it had before the call, so the data is shuffled in a different order than the uninterrupted "
-               "run", where="look at which generator object you restore: it must be the one you were given",
-               mistake="call set_state(checkpoint['loader_rng']) on the generator argument itself: the DataLoader "
-                       "shuffles with that object, and a torch.Generator() built inside your function is another "
-                       "one that nothing uses")
+               "run", where="look at what happens to checkpoint['loader_rng'] in your function",
+               mistake="call generator.set_state(checkpoint['loader_rng']) on the generator argument itself: the "
+                       "DataLoader shuffles with that object (a torch.Generator() built inside your function would "
+                       "be another one, which nothing uses)")
         expect(same_value(loader_state, want["loader_rng"]),
                f"{what}: the loader's random state was not restored: after your call the generator's state differs "
                "from the saved checkpoint['loader_rng']",
@@ -695,11 +695,23 @@ def _expect_epochs(case: Case, first: int, crashed: bool, second: int, saved: di
                    "model and optimizer have taken some of its steps) filed as a finished one, and a killed job "
                    "runs no handler at all; the checkpoint of the last finished epoch is already on disk, so let "
                    "the stop go through without saving")
-    expect(not (isinstance(saved, dict) and saved.get("epoch") == k),
-           f"{what}: the job was stopped during epoch {k} (epochs 0 to {k - 1} had finished), and the checkpoint it "
-           f"left records epoch {k} as finished", where="look at where in the loop you save",
-           mistake="you saved before run_epoch ran: a checkpoint marks its epoch finished, so save after "
-                   "run_epoch returns")
+    if isinstance(saved, dict) and saved.get("epoch") == k:
+        # both mistakes leave the same file; only the saves the function made through save_checkpoint tell them apart
+        if 0 in saved_before:
+            where, mistake = ("look at where in the loop you save",
+                              "you saved before run_epoch ran (epoch 0 was saved before any epoch had finished): a "
+                              "checkpoint marks its epoch finished, so save after run_epoch returns")
+        elif saved_before:
+            where, mistake = ("look at the epoch you pass to save_checkpoint",
+                              f"you passed epoch + 1 (your first save recorded epoch {min(saved_before)}; none "
+                              "recorded epoch 0): a checkpoint records the epoch that just finished, and "
+                              "load_checkpoint adds the 1")
+        else:
+            where, mistake = ("look at where in the loop you save and at the epoch you save",
+                              "a checkpoint records the epoch that just finished: save after run_epoch returns, "
+                              "with the loop's own epoch (not epoch + 1)")
+        raise CheckError(f"{what}: the job was stopped during epoch {k} (epochs 0 to {k - 1} had finished), and the "
+                         f"checkpoint it left records epoch {k} as finished", where=where, mistake=mistake)
     unsaved = [e for e in range(k) if e not in saved_before]
     # only when the function saves through save_checkpoint: one that calls torch.save itself leaves no log
     expect(not (saved_before and unsaved),

@@ -911,3 +911,43 @@ ROUND_4_CLASSES = [
 ]
 
 CASES = CASES + ROUND_4_CLASSES
+
+
+# ---------------------------------------------------------------- round 5: a learner who never read the checks
+
+
+def resume_saves_epoch_plus_one(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    # saves after run_epoch, as it should, but files the epoch as "epochs done"
+    start = load_checkpoint(path, model, optimizer, scheduler, generator) if Path(path).exists() else 0
+    for epoch in range(start, epochs):
+        loss = run_epoch(model, loader, optimizer, scheduler)
+        save_checkpoint(path, model, optimizer, scheduler, generator, epoch + 1, loss)
+
+
+def resume_torch_saves_epoch_plus_one(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    # the same mistake through torch.save itself: no save_checkpoint call shows when each epoch was saved
+    start = load_checkpoint(path, model, optimizer, scheduler, generator) if Path(path).exists() else 0
+    for epoch in range(start, epochs):
+        loss = run_epoch(model, loader, optimizer, scheduler)
+        torch.save({"epoch": epoch + 1, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(), "torch_rng": torch.get_rng_state(),
+                    "loader_rng": generator.get_state(), "loss": loss}, path)
+
+
+def save_seed_read_with_torch_seed(path, model, optimizer, scheduler, generator, epoch, loss):
+    # torch.seed() reads like "the current seed"; it reseeds the global generator
+    torch.save({"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(), "torch_rng": torch.seed(),
+                "loader_rng": generator.get_state(), "loss": loss}, path)
+
+
+ROUND_5_CLASSES = [
+    Reject(checks.check_resume_epochs, resume_saves_epoch_plus_one, "you passed epoch + 1"),
+    Reject(checks.check_resume_equal, resume_saves_epoch_plus_one, "you passed epoch + 1"),
+    Reject(checks.check_resume_epochs, resume_torch_saves_epoch_plus_one, "with the loop's own epoch (not epoch + 1)"),
+    Reject(checks.check_save_checkpoint_basics, save_seed_read_with_torch_seed, "torch.seed() does not tell you the seed"),
+    Reject(checks.check_load_checkpoint_resume, load_without_loader_rng,
+           "call generator.set_state(checkpoint['loader_rng']) on the generator argument itself"),
+]
+
+CASES = CASES + ROUND_5_CLASSES
