@@ -127,7 +127,10 @@ def _seed_everything(seed: int) -> None:
 
 
 class _Numbers(Dataset):
-    """Item i is the int i: a split's items say which indices it holds."""
+    """Item i is the int ITEM_BASE + i: a split's items say which indices it holds, and differ from the indices,
+    so that a part holding indices instead of items shows."""
+
+    ITEM_BASE = 1000
 
     def __init__(self, n: int) -> None:
         self.n = n
@@ -138,14 +141,24 @@ class _Numbers(Dataset):
     def __getitem__(self, index: int) -> int:
         if not 0 <= index < self.n:
             raise IndexError(index)
-        return index
+        return self.ITEM_BASE + index
 
 
-def _items(part: Any, what: str) -> list[int]:
+def _items(part: Any, what: str, n: int) -> list[int]:
+    """The indices of the dataset's items that ``part`` holds, in its order."""
     if not hasattr(part, "__len__") or not hasattr(part, "__getitem__"):
         raise CheckError(f"{what} should be a dataset (random_split returns Subsets), but is {describe(part)}",
                          where="look at what you return for each part")
-    return [int(part[i]) for i in range(len(part))]
+    values = [int(part[i]) for i in range(len(part))]
+    base = _Numbers.ITEM_BASE
+    if values and not all(base <= v < base + n for v in values) and all(0 <= v < n for v in values):
+        shown = ", ".join(map(str, values[:5]))
+        raise CheckError(f"{what} holds indices ({shown}{', ...' if len(values) > 5 else ''}), not the dataset's "
+                         f"items: the check's dataset has item {base} at index 0, item {base + 1} at index 1, and so on",
+                         where="look at what you return for each part: the shuffled indices, or the items they pick",
+                         mistake="a part must be a dataset whose items are the dataset's own: wrap the indices in "
+                                 "Subset(dataset, indices) (random_split returns such Subsets)")
+    return [v - base for v in values]
 
 
 def _split(fn: Callable, n: int, val_size: int, seed: int) -> tuple[list[int], list[int]]:
@@ -153,7 +166,8 @@ def _split(fn: Callable, n: int, val_size: int, seed: int) -> tuple[list[int], l
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         raise CheckError(f"make_validation_split should return two datasets (train, val), but returned {describe(result)}",
                      where="look at your return statement: the train part, then the validation part")
-    return _items(result[0], "the train part"), _items(result[1], "the validation part")
+    what = f"make_validation_split(dataset of {n}, val_size={val_size}, seed={seed})"
+    return _items(result[0], f"{what}: the train part", n), _items(result[1], f"{what}: the validation part", n)
 
 
 # The evidence that a split is random: on RANDOMNESS_N items with RANDOMNESS_K for validation, a random
@@ -340,13 +354,38 @@ STACKED = ("torch.stack puts the batches side by side along a new first dimensio
            "(a squeeze would only hide this while there is one batch)")
 
 
-def check_stack_dataset(fn: Callable, inputs: Sequence[tuple[int, int]] | None = None) -> None:
-    """``fn(dataset) -> (images [N, 1, 28, 28] float32, labels [N] int64)``, in the dataset's order."""
-    inputs = inputs or [(1030, 0), (7, 1)]
-    for n, seed in inputs:
-        dataset = DigitImages(n, seed)
+class _ShuffledPart(Subset):
+    """``n`` items of a DigitImages twice as large, picked in a shuffled order: what random_split hands the lesson."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        order = torch.randperm(2 * n, generator=torch.Generator().manual_seed(seed))
+        super().__init__(DigitImages(2 * n, seed), order[:n].tolist())
+
+    def __repr__(self) -> str:
+        return f"<a Subset: {len(self):,} digit images picked in a shuffled order from a dataset of {len(self.dataset):,}>"
+
+
+_ShuffledPart.__name__ = _ShuffledPart.__qualname__ = "Subset"  # a learner's error message names what they were given
+
+
+def _labels_of_whole(got: Any, dataset: Any) -> bool:
+    """``got`` is the first labels of the dataset a Subset was cut from, not those of the Subset's own items."""
+    whole = getattr(dataset, "dataset", None)
+    return (isinstance(dataset, Subset) and isinstance(got, torch.Tensor) and got.shape == (len(dataset),)
+            and same_value(got.long(), whole.targets[:len(dataset)]))
+
+
+def check_stack_dataset(fn: Callable, inputs: Sequence[tuple[int, ...]] | None = None) -> None:
+    """``fn(dataset) -> (images [N, 1, 28, 28] float32, labels [N] int64)``, in the dataset's order.
+
+    An input ``(n, seed)`` is a dataset of n digits; ``(n, seed, "part")`` is n digits picked in a shuffled order
+    from a dataset twice as large (a Subset, as make_validation_split returns).
+    """
+    inputs = inputs or [(1030, 0), (7, 1), (300, 2, "part")]
+    for n, seed, *kind in inputs:
+        dataset = _ShuffledPart(n, seed) if kind == ["part"] else DigitImages(n, seed)
         images, labels = ref.stack_dataset(dataset)
-        what = f"stack_dataset(dataset of {n})"
+        what = f"stack_dataset({dataset!r})" if kind == ["part"] else f"stack_dataset(dataset of {n})"
         with _KeptRandomState(), _LoaderSettings() as settings:
             # task: "It may draw from the global random generator": a DataLoader draws its base seed from it,
             # even without shuffling
@@ -391,7 +430,13 @@ def check_stack_dataset(fn: Callable, inputs: Sequence[tuple[int, int]] | None =
                                          "the last, shorter batch: keep it (drop_last=False, the default)"
                                  if dropped else None)
         expect_tensor(got_images, images, what=f"{what}'s images", mistakes=[reordered, by_hand, stacked[0]])
-        expect_tensor(got_labels, labels, what=f"{what}'s labels", mistakes=[stacked[1]])
+        whole_labels = Mistake("the labels are the first ones of the dataset the Subset was cut from "
+                               "(dataset.dataset.targets), not the labels of the Subset's own items: a Subset picks "
+                               "items of that dataset by its indices, in their order. Take the labels from the "
+                               "items (dataset[i], or a DataLoader over it)",
+                               where="look at where the labels come from: the dataset's items, or an attribute",
+                               matches=lambda got: _labels_of_whole(got, dataset))
+        expect_tensor(got_labels, labels, what=f"{what}'s labels", mistakes=[stacked[1], whole_labels])
     passed("stack_dataset", len(inputs))
 
 
@@ -413,7 +458,8 @@ def _offsets(got: torch.Tensor, images: torch.Tensor, reach: int, fill: float, r
     for dy in range(-reach, reach + 1):
         for dx in range(-reach, reach + 1):
             moved = images.roll((dy, dx), dims=(-2, -1)) if roll else _shifted(images, dy, dx, fill)
-            same = (moved == got).flatten(1).all(dim=1)
+            # whole-pixel moves copy values; a float round trip (x - fill + fill) may change the last bit
+            same = torch.isclose(moved, got, rtol=1e-6, atol=1e-6).flatten(1).all(dim=1)
             for i in same.nonzero().flatten().tolist():
                 if found[i] is None:
                     found[i] = (dy, dx)

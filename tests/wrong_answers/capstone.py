@@ -916,3 +916,56 @@ CASES = [
     Reject(checks.check_held_out_99, linear_one_epoch, "is below 99.0%"),
     Reject(checks.check_held_out_99, forgets_return, "no model to grade"),
 ]
+
+
+# ---------------------------------------------------------------- round 5: a learner who never read the checks
+
+
+def split_returns_indices(dataset, val_size, seed):
+    # the shuffled indices themselves, never turned into datasets
+    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed))
+    return order[val_size:], order[:val_size]
+
+
+def split_lists_of_items(dataset, val_size, seed):
+    # also correct: plain lists of the dataset's items are map-style datasets too
+    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed)).tolist()
+    return [dataset[i] for i in order[val_size:]], [dataset[i] for i in order[:val_size]]
+
+
+def stack_labels_of_the_whole(dataset):
+    # images from the items, labels from the dataset a Subset was cut from, ignoring the Subset's indices
+    images = torch.stack([dataset[i][0] for i in range(len(dataset))])
+    whole = dataset.dataset if isinstance(dataset, Subset) else dataset
+    return images, torch.as_tensor(whole.targets)[:len(dataset)]
+
+
+def stack_targets_attribute(dataset):
+    # labels read from .targets: right for the whole dataset, not for a Subset (which has none)
+    images = torch.stack([dataset[i][0] for i in range(len(dataset))])
+    return images, torch.as_tensor(dataset.targets)
+
+
+def shift_by_grid_sample(images, max_shift, fill, generator):
+    # also correct: nearest-neighbour resampling by whole pixels; (x - fill) + fill may change the last bit
+    n, _, h, w = images.shape
+    dy = torch.randint(-max_shift, max_shift + 1, (n,), generator=generator)
+    dx = torch.randint(-max_shift, max_shift + 1, (n,), generator=generator)
+    theta = torch.zeros(n, 2, 3, dtype=images.dtype)
+    theta[:, 0, 0] = 1
+    theta[:, 1, 1] = 1
+    theta[:, 0, 2] = -2 * dx.to(images.dtype) / w
+    theta[:, 1, 2] = -2 * dy.to(images.dtype) / h
+    grid = F.affine_grid(theta, list(images.shape), align_corners=False)
+    moved = F.grid_sample(images - fill, grid, mode="nearest", padding_mode="zeros", align_corners=False)
+    return moved + fill
+
+
+CASES += [
+    Reject(checks.check_make_validation_split, split_returns_indices, "wrap the indices in Subset(dataset, indices)"),
+    Accept(checks.check_make_validation_split, split_lists_of_items),
+    Reject(checks.check_stack_dataset, stack_labels_of_the_whole, "the labels are the first ones of the dataset the "
+           "Subset was cut from"),
+    Reject(checks.check_stack_dataset, stack_targets_attribute, "'Subset' object has no attribute 'targets'"),
+    Accept(checks.check_random_shift, shift_by_grid_sample),
+]
