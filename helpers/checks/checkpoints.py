@@ -1242,12 +1242,15 @@ def check_train_jittered(fn: Callable[..., Any], inputs: Sequence[JitterCase] | 
             expected += list(range(done, kill))
             done = kill
         expected += list(range(done, case.epochs))
+        # a kill of k comes after k finished epochs, that is after epoch k - 1 (epochs count from 0)
+        killed = "killed after epoch" + ("s " if len(case.kills) > 1 else " ") + " and ".join(
+            str(k - 1) for k in case.kills)
         expect(reported == expected,
-               f"{what}: killed after epochs {list(case.kills)} and restarted, the epochs run were {reported}; "
+               f"{what}: {killed} and restarted, the epochs run were {reported}; "
                f"expected {expected}", where="look at where a restarted run starts counting",
                mistake="the saved epoch is finished: a restart continues with the one after it")
         expect(same_value(got, want, atol=0, rtol=0),
-               f"{what}: killed after epochs {list(case.kills)} and restarted with fresh objects, the final weights "
+               f"{what}: {killed} and restarted with fresh objects, the final weights "
                f"differ from an uninterrupted run's (first in '{_first_key_differing(got, want)}')",
                where="list every object and every random stream that jitter_epoch reads or changes: "
                      "each must be saved and restored",
