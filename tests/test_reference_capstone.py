@@ -74,6 +74,11 @@ def test_training_past_the_limit_is_stopped_with_a_message():
     result = checks._train(endless, _tiny_set(), budget_s=0.4, limit_s=0.6, threads=1, seed=0)
     assert result.cpu_seconds < 3, "stopped near the CPU limit (the clock depends on how busy the machine is)"
     assert result.model is None and "was stopped after" in str(result.error)
+    assert "plus the 50% allowed for a slower grading machine" in str(result.error)
+    # the contract's small run keeps the graded run's limit, many times its own budget: no percentage is made up
+    result = checks._train(endless, _tiny_set(), budget_s=0.1, limit_s=0.6, threads=1, seed=0)
+    assert "although it was given a time_budget_s of 0.1 s" in str(result.error)
+    assert "allowed" not in str(result.error)
 
 
 def test_training_over_the_limit_that_swallows_the_stop_is_still_caught():
