@@ -864,6 +864,37 @@ def _row_indices(batch: Any, x: torch.Tensor) -> list[int]:
     return [next((i for i in range(len(x)) if torch.equal(row, x[i])), -1) for row in rows]
 
 
+# What happened on this rank, in order, during one training case (in a forked child: each rank has its own):
+# "backward" when a backward pass reached a training forward's output, "average" (or "average-cleared", when every
+# parameter's .grad was None or zero then) when the code called average_gradients (see _watched_average_gradients)
+_TIMELINE: list[str] = []
+
+
+_REFERENCE_AVERAGE = ref.average_gradients  # itself: substitute() may put the spy below in the reference's module
+
+
+def _watched_average_gradients(model: nn.Module) -> None:
+    """The reference average_gradients, noting in the rank's timeline whether there were gradients to average."""
+    try:
+        cleared = all(p.grad is None or not p.grad.any() for p in model.parameters())
+    except Exception:  # not a model: the reference says what is wrong
+        cleared = False
+    _TIMELINE.append("average-cleared" if cleared else "average")
+    return _REFERENCE_AVERAGE(model)
+
+
+def _averaged_before_backward(timeline: list[str]) -> int:
+    """How many times average_gradients ran, when every call found no gradients (every .grad None or zero) and
+    was followed by a backward pass before the next call; 0 otherwise."""
+    calls = [i for i, event in enumerate(timeline) if event.startswith("average")]
+    if not calls or any(timeline[i] != "average-cleared" for i in calls):
+        return 0
+    ends = [*calls[1:], len(timeline)]
+    if all("backward" in timeline[i + 1:end] for i, end in zip(calls, ends)):
+        return len(calls)
+    return 0
+
+
 def _recording_factory(x: torch.Tensor) -> tuple[Callable[[], nn.Module], list[dict[str, Any]]]:
     """``make_regressor`` that records, for every model it builds, its first weights and the rows of ``x`` each
     training forward saw: a forward whose output a backward pass reached (a forward hook and a hook on its
@@ -881,6 +912,7 @@ def _recording_factory(x: torch.Tensor) -> tuple[Callable[[], nn.Module], list[d
                 rows = _row_indices(args[0], x)
 
                 def reached(grad: torch.Tensor, rows: list[int] = rows) -> None:
+                    _TIMELINE.append("backward")
                     if not any(r is rows for r in record["forwards"]):
                         record["forwards"].append(rows)
 
@@ -899,11 +931,12 @@ def _train_target(rank: int, world_size: int, fn: Callable[..., Any], cases: lis
         x, y = _train_data(case)
         make_model, built = _recording_factory(x)
         torch.manual_seed(1234 + rank)  # whatever state each process happens to have: only `seed` may matter
+        _TIMELINE.clear()
         # task: "the model comes from make_model, built right after torch's global generator is seeded with seed"
         result = in_rank(fn, make_model, x, y, case.steps, case.seed, case.lr, allow=Allow(global_rng=True))
         if isinstance(result, dict):
             result = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in result.items()}
-        out.append((result, built))
+        out.append((result, built, list(_TIMELINE)))
     return out
 
 
@@ -923,6 +956,19 @@ def _built_with(seed: int) -> dict[str, torch.Tensor]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return make_regressor().state_dict()
+
+
+def _strided_by(rows: list[int], rank: int, n: int, world_size: int) -> int | None:
+    """The step k (2 or more, not ``world_size``) when ``rows`` are the samples rank, rank + k, ... of ``n``."""
+    if len(rows) < 2:
+        return None
+    return next((k for k in range(2, n + 1) if k != world_size and rows == list(range(rank, n, k))), None)
+
+
+def _hard_coded_world(fixed: int, world_size: int, shown: str) -> str:
+    """The mistake of a world size written into the code."""
+    return (f"that is {shown}: a world size of {fixed}, written into the code, while this group has {world_size} "
+            "processes. Ask the group: world_size = dist.get_world_size()")
 
 
 def _expect_training_contract(what: str, case: TrainCase, rank: int, built: list[dict[str, Any]]) -> int:
@@ -969,6 +1015,8 @@ def _expect_training_contract(what: str, case: TrainCase, rank: int, built: list
             elif rows == list(range(case.batch))[rank * len(shard):(rank + 1) * len(shard)]:
                 cause = ("that is a contiguous block of the batch (chunk, split or a slice [start:stop]); the "
                          "contract deals the samples out like cards: inputs[rank::world_size]")
+            elif (fixed := _strided_by(rows, rank, case.batch, world_size)) is not None:
+                cause = _hard_coded_world(fixed, world_size, f"inputs[rank::{fixed}]")
             raise CheckError(f"{what}: forward {step + 1} of rank {rank}'s model (with gradients) saw the samples "
                              f"{rows} of the {case.batch}; rank {rank}'s shard is {shard}, the samples r, "
                              f"r + world_size, ...",
@@ -989,7 +1037,7 @@ def _check_training(fn: Callable[..., Any], inputs: Sequence[TrainCase], name: s
             what = f"{name}(..., steps={case.steps}, seed={case.seed}, lr={case.lr}) with {world_size} processes"
             forwards = []
             for rank in range(world_size):  # the contract on every rank first: one rank's slip skews all weights
-                got, built = per_rank[rank][index]
+                got, built, _ = per_rank[rank][index]
                 expect(isinstance(got, dict), f"{what}: rank {rank} should return the model's state_dict(), "
                        f"but returned {describe(got)}",
                        where="look at your return statement")
@@ -1005,7 +1053,8 @@ def _check_training(fn: Callable[..., Any], inputs: Sequence[TrainCase], name: s
                 forwards.append(_expect_training_contract(what, case, rank, built))
             twins = extra(case)
             for rank in range(world_size):
-                got = per_rank[rank][index][0]
+                got, _, timeline = per_rank[rank][index]
+                early = _averaged_before_backward(timeline)
                 for key, want in expected.items():
                     mistakes = []
                     if forwards[rank] != case.steps:
@@ -1013,6 +1062,14 @@ def _check_training(fn: Callable[..., Any], inputs: Sequence[TrainCase], name: s
                                                 f"for steps={case.steps}: one step is one forward, backward and "
                                                 "optimizer step; count the loop", matches=lambda got: True,
                                                 where="look at how many times your loop runs"))
+                    if early:
+                        mistakes.append(Mistake(
+                            f"average_gradients ran before backward(): each of its {early} call(s) on rank {rank} "
+                            "found every parameter's .grad None or zero (cleared, and not yet written by that step's "
+                            "backward()), so it had nothing to average, and the backward() after it wrote this "
+                            "rank's own gradients for optimizer.step(). Call average_gradients(model) after "
+                            "loss.backward() and before optimizer.step()", matches=lambda got: True,
+                            where="look at the order of the calls in each step of your loop"))
                     mistakes += [Mistake(message, lambda twin=twin, rank=rank, key=key: twin[min(rank, len(twin) - 1)][key],
                                          where="look at each step of the training loop: the shard, the loss, "
                                                "backward, the gradient exchange, the step")
@@ -1042,7 +1099,7 @@ _ACCUMULATED = ("the gradients of every step were added to those of the steps be
 
 def check_train_by_hand(fn: Callable[..., Any], inputs: Sequence[TrainCase] | None = None) -> None:
     """Every rank's weights after ``steps`` steps equal one process trained on the whole batch."""
-    inputs = inputs or [TrainCase()]
+    inputs = inputs or [TrainCase(), TrainCase(2, 2, 0.1, 3, 9)]
 
     def twins(case: TrainCase) -> list:
         return [(_NOT_AVERAGED + ": call average_gradients(model) after backward() (which writes them) and before "
@@ -1052,14 +1109,15 @@ def check_train_by_hand(fn: Callable[..., Any], inputs: Sequence[TrainCase] | No
                 _divided_again(case, "average_gradients")]
 
     # graded with the reference average_gradients: a bug there costs exercise 2's points, not these too
-    with torch.random.fork_rng(devices=[]), substitute(fn, average_gradients=ref.average_gradients):
+    # (watched: whether it had gradients to average when it ran)
+    with torch.random.fork_rng(devices=[]), substitute(fn, average_gradients=_watched_average_gradients):
         checks = _check_training(fn, inputs, "train_by_hand", twins)
     passed("train_by_hand", checks)
 
 
 def check_train_ddp(fn: Callable[..., Any], inputs: Sequence[TrainCase] | None = None) -> None:
     """With DistributedDataParallel: every rank's weights after ``steps`` steps equal the whole-batch run."""
-    inputs = inputs or [TrainCase()]
+    inputs = inputs or [TrainCase(), TrainCase(2, 2, 0.1, 3, 9)]
 
     def twins(case: TrainCase) -> list:
         return [(_NOT_AVERAGED + ": wrap the model in DistributedDataParallel before training, and train the wrapper",
@@ -1184,6 +1242,29 @@ def _barrier_on_some_ranks(folder: str, world_size: int) -> str | None:
     return None
 
 
+def _barrier_after_load(folder: str, world_size: int, failed: int | None = None) -> str | None:
+    """When no rank called dist.barrier() before its load, and some called it only after loading: the barrier is
+    there, in the wrong place. ``failed``: a rank whose load raised (its code never got past it)."""
+    events = [_events(folder, r) for r in range(world_size)]
+    loaded = [r for r, e in enumerate(events) if "load" in e]
+    late = [r for r in loaded if "barrier" in events[r] and events[r].index("load") < events[r].index("barrier")]
+    if not late or any("barrier" in e and ("load" not in e or e.index("barrier") < e.index("load")) for e in events):
+        return None
+    never = [r for r in loaded if "barrier" not in events[r]]
+    shown = ""
+    if failed in never:
+        shown = (f", and rank {failed} loaded it before calling any barrier (its load failed, so it never got "
+                 "further)"
+                 + (f"; rank(s) {[r for r in never if r != failed]} loaded it and never called dist.barrier()"
+                    if len(never) > 1 else ""))
+    elif never:
+        shown = f", and rank(s) {never} loaded it and never called dist.barrier()"
+    who = "every rank" if late == list(range(world_size)) else f"rank(s) {late}"
+    return (f"{who} called dist.barrier() only after loading the file{shown}: a barrier after the load makes no "
+            "rank wait for the file. The barrier must come after the save and before the load: call dist.barrier() "
+            "there, on every rank")
+
+
 def _unmapped_load(rank: int, symptom: str) -> CheckError:
     """The failure for a rank that loaded the checkpoint without map_location."""
     return CheckError(f"save_and_load: on rank {rank}, {symptom} (the check's rank 0 saves as a GPU machine does: "
@@ -1211,7 +1292,8 @@ def check_save_and_load(fn: Callable[..., Any], inputs: Sequence[SaveCase] | Non
                 if rank > 0 and report.error == "FileNotFoundError":
                     early = (f"save_and_load: rank {rank} tried to load the file before rank 0 had written it "
                              "(FileNotFoundError)")
-                    uneven = _barrier_on_some_ranks(folder, case.world_size)
+                    uneven = _barrier_after_load(folder, case.world_size, rank) or _barrier_on_some_ranks(
+                        folder, case.world_size)
                     return CheckError(early, where="look at what the other ranks do while rank 0 saves: what makes "
                                                    "them wait until the file is complete?",
                                       mistake=uneven or "call dist.barrier() between saving and loading")
@@ -1244,7 +1326,8 @@ def check_save_and_load(fn: Callable[..., Any], inputs: Sequence[SaveCase] | Non
                 if case.older_file and all(torch.equal(weights[k], older[k]) for k in older):
                     early = (f"{what}: rank {rank} loaded the file before rank 0 had written it (it read the "
                              "older checkpoint that was still there)")
-                    uneven = _barrier_on_some_ranks(folder, case.world_size)
+                    uneven = _barrier_after_load(folder, case.world_size) or _barrier_on_some_ranks(
+                        folder, case.world_size)
                     raise CheckError(early, where="look at what the other ranks do while rank 0 saves: what makes "
                                                   "them wait until the file is complete?",
                                      mistake=uneven or "call dist.barrier() between saving and loading")
@@ -1473,9 +1556,23 @@ def _expect_own_shares(what: str, case: WholeCase, reads: list[list[int]]) -> No
                          mistake=cause)
 
 
+def _strided_reads(case: WholeCase, reads: list[list[int]]) -> int | None:
+    """The step k (2 or more, not the world size) when every rank r read, in each step, the samples r, r + k, ...
+    of the one-process run's batch: a world size written into the code as k."""
+    world_size = len(reads)
+    orders = [_shuffled(case.n, case.seed + epoch) for epoch in range(case.epochs)]
+    batches = [order[start:start + case.batch_size] for order in orders
+               for start in range(0, case.n, case.batch_size)]
+    for k in range(2, case.batch_size + 1):
+        if k != world_size and all(read == [i for batch in batches for i in batch[rank::k]]
+                                   for rank, read in enumerate(reads)):
+            return k
+    return None
+
+
 def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] | None = None) -> None:
     """On every rank, ``fn`` reads only its share of the data and ends with the given single-process run's weights."""
-    inputs = inputs or [WholeCase()]
+    inputs = inputs or [WholeCase(), WholeCase(2, 12, 6, 2, 3)]
     checks = 0
     for world_size, cases in _by_world_size(inputs).items():
         per_rank = run_group(_whole_target, fn, cases, world_size=world_size, what="train_distributed")
@@ -1509,6 +1606,7 @@ def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] 
             what = (f"train_distributed(make_model, dataset of {case.n}, epochs={case.epochs}, "
                     f"batch_size={case.batch_size}, lr=0.1, seed={case.seed}) with {world_size} processes")
             results = []
+            fixed = _strided_reads(case, [per_rank[rank][index][1] for rank in range(world_size)])
             for rank in range(world_size):
                 got, read, _ = per_rank[rank][index]
                 reads = len(read)
@@ -1525,6 +1623,15 @@ def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] 
                        f"the model's {sorted(expected)}",
                        where="look at which model's state_dict() you return")
                 share = case.n // world_size * case.epochs
+                if fixed is not None:
+                    raise CheckError(f"{what}: rank {rank} read {reads} samples from the dataset in {case.epochs} "
+                                     f"epoch(s): in every step the samples at positions {rank}, {rank + fixed}, ... of "
+                                     f"the one-process run's batch of {case.batch_size}; its share is {share} "
+                                     f"({case.n} // {world_size} per epoch), {case.batch_size // world_size} of "
+                                     "every batch",
+                                     where="look at every number in the code that picks this rank's samples: is "
+                                           "one of them the world size, written as a number?",
+                                     mistake=_hard_coded_world(fixed, world_size, f"batch[rank::{fixed}]"))
                 if reads > share:
                     raise CheckError(f"{what}: rank {rank} read {reads} samples from the dataset in {case.epochs} "
                                      f"epoch(s); its share is {share} ({case.n} // {world_size} per epoch)",

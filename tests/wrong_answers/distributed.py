@@ -1383,3 +1383,234 @@ CASES += [
     *[Accept(check_three_epochs, answer) for answer in (ref.epoch_batches, epochs_keywords, epochs_batched_by_hand,
                                                         epochs_explicit_rank)],
 ]
+
+
+# ---------------------------------------------------------------- round 6: a world size of 2 written into the code,
+# average_gradients before backward, a barrier after the load
+
+
+# The notebook's own average_gradients, as a learner's train_by_hand finds it: check_train_by_hand puts the
+# check's in its place (substitute) while it runs.
+average_gradients = ref.average_gradients
+
+
+def by_hand_world_of_two(make_model, inputs, targets, steps, seed, lr):
+    """Shards with a world size of 2 written in: right on 2 processes, wrong on 3."""
+    rank = dist.get_rank()
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(inputs[rank::2]), targets[rank::2]).backward()
+        average_gradients(model)
+        optimizer.step()
+    return model.state_dict()
+
+
+def by_hand_averaged_before_backward(make_model, inputs, targets, steps, seed, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    x, y = inputs[rank::world_size], targets[rank::world_size]
+    for _ in range(steps):
+        optimizer.zero_grad()
+        average_gradients(model)  # too early: zero_grad() left every .grad None, backward() has not run yet
+        nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+    return model.state_dict()
+
+
+def by_hand_grads_set_to_none(make_model, inputs, targets, steps, seed, lr):
+    """Correct: an index tensor for the shard, .grad set to None by hand, the SGD update written out."""
+    torch.manual_seed(seed)
+    model = make_model()
+    idx = torch.arange(dist.get_rank(), len(inputs), dist.get_world_size())
+    my_inputs, my_targets = inputs[idx], targets[idx]
+    for _ in range(steps):
+        for p in model.parameters():
+            p.grad = None
+        loss = ((model(my_inputs) - my_targets) ** 2).mean()
+        loss.backward()
+        average_gradients(model)
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.grad is not None:
+                    p -= lr * p.grad
+    return model.state_dict()
+
+
+def by_hand_mse_module(make_model, inputs, targets, steps, seed, lr):
+    """Correct: nn.MSELoss, model.zero_grad(), the shard sliced in every step, the state dict copied."""
+    torch.manual_seed(seed)
+    model = make_model()
+    criterion = nn.MSELoss()
+    opt = torch.optim.SGD(model.parameters(), lr)
+    r, ws = dist.get_rank(), dist.get_world_size()
+    for _ in range(steps):
+        model.zero_grad()
+        criterion(model(inputs[r::ws]), targets[r::ws]).backward()
+        average_gradients(model)
+        opt.step()
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def ddp_world_of_two(make_model, inputs, targets, steps, seed, lr):
+    rank = dist.get_rank()
+    torch.manual_seed(seed)
+    model = make_model()
+    ddp_model = DistributedDataParallel(model)
+    optimizer = torch.optim.SGD(ddp_model.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(ddp_model(inputs[rank::2]), targets[rank::2]).backward()
+        optimizer.step()
+    return model.state_dict()
+
+
+def ddp_optimizer_before_wrapping(make_model, inputs, targets, steps, seed, lr):
+    """Correct: the optimizer built on the plain model before it is wrapped (the same parameters)."""
+    torch.manual_seed(seed)
+    net = make_model()
+    optimizer = torch.optim.SGD(net.parameters(), lr=lr)
+    ddp = DistributedDataParallel(net)
+    r, ws = dist.get_rank(), dist.get_world_size()
+    x, y = inputs[r::ws], targets[r::ws]
+    for _ in range(steps):
+        optimizer.zero_grad(set_to_none=True)
+        nn.MSELoss()(ddp(x), y).backward()
+        optimizer.step()
+    return ddp.module.state_dict()
+
+
+def whole_world_of_two(make_model, dataset, epochs, batch_size, lr, seed):
+    rank = dist.get_rank()
+    torch.manual_seed(seed)
+    model = make_model()
+    ddp_model = DistributedDataParallel(model)
+    optimizer = torch.optim.SGD(ddp_model.parameters(), lr=lr, momentum=0.9)
+    for epoch in range(epochs):
+        order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed + epoch)).tolist()
+        for start in range(0, len(order), batch_size):
+            items = [dataset[i] for i in order[start:start + batch_size][rank::2]]
+            images, labels = torch.stack([x for x, _ in items]), torch.tensor([y for _, y in items])
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(ddp_model(images), labels).backward()
+            optimizer.step()
+    return model.state_dict()
+
+
+def whole_contiguous_chunks(make_model, dataset, epochs, batch_size, lr, seed):
+    """Correct: each rank its contiguous chunk of every global batch, the wrapper's module's weights."""
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    local = batch_size // world_size
+    torch.manual_seed(seed)
+    ddp = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=lr, momentum=0.9)
+    for epoch in range(epochs):
+        g = torch.Generator()
+        g.manual_seed(seed + epoch)
+        order = torch.randperm(len(dataset), generator=g).tolist()
+        for start in range(0, len(order), batch_size):
+            chunk = order[start + rank * local:start + (rank + 1) * local]
+            xs, ys = zip(*(dataset[i] for i in chunk))
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(ddp(torch.stack(xs)), torch.tensor(ys)).backward()
+            optimizer.step()
+    return ddp.module.state_dict()
+
+
+def whole_sampler_shuffle_spelled_out(make_model, dataset, epochs, batch_size, lr, seed):
+    """Correct: DistributedSampler(shuffle=True, seed=seed) built before the model, the plain model's weights."""
+    world_size = dist.get_world_size()
+    sampler = DistributedSampler(dataset, shuffle=True, seed=seed)
+    loader = DataLoader(dataset, batch_size=batch_size // world_size, sampler=sampler)
+    torch.manual_seed(seed)
+    model = make_model()
+    ddp_model = DistributedDataParallel(model)
+    optimizer = torch.optim.SGD(ddp_model.parameters(), lr=lr, momentum=0.9)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for images, labels in loader:
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(ddp_model(images), labels).backward()
+            optimizer.step()
+    return model.state_dict()
+
+
+def whole_averaged_by_hand(make_model, dataset, epochs, batch_size, lr, seed):
+    """Correct: no DDP; the gradients averaged with average_gradients, a strided share of every batch."""
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    for epoch in range(epochs):
+        order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed + epoch)).tolist()
+        for start in range(0, len(order), batch_size):
+            items = [dataset[i] for i in order[start + rank:start + batch_size:world_size]]
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(torch.stack([x for x, _ in items])),
+                                        torch.tensor([y for _, y in items])).backward()
+            average_gradients(model)
+            optimizer.step()
+    return model.state_dict()
+
+
+def save_barrier_after_load(model, path):
+    """Every rank calls the barrier, but after its load: rank 1 reads before rank 0 has written."""
+    if dist.get_rank() == 0:
+        torch.save(model.state_dict(), path)
+    model.load_state_dict(torch.load(path, map_location="cpu"))
+    dist.barrier()
+
+
+def save_atomically(model, path):
+    """Correct: rank 0 writes a temporary file and renames it; a barrier; a weights_only load."""
+    import os
+    path = Path(path)
+    if dist.get_rank() == 0:
+        tmp = path.with_name(path.name + ".tmp")
+        torch.save(model.state_dict(), tmp)
+        os.replace(tmp, path)
+    dist.barrier()
+    model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+
+
+def check_save_over_older_file(fn):
+    checks.check_save_and_load(fn, inputs=[checks.SaveCase(1, 2, older_file=True)])
+
+
+CASES += [
+    Reject(checks.check_train_by_hand, by_hand_world_of_two,
+           "forward 1 of rank 0's model (with gradients) saw the samples [0, 2, 4, 6, 8] of the 9"),
+    Reject(checks.check_train_by_hand, by_hand_world_of_two,
+           "that is inputs[rank::2]: a world size of 2, written into the code, while this group has 3 processes"),
+    Reject(checks.check_train_by_hand, by_hand_averaged_before_backward,
+           "average_gradients ran before backward(): each of its 3 call(s) on rank 0 found every parameter's .grad "
+           "None or zero"),
+    Accept(checks.check_train_by_hand, by_hand_grads_set_to_none),
+    Accept(checks.check_train_by_hand, by_hand_mse_module),
+    Reject(checks.check_train_ddp, ddp_world_of_two,
+           "that is inputs[rank::2]: a world size of 2, written into the code, while this group has 3 processes"),
+    Accept(checks.check_train_ddp, ddp_optimizer_before_wrapping),
+    Reject(checks.check_train_distributed, whole_world_of_two,
+           "rank 0 read 12 samples from the dataset in 2 epoch(s): in every step the samples at positions 0, 2, ..."),
+    Reject(checks.check_train_distributed, whole_world_of_two,
+           "that is batch[rank::2]: a world size of 2, written into the code, while this group has 3 processes"),
+    Accept(checks.check_train_distributed, whole_contiguous_chunks),
+    Accept(checks.check_train_distributed, whole_sampler_shuffle_spelled_out),
+    Accept(checks.check_train_distributed, whole_averaged_by_hand),
+    Reject(checks.check_save_and_load, save_barrier_after_load,
+           "rank(s) [0] called dist.barrier() only after loading the file, and rank 1 loaded it before calling any "
+           "barrier"),
+    Reject(checks.check_save_and_load, save_barrier_after_load, "The barrier must come after the save and before the load"),
+    Reject(check_save_over_older_file, save_barrier_after_load,
+           "every rank called dist.barrier() only after loading the file"),
+    Accept(checks.check_save_and_load, save_atomically),
+    Reject(check_save_over_older_file, save_without_barrier, "call dist.barrier() between saving and loading"),
+    Reject(check_save_over_older_file, save_barrier_inside_rank0, "is one inside `if rank == 0:`?"),
+    *[Accept(check_save_over_older_file, answer) for answer in (ref.save_and_load, save_with_path_object,
+                                                                save_barrier_both_sides, save_other_ranks_load,
+                                                                save_atomically)],
+]
