@@ -36,6 +36,7 @@ a device tensor, and 0-d tensors mixed with any device all work, as on a GPU.
 from __future__ import annotations
 
 import contextlib
+import types
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,8 +45,8 @@ import torch
 from torch import nn
 
 __all__ = ["STAND_IN_DEVICE", "CUDA_LOAD_ERROR", "HostTensor", "NotMovedError", "OnDevice", "OnHost", "Placed",
-           "host_collate", "is_on_device", "model_on_device", "outputs_on_device", "place", "place_model", "same_device_error",
-           "save_as_on_device", "saved_on", "storage_locations", "unplaced"]
+           "host_collate", "is_on_device", "model_on_device", "moved_to_cpu", "outputs_on_device", "place", "place_model",
+           "same_device_error", "save_as_on_device", "saved_on", "storage_locations", "unplaced"]
 
 STAND_IN_DEVICE = torch.device("cuda", 0)
 """What ``.device`` of a tensor on the stand-in device reports, and what checks pass as ``device``."""
@@ -231,9 +232,42 @@ def _mark(value: Any, on_device: bool) -> Any:
 
 
 def outputs_on_device(model: nn.Module) -> nn.Module:
-    """Every output of ``model`` comes back as an :class:`OnDevice` tensor, as a GPU model's would; returns it."""
-    model.register_forward_hook(lambda module, args, out: _mark(out, True))
+    """Every output of ``model`` comes back as an :class:`OnDevice` tensor, as a GPU model's would; returns it.
+
+    The model stands for one on a GPU, so a call that moves it to the CPU (``.cpu()``, ``.to("cpu")``) is
+    recorded: :func:`moved_to_cpu` says how it was moved.
+    """
+    # a model moved to the CPU (a copy, say) returns its outputs there, as a GPU model moved off the GPU would
+    model.register_forward_hook(lambda module, args, out: _mark(out, not module._stand_in_moves_to_cpu))
+    object.__setattr__(model, "_stand_in_moves_to_cpu", [])
+    for name in ("cpu", "to"):
+
+        def spy(self: nn.Module, *args: Any, _name: str = name, **kwargs: Any) -> Any:
+            # only .cpu() and a device written as text count: a torch.device may come from the model's own
+            # parameters, which report the CPU here (model.to(next(model.parameters()).device) moves nothing)
+            given = [a for a in (*args, kwargs.get("device")) if isinstance(a, str)]
+            if _name == "cpu" or any(torch.device(a).type == "cpu" for a in given if _is_device_text(a)):
+                shown = ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in kwargs.items())])
+                self._stand_in_moves_to_cpu.append(f"model.{_name}({shown})")
+            return getattr(type(self), _name)(self, *args, **kwargs)
+
+        # bound to the instance, so only this model is watched, and a deep copy's spy watches the copy
+        object.__setattr__(model, name, types.MethodType(spy, model))
     return model
+
+
+def _is_device_text(text: str) -> bool:
+    try:
+        torch.device(text)
+    except RuntimeError:
+        return False
+    return True
+
+
+def moved_to_cpu(model: nn.Module) -> str | None:
+    """How the code moved an :func:`outputs_on_device` model to the CPU (``"model.cpu()"``), or None."""
+    moves = getattr(model, "_stand_in_moves_to_cpu", None)
+    return moves[0] if moves else None
 
 
 class _PlacedParameter(nn.Parameter):

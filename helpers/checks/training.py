@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from helpers.checks import (Allow, CheckError, Mistake, call, describe, expect, expect_close, expect_tensor,
                            HostTensor, host_collate, modes, passed, same_value, substitute)
-from helpers.checks.devices import Placed, is_on_device, outputs_on_device, unplaced
+from helpers.checks.devices import Placed, is_on_device, moved_to_cpu, outputs_on_device, unplaced
 from helpers.reference import training as ref
 
 N_FEATURES, N_CLASSES = 6, 3
@@ -1023,6 +1023,17 @@ def check_make_optimizer(fn: Callable[..., torch.optim.Optimizer],
 # ---------------------------------------------------------------- the classifier's device handling (self-check)
 
 
+def _moved_model(what: str, how: str) -> CheckError:
+    """classify moved the caller's model (a stand-in for one on a GPU) to the CPU."""
+    return CheckError(f"{what}: your function moved the model it was given to the CPU ({how}); the check's model "
+                      "stands for one on a GPU",
+                      where="look at what your function does to the model",
+                      mistake="the caller's model must stay where it is: moved to the CPU, it stays there after "
+                              "your function returns, and the caller's next training or predictions run on the CPU. "
+                              "Move the images to the model's device instead: "
+                              "images.to(next(model.parameters()).device)")
+
+
 def check_classify(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor], inputs: Sequence[Case] | None = None) -> None:
     """classify moves the images to the model's device (HostTensors fail if not), predicts in eval mode without
     gradients, and returns the classes."""
@@ -1043,6 +1054,8 @@ def check_classify(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor], inputs
             with substitute(fn, DEVICE=torch.device("meta")):
                 got = _call(fn, model, images.as_subclass(HostTensor), allow=Allow(modes=True, global_rng=True))
         except CheckError as error:
+            if moved_to_cpu(model):  # the crash that follows (the images meet the model "on the host") comes from it
+                raise _moved_model(what, moved_to_cpu(model)) from None
             if "meta" in str(error.__cause__ or ""):
                 raise CheckError(f"{what} raised {type(error.__cause__).__name__}: {error.__cause__}",
                                  where="look at where your function gets the device from",
@@ -1052,6 +1065,8 @@ def check_classify(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor], inputs
             raise
         rng_changed = not torch.equal(rng, torch.get_rng_state())
         torch.set_rng_state(rng)
+        if moved_to_cpu(model):
+            raise _moved_model(what, moved_to_cpu(model))
         with torch.no_grad():
             want = reference(images).argmax(dim=1)
         expect(seen, f"{what}: the model was never called",

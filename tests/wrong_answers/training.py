@@ -1260,3 +1260,45 @@ CASES = CASES + [
     Reject(checks.check_to_class_targets, targets_flat_argmax, "argmax without dim= indexes the flattened tensor"),
     Reject(checks.check_binary_loss, bce_as_cross_entropy, "each score here is its own yes/no decision"),
 ]
+
+
+# ---------------------------------------------------------------- round 5: a learner who never read the checks
+
+
+def classify_moves_the_model(model, images):
+    # runs everything on the CPU by moving the caller's model there
+    model = model.cpu()
+    model.eval()
+    with torch.no_grad():
+        return model(images.cpu()).argmax(dim=1)
+
+
+def classify_moves_the_model_by_name(model, images):
+    model.to("cpu").eval()
+    with torch.no_grad():
+        return model(images).argmax(dim=1).cpu()
+
+
+def classify_to_own_device(model, images):
+    # also correct: moving the model to the device it is on changes nothing
+    device = next(model.parameters()).device
+    model.to(device).eval()
+    with torch.no_grad():
+        return model(images.to(device)).argmax(dim=1).cpu()
+
+
+def classify_on_a_copy(model, images):
+    # also correct (if slow): a copy on the CPU leaves the caller's model where it is
+    import copy
+
+    on_cpu = copy.deepcopy(model).cpu().eval()
+    with torch.no_grad():
+        return on_cpu(images.cpu()).argmax(dim=1)
+
+
+CASES = CASES + [
+    Reject(checks.check_classify, classify_moves_the_model, "moved the model it was given to the CPU (model.cpu())"),
+    Reject(checks.check_classify, classify_moves_the_model_by_name, "(model.to('cpu'))"),
+    Accept(checks.check_classify, classify_to_own_device),
+    Accept(checks.check_classify, classify_on_a_copy),
+]
