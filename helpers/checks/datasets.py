@@ -1047,9 +1047,15 @@ def check_choose_num_workers(fn: Callable[[dict], int], inputs: Sequence[dict] |
                         if isinstance(got, (tuple, list)) else
                         f"you returned a throughput ({got:,.0f} images/s); return the num_workers of the fastest "
                         "setting" if isinstance(got, float) and got in speeds.values() else None))
+        largest_key = max(speeds)[0]  # max() of a dict compares its keys, not its values
+        compare = "compare the values (images per second, larger is faster): max(speeds, key=speeds.get)"
         expect(got == want, f"{shown} returned {got}; the fastest setting uses num_workers={want}", where=where,
-               mistake=("that is the num_workers of the slowest setting: the values are images per second, so "
-                        "larger is faster" if got == slowest else None))
+               mistake=(f"that is the num_workers of the slowest setting, and also the largest num_workers in the "
+                        f"table (max of a dict compares its keys): {compare}" if got == slowest == largest_key else
+                        "that is the num_workers of the slowest setting: the values are images per second, so "
+                        "larger is faster" if got == slowest else
+                        f"that is the largest num_workers in the table (max of a dict compares its keys): {compare}"
+                        if got == largest_key else None))
     passed("choose_num_workers", len(inputs))
 
 
@@ -1175,6 +1181,18 @@ def _match(found: list[tuple[torch.Tensor, int]], want: list[tuple[torch.Tensor,
                     and (torch.allclose(got, want[j][0], atol=1e-4) or torch.allclose(got * scale, want[j][0],
                                                                                       atol=1e-4))), None)
         if hit is None:
+            # the readings are right, but the length given for them counts padding: a length taken after padding
+            shorter = next((j for j in left if want[j][1] == label and len(want[j][0]) < len(got)
+                            and bool((got[len(want[j][0]):] == 0).all())
+                            and any(torch.allclose(got[:len(want[j][0])] * f, want[j][0], atol=1e-4)
+                                    for f in (1.0, scale))), None)
+            if shorter is not None:
+                n = len(want[shorter][0])
+                raise CheckError(f"{shown}: the loader gave a recording with label {label} the length {len(got)}, but "
+                                 f"it has {n} readings, followed by {len(got) - n} zeros of padding",
+                                 where="look at where the lengths are measured: before padding, or after",
+                                 mistake="after padding every row is as long as the longest: take each length from "
+                                         "the recording itself (len(recording)), before padding")
             same = [j for j in range(len(want)) if len(want[j][0]) == len(got) and want[j][1] == label]
             unchanged = any(torch.allclose(got.double(), torch.tensor(raw[j][0], dtype=torch.float64), atol=1e-3)
                             for j in same)

@@ -1468,3 +1468,53 @@ CASES += [
     Reject(checks.check_collate_sequences, collate_longest_first, "sorted by length, longest first"),
     Reject(checks.check_split_train_val, split_both_parts_floored, "your lengths do not add up to"),
 ]
+
+
+# ---------------------------------------------------------------- round 5: a learner who never read the checks
+
+
+class _StandardisedRecordings(Dataset):
+    def __init__(self, path):
+        labels, recordings = [], []
+        for line in Path(path).read_text().splitlines():
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            parts = line.split(",")
+            labels.append(int(parts[0]))
+            recordings.append(torch.tensor([float(v) for v in parts[1:]], dtype=torch.float64))
+        everything = torch.cat(recordings)
+        self.recordings = [((r - everything.mean()) / everything.std()).float() for r in recordings]
+        self.labels = labels
+
+    def __len__(self):
+        return len(self.recordings)
+
+    def __getitem__(self, index):
+        return self.recordings[index], self.labels[index]
+
+
+def _collate_lengths_after_padding(batch):
+    padded = pad_sequence([s for s, _ in batch], batch_first=True)
+    lengths = torch.tensor([len(row) for row in padded])  # every padded row is as long as the longest
+    return padded, lengths, torch.tensor([label for _, label in batch])
+
+
+def recordings_lengths_after_padding(path, batch_size, seed):
+    return DataLoader(_StandardisedRecordings(path), batch_size=batch_size, shuffle=True,
+                      collate_fn=_collate_lengths_after_padding, generator=torch.Generator().manual_seed(seed))
+
+
+CASES += [
+    Reject(checks.check_recording_loader, recordings_lengths_after_padding,
+           "take each length from the recording itself (len(recording)), before padding"),
+]
+
+
+def workers_largest_key(speeds):
+    return max(speeds)[0]  # max of a dict compares its keys
+
+
+CASES += [
+    Reject(checks.check_choose_num_workers, workers_largest_key, "max of a dict compares its keys"),
+]
