@@ -124,3 +124,18 @@ def test_a_stub_is_reported_as_not_written():
     for check in (checks.check_points_dataset, checks.check_clip_dataset):
         with pytest.raises(CheckError, match="not written yet"):
             check(Stub)
+
+
+def test_both_graded_parts_of_mean_std_hold_the_batch_rule():
+    # the whole dataset in one batch breaks the memory rule of the method: each graded part says so
+    from torch.utils.data import DataLoader
+
+    def one_batch(dataset, batch_size):
+        images, _ = next(iter(DataLoader(dataset, batch_size=len(dataset))))
+        images = images.double()
+        return images.mean().item(), images.std().item()
+
+    for part in ("mean", "std"):
+        with pytest.raises(CheckError, match="pass the batch_size argument on"):
+            checks.check_mean_std(one_batch, part=part)
+        checks.check_mean_std(ref.mean_std, part=part)
