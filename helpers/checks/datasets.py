@@ -1177,16 +1177,18 @@ def _match(found: list[tuple[torch.Tensor, int]], want: list[tuple[torch.Tensor,
     left = list(range(len(want)))
     order = []
     scale = std_sample / std_population  # a std divided by n - 1 is accepted too
+
+    def same_readings(got: torch.Tensor, j: int) -> bool:
+        return any(torch.allclose(got * f, want[j][0], atol=1e-4) for f in (1.0, scale))
+
     for got, label in found:
         hit = next((j for j in left if want[j][1] == label and len(want[j][0]) == len(got)
-                    and (torch.allclose(got, want[j][0], atol=1e-4) or torch.allclose(got * scale, want[j][0],
-                                                                                      atol=1e-4))), None)
+                    and same_readings(got, j)), None)
         if hit is None:
             # the readings are right, but the length given for them counts padding: a length taken after padding
             shorter = next((j for j in left if want[j][1] == label and len(want[j][0]) < len(got)
-                            and bool((got[len(want[j][0]):] == 0).all())
-                            and any(torch.allclose(got[:len(want[j][0])] * f, want[j][0], atol=1e-4)
-                                    for f in (1.0, scale))), None)
+                            and bool((got[len(want[j][0]):] == 0).all()) and same_readings(got[:len(want[j][0])], j)),
+                           None)
             if shorter is not None:
                 n = len(want[shorter][0])
                 raise CheckError(f"{shown}: the loader gave a recording with label {label} the length {len(got)}, but "
