@@ -246,7 +246,7 @@ def outputs_on_device(model: nn.Module) -> nn.Module:
             # only .cpu() and a device written as text count: a torch.device may come from the model's own
             # parameters, which report the CPU here (model.to(next(model.parameters()).device) moves nothing)
             given = [a for a in (*args, kwargs.get("device")) if isinstance(a, str)]
-            if _name == "cpu" or any(torch.device(a).type == "cpu" for a in given if _is_device_text(a)):
+            if _name == "cpu" or "cpu" in map(_device_type, given):
                 shown = ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in kwargs.items())])
                 self._stand_in_moves_to_cpu.append(f"model.{_name}({shown})")
             return getattr(type(self), _name)(self, *args, **kwargs)
@@ -256,12 +256,12 @@ def outputs_on_device(model: nn.Module) -> nn.Module:
     return model
 
 
-def _is_device_text(text: str) -> bool:
+def _device_type(text: str) -> str | None:
+    """The device type that ``text`` names ("cpu" for "cpu" or "cpu:0"), or None when it names no device."""
     try:
-        torch.device(text)
+        return torch.device(text).type
     except RuntimeError:
-        return False
-    return True
+        return None
 
 
 def moved_to_cpu(model: nn.Module) -> str | None:

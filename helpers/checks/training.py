@@ -1054,8 +1054,8 @@ def check_classify(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor], inputs
             with substitute(fn, DEVICE=torch.device("meta")):
                 got = _call(fn, model, images.as_subclass(HostTensor), allow=Allow(modes=True, global_rng=True))
         except CheckError as error:
-            if moved_to_cpu(model):  # the crash that follows (the images meet the model "on the host") comes from it
-                raise _moved_model(what, moved_to_cpu(model)) from None
+            if moved := moved_to_cpu(model):  # the crash that follows (the images meet the model "on the host")
+                raise _moved_model(what, moved) from None
             if "meta" in str(error.__cause__ or ""):
                 raise CheckError(f"{what} raised {type(error.__cause__).__name__}: {error.__cause__}",
                                  where="look at where your function gets the device from",
@@ -1065,8 +1065,8 @@ def check_classify(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor], inputs
             raise
         rng_changed = not torch.equal(rng, torch.get_rng_state())
         torch.set_rng_state(rng)
-        if moved_to_cpu(model):
-            raise _moved_model(what, moved_to_cpu(model))
+        if moved := moved_to_cpu(model):
+            raise _moved_model(what, moved)
         with torch.no_grad():
             want = reference(images).argmax(dim=1)
         expect(seen, f"{what}: the model was never called",
