@@ -11,6 +11,10 @@ there: ``nbgrader validate`` and the learner's own kernels are unchanged). It
 - probes the guard after every graded cell and decides, from the guard's signed answer and
   not from the kernel's reply, whether the cell passed: a graded cell the guard saw raise, or
   whose answer is missing or forged, fails (and is flagged) whatever the kernel reported;
+- runs every graded cell that passed in the kernel again in its own process, where the notebook's
+  code cannot reach the check, the answer key or the comparisons, with the learner's functions
+  called in the kernel (:mod:`coursetools.grading.verify`): where the course's answer key passes
+  that run, the cell counts only if the learner's work passes it too;
 - keeps text written to stderr in a graded cell (a warning, a log line) from costing
   points: nbgrader scores any stderr output as a failure, so the text is kept as an
   ordinary output that still shows in the feedback.
@@ -40,7 +44,7 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import ClearHiddenTests, Execute, OverwriteCells
 from traitlets import Integer
 
-from coursetools.grading import sandbox
+from coursetools.grading import sandbox, verify
 
 # What GraderExecute found, by the autograded notebook's path: {"problems": [...], "timed_out": bool, ...}
 NOTES: dict[str, dict[str, Any]] = {}
@@ -240,6 +244,8 @@ class GraderExecute(Execute):
             self._notes["timed_out"] = True
         if nbgrader.get("grade") and cell.cell_type == "code":
             cell.outputs = [_kept_stderr(o) for o in cell.outputs]
+            if not self._verdict and not any(o.get("output_type") == "error" for o in cell.outputs):
+                self._run_in_grader(cell)
             if self._verdict and not any(o.get("output_type") == "error" for o in cell.outputs):
                 # nbgrader scores a cell by its outputs: the grader's verdict becomes one it cannot miss
                 cell.outputs.append(NotebookNode(output_type="error", ename="GraderVerdict", evalue=self._verdict,
@@ -277,6 +283,51 @@ class GraderExecute(Execute):
             self._notes["problems"].append(f"{grade_id}: the cell raised {error}, but the kernel reported success "
                                            "(its messages were rewritten)")
             self._verdict = f"the cell raised {error} (the kernel's messages said otherwise)"
+
+    def _run_in_grader(self, cell: NotebookNode) -> None:
+        """Run a graded cell that passed in the kernel again in the grader's process (see :mod:`verify`)."""
+        grade_id = cell.metadata["nbgrader"].get("grade_id", "?")
+        if verify.runs_in_grader(cell.source, self._names) is not None:
+            return  # this check needs what only the kernel has: the kernel's run, watched by the guard, counts
+        self._call_timeout = self._cell_timeout(cell)
+        run, failure = verify.run_cell(cell.source, self._names, self._send_to_kernel)
+        if run.unverifiable:
+            self._notes["problems"].append(f"{grade_id}: the grader could not run this cell's checks again outside "
+                                           f"the kernel: {run.unverifiable}")
+        elif failure:
+            self._notes["problems"].append(f"{grade_id}: the cell passed in the kernel but failed when the grader ran "
+                                           f"its checks again in its own process")
+            self._verdict = f"the grader ran this cell's checks again, outside your kernel, and they failed: {failure}"
+            cell.outputs.append(NotebookNode(output_type="error", ename="GraderVerdict", evalue=self._verdict,
+                                             traceback=[f"GraderVerdict: {self._verdict}"]))
+        else:
+            self._notes.setdefault("verified", []).append(grade_id)
+
+    def _send_to_kernel(self, request: str) -> str:
+        """One call of a learner's function for :mod:`verify`: the kernel's answer (text), or NotVerifiable."""
+        return run_sync(self._async_send_to_kernel)(request)
+
+    async def _async_send_to_kernel(self, request: str) -> str:
+        from jupyter_core.utils import ensure_async
+
+        msg_id = self.kc.execute("", silent=True, store_history=False,
+                                 user_expressions={"reply": f"{sandbox.CALL}({request!r})"})
+        deadline = time.monotonic() + self._call_timeout
+        while True:
+            try:
+                msg = await ensure_async(self.kc.get_shell_msg(timeout=max(0.1, deadline - time.monotonic())))
+            except Exception:  # queue.Empty: the call ran past the cell's limit
+                await ensure_async(self.km.interrupt_kernel())
+                raise verify.NotVerifiable(f"a call did not finish within {self._call_timeout} s")
+            if msg["parent_header"].get("msg_id") == msg_id:
+                break
+        answer = msg["content"].get("user_expressions", {}).get("reply", {})
+        if answer.get("status") != "ok":
+            raise verify.NotVerifiable(f"the kernel did not answer the grader's call ({answer.get('ename', 'no answer')})")
+        try:
+            return ast.literal_eval(answer["data"]["text/plain"])
+        except Exception:
+            raise verify.NotVerifiable("the kernel's answer to the grader's call is not text")
 
     def output(self, outs, msg, display_id, cell_index):
         content = msg.get("content", {})

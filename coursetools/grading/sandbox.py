@@ -79,6 +79,7 @@ ENV_TMP_SIZE = "COURSE_SANDBOX_TMP_SIZE"    # bytes of its private /tmp
 ENV_SANDBOX = "COURSE_SANDBOX"              # "bwrap" (default when installed) or "none"
 ENV_GUARD = "COURSE_SANDBOX_GUARD"          # json: modules to record, file holding the secret
 PROBE = "__course_integrity__"              # the builtin the grader's probe calls
+CALL = "__course_call__"                    # the builtin through which the grader calls the learner's functions
 ENV_PROCESSES = "COURSE_SANDBOX_PROCESSES"  # processes (and threads) the kernel and what it starts may run at once
 ENV_MEMORY_TOTAL = "COURSE_SANDBOX_MEMORY_TOTAL"  # bytes of memory they may use together
 CGROUP_PARENT = "pytorch-course-grader"     # the kernels' control groups live under this one
@@ -787,6 +788,65 @@ def sign(secret: str, payload: str) -> str:
     return hmac.new(secret.encode(), payload.encode(), hashlib.sha256).hexdigest()
 
 
+# ------------------------------------------------------------------ the grader's calls of the learner's functions
+# (coursetools.grading.verify runs a graded cell's checks in the grader's process; each call of a learner's
+# function comes here, through IPython's user_expressions, and what it returns goes back as torch.save's bytes)
+
+
+def pack(obj: object) -> str:
+    """``obj`` as text: ``torch.save``'s bytes in base64."""
+    import base64
+    import io
+
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def unpack_trusted(text: str) -> object:
+    """What :func:`pack` made, from the grader (never from the kernel: the grader loads that with weights_only)."""
+    import base64
+    import io
+
+    import torch
+
+    return torch.load(io.BytesIO(base64.b64decode(text)), weights_only=False)
+
+
+def call_in_kernel(namespace: dict, request: str) -> str:
+    """Make one call the grader asked for: the function named in ``request``, from the notebook's ``namespace``.
+
+    The call sees the grader's random state, default dtype and grad mode, as the check had them when it made
+    the call; the kernel's own are put back afterwards, and the random state the call left is sent back with
+    the result, so that the check's next draws follow on as they would in one process.
+    """
+    import torch
+
+    asked = unpack_trusted(request)
+    saved = torch.get_rng_state(), torch.get_default_dtype(), torch.is_grad_enabled()
+    reply: dict[str, object] = {}
+    try:
+        torch.set_rng_state(asked["rng"])
+        torch.set_default_dtype(asked["dtype"])
+        torch.set_grad_enabled(asked["grad"])
+        try:
+            reply["result"] = namespace[asked["name"]](*asked["args"], **asked["kwargs"])
+        except BaseException as error:  # the learner's function raised: the check judges that, as in the kernel
+            reply = {"error": type(error).__name__, "message": str(error)[:2000]}
+        reply["rng"] = torch.get_rng_state()
+    finally:
+        torch.set_rng_state(saved[0])
+        torch.set_default_dtype(saved[1])
+        torch.set_grad_enabled(saved[2])
+    try:
+        return pack(reply)
+    except Exception as error:
+        return pack({"unsendable": f"{type(reply.get('result')).__name__} ({type(error).__name__})",
+                     "rng": reply["rng"]})
+
+
 def _guard_kernel() -> None:
     """Record what the checks rely on and install the probe the grader calls after graded cells."""
     import importlib
@@ -935,6 +995,9 @@ def _guard_kernel() -> None:
         return json.dumps({"payload": payload, "signature": sign(secret, payload)})
 
     setattr(builtins, PROBE, probe)
+    # the grader's own run of a graded cell calls the learner's functions here (coursetools.grading.verify): what a
+    # call returns is judged in the grader's process, so a replaced CALL only changes what the function answers
+    setattr(builtins, CALL, lambda request: call_in_kernel(shell.user_ns if shell is not None else {}, request))
 
 
 def _hooks(shell, origin: "_NotebookCode") -> dict[str, object]:

@@ -1,0 +1,303 @@
+"""The grader's own run of a graded cell: the check in the grader's process, the learner's functions in the kernel.
+
+A graded cell is a call of a check on the learner's functions (``check.check_share_numpy(share_numpy,
+inputs=[...])``). The kernel runs it first, as the learner's self-check does; whatever the notebook did to
+the kernel (patched the check, swapped a comparison's code, rewrote the kernel's messages) can bend that
+run. So the grader runs the same cell again in its own process, where the notebook's code cannot reach:
+the check module, the answer key and every comparison are the grader's, and each name the learner defined
+is a :class:`LearnerFunction`, whose calls are made in the learner's kernel (:func:`call_in_kernel`, the
+kernel side, in :mod:`sandbox`). Arguments go there with ``torch.save``; what the function returns comes back through
+``torch.load(weights_only=True)``, so only tensors (exact ``torch.Tensor`` or PyTorch's own types), numbers,
+strings, NumPy arrays and containers of them can come back, never an object with code of its own.
+
+A cell counts only where both runs pass.
+
+Not every check can run this way: some look at what only the kernel has (a view sharing the caller's
+memory, gradients left on the caller's tensors, a model trained in place, processes started with the
+learner's function), or pass the learner's function something that cannot be sent. Which cells can is
+decided by the course, never by the learner: the grader first runs the cell with the answer key's
+function of the same name in the learner's place, sent through the same round trip (:func:`runs_in_grader`).
+Where that run passes, the cell is verified for every learner; elsewhere only the kernel's run counts, as
+before, with the kernel's guard watching it.
+"""
+
+from __future__ import annotations
+
+import ast
+import atexit
+import base64
+import builtins
+import contextlib
+import importlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from typing import Any, Callable
+
+import torch
+
+from coursetools.grading import sandbox
+
+# The largest reply (base64 bytes) the grader accepts from one call; more is "cannot be brought back".
+REPLY_LIMIT = 256 * 2**20
+
+
+class NotVerifiable(Exception):
+    """A call the grader cannot make or whose result it cannot bring back: the cell is not verified."""
+
+
+def _safe_globals() -> list:
+    """What ``torch.load(weights_only=True)`` may rebuild beyond its defaults: NumPy arrays and scalars (of any
+    plain dtype), slices, and torch's named-tuple results (``torch.max(x, dim)``). None of them runs code."""
+    import numpy as np
+
+    multiarray = getattr(np, "_core", None) or np.core
+    dtypes = {type(np.dtype(t)) for t in set(np.sctypeDict.values()) if t is not np.object_}
+    returns = [v for v in vars(torch.return_types).values() if isinstance(v, type) and issubclass(v, tuple)]
+    return [multiarray.multiarray._reconstruct, multiarray.multiarray.scalar, np.ndarray, np.dtype, *dtypes,
+            slice, *returns]
+
+
+def unpack(text: str) -> Any:
+    """What the kernel sent (:func:`sandbox.pack`), loaded with ``weights_only=True``: plain data only."""
+    buffer = io.BytesIO(base64.b64decode(text))
+    with torch.serialization.safe_globals(_safe_globals()):
+        return torch.load(buffer, weights_only=True)
+
+
+# ------------------------------------------------------------------ the grader's side
+
+
+def _raised(kind: str, message: str) -> BaseException:
+    """The learner's exception, rebuilt as a builtin of the same name where there is one (a check may ask for a
+    ValueError), else as an Exception of that name."""
+    found = getattr(builtins, kind, None)
+    if isinstance(found, type) and issubclass(found, Exception):
+        with contextlib.suppress(Exception):
+            return found(message)
+    return type(kind, (Exception,), {})(message)
+
+
+class LearnerFunction:
+    """A function of the learner's notebook, as the grader's copy of a check sees it: each call runs in the kernel
+    (or, for :func:`runs_in_grader`, through the same round trip to the answer key's function)."""
+
+    def __init__(self, name: str, send: Callable[[str], str], run: "GraderRun") -> None:
+        self.__name__ = self.__qualname__ = name
+        self._send, self._run = send, run
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        elsewhere = self._run.kernel_would_differ([*args, *kwargs.values()])
+        if elsewhere:
+            raise self._run.cannot(f"{elsewhere}, which {self.__name__} would not see in the kernel")
+        try:
+            request = sandbox.pack({"name": self.__name__, "args": args, "kwargs": kwargs, "rng": torch.get_rng_state(),
+                            "dtype": torch.get_default_dtype(), "grad": torch.is_grad_enabled()})
+        except Exception as error:
+            raise self._run.cannot(f"the check hands {self.__name__} something that cannot be sent "
+                                   f"({type(error).__name__})")
+        try:
+            answer = self._send(request)
+        except NotVerifiable as error:
+            raise self._run.cannot(str(error))
+        if len(answer) > REPLY_LIMIT:
+            raise self._run.cannot(f"what {self.__name__} returned is over {REPLY_LIMIT // 2**20} MB")
+        try:
+            reply = unpack(answer)
+        except Exception as error:
+            raise self._run.cannot(f"what {self.__name__} returned cannot be brought back as plain data "
+                                   f"({str(error).splitlines()[-3] if str(error).count(chr(10)) > 2 else error})")
+        if not isinstance(reply, dict) or not isinstance(reply.get("rng"), torch.Tensor):
+            raise self._run.cannot(f"the kernel's answer for {self.__name__} is not one the grader asked for")
+        if "unsendable" in reply:
+            raise self._run.cannot(f"what {self.__name__} returned cannot be sent: {reply['unsendable']}")
+        torch.set_rng_state(reply["rng"])
+        if "error" in reply:
+            raise _raised(str(reply["error"]), str(reply.get("message", "")))
+        return reply["result"]
+
+    def __reduce__(self):
+        # a check that starts processes with the learner's function (lesson 08) cannot run in the grader
+        raise self._run.cannot(f"the check sends {self.__name__} to another process")
+
+    def __repr__(self) -> str:
+        return f"<function {self.__name__}>"
+
+
+class GraderRun:
+    """One run of a graded cell in the grader's process: why it could not be verified, if it could not."""
+
+    def __init__(self) -> None:
+        self.unverifiable: str | None = None
+        self.folder = os.getcwd()
+
+    def cannot(self, why: str) -> NotVerifiable:
+        self.unverifiable = self.unverifiable or why
+        return NotVerifiable(why)
+
+    def kernel_would_differ(self, arguments: list) -> str | None:
+        """What the check set up for a call that the kernel, with a file system of its own, would not have: another
+        working folder, a file's path. (What it patches in its own process, the answer key's process of
+        :func:`runs_in_grader` does not see either.)"""
+        if os.getcwd() != self.folder:
+            return "the check changes the working folder for the call"
+        items = [*arguments, *(v for a in arguments if isinstance(a, (list, tuple)) for v in a),
+                 *(v for a in arguments if isinstance(a, dict) for v in a.values())]
+        if any(isinstance(a, os.PathLike) or (isinstance(a, (str, bytes)) and 0 < len(a) < 4096 and _exists(a))
+               for a in items):
+            return "the check hands it a file's path"
+        return None
+
+
+def _exists(path: str | bytes) -> bool:
+    try:
+        return os.path.exists(path)
+    except (ValueError, OSError):
+        return False
+
+
+def learner_names(source: str, imported: dict[str, tuple[str, str | None]]) -> list[str] | None:
+    """The names a graded cell takes from the learner's notebook: those it reads but neither binds itself nor gets
+    from the notebook's locked imports (``imported``) or from Python's builtins. None where the cell is not plain
+    Python (a magic, a syntax error)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    bound |= {a.asname or a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+              for a in n.names}
+    bound |= {a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments)
+              for a in [*n.posonlyargs, *n.args, *n.kwonlyargs, n.vararg, n.kwarg] if a is not None}
+    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return sorted(read - bound - set(imported) - set(vars(builtins)))
+
+
+def _locked_namespace(imported: dict[str, tuple[str, str | None]]) -> dict[str, Any]:
+    """The notebook's locked imports, made in the grader's process (those that fail are left out)."""
+    namespace: dict[str, Any] = {"__name__": "__graded_cell__"}
+    for name, (module, attribute) in imported.items():
+        try:
+            if attribute is None:
+                namespace[name] = importlib.import_module(module)
+            else:
+                try:
+                    namespace[name] = importlib.import_module(f"{module}.{attribute}")
+                except ImportError:
+                    namespace[name] = getattr(importlib.import_module(module), attribute)
+        except Exception:
+            continue
+    return namespace
+
+
+@contextlib.contextmanager
+def _grader_state():
+    """The grader's torch state, put back after a check ran in its process."""
+    saved = (torch.get_rng_state(), torch.get_default_dtype(), torch.is_grad_enabled(), torch.get_num_threads())
+    try:
+        yield
+    finally:
+        torch.set_rng_state(saved[0])
+        torch.set_default_dtype(saved[1])
+        torch.set_grad_enabled(saved[2])
+        torch.set_num_threads(saved[3])
+
+
+def run_cell(source: str, imported: dict[str, tuple[str, str | None]],
+             send: Callable[[str], str]) -> tuple[GraderRun, str | None]:
+    """Run a graded cell in the grader's process, the learner's names reached through ``send`` (a request's text in,
+    the kernel's reply text out). Returns the run (``unverifiable`` says why it could not be judged) and the
+    failure's message, or None when the cell passed."""
+    run = GraderRun()
+    names = learner_names(source, imported)
+    if names is None:
+        run.cannot("the cell is not plain Python")
+        return run, None
+    namespace = _locked_namespace(imported)
+    namespace.update({name: LearnerFunction(name, send, run) for name in names})
+    failure = None
+    with _grader_state(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            exec(compile(source, "<graded cell, run by the grader>", "exec"), namespace)
+        except BaseException as error:  # noqa: BLE001 - the check's verdict, whatever it raised
+            if isinstance(error, KeyboardInterrupt):
+                raise
+            failure = str(error) if type(error).__name__ == "CheckError" else f"{type(error).__name__}: {error}"
+    return run, failure
+
+
+class _AnswerKeyProcess:
+    """A Python process of the grader's that makes calls with the answer key's functions, as a kernel makes them with
+    the learner's: what a check patches or sets up in the grader's process, it does not see, as a kernel would not.
+    Started on first use, one per grading process."""
+
+    process: subprocess.Popen | None = None
+
+    @classmethod
+    def send(cls, module: str, request: str) -> str:
+        if cls.process is None or cls.process.poll() is not None:
+            env = {**os.environ, "PYTHONPATH": str(sandbox.checkout())}
+            cls.process = subprocess.Popen([sys.executable, "-c", "from coursetools.grading.verify import serve; serve()"],
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+                                           cwd=tempfile.mkdtemp(prefix="answer-key-"))
+            atexit.register(cls.process.kill)
+        cls.process.stdin.write(json.dumps({"module": module, "request": request}) + "\n")
+        cls.process.stdin.flush()
+        reply = cls.process.stdout.readline().strip()
+        if not reply or reply.startswith("!"):
+            raise NotVerifiable(reply[1:] or "the answer key's process ended")
+        return reply
+
+
+def serve() -> None:
+    """The answer key's process (:class:`_AnswerKeyProcess`): one call per line of stdin, its reply on stdout."""
+    replies = os.fdopen(os.dup(1), "w")
+    quiet = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(quiet, 1)  # what the answer key prints goes nowhere, not into the replies
+    sys.stdout = open(os.devnull, "w")
+    for line in sys.stdin:
+        asked = json.loads(line)
+        try:
+            module = importlib.import_module(asked["module"])
+            name = sandbox.unpack_trusted(asked["request"])["name"]
+            reply = sandbox.call_in_kernel({name: getattr(module, name)}, asked["request"])
+        except Exception as error:
+            reply = f"!{type(error).__name__}: {error}".replace("\n", " ")
+        replies.write(reply + "\n")
+        replies.flush()
+
+
+def _answer_key_sender(imported: dict[str, tuple[str, str | None]]) -> Callable[[str], str]:
+    """A ``send`` for :func:`run_cell` that makes each call with the answer key's function of the same name (the
+    ``ref`` module of the check module the cell uses), in the answer key's own process."""
+    namespace = _locked_namespace(imported)
+    keys = [getattr(module, "ref", None) for module in namespace.values()
+            if getattr(module, "__name__", "").startswith("helpers.checks")]
+
+    def send(request: str) -> str:
+        name = sandbox.unpack_trusted(request)["name"]
+        found = next((key for key in keys if key is not None and callable(getattr(key, name, None))), None)
+        if found is None:
+            raise NotVerifiable(f"the answer key has no {name}")
+        return _AnswerKeyProcess.send(found.__name__, request)
+
+    return send
+
+
+_RUNS_IN_GRADER: dict[tuple, str | None] = {}
+
+
+def runs_in_grader(source: str, imported: dict[str, tuple[str, str | None]]) -> str | None:
+    """None when this graded cell can be judged in the grader's process (the answer key, put in the learner's place
+    through the same round trip, passes it); else why not. Remembered for the grading process."""
+    key = (source, tuple(sorted(imported.items())))
+    if key not in _RUNS_IN_GRADER:
+        try:
+            run, failure = run_cell(source, imported, _answer_key_sender(imported))
+            _RUNS_IN_GRADER[key] = run.unverifiable or (f"the answer key fails it there: {failure}" if failure else None)
+        except Exception as error:  # never let the grader's own look stop grading
+            _RUNS_IN_GRADER[key] = f"{type(error).__name__}: {error}"
+    return _RUNS_IN_GRADER[key]
