@@ -456,6 +456,24 @@ def test_tricks_the_scan_cannot_spell_are_flagged_by_the_guard(graded, student, 
         assert result.score == 0, table(graded)
 
 
+@pytest.mark.parametrize("student", ["patch_check", "patch_torch", "transformer", "code_swap", "ast_wrapper",
+                                     "loose_defaults", "probe_forwarder", "put_back", "operator_override"])
+def test_a_wrong_answer_that_bends_the_kernels_check_scores_nothing(graded, student):
+    """The grader runs each graded cell again in its own process, where the notebook cannot reach the check: what the
+    notebook did to the kernel's copy (patched, swapped, transformed, put back) does not change that verdict."""
+    result = graded[student]
+    assert result.score == 0 and result.status == "suspicious", table(graded)
+    assert any("failed when the grader ran its checks again in its own process" in r for r in result.reasons), \
+        result.reasons
+    assert not result.verified
+
+
+@pytest.mark.parametrize("student", ["full", "noisy", "restored", "stripped", "honest_extras", "tracer"])
+def test_correct_work_passes_the_graders_own_run(graded, student):
+    """Correct work passes the grader's run of both graded cells, so its points do not rest on the kernel's word."""
+    assert sorted(graded[student].verified) == ["ex_to_fahrenheit_more_tests", "ex_to_fahrenheit_tests"], table(graded)
+
+
 @pytest.mark.parametrize("student", ["always_equal", "disguised_equal", "mode_equal"])
 def test_an_answer_that_decides_its_own_comparison_cannot_win(graded, student):
     """The checks compare tensors as PyTorch does, whatever tensor type or mode the notebook brings."""

@@ -82,6 +82,29 @@ def test_release_holds_no_solutions_or_hidden_tests(lesson: str):
         assert cell.source != answers[grade_id].source
 
 
+# The graded cells the grader runs again in its own process (coursetools.grading.verify): those whose check the
+# answer key passes with its functions called in another process. A cell that leaves the list (a check changed to
+# need what only the kernel has) should be a decision, not an accident.
+VERIFIED_IN_GRADER = {
+    "00_start_here": ["ex_to_fahrenheit_more_tests", "ex_to_fahrenheit_tests"],
+    "01_tensors": sorted(["ex_starter_tensors_tests", "ex_channels_first_tests", "ex_flatten_batch_tests",
+                          "ex_masks_positive_tests", "ex_masks_relu_tests", "ex_pick_scores_tests",
+                          "ex_center_columns_tests", "ex_normalize_rows_tests", "ex_pairwise_dot_tests",
+                          "ex_one_hot_tests", "ex_batch_to_tests", "ex_class_means_tests", "ex_class_means_edge_tests"]),
+    "02_autograd": sorted(["ex_mean_square_grad_tests", "ex_per_batch_grads_tests", "ex_per_batch_grads_leftover_tests",
+                           "ex_fit_line_by_hand_tests", "ex_fit_line_with_sgd_tests", "ex_loss_log_tests",
+                           "ex_softplus_backward_tests"]),
+    "03_datasets": sorted(["ex_fix_length_crop_tests", "ex_fix_length_pad_tests", "ex_pad_collate_padded_tests",
+                           "ex_pad_collate_lengths_tests", "ex_collate_sequences_tests"]),
+    "04_models": sorted(["ex_count_parameters_tests", "ex_label_smoothing_mean_tests",
+                         "ex_label_smoothing_reduction_tests"]),
+    "05_training": sorted(["ex_class_targets_tests", "ex_accuracy_tests"]),
+    "07_training_faster": ["ex_scaled_lr_tests"],
+    "09_debugging": ["ex_loss_from_table_tests"],
+    "10_capstone": ["ex_shift_tests"],
+}
+
+
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_roundtrip_scores(released: Path, lesson: str):
     spec = importlib.import_module(f"tests.partial_submissions.lesson_{lesson}")
@@ -93,6 +116,8 @@ def test_roundtrip_scores(released: Path, lesson: str):
     full = results["full"]
     assert full.max_score > 0 and full.max_score == round(full.max_score)
     assert full.score == full.max_score, f"solutions scored {full.score}/{full.max_score}"
+    # the graded cells whose checks the grader can run in its own process were run there, and passed
+    assert sorted(full.verified) == VERIFIED_IN_GRADER.get(lesson, []), full.verified
     assert results["blank"].score == 0
     assert results["partial"].score == spec.EXPECTED_SCORE
 

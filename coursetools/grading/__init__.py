@@ -73,6 +73,9 @@ class SubmissionResult:
     detail: str = ""
     reasons: tuple[str, ...] = ()  # every finding, one line each (detail is the first)
     sandboxed: bool | None = None  # whether the kernel ran in bubblewrap's sandbox (None: not run)
+    # graded cells the grader also ran in its own process, with the learner's functions called in the kernel, and
+    # that passed there (coursetools.grading.verify): their points do not rest on the kernel's word
+    verified: tuple[str, ...] = ()
 
     @property
     def needs_attention(self) -> bool:
@@ -245,7 +248,9 @@ def autograde(
         if status != "graded" and detail and not any(detail in r for r in reasons):
             reasons.insert(0, detail)
         sandboxed = notes[0].get("sandbox") == "bwrap" if notes and notes[0] else None
-        results.append(SubmissionResult(student, lesson, status, score, max_score, detail, tuple(reasons), sandboxed))
+        verified = tuple(grade_id for note in notes for grade_id in note.get("verified", []))
+        results.append(SubmissionResult(student, lesson, status, score, max_score, detail, tuple(reasons), sandboxed,
+                                        verified))
     broken = [r for r in results if r.status == "helpers missing"]
     if broken:
         raise GradingError(

@@ -35,6 +35,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import typing
 from typing import Any, Callable
 
 import torch
@@ -88,8 +89,12 @@ class LearnerFunction:
     def __init__(self, name: str, send: Callable[[str], str], run: "GraderRun") -> None:
         self.__name__ = self.__qualname__ = name
         self._send, self._run = send, run
+        self._pid = os.getpid()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if os.getpid() != self._pid:  # a process the check forked (lesson 08's groups): it must not use the
+            # grader's connection to the kernel, and what the function does there is the kernel's to see
+            raise self._run.cannot(f"the check calls {self.__name__} in processes of its own")
         elsewhere = self._run.kernel_would_differ([*args, *kwargs.values()])
         if elsewhere:
             raise self._run.cannot(f"{elsewhere}, which {self.__name__} would not see in the kernel")
@@ -270,19 +275,54 @@ def serve() -> None:
         replies.flush()
 
 
+def _answer_key(imported: dict[str, tuple[str, str | None]], name: str) -> Any:
+    """The answer key's object named ``name``: from the ``ref`` module of a check module the notebook imports."""
+    for module in _locked_namespace(imported).values():
+        key = getattr(module, "ref", None) if getattr(module, "__name__", "").startswith("helpers.checks") else None
+        if key is not None and callable(getattr(key, name, None)):
+            return getattr(key, name)
+    return None
+
+
+def _plain(kind: object) -> bool:
+    """Whether a return annotation promises plain data (what can come back from a kernel), as far as it says."""
+    import numpy as np
+
+    origin = typing.get_origin(kind)
+    if origin is not None:  # tuple[Tensor, Tensor], list[float], Union[...]
+        return all(_plain(arg) for arg in typing.get_args(kind) if arg is not Ellipsis)
+    if not isinstance(kind, type):
+        return True  # Any, a TypeVar: it does not say
+    return issubclass(kind, (torch.Tensor, int, float, complex, bool, str, bytes, tuple, list, dict, set, type(None),
+                             np.ndarray, np.generic, torch.dtype, torch.device))
+
+
+def _returns_no_plain_data(name: str, key: Any) -> str | None:
+    """Why what the answer key's ``key`` returns could not come back from a kernel, when its signature says so (a class
+    builds an object; ``-> nn.Module``): such a cell is not tried, which would cost the training it may do."""
+    if isinstance(key, type):
+        return f"{name} is a class: what it builds cannot come back as plain data"
+    try:
+        returned = typing.get_type_hints(key).get("return", typing.Any)
+    except Exception:
+        return None
+    if returned is type(None) or returned is None:
+        return f"{name} returns nothing: what it does is to change its arguments, which stay in the kernel"
+    if not _plain(returned):
+        shown = getattr(returned, "__name__", returned) if typing.get_origin(returned) is None else returned
+        return f"{name} returns {shown}, which cannot come back as plain data"
+    return None
+
+
 def _answer_key_sender(imported: dict[str, tuple[str, str | None]]) -> Callable[[str], str]:
     """A ``send`` for :func:`run_cell` that makes each call with the answer key's function of the same name (the
     ``ref`` module of the check module the cell uses), in the answer key's own process."""
-    namespace = _locked_namespace(imported)
-    keys = [getattr(module, "ref", None) for module in namespace.values()
-            if getattr(module, "__name__", "").startswith("helpers.checks")]
-
     def send(request: str) -> str:
         name = sandbox.unpack_trusted(request)["name"]
-        found = next((key for key in keys if key is not None and callable(getattr(key, name, None))), None)
+        found = _answer_key(imported, name)
         if found is None:
             raise NotVerifiable(f"the answer key has no {name}")
-        return _AnswerKeyProcess.send(found.__name__, request)
+        return _AnswerKeyProcess.send(found.__module__, request)
 
     return send
 
@@ -296,6 +336,12 @@ def runs_in_grader(source: str, imported: dict[str, tuple[str, str | None]]) -> 
     key = (source, tuple(sorted(imported.items())))
     if key not in _RUNS_IN_GRADER:
         try:
+            names = learner_names(source, imported) or []
+            skipped = next(filter(None, (_returns_no_plain_data(name, _answer_key(imported, name)) for name in names
+                                         if _answer_key(imported, name) is not None)), None)
+            if skipped:
+                _RUNS_IN_GRADER[key] = skipped
+                return skipped
             run, failure = run_cell(source, imported, _answer_key_sender(imported))
             _RUNS_IN_GRADER[key] = run.unverifiable or (f"the answer key fails it there: {failure}" if failure else None)
         except Exception as error:  # never let the grader's own look stop grading

@@ -1,0 +1,118 @@
+"""The grader's own run of a graded cell (coursetools.grading.verify), without a kernel.
+
+The kernel's side is :func:`sandbox.call_in_kernel` on a namespace of this process; the tests that grade real
+notebooks through real kernels are in test_grading_integrity.py (tricks) and test_roundtrip.py (every lesson).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from coursetools.grading import sandbox, verify
+
+IMPORTS = {"check": ("helpers.checks", "start"), "torch": ("torch", None)}
+CELL = "check.check_to_fahrenheit(to_fahrenheit)\n"
+
+
+def kernel(**functions):
+    """A ``send`` that makes the grader's calls with ``functions``, as a kernel would with the notebook's."""
+    return lambda request: sandbox.call_in_kernel(functions, request)
+
+
+def test_learner_names_are_what_the_cell_reads_but_neither_binds_nor_imports():
+    source = ("check.check_accuracy(accuracy)\n"
+              "with torch.random.fork_rng():\n"
+              "    hidden_model = nn.Sequential(nn.Flatten(), nn.Linear(4, 2))\n"
+              "check.check_accuracy(accuracy, inputs=[(hidden_model, test_images[:3], [len(x) for x in range(2)])])\n")
+    assert verify.learner_names(source, {**IMPORTS, "nn": ("torch.nn", None)}) == ["accuracy", "test_images"]
+    assert verify.learner_names("%timeit f()\n", IMPORTS) is None
+
+
+def test_a_right_answer_passes_and_a_wrong_one_fails_with_the_checks_message():
+    run, failure = verify.run_cell(CELL, IMPORTS, kernel(to_fahrenheit=lambda c: c * 9 / 5 + 32))
+    assert run.unverifiable is None and failure is None
+    run, failure = verify.run_cell(CELL, IMPORTS, kernel(to_fahrenheit=lambda c: c * 9 / 5))
+    assert run.unverifiable is None and failure and "32" in failure, failure
+
+
+def test_the_learners_exception_reaches_the_check_as_the_same_builtin():
+    def raises(celsius):
+        raise ValueError("no temperatures today")
+
+    run, failure = verify.run_cell(CELL, IMPORTS, kernel(to_fahrenheit=raises))
+    assert run.unverifiable is None and "ValueError" in failure and "no temperatures today" in failure, failure
+
+
+class Agreeable(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in ("allclose", "equal"):
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+class Runs:
+    def __reduce__(self):
+        return (os.system, ("echo the grader ran this",))
+
+
+@pytest.mark.parametrize("returned, why", [
+    (lambda c: (c * 9 / 5).as_subclass(Agreeable), "cannot be brought back as plain data"),
+    (lambda c: Runs(), "cannot be brought back as plain data"),
+    (lambda c: (lambda: 0), "cannot be sent"),
+])
+def test_what_comes_back_is_plain_data_or_the_cell_is_not_verified(returned, why):
+    """A tensor subclass, an object whose loading runs code, a function: none is loaded by the grader."""
+    run, failure = verify.run_cell(CELL, IMPORTS, kernel(to_fahrenheit=returned))
+    assert run.unverifiable and why in run.unverifiable, (run.unverifiable, failure)
+
+
+def test_numpy_arrays_and_torch_results_come_back():
+    import numpy as np
+
+    text = sandbox.pack({"a": np.arange(3.0), "max": torch.ones(2, 3).max(dim=0), "s": slice(1, 2),
+                         "n": np.float32(1.5)})
+    back = verify.unpack(text)
+    assert back["a"].tolist() == [0.0, 1.0, 2.0] and back["max"].values.shape == (3,) and back["n"] == 1.5
+
+
+def test_the_global_random_stream_follows_on_across_calls():
+    """Each call sees the grader's random state and hands back the one it left: two draws differ, as in one process."""
+    source = ("torch.manual_seed(0)\n"
+              "first, second = draw(), draw()\n"
+              "assert not torch.equal(first, second)\n"
+              "torch.manual_seed(0)\n"
+              "assert torch.equal(draw(), first)\n")
+    run, failure = verify.run_cell(source, IMPORTS, kernel(draw=lambda: torch.rand(3)))
+    assert run.unverifiable is None and failure is None, failure
+
+
+def test_the_grader_keeps_its_own_torch_state():
+    before = torch.get_rng_state(), torch.get_default_dtype()
+    verify.run_cell("torch.set_default_dtype(torch.float64)\ntorch.manual_seed(5)\nf()\n", IMPORTS,
+                    kernel(f=lambda: torch.rand(1)))
+    assert torch.equal(torch.get_rng_state(), before[0]) and torch.get_default_dtype() == before[1]
+
+
+def test_a_cell_the_answer_key_passes_in_another_process_is_verified():
+    assert verify.runs_in_grader(CELL, IMPORTS) is None
+
+
+@pytest.mark.parametrize("source, imports, why", [
+    # the check hands the function a file it wrote in the grader's process
+    ("import tempfile, pathlib\n"
+     "path = pathlib.Path(tempfile.mkdtemp()) / 'x.pt'\n"
+     "torch.save({'w': torch.ones(1)}, path)\n"
+     "check.check_to_fahrenheit(to_fahrenheit)\n"
+     "to_fahrenheit(path)\n", IMPORTS, "a file's path"),
+    # the check looks at memory the function's result shares with its argument (only the kernel has both)
+    ("check.check_share_numpy(share_numpy)\n", {"check": ("helpers.checks", "tensors")}, "the answer key fails it"),
+    # the check gives the function a class to fill in, which cannot be sent
+    ("check.check_points_dataset(PointsDataset)\n", {"check": ("helpers.checks", "datasets")}, "answer key fails"),
+])
+def test_a_cell_that_needs_what_only_the_kernel_has_is_left_to_the_kernel(source, imports, why):
+    found = verify.runs_in_grader(source, imports)
+    assert found is not None and why in found, found
