@@ -110,8 +110,13 @@ def test_a_cell_the_answer_key_passes_in_another_process_is_verified():
      "to_fahrenheit(path)\n", IMPORTS, "a file's path"),
     # the check looks at memory the function's result shares with its argument (only the kernel has both)
     ("check.check_share_numpy(share_numpy)\n", {"check": ("helpers.checks", "tensors")}, "the answer key fails it"),
-    # the check gives the function a class to fill in, which cannot be sent
-    ("check.check_points_dataset(PointsDataset)\n", {"check": ("helpers.checks", "datasets")}, "answer key fails"),
+    # the exercise is a class: what it builds is an object with code of its own (and the check looks inside it)
+    ("check.check_points_dataset(PointsDataset)\n", {"check": ("helpers.checks", "datasets")}, "is a class"),
+    # the function trains the model it is given in place: the model the check looks at would be the kernel's
+    ("check.check_train_spirals(train_spirals)\n", {"check": ("helpers.checks", "training")}, "returns nothing"),
+    # the check runs the function in processes of its own (a process group's ranks)
+    ("check.check_shard_indices(shard_indices)\n", {"check": ("helpers.checks", "distributed")},
+     "in processes of its own"),
 ])
 def test_a_cell_that_needs_what_only_the_kernel_has_is_left_to_the_kernel(source, imports, why):
     found = verify.runs_in_grader(source, imports)

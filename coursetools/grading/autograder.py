@@ -42,7 +42,7 @@ from typing import Any
 from nbclient.util import run_sync
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import ClearHiddenTests, Execute, OverwriteCells
-from traitlets import Integer
+from traitlets import Bool, Integer
 
 from coursetools.grading import sandbox, verify
 
@@ -140,6 +140,9 @@ class GraderExecute(Execute):
                             help="processes and threads the notebook may run at once (a cgroup as root, RLIMIT_NPROC "
                                  "in the sandbox otherwise)").tag(config=True)
 
+    run_in_grader = Bool(True, help="run each graded cell that passed in the kernel again in the grader's own process, "
+                                    "where the answer key can run it (coursetools.grading.verify)").tag(config=True)
+
     def preprocess(self, nb: NotebookNode, resources: dict, km=None):
         self.kernel_name = sandbox.install_kernelspec()
         # short: Unix socket paths are <= 107 bytes. The kernel must write there (its sockets); in shared memory,
@@ -147,7 +150,7 @@ class GraderExecute(Execute):
         self._private = Path(tempfile.mkdtemp(prefix="grader-", dir=sandbox.private_root()))
         self._secret = secrets.token_hex(16)
         (self._private / "secret").write_text(self._secret)
-        self._names = locked_names(nb)
+        self._names = _course_locked_names(resources) or locked_names(nb)
         self._started = time.monotonic()
         self._output_bytes = 0
         self._notes = {"problems": [], "timed_out": False, "output_truncated": False,
@@ -244,7 +247,8 @@ class GraderExecute(Execute):
             self._notes["timed_out"] = True
         if nbgrader.get("grade") and cell.cell_type == "code":
             cell.outputs = [_kept_stderr(o) for o in cell.outputs]
-            if not self._verdict and not any(o.get("output_type") == "error" for o in cell.outputs):
+            if self.run_in_grader and not self._verdict and not any(o.get("output_type") == "error"
+                                                                    for o in cell.outputs):
                 self._run_in_grader(cell)
             if self._verdict and not any(o.get("output_type") == "error" for o in cell.outputs):
                 # nbgrader scores a cell by its outputs: the grader's verdict becomes one it cannot miss
@@ -479,6 +483,23 @@ def _kept_stderr(output: NotebookNode) -> NotebookNode:
     return NotebookNode(output_type="display_data", metadata={"course_stderr": True}, data={
         "text/plain": text,
         "text/html": f'<pre style="background:#fdd;padding:2px 4px;margin:0">{html.escape(text)}</pre>'})
+
+
+def _course_locked_names(resources: dict) -> dict[str, tuple[str, str | None]]:
+    """:func:`locked_names` of the course's own notebook, as nbgrader's gradebook holds it (a submission may have
+    lost the metadata that marks its locked cells); {} where there is no gradebook to ask."""
+    from nbgrader.api import Gradebook
+
+    found = resources.get("nbgrader", {})
+    try:
+        with Gradebook(found["db_url"]) as gradebook:
+            source = gradebook.find_notebook(found["notebook"], found["assignment"])
+            graded = {cell.name for cell in source.grade_cells}
+            cells = [NotebookNode(cell_type=cell.cell_type, source=cell.source, metadata={"nbgrader": {
+                "locked": bool(cell.locked), "grade": cell.name in graded}}) for cell in source.source_cells]
+    except Exception:
+        return {}
+    return locked_names(NotebookNode(cells=cells))
 
 
 def locked_names(nb: NotebookNode) -> dict[str, tuple[str, str | None]]:
