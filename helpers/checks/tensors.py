@@ -712,18 +712,38 @@ def _meta_device_problem(fn: Callable, features: torch.Tensor, labels: torch.Ten
     """
     meta_features, meta_labels = features.to("meta"), labels.to("meta")
     # not through `call`: the rules already held on the real call, and a meta tensor has no values to compare
+    moves = _CpuMoves()
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), moves:
             warnings.simplefilter("ignore")
             got = fn(meta_features, meta_labels, num_classes)
     except Exception as error:  # noqa: BLE001 - the learner's code, on a device it may not support
         text = str(error)
+        if moves.seen:  # .cpu() of a meta tensor raises "Cannot copy out of meta tensor": the move is the mistake
+            return f"it moved {moves.seen[0]}"
         if "device" in text and ("cpu" in text or "meta" in text):
             return f"it raised {type(error).__name__}: {text.splitlines()[0][:160]}"
         return None
     if isinstance(got, torch.Tensor) and got.device.type != "meta":
-        return f"it returned a tensor on '{got.device.type}'"
+        return f"it returned a tensor on '{got.device.type}'" + (f" (it moved {moves.seen[0]})" if moves.seen else "")
     return None
+
+
+class _CpuMoves(TorchFunctionMode):
+    """Records the inputs' moves to the CPU (``x.cpu()``, ``x.to("cpu")``) while a function runs on meta tensors."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if args and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
+            name = getattr(func, "__name__", "")
+            target = [a for a in (*args[1:], kwargs.get("device")) if isinstance(a, (str, torch.device))]
+            if name == "cpu" or (name == "to" and any(torch.device(t).type == "cpu" for t in target)):
+                self.seen.append(f"a tensor to the CPU (.{name}({', '.join(repr(str(t)) for t in target)}))")
+        return func(*args, **kwargs)
 
 
 def check_class_means(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor],
@@ -783,10 +803,14 @@ def check_class_means(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tens
                     where="look at the shape of the counts when you divide: do they line up with the rows?"),
         ], given=features)
         problem = _meta_device_problem(fn, features, labels, num_classes)
+        moved = problem is not None and "it moved" in problem
         expect(problem is None, f"{what}, with the same inputs on another device ('meta'): {problem}; the result "
                                 "must be on the features' device",
-               where="look at every tensor your function creates (torch.arange, torch.zeros, torch.eye ...): on "
-                     "which device is it made?",
-               mistake="a tensor made without device= lives on the CPU; pass device=features.device (and the "
+               where="look at each .cpu() or .to('cpu') in your function: it takes a tensor off the GPU it is on"
+               if moved else "look at every tensor your function creates (torch.arange, torch.zeros, torch.eye ...): "
+                             "on which device is it made?",
+               mistake="work on the tensors where they are: leave the inputs on their device, and make each new "
+                       "tensor with device=features.device" if moved else
+                       "a tensor made without device= lives on the CPU; pass device=features.device (and the "
                        "dtype you need) when you create one")
     passed("class_means", len(inputs))

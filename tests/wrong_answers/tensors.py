@@ -560,6 +560,25 @@ def means_on_cpu(features, labels, num_classes):
     return members.T @ features / members.sum(0).clamp(min=1)[:, None]
 
 
+def means_inputs_to_cpu(features, labels, num_classes):
+    features, labels = features.cpu(), labels.cpu()  # "to be safe": takes them off the GPU they are on
+    return means_index_add(features, labels, num_classes)
+
+
+def means_inputs_to_device_cpu(features, labels, num_classes):
+    return means_index_add(features.to("cpu"), labels.to(device=torch.device("cpu")), num_classes)
+
+
+def means_item_loop(features, labels, num_classes):
+    sums = torch.zeros(num_classes, features.shape[1], dtype=features.dtype, device=features.device)
+    counts = [0] * num_classes
+    for i in range(len(labels)):
+        c = labels[i].item()  # data-dependent, as a loop over a GPU tensor may be: slow, not wrong
+        sums[c] += features[i]
+        counts[c] += 1
+    return sums / torch.tensor([max(n, 1) for n in counts], dtype=features.dtype, device=features.device)[:, None]
+
+
 def means_sums(features, labels, num_classes):
     one_hot = torch.nn.functional.one_hot(labels, num_classes).to(features.dtype)
     return one_hot.T @ features
@@ -599,6 +618,10 @@ CASES += [
     Reject(hidden_class_means, means_counts_on_columns, "line up with the rows"),
     Reject(checks.check_class_means, means_on_cpu, "a tensor made without device= lives on the CPU"),
     Reject(checks.check_class_means, means_sums, "not their means"),
+    Reject(checks.check_class_means, means_inputs_to_cpu, "it moved a tensor to the CPU (.cpu())"),
+    Reject(hidden_class_means, means_inputs_to_device_cpu, "it moved a tensor to the CPU (.to('cpu'))"),
+    Accept(checks.check_class_means, means_item_loop),
+    Accept(hidden_class_means, means_item_loop),
     Reject(checks.check_class_means, means_sorts_labels, "its values were overwritten"),
 ]
 
