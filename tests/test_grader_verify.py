@@ -121,3 +121,32 @@ def test_a_cell_the_answer_key_passes_in_another_process_is_verified():
 def test_a_cell_that_needs_what_only_the_kernel_has_is_left_to_the_kernel(source, imports, why):
     found = verify.runs_in_grader(source, imports)
     assert found is not None and why in found, found
+
+
+def test_a_gradient_left_on_an_argument_reaches_the_function():
+    """torch.save leaves ``.grad`` out; a check that hands over a tensor with a leftover gradient hands it over."""
+    source = ("w = torch.ones(2, requires_grad=True)\n"
+              "w.grad = torch.full((2,), 3.0)\n"
+              "assert torch.equal(leftover(w), torch.full((2,), 3.0))\n"
+              "model = torch.nn.Linear(2, 1)\n"
+              "model(torch.ones(1, 2)).sum().backward()\n"
+              "assert torch.equal(leftover(model), model.weight.grad)\n")
+
+    def leftover(value):
+        return (value.weight if isinstance(value, torch.nn.Module) else value).grad.clone()
+
+    run, failure = verify.run_cell(source, IMPORTS, kernel(leftover=leftover))
+    assert run.unverifiable is None and failure is None, failure
+
+
+def test_a_draw_from_the_global_generator_is_named_as_one_not_as_a_reseed():
+    """The grader hands the random state over through the generator itself, which the checks' watch on reseeds
+    (torch.set_rng_state called outside torch) does not take for the learner's."""
+    def shift_with_global_draws(images, max_shift, fill, generator):
+        dy = torch.randint(-max_shift, max_shift + 1, (len(images),))  # no generator=
+        return torch.stack([torch.roll(image, int(d), dims=1) for image, d in zip(images, dy)])
+
+    run, failure = verify.run_cell("check.check_random_shift(random_shift)\n", {"check": ("helpers.checks", "capstone")},
+                                   kernel(random_shift=shift_with_global_draws))
+    assert run.unverifiable is None and failure and "used the global random generator" in failure, failure
+    assert "reset a global random generator" not in failure
