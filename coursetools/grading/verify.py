@@ -242,10 +242,12 @@ class _AnswerKeyProcess:
     Started on first use, one per grading process."""
 
     process: subprocess.Popen | None = None
+    owner = 0  # the grading process that started it: a worker forked from that one starts its own
 
     @classmethod
     def send(cls, module: str, request: str) -> str:
-        if cls.process is None or cls.process.poll() is not None:
+        if cls.process is None or cls.process.poll() is not None or cls.owner != os.getpid():
+            cls.owner = os.getpid()
             env = {**os.environ, "PYTHONPATH": str(sandbox.checkout())}
             cls.process = subprocess.Popen([sys.executable, "-c", "from coursetools.grading.verify import serve; serve()"],
                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
