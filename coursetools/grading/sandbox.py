@@ -815,49 +815,30 @@ def unpack_trusted(text: str) -> object:
     return torch.load(io.BytesIO(base64.b64decode(text)), weights_only=False)
 
 
-def gradients(values: object) -> list:
-    """The ``.grad`` of every tensor in ``values`` (lists, tuples and dicts, in order; a model's parameters), which
-    ``torch.save`` leaves out: a gradient left on an argument is part of what a check hands the function."""
+def _tensors_in(values: object) -> list:
+    """Every tensor in ``values``, in order: through lists, tuples and dicts, and a model's parameters."""
     import torch
 
-    found: list = []
+    if isinstance(values, torch.Tensor):
+        return [values]
+    if isinstance(values, torch.nn.Module):
+        return list(values.parameters())
+    if isinstance(values, dict):
+        values = list(values.values())
+    if isinstance(values, (list, tuple)):
+        return [tensor for value in values for tensor in _tensors_in(value)]
+    return []
 
-    def visit(value: object) -> None:
-        if isinstance(value, torch.Tensor):
-            found.append(value.grad)
-        elif isinstance(value, torch.nn.Module):
-            found.extend(p.grad for p in value.parameters())
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                visit(item)
-        elif isinstance(value, dict):
-            for item in value.values():
-                visit(item)
 
-    visit(values)
-    return found
+def gradients(values: object) -> list:
+    """The ``.grad`` of every tensor in ``values`` (:func:`_tensors_in`), which ``torch.save`` leaves out: a
+    gradient left on an argument is part of what a check hands the function."""
+    return [tensor.grad for tensor in _tensors_in(values)]
 
 
 def give_gradients(values: object, grads: list) -> None:
     """Put back on the tensors of ``values`` the gradients :func:`gradients` found on the grader's side."""
-    import torch
-
-    tensors: list = []
-
-    def visit(value: object) -> None:
-        if isinstance(value, torch.Tensor):
-            tensors.append(value)
-        elif isinstance(value, torch.nn.Module):
-            tensors.extend(value.parameters())
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                visit(item)
-        elif isinstance(value, dict):
-            for item in value.values():
-                visit(item)
-
-    visit(values)
-    for tensor, grad in zip(tensors, grads):
+    for tensor, grad in zip(_tensors_in(values), grads):
         if grad is not None and tensor.grad is None:
             tensor.grad = grad
 
