@@ -13,12 +13,13 @@ strings, NumPy arrays and containers of them can come back, never an object with
 A cell counts only where both runs pass.
 
 Not every check can run this way: some look at what only the kernel has (a view sharing the caller's
-memory, gradients left on the caller's tensors, a model trained in place, processes started with the
-learner's function), or pass the learner's function something that cannot be sent. Which cells can is
-decided by the course, never by the learner: the grader first runs the cell with the answer key's
-function of the same name in the learner's place, sent through the same round trip (:func:`runs_in_grader`).
-Where that run passes, the cell is verified for every learner; elsewhere only the kernel's run counts, as
-before, with the kernel's guard watching it.
+memory, a tensor or a model changed in place, processes started with the learner's function, a file the
+check wrote), or hand the learner's function something that cannot be sent. Which cells can is decided by
+the course, never by the learner: the grader first runs the cell with the answer key's function of the
+same name in the learner's place, called in a Python process of its own through the same round trip
+(:func:`runs_in_grader`). Where that run passes, the cell is verified for every learner; elsewhere only the
+kernel's run counts, as before, with the kernel's guard watching it. An exercise that is a class, or whose
+answer returns a model or nothing, is not tried at all (:func:`_returns_no_plain_data`).
 """
 
 from __future__ import annotations
@@ -251,6 +252,7 @@ class _AnswerKeyProcess:
             env = {**os.environ, "PYTHONPATH": str(sandbox.checkout())}
             cls.process = subprocess.Popen([sys.executable, "-c", "from coursetools.grading.verify import serve; serve()"],
                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+                                           stderr=subprocess.DEVNULL,  # its warnings are not the grader's output
                                            cwd=tempfile.mkdtemp(prefix="answer-key-"))
             atexit.register(cls.process.kill)
         cls.process.stdin.write(json.dumps({"module": module, "request": request}) + "\n")
