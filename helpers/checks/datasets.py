@@ -277,6 +277,15 @@ def check_fix_length(fn: Callable[[torch.Tensor, int], torch.Tensor],
                                 Mistake(f"the signal came back unchanged ({n} samples); it must have exactly "
                                         f"{length}", lambda: signal if n != length else None,
                                         where="look at the branch for a signal whose length is not the wanted one"),
+                                Mistake(f"your result is {torch.get_default_dtype()}, the default dtype of a new "
+                                        f"tensor (torch.zeros, torch.empty), not the signal's {signal.dtype}: "
+                                        "make the zeros you pad with, or the tensor you fill, with "
+                                        "dtype=signal.dtype (signal.new_zeros does that), or use F.pad",
+                                        matches=lambda t: isinstance(t, torch.Tensor)
+                                        and t.dtype == torch.get_default_dtype() != signal.dtype
+                                        and t.shape == (length,) and torch.equal(t, ref.fix_length(signal, length)
+                                                                                 .to(t.dtype)),
+                                        where="look at how the new tensor is created: its dtype="),
                                 Mistake(f"the zeros you appended are {torch.get_default_dtype()} (the default of "
                                         f"torch.zeros), so the {signal.dtype} signal was promoted: make the zeros "
                                         "with the signal's dtype (dtype=signal.dtype), or use F.pad",
@@ -284,7 +293,15 @@ def check_fix_length(fn: Callable[[torch.Tensor, int], torch.Tensor],
                                         and t.dtype != signal.dtype and t.shape == (length,)
                                         and t.dtype == torch.promote_types(signal.dtype,
                                                                            torch.get_default_dtype()),
-                                        where="look at the dtype of the zeros you pad with")])
+                                        where="look at the dtype of the zeros you pad with"),
+                                Mistake(f"your result has {length - 1} samples, one fewer than length={length}",
+                                        matches=lambda t: isinstance(t, torch.Tensor) and t.shape == (length - 1,),
+                                        where="look at how many zeros you add (length - len(signal)) and where your "
+                                              "slice ends (signal[:length])"),
+                                Mistake(f"your result has {length + 1} samples, one more than length={length}",
+                                        matches=lambda t: isinstance(t, torch.Tensor) and t.shape == (length + 1,),
+                                        where="look at how many zeros you add (length - len(signal)) and where your "
+                                              "slice ends (signal[:length])")])
     passed(f"fix_length ({part})" if part != "both" else "fix_length", len(chosen))
 
 
@@ -474,6 +491,10 @@ def _padded_mistakes(batch: list[torch.Tensor], want: torch.Tensor) -> list[Mist
         Mistake("you padded on the left; put the zeros at the end of each sequence (right side)",
                 lambda: _left_padded(batch),
                 where="look at which end of each row the sequence is copied to"),
+        Mistake("your padded batch is time-first ([longest, batch]: one column per sequence) instead of one row "
+                "per sequence; pad_sequence does that by default: pass batch_first=True", lambda: pad_sequence(batch),
+                where="look at the pad_sequence call's arguments, or at which dim of your zeros runs over the "
+                      "batch"),
         _unwritten_mistake(lambda t: [row[len(s):] for row, s in zip(t, batch)]
                            if t.dim() == want.dim() and t.shape[0] == len(batch) else []),
         Mistake(f"off by one: this batch's longest sequence has {longest} elements, so the padded batch "

@@ -432,6 +432,29 @@ def share_tensor(load_ms, step_ms):
     return torch.tensor(load_ms / (load_ms + step_ms))
 
 
+def pad_collate_sequence_time_first(batch):
+    return pad_sequence(batch), torch.tensor([len(s) for s in batch])  # batch_first left out
+
+
+def fix_length_float_buffer(signal, length):
+    out = torch.zeros(length)  # float32 whatever the signal's dtype
+    n = min(length, len(signal))
+    out[:n] = signal[:n]
+    return out
+
+
+def fix_length_one_short(signal, length):
+    if len(signal) >= length:
+        return signal[:length]
+    return F.pad(signal, (0, length - len(signal) - 1))
+
+
+def fix_length_one_long(signal, length):
+    if len(signal) >= length:
+        return signal[:length]
+    return F.pad(signal, (0, length - len(signal) + 1))
+
+
 def pad_collate_time_first(batch):
     padded, lengths = ref.pad_collate(batch)
     return padded.T, lengths
@@ -746,7 +769,11 @@ ALTERNATIVES = [
 NEW_CASES = [
     Reject(checks.check_mean_std, mean_std_own_batch_size, "pass the batch_size argument on"),
     Reject(checks.check_make_loaders, loaders_pinned_on_any_gpu, "pin only when device.type is 'cuda'"),
-    Reject(checks.check_pad_collate, pad_collate_time_first, "transpose of the expected one"),
+    Reject(checks.check_pad_collate, pad_collate_time_first, "time-first ([longest, batch]: one column per sequence)"),
+    Reject(checks.check_pad_collate, pad_collate_sequence_time_first, "pass batch_first=True"),
+    Reject(checks.check_fix_length, fix_length_float_buffer, "the default dtype of a new tensor"),
+    Reject(checks.check_fix_length, fix_length_one_short, "one fewer than length=5"),
+    Reject(checks.check_fix_length, fix_length_one_long, "one more than length=5"),
     Accept(checks.check_choose_num_workers, ref.choose_num_workers),
     Reject(checks.check_choose_num_workers, workers_pair, "return num_workers, its first element"),
     Reject(checks.check_choose_num_workers, workers_slowest, "slowest setting"),
