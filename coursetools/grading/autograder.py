@@ -301,9 +301,8 @@ class GraderExecute(Execute):
         elif failure:
             self._notes["problems"].append(f"{grade_id}: the cell passed in the kernel but failed when the grader ran "
                                            f"its checks again in its own process")
+            # preprocess_cell turns the verdict into the cell's GraderVerdict error, as for the probe's verdicts
             self._verdict = f"the grader ran this cell's checks again, outside your kernel, and they failed: {failure}"
-            cell.outputs.append(NotebookNode(output_type="error", ename="GraderVerdict", evalue=self._verdict,
-                                             traceback=[f"GraderVerdict: {self._verdict}"]))
         else:
             self._notes.setdefault("verified", []).append(grade_id)
 

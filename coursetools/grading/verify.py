@@ -342,14 +342,13 @@ def runs_in_grader(source: str, imported: dict[str, tuple[str, str | None]]) -> 
     key = (source, tuple(sorted(imported.items())))
     if key not in _RUNS_IN_GRADER:
         try:
-            names = learner_names(source, imported) or []
-            skipped = next(filter(None, (_returns_no_plain_data(name, _answer_key(imported, name)) for name in names
-                                         if _answer_key(imported, name) is not None)), None)
-            if skipped:
-                _RUNS_IN_GRADER[key] = skipped
-                return skipped
-            run, failure = run_cell(source, imported, _answer_key_sender(imported))
-            _RUNS_IN_GRADER[key] = run.unverifiable or (f"the answer key fails it there: {failure}" if failure else None)
+            keys = {name: _answer_key(imported, name) for name in learner_names(source, imported) or []}
+            skipped = next(filter(None, (_returns_no_plain_data(name, found) for name, found in keys.items()
+                                         if found is not None)), None)
+            if skipped is None:
+                run, failure = run_cell(source, imported, _answer_key_sender(imported))
+                skipped = run.unverifiable or (f"the answer key fails it there: {failure}" if failure else None)
+            _RUNS_IN_GRADER[key] = skipped
         except Exception as error:  # never let the grader's own look stop grading
             _RUNS_IN_GRADER[key] = f"{type(error).__name__}: {error}"
     return _RUNS_IN_GRADER[key]
