@@ -150,3 +150,101 @@ def test_a_draw_from_the_global_generator_is_named_as_one_not_as_a_reseed():
                                    kernel(random_shift=shift_with_global_draws))
     assert run.unverifiable is None and failure and "used the global random generator" in failure, failure
     assert "reset a global random generator" not in failure
+
+
+def _relu_in_place(x):
+    x[x < 0] = 0
+    return x.clone()
+
+
+def _batch_to_in_place(batch, device):
+    batch["images"] = batch["images"].to(device)  # a new tensor under the caller's key
+    return dict(batch)
+
+
+def _flags_the_caller(x):
+    x.requires_grad_()
+    y = x.detach().clone().requires_grad_()
+    ((y ** 2).mean()).backward()
+    return y.grad
+
+
+@pytest.mark.parametrize("cell, imports, function, seen", [
+    ("check.check_relu(relu)\n", {"check": ("helpers.checks", "tensors")}, {"relu": _relu_in_place},
+     "changed the tensor it was given as argument 1: its values were overwritten"),
+    ("check.check_batch_to(batch_to)\n", {"check": ("helpers.checks", "tensors")}, {"batch_to": _batch_to_in_place},
+     "changed the dict it was given as argument 1: the value under 'images' was replaced"),
+    ("check.check_mean_square_grad(mean_square_grad)\n", {"check": ("helpers.checks", "autograd")},
+     {"mean_square_grad": _flags_the_caller}, "its requires_grad was switched on"),
+])
+def test_what_the_function_changes_in_its_arguments_the_graders_check_sees(cell, imports, function, seen):
+    """A wrong answer that writes into its input fails the grader's run as it fails the kernel's, with the same
+    symptom: the changes the call made to the kernel's copies are made to the check's own arguments."""
+    run, failure = verify.run_cell(cell, imports, kernel(**function))
+    assert run.unverifiable is None and failure and seen in failure, failure
+
+
+def test_every_kind_of_change_is_replayed_and_then_put_back():
+    import numpy as np
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout())
+    shared = torch.zeros(3)
+    grader = [torch.arange(4.0), shared, {"a": shared, "b": 1}, [shared, torch.ones(1)], np.zeros(2), model,
+              torch.ones(2, requires_grad=True)]
+    originals = [t.clone() for t in (grader[0], shared)], model[0].weight, model.training
+
+    def change_everything(values, dict_, list_, array, net, leaf):
+        values[0].add_(1)
+        values[1][0] = 5.0  # the same tensor is also in the dict and the list
+        dict_["a"], dict_["c"] = torch.full((1,), 7.0), "new"
+        list_.reverse()
+        list_.append(torch.zeros(2))
+        array[1] = 3.0
+        net.eval()
+        net[0].weight = torch.nn.Parameter(torch.zeros(2, 2))
+        leaf.sum().backward()
+
+    copy = sandbox.unpack_trusted(sandbox.pack(grader))
+    objects = sandbox._objects(copy)
+    before = [sandbox._looks(value) for value in objects]
+    change_everything(copy[:2], copy[2], copy[3], copy[4], copy[5], copy[6])
+    changed = verify.unpack(sandbox.pack(sandbox.changes(objects, before)))
+    undo: list = []
+    verify.replay(changed, sandbox._objects(grader), undo)
+    assert grader[0].tolist() == [1.0, 2.0, 3.0, 4.0] and shared.tolist() == [5.0, 0.0, 0.0]
+    assert grader[2]["a"].tolist() == [7.0] and grader[2]["c"] == "new"
+    assert grader[3][1] is shared and len(grader[3]) == 3 and grader[4].tolist() == [0.0, 3.0]
+    assert not model.training and not model[1].training and model[0].weight.abs().sum() == 0
+    assert grader[6].grad.tolist() == [1.0, 1.0]
+    for put_back in reversed(undo):
+        put_back()
+    assert torch.equal(grader[0], originals[0][0]) and torch.equal(shared, originals[0][1])
+    assert grader[2] == {"a": shared, "b": 1} and grader[3][0] is shared and len(grader[3]) == 2
+    assert grader[4].tolist() == [0.0, 0.0] and model[0].weight is originals[1] and model.training
+    assert grader[6].grad is None
+
+
+def test_a_change_made_to_the_checks_own_input_does_not_reach_the_next_learner(monkeypatch):
+    """An argument may be the check module's own default input: after the cell it is as it was."""
+    import sys
+    import types
+
+    module = types.ModuleType("fake_checks")
+    module.DEFAULT = torch.tensor([-1.0, 2.0])
+    exec("def check_it(fn):\n    fn(DEFAULT)\n    assert DEFAULT.min() >= 0, 'changed'\n", vars(module))
+    monkeypatch.setitem(sys.modules, "fake_checks", module)
+    run, failure = verify.run_cell("check.check_it(relu)\n", {"check": ("fake_checks", None)},
+                                   kernel(relu=_relu_in_place))
+    assert run.unverifiable is None and failure is None  # the cell saw the change (and this check allows it) ...
+    assert module.DEFAULT.tolist() == [-1.0, 2.0]  # ... and the grading process keeps its input as it was
+
+
+def test_changes_the_grader_cannot_make_leave_the_cell_unverified():
+    """A kernel's answer whose changes do not fit the grader's arguments is not trusted, and grading goes on."""
+    def send(request: str) -> str:
+        asked = sandbox.unpack_trusted(request)
+        return sandbox.pack({"result": asked["args"][0] * 9 / 5 + 32, "rng": torch.get_rng_state(),
+                             "changed": [(99, "tensor", (None, False, "same"))]})
+
+    run, failure = verify.run_cell(CELL, IMPORTS, send)
+    assert run.unverifiable and "cannot be made to the grader's copies" in run.unverifiable, run.unverifiable

@@ -815,19 +815,47 @@ def unpack_trusted(text: str) -> object:
     return torch.load(io.BytesIO(base64.b64decode(text)), weights_only=False)
 
 
-def _tensors_in(values: object) -> list:
-    """Every tensor in ``values``, in order: through lists, tuples and dicts, and a model's parameters."""
+def _objects(values: object) -> list:
+    """Every object of ``values`` whose changes a check may look at, each once, in an order both sides share: tensors,
+    NumPy arrays, models (and their parameters and buffers), and the lists, dicts and tuples that hold them.
+    ``torch.save`` keeps which objects are the same one, so the grader's arguments and the kernel's copies of them
+    give the same list."""
     import torch
 
-    if isinstance(values, torch.Tensor):
-        return [values]
-    if isinstance(values, torch.nn.Module):
-        return list(values.parameters())
-    if isinstance(values, dict):
-        values = list(values.values())
-    if isinstance(values, (list, tuple)):
-        return [tensor for value in values for tensor in _tensors_in(value)]
-    return []
+    found: list = []
+    seen: set[int] = set()
+
+    def visit(value: object, depth: int) -> None:
+        if id(value) in seen or depth > 6:
+            return
+        if isinstance(value, torch.nn.Module):
+            seen.add(id(value))
+            found.append(value)
+            for _, tensor in [*value.named_parameters(remove_duplicate=False),
+                              *value.named_buffers(remove_duplicate=False)]:
+                visit(tensor, depth + 1)
+        elif isinstance(value, torch.Tensor) or _is_array(value):
+            seen.add(id(value))
+            found.append(value)
+        elif isinstance(value, (list, tuple, dict)):
+            seen.add(id(value))
+            found.append(value)
+            for item in (value.values() if isinstance(value, dict) else value):
+                visit(item, depth + 1)
+
+    visit(values, 0)
+    return found
+
+
+def _is_array(value: object) -> bool:
+    return type(value).__module__ == "numpy" and type(value).__name__ == "ndarray"
+
+
+def _tensors_in(values: object) -> list:
+    """Every tensor in ``values`` (:func:`_objects`): through lists, tuples and dicts, and a model's parameters."""
+    import torch
+
+    return [value for value in _objects(values) if isinstance(value, torch.Tensor)]
 
 
 def gradients(values: object) -> list:
@@ -843,6 +871,70 @@ def give_gradients(values: object, grads: list) -> None:
             tensor.grad = grad
 
 
+def _looks(value: object) -> object:
+    """What a call may change of one object of :func:`_objects` (compared before and after the call): a tensor's
+    version counter, flags and gradient; an array's values; which objects a container holds; a model's modes."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        grad = value.grad if value.is_leaf else None
+        return (value._version, value.requires_grad, value.shape, value.dtype, id(grad),
+                None if grad is None else grad._version)
+    if _is_array(value):
+        return value.copy()
+    if isinstance(value, torch.nn.Module):
+        return ({name: module.training for name, module in value.named_modules(remove_duplicate=False)},
+                [(name, id(tensor)) for name, tensor in [*value.named_parameters(remove_duplicate=False),
+                                                         *value.named_buffers(remove_duplicate=False)]])
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    return [(key, id(item)) for key, item in items]
+
+
+def _same_look(before: object, after: object) -> bool:
+    import numpy as np
+
+    if isinstance(before, np.ndarray):
+        return before.shape == after.shape and before.dtype == after.dtype and np.array_equal(before, after, equal_nan=True)
+    return before == after
+
+
+def _as_sent(value: object, index: dict[int, int]) -> tuple:
+    """An object a changed container or model now holds: ``("ref", i)``, the i-th object of the call's arguments, or
+    ``("new", value)``."""
+    return ("ref", index[id(value)]) if id(value) in index else ("new", value)
+
+
+def changes(objects: list, before: list) -> list:
+    """What the call changed in the objects of its arguments (:func:`_objects`, :func:`_looks` before the call), as
+    plain data the grader can load and replay on its own arguments (:func:`verify.replay`)."""
+    import torch
+
+    index = {id(value): i for i, value in enumerate(objects)}
+    found = []
+    for i, (value, was) in enumerate(zip(objects, before)):
+        now = _looks(value)
+        if _same_look(was, now):
+            continue
+        if isinstance(value, torch.Tensor):
+            # the values only if they changed (the version counter moves with every in-place write), the gradient
+            # only if it changed: "same" leaves the grader's own
+            values = value.detach() if was[0] != now[0] or was[2:4] != now[2:4] else None
+            grad = (value.grad if value.is_leaf else None) if was[4:] != now[4:] else "same"
+            found.append((i, "tensor", (values, value.requires_grad, grad)))
+        elif _is_array(value):
+            found.append((i, "array", value))
+        elif isinstance(value, torch.nn.Module):
+            modes = {name: module.training for name, module in value.named_modules(remove_duplicate=False)}
+            held = [(name, _as_sent(tensor, index)) for name, tensor in
+                    [*value.named_parameters(remove_duplicate=False), *value.named_buffers(remove_duplicate=False)]]
+            found.append((i, "module", (modes, held)))
+        elif isinstance(value, dict):
+            found.append((i, "dict", [(key, _as_sent(item, index)) for key, item in value.items()]))
+        elif isinstance(value, list):
+            found.append((i, "list", [_as_sent(item, index) for item in value]))
+    return found
+
+
 def call_in_kernel(namespace: dict, request: str) -> str:
     """Make one call the grader asked for: the function named in ``request``, from the notebook's ``namespace``.
 
@@ -854,6 +946,8 @@ def call_in_kernel(namespace: dict, request: str) -> str:
 
     asked = unpack_trusted(request)
     give_gradients((asked["args"], asked["kwargs"]), asked.get("grads", []))
+    objects = _objects((asked["args"], asked["kwargs"]))
+    before = [_looks(value) for value in objects]
     saved = torch.get_rng_state(), torch.get_default_dtype(), torch.is_grad_enabled()
     reply: dict[str, object] = {}
     try:
@@ -865,6 +959,8 @@ def call_in_kernel(namespace: dict, request: str) -> str:
         except BaseException as error:  # the learner's function raised: the check judges that, as in the kernel
             reply = {"error": type(error).__name__, "message": str(error)[:2000]}
         reply["rng"] = torch.get_rng_state()
+        # what the call changed in its arguments goes back too: the check looks at its own copies afterwards
+        reply["changed"] = changes(objects, before)
     finally:
         torch.default_generator.set_state(saved[0])
         torch.set_default_dtype(saved[1])
@@ -872,6 +968,10 @@ def call_in_kernel(namespace: dict, request: str) -> str:
     try:
         return pack(reply)
     except Exception as error:
+        try:
+            pack(reply.get("changed"))
+        except Exception:
+            return pack({"unsendable": f"what it left in its arguments ({type(error).__name__})", "rng": reply["rng"]})
         return pack({"unsendable": f"{type(reply.get('result')).__name__} ({type(error).__name__})",
                      "rng": reply["rng"]})
 

@@ -123,6 +123,11 @@ class LearnerFunction:
             raise self._run.cannot(f"what {self.__name__} returned cannot be sent: {reply['unsendable']}")
         # through the generator, not torch.set_rng_state: the check's watch on reseeds would blame that on the learner
         torch.default_generator.set_state(reply["rng"])
+        try:  # what the call changed in its arguments in the kernel, made to the check's own: it looks at them next
+            replay(reply.get("changed", []), sandbox._objects((args, kwargs)), self._run.undo)
+        except Exception as error:
+            raise self._run.cannot(f"what {self.__name__} changed in its arguments cannot be made to the grader's "
+                                   f"copies ({type(error).__name__}: {error})")
         if "error" in reply:
             raise _raised(str(reply["error"]), str(reply.get("message", "")))
         return reply["result"]
@@ -141,6 +146,7 @@ class GraderRun:
     def __init__(self) -> None:
         self.unverifiable: str | None = None
         self.folder = os.getcwd()
+        self.undo: list[Callable[[], None]] = []  # puts back what :func:`replay` changed, last first
 
     def cannot(self, why: str) -> NotVerifiable:
         self.unverifiable = self.unverifiable or why
@@ -158,6 +164,78 @@ class GraderRun:
                for a in items):
             return "the check hands it a file's path"
         return None
+
+
+def replay(changed: list, objects: list, undo: list[Callable[[], None]]) -> None:
+    """Make to the grader's arguments of a call (``objects``, :func:`sandbox._objects`) what the call made to the
+    kernel's copies (:func:`sandbox.changes`): the check then sees, in its own process, a tensor written in place, a
+    gradient filled, a dict's value replaced, a model left in another mode, as it would in the kernel.
+
+    For each change, ``undo`` gets a step that puts the object back: an argument may be the check module's own
+    (a default input), which the grading process keeps for the next learner's run.
+    """
+    def held(sent: Any) -> Any:
+        kind, value = sent
+        if kind == "ref":
+            return objects[value]
+        if kind != "new":
+            raise ValueError(f"an object sent as {kind!r}")
+        return value
+
+    for i, kind, state in changed:
+        target = objects[i]
+        if kind == "tensor" and isinstance(target, torch.Tensor):
+            values, requires_grad, grad = state
+            saved = (target.data, target.detach().clone(), target.requires_grad, target.grad)
+
+            def put_back(target=target, saved=saved) -> None:
+                data, copy, requires_grad, grad = saved
+                with torch.no_grad():
+                    target.data = data
+                    data.copy_(copy)
+                if target.is_leaf:
+                    target.requires_grad_(requires_grad)
+                    target.grad = grad
+            undo.append(put_back)
+            if values is not None:
+                with torch.no_grad():
+                    if values.shape == target.shape and values.dtype == target.dtype:
+                        target.copy_(values)
+                    else:  # resize_, set_ or .data = ... in the kernel
+                        target.data = values
+            if target.is_leaf:
+                if target.requires_grad != requires_grad:
+                    target.requires_grad_(requires_grad)
+                if not isinstance(grad, str):  # "same": the gradient was left as it came
+                    target.grad = grad
+        elif kind == "array" and sandbox._is_array(target):
+            copy = target.copy()
+            undo.append(lambda target=target, copy=copy: target.__setitem__(Ellipsis, copy))
+            target[...] = state
+        elif kind == "dict" and isinstance(target, dict):
+            undo.append(lambda target=target, copy=dict(target): (target.clear(), target.update(copy)))
+            items = [(key, held(sent)) for key, sent in state]
+            target.clear()
+            target.update(items)
+        elif kind == "list" and isinstance(target, list):
+            undo.append(lambda target=target, copy=list(target): target.__setitem__(slice(None), copy))
+            target[:] = [held(sent) for sent in state]
+        elif kind == "module" and isinstance(target, torch.nn.Module):
+            modes, tensors = state
+            modules = dict(target.named_modules(remove_duplicate=False))
+            undo.append(lambda modules=modules, was={n: m.training for n, m in modules.items()}:
+                        [setattr(modules[n], "training", t) for n, t in was.items()])
+            for name, training in modes.items():
+                modules[name].training = bool(training)
+            for name, sent in tensors:
+                owner, _, leaf = name.rpartition(".")
+                place = modules[owner]._parameters if leaf in modules[owner]._parameters else modules[owner]._buffers
+                now = held(sent)
+                if place[leaf] is not now:  # a parameter or buffer replaced in the kernel
+                    undo.append(lambda place=place, leaf=leaf, was=place[leaf]: place.__setitem__(leaf, was))
+                    place[leaf] = now
+        else:
+            raise ValueError(f"a change of a {kind} sent for a {type(target).__name__}")
 
 
 def _exists(path: str | bytes) -> bool:
@@ -234,6 +312,10 @@ def run_cell(source: str, imported: dict[str, tuple[str, str | None]],
             if isinstance(error, KeyboardInterrupt):
                 raise
             failure = str(error) if type(error).__name__ == "CheckError" else f"{type(error).__name__}: {error}"
+        finally:
+            for put_back in reversed(run.undo):  # the check's own objects as they were, for the next learner
+                with contextlib.suppress(Exception):
+                    put_back()
     return run, failure
 
 
