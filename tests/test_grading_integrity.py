@@ -499,7 +499,22 @@ HONEST_CELLS = [
     "import pandas as pd\npd.options.display.max_rows = 20\n",
     "import logging\nlogging.root.level = 10\n",
     "from torch import compile\nfast = compile(lambda x: x + 1)\n",
+    "import importlib\nimport json\njson = importlib.reload(json)\n",  # a module of one's own, edited and reloaded
+    "from importlib import reload\nimport json as settings\nreload(settings)\n",
+    "from importlib.metadata import version\nprint(version('torch'))\n",
+    "import importlib.metadata\ntorch_version = importlib.metadata.version('torch')\n",
+    "import importlib\npd = importlib.import_module('pandas')\n",
 ]
+# importlib's ways to load what the scan cannot read, however the notebook names them
+LOADING_CELLS = {
+    "import importlib.util as iu\nspec = iu.spec_from_file_location('key', path)\n": "imports importlib.util",
+    "import importlib\nspec = importlib.util.spec_from_file_location('key', path)\n": "uses importlib.util",
+    "import importlib as il\nkey = il.import_module(name)\n": "calls il.import_module() with a computed name",
+    "from importlib import import_module as im\nkey = im('helpers.' + part)\n": "calls im() with a computed name",
+    "from importlib import reload as rl\nrl(check)\n": "reloads check",
+    "import importlib\nimport torch.nn as nn\nimportlib.reload(nn)\n": "reloads nn",
+    "import gc as g\nfound = g.get_objects()\n": "uses g.get_objects",
+}
 SPELLED_CELLS = {
     "f = getattr(check.ref.to_fahrenheit, '__clo' + 'sure__')\n": "spells '__closure__' in pieces",
     "import gc\nobjects = getattr(gc, 'get_' + 'objects')()\n": "spells 'get_objects' in pieces",
@@ -520,6 +535,13 @@ def _lesson_with(cell: str) -> nbformat.NotebookNode:
 def test_scan_spares_honest_code(cell):
     source = nbformat.read(REPO_ROOT / "solutions" / LESSON / f"{LESSON}.ipynb", as_version=4)
     assert scan.scan_notebook(_lesson_with(cell), source) == []
+
+
+@pytest.mark.parametrize("cell, finding", LOADING_CELLS.items())
+def test_scan_flags_importlibs_loaders_and_aliased_digging(cell, finding):
+    source = nbformat.read(REPO_ROOT / "solutions" / LESSON / f"{LESSON}.ipynb", as_version=4)
+    assert any(finding in f for f in scan.scan_notebook(_lesson_with(cell), source)), \
+        scan.scan_notebook(_lesson_with(cell), source)
 
 
 @pytest.mark.parametrize("cell, finding", SPELLED_CELLS.items())

@@ -9,8 +9,11 @@ learner's kernel can change it). It reads every code cell except the locked ones
   ``del check.check_x``) or of builtins;
 - IPython's hooks (input and AST transformers, events, custom exception handlers);
 - what the grader's guard in the kernel could otherwise be dug out with or worked
-  around: ``sys.modules``, frames and tracing, the garbage collector, ``ctypes``,
-  closures and code objects, ``exec``/``eval``/``compile``/``__import__``/``importlib``.
+  around: ``sys.modules``, frames and tracing, the garbage collector's referrers,
+  ``ctypes``, closures and code objects, ``exec``/``eval``/``compile``/``__import__``,
+  and importlib's loaders (``importlib.util``, ``import_module`` of a computed name,
+  ``reload`` of a course or torch module; ``importlib.reload`` of the learner's own
+  module and ``importlib.metadata`` are honest).
 
 Signalling or starting processes is not flagged: lessons do it (lesson 08 stops its
 torchrun workers), and the sandbox keeps it from reaching the grader.
@@ -54,12 +57,15 @@ MACHINERY = {
     "__self__": "builtins (a function's __self__)",
 }
 FORBIDDEN_CALLS = {"exec", "eval", "compile", "__import__", "setattr", "delattr", "breakpoint"}
-FORBIDDEN_IMPORTS = {"builtins", "importlib", "ctypes", "cffi", "imp", "runpy"}  # runpy: run the answer key's file
-# Modules honest code imports (gc.collect() to free memory, inspect.signature): only these of their
-# functions reach other objects' frames, closures or referrers, which is what digging the guard out needs.
+FORBIDDEN_IMPORTS = {"builtins", "ctypes", "cffi", "imp", "runpy"}  # runpy: run the answer key's file
+# Modules honest code imports (gc.collect() to free memory, inspect.signature, importlib.reload of the learner's
+# own module, importlib.metadata.version): only these of their functions reach other objects' frames, closures or
+# referrers, which is what digging the guard out needs, or load a module by a name or a file the scan cannot read.
 DIGGING = {"gc": {"get_referrers", "get_referents", "get_objects"},
            "inspect": {"currentframe", "stack", "trace", "getouterframes", "getinnerframes", "getclosurevars",
-                       "getmembers", "getmembers_static", "getgeneratorlocals", "getcoroutinelocals"}}
+                       "getmembers", "getmembers_static", "getgeneratorlocals", "getcoroutinelocals"},
+           "importlib": {"__import__", "util", "machinery", "_bootstrap", "_bootstrap_external",
+                         "abc"}}
 COURSE_PRIVATE = ("helpers.checks", "helpers.reference")
 # Names a string may spell, in pieces ("__clo" + "sure__") or whole (vars(x)["__builtins__"]), to reach what the
 # scan flags by attribute or call without naming it.
@@ -106,11 +112,14 @@ def _dotted(node: ast.AST) -> str:
 
 
 def scan_source(source: str, modules: set[str], locked: frozenset[str] = frozenset(),
-                locked_imports: frozenset[str] = frozenset(), imported: frozenset[str] = frozenset()) -> list[str]:
+                locked_imports: frozenset[str] = frozenset(), imported: frozenset[str] = frozenset(),
+                aliases: dict[str, str] | None = None) -> list[str]:
     """Findings in one cell; ``modules`` are the names the notebook binds to the watched packages' modules
     (import torch.nn.functional as F), ``locked`` the names the locked cells import (``check``, which the graded
-    cells call), ``locked_imports`` their import statements (``ast.dump``: the learner may run them again), and
-    ``imported`` every name the notebook imports (``from torch import compile`` is not the builtin)."""
+    cells call), ``locked_imports`` their import statements (``ast.dump``: the learner may run them again),
+    ``imported`` every name the notebook imports (``from torch import compile`` is not the builtin), and
+    ``aliases`` the names it gives the modules of :data:`DIGGING` and their functions (``import gc as g``)."""
+    aliases = aliases or {}
     tree = _parsed(source)
     if tree is None:
         return []  # it will fail when run, and lose its own points
@@ -132,8 +141,11 @@ def scan_source(source: str, modules: set[str], locked: frozenset[str] = frozens
             if isinstance(node, ast.ImportFrom) and node.module == "helpers":
                 targets = [f"helpers.{n}" for n in names]
             if isinstance(node, ast.ImportFrom) and node.module in DIGGING:
-                found += [f"imports {node.module}.{n} (other objects' frames, closures or referrers)"
+                found += [f"imports {node.module}.{n} ({_DIGS[node.module]})"
                           for n in names if n in DIGGING[node.module] or n == "*"]
+            found += [f"imports {target} ({_DIGS[target.split('.')[0]]})" for target in targets
+                      if target.split(".")[0] in DIGGING and target.count(".")
+                      and target.split(".")[1] in DIGGING[target.split(".")[0]]]
             for target in targets:
                 if target.startswith(COURSE_PRIVATE):
                     found.append(f"imports {target} (the course's checks or answers)")
@@ -159,8 +171,18 @@ def scan_source(source: str, modules: set[str], locked: frozenset[str] = frozens
                 found.append(f"calls {node.func.id}()")
             elif last in ("register", "unregister") and "events" in name:
                 found.append(f"calls {name}() (IPython's events)")
-        if isinstance(node, ast.Attribute) and root(node) in DIGGING and node.attr in DIGGING[root(node)]:
-            found.append(f"uses {_dotted(node)} (other objects' frames, closures or referrers)")
+        digging = aliases.get(root(node), root(node))
+        if isinstance(node, ast.Attribute) and digging in DIGGING and node.attr in DIGGING[digging] \
+                and _dotted(node).count(".") == 1:
+            found.append(f"uses {_dotted(node)} ({_DIGS[digging]})")
+        if isinstance(node, ast.Call) and _calls_importlib(node, "reload", aliases) and node.args \
+                and root(node.args[0]) in module_names | set(locked):
+            found.append(f"reloads {_dotted(node.args[0])} (a module of the course or of PyTorch)")
+        if isinstance(node, ast.Call) and _calls_importlib(node, "import_module", aliases) and not (
+                node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            # a name written out is read like an import statement (and a course module's name is flagged as a
+            # string); a computed one the scan cannot read
+            found.append(f"calls {_dotted(node.func)}() with a computed name (a module the scan cannot read)")
         if isinstance(node, ast.Attribute):
             if node.attr in MACHINERY and not (node.attr == "modules" and (root(node) not in ("sys",)
                                                                            or id(node) in asked)) \
@@ -179,6 +201,19 @@ def scan_source(source: str, modules: set[str], locked: frozenset[str] = frozens
             if spelled is not None and (spelled in SPELLED or any(p in spelled for p in COURSE_PRIVATE)):
                 found.append(f"spells {spelled[:40]!r} in pieces")
     return list(dict.fromkeys(found))
+
+
+_DIGS = {"gc": "other objects' referrers", "inspect": "other objects' frames, closures or members",
+         "importlib": "loads a module by a name or from a file the scan cannot read"}
+
+
+def _calls_importlib(node: ast.Call, function: str, aliases: dict[str, str]) -> bool:
+    """Whether the call is importlib's ``function`` (however the notebook named it: importlib.reload, il.reload,
+    reload after ``from importlib import reload``)."""
+    head, _, last = _dotted(node.func).rpartition(".")
+    if not head:
+        return aliases.get(last) == f"importlib.{function}"
+    return last == function and aliases.get(head, head) == "importlib"
 
 
 def _folded(node: ast.AST) -> str | None:
@@ -234,11 +269,24 @@ def imported_names(cells: list[str]) -> dict[str, str]:
     return names
 
 
+def digging_aliases(cells: list[str]) -> dict[str, str]:
+    """The names the cells give :data:`DIGGING`'s modules and their functions, with what each names: ``import gc as
+    g`` gives ``{"g": "gc"}``, ``from importlib import reload as rl`` gives ``{"rl": "importlib.reload"}``."""
+    names: dict[str, str] = {}
+    for node in _import_nodes(cells):
+        if isinstance(node, ast.Import):
+            names.update({a.asname: a.name for a in node.names if a.asname and a.name.split(".")[0] in DIGGING})
+        elif node.module and node.module.split(".")[0] in DIGGING:
+            names.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
+    return names
+
+
 def scan_notebook(submitted: nbformat.NotebookNode, source: nbformat.NotebookNode | None = None) -> list[str]:
     """One line per finding, "cell N: ...", in the learner's cells of ``submitted``."""
     code = [c.source for c in submitted.cells if c.cell_type == "code"]
     imported = imported_names(code)
     modules = {name for name in bound_modules(code) if imported.get(name, name).split(".")[0] in WATCHED_PACKAGES}
+    aliases = digging_aliases(code)
     mine = learner_cells(submitted, source)
     learner = {text for _, text in mine}
     locked_cells = [c.source for c in (source or submitted).cells
@@ -246,7 +294,7 @@ def scan_notebook(submitted: nbformat.NotebookNode, source: nbformat.NotebookNod
     locked = frozenset(bound_modules(locked_cells))
     locked_imports = frozenset(ast.dump(node) for node in _import_nodes(locked_cells))
     return [f"cell {number}: {finding}" for number, text in mine
-            for finding in scan_source(text, modules, locked, locked_imports, frozenset(imported))]
+            for finding in scan_source(text, modules, locked, locked_imports, frozenset(imported), aliases)]
 
 
 def scan_file(path: Path, source: Path | None = None) -> list[str]:

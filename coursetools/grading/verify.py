@@ -8,13 +8,15 @@ the check module, the answer key and every comparison are the grader's, and each
 is a :class:`LearnerFunction`, whose calls are made in the learner's kernel (:func:`call_in_kernel`, the
 kernel side, in :mod:`sandbox`). Arguments go there with ``torch.save``; what the function returns comes back through
 ``torch.load(weights_only=True)``, so only tensors (exact ``torch.Tensor`` or PyTorch's own types), numbers,
-strings, NumPy arrays and containers of them can come back, never an object with code of its own.
+strings, NumPy arrays and containers of them can come back, never an object with code of its own. What the call
+changed in its arguments comes back the same way (:func:`sandbox.changes`) and is made to the check's own
+arguments (:func:`replay`), which are put back when the cell is done.
 
 A cell counts only where both runs pass.
 
 Not every check can run this way: some look at what only the kernel has (a view sharing the caller's
-memory, a tensor or a model changed in place, processes started with the learner's function, a file the
-check wrote), or hand the learner's function something that cannot be sent. Which cells can is decided by
+memory, calls recorded by stand-ins the check hands over, processes started with the learner's function, a
+file the check wrote), or hand the learner's function something that cannot be sent. Which cells can is decided by
 the course, never by the learner: the grader first runs the cell with the answer key's function of the
 same name in the learner's place, called in a Python process of its own through the same round trip
 (:func:`runs_in_grader`). Where that run passes, the cell is verified for every learner; elsewhere only the
@@ -386,8 +388,9 @@ def _plain(kind: object) -> bool:
 
 
 def _returns_no_plain_data(name: str, key: Any) -> str | None:
-    """Why what the answer key's ``key`` returns could not come back from a kernel, when its signature says so (a class
-    builds an object; ``-> nn.Module``): such a cell is not tried, which would cost the training it may do."""
+    """Why the cell of the answer key's ``key`` is not tried, when its signature says so: a class builds an object and
+    ``-> nn.Module`` returns one, neither of which can come back from a kernel; ``-> None`` trains or changes its
+    arguments in place. Not trying spares the training such a function may do."""
     if isinstance(key, type):
         return f"{name} is a class: what it builds cannot come back as plain data"
     try:
@@ -395,7 +398,9 @@ def _returns_no_plain_data(name: str, key: Any) -> str | None:
     except Exception:
         return None
     if returned is type(None) or returned is None:
-        return f"{name} returns nothing: what it does is to change its arguments, which stay in the kernel"
+        # its changes would come back (replay), but such a function trains or sets up a model: the answer key's run
+        # and the grader's would each repeat that work (lesson 05's train_spirals: a minute)
+        return f"{name} returns nothing: it trains or changes its arguments, work a second run would repeat"
     if not _plain(returned):
         shown = getattr(returned, "__name__", returned) if typing.get_origin(returned) is None else returned
         return f"{name} returns {shown}, which cannot come back as plain data"
