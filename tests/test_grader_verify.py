@@ -248,3 +248,25 @@ def test_changes_the_grader_cannot_make_leave_the_cell_unverified():
 
     run, failure = verify.run_cell(CELL, IMPORTS, send)
     assert run.unverifiable and "cannot be made to the grader's copies" in run.unverifiable, run.unverifiable
+
+
+@pytest.mark.parametrize("write", [
+    lambda x: setattr(x, "data", x.data.clamp(min=0)),  # .data = ...: no version counter moves
+    lambda x: x.numpy().__setitem__(0, 9.0),  # through a NumPy view of the tensor
+    lambda x: x.set_(torch.zeros(3)),
+])
+def test_writes_the_version_counter_misses_are_seen_too(write):
+    grader = torch.tensor([-1.0, 2.0, float("nan")])
+    copy = sandbox.unpack_trusted(sandbox.pack(grader))
+    objects = sandbox._objects(copy)
+    before = [sandbox._looks(value) for value in objects]
+    write(copy)
+    verify.replay(verify.unpack(sandbox.pack(sandbox.changes(objects, before))), sandbox._objects(grader), [])
+    assert torch.equal(grader.nan_to_num(-7.0), copy.nan_to_num(-7.0)), (grader, copy)
+
+
+def test_an_unchanged_tensor_holding_nan_is_not_sent_back():
+    copy = sandbox.unpack_trusted(sandbox.pack([torch.tensor([float("nan"), 1.0])]))
+    objects = sandbox._objects(copy)
+    before = [sandbox._looks(value) for value in objects]
+    assert sandbox.changes(objects, before) == []

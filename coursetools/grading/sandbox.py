@@ -878,8 +878,10 @@ def _looks(value: object) -> object:
 
     if isinstance(value, torch.Tensor):
         grad = value.grad if value.is_leaf else None
-        return (value._version, value.requires_grad, value.shape, value.dtype, id(grad),
-                None if grad is None else grad._version)
+        # the version counter misses writes through .data = ..., set_ and a NumPy view: the values are kept too
+        kept = value.detach().clone() if value.layout == torch.strided and value.device.type != "meta" else None
+        return ("tensor", (value._version, value.data_ptr() if kept is not None else 0, value.shape, value.dtype),
+                kept, value.requires_grad, (id(grad), None if grad is None else grad._version))
     if _is_array(value):
         return value.copy()
     if isinstance(value, torch.nn.Module):
@@ -895,7 +897,23 @@ def _same_look(before: object, after: object) -> bool:
 
     if isinstance(before, np.ndarray):
         return before.shape == after.shape and before.dtype == after.dtype and np.array_equal(before, after, equal_nan=True)
+    if isinstance(before, tuple) and before and before[0] == "tensor":
+        return before[1] == after[1] and before[3:] == after[3:] and _same_values(before[2], after[2])
     return before == after
+
+
+def _same_values(before: object, after: object) -> bool:
+    """Whether two copies of a tensor hold the same values (NaN where NaN was)."""
+    import torch
+
+    if before is None or after is None:
+        return before is after
+    if before.shape != after.shape or before.dtype != after.dtype:
+        return False
+    if torch.equal(before, after):
+        return True
+    return (before.is_floating_point() or before.is_complex()) and bool(
+        ((before == after) | (before.isnan() & after.isnan())).all())
 
 
 def _as_sent(value: object, index: dict[int, int]) -> tuple:
@@ -916,10 +934,9 @@ def changes(objects: list, before: list) -> list:
         if _same_look(was, now):
             continue
         if isinstance(value, torch.Tensor):
-            # the values only if they changed (the version counter moves with every in-place write), the gradient
-            # only if it changed: "same" leaves the grader's own
-            values = value.detach() if was[0] != now[0] or was[2:4] != now[2:4] else None
-            grad = (value.grad if value.is_leaf else None) if was[4:] != now[4:] else "same"
+            # the values only if they changed, the gradient only if it changed: "same" leaves the grader's own
+            values = None if was[1] == now[1] and _same_values(was[2], now[2]) else value.detach()
+            grad = (value.grad if value.is_leaf else None) if was[4] != now[4] else "same"
             found.append((i, "tensor", (values, value.requires_grad, grad)))
         elif _is_array(value):
             found.append((i, "array", value))
