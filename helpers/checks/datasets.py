@@ -277,15 +277,17 @@ def check_fix_length(fn: Callable[[torch.Tensor, int], torch.Tensor],
                                 Mistake(f"the signal came back unchanged ({n} samples); it must have exactly "
                                         f"{length}", lambda: signal if n != length else None,
                                         where="look at the branch for a signal whose length is not the wanted one"),
-                                Mistake(f"your result is {torch.get_default_dtype()}, the default dtype of a new "
-                                        f"tensor (torch.zeros, torch.empty), not the signal's {signal.dtype}: "
-                                        "make the zeros you pad with, or the tensor you fill, with "
-                                        "dtype=signal.dtype (signal.new_zeros does that), or use F.pad",
+                                Mistake(f"your result is {torch.get_default_dtype()}, PyTorch's default dtype "
+                                        "(what torch.zeros and torch.empty make without dtype=, and what .float() "
+                                        f"converts to), not the signal's {signal.dtype}: make the zeros you pad "
+                                        "with, or the tensor you fill, with dtype=signal.dtype (signal.new_zeros "
+                                        "does that), or use F.pad, and leave the result's dtype as it is",
                                         matches=lambda t: isinstance(t, torch.Tensor)
                                         and t.dtype == torch.get_default_dtype() != signal.dtype
                                         and t.shape == (length,) and torch.equal(t, ref.fix_length(signal, length)
                                                                                  .to(t.dtype)),
-                                        where="look at how the new tensor is created: its dtype="),
+                                        where="look at how your result is made: the dtype= of a new tensor, or "
+                                              "a conversion such as .float()"),
                                 Mistake(f"the zeros you appended are {torch.get_default_dtype()} (the default of "
                                         f"torch.zeros), so the {signal.dtype} signal was promoted: make the zeros "
                                         "with the signal's dtype (dtype=signal.dtype), or use F.pad",
@@ -294,6 +296,12 @@ def check_fix_length(fn: Callable[[torch.Tensor, int], torch.Tensor],
                                         and t.dtype == torch.promote_types(signal.dtype,
                                                                            torch.get_default_dtype()),
                                         where="look at the dtype of the zeros you pad with"),
+                                Mistake(f"your result has {n + length} samples: you added length={length} zeros "
+                                        f"to the {n} samples instead of the {length - n} that are missing "
+                                        "(length - len(signal))",
+                                        matches=lambda t: isinstance(t, torch.Tensor) and 0 < n < length
+                                        and t.shape == (n + length,),
+                                        where="look at how many zeros you add"),
                                 Mistake(f"your result has {length - 1} samples, one fewer than length={length}",
                                         matches=lambda t: isinstance(t, torch.Tensor) and t.shape == (length - 1,),
                                         where="look at how many zeros you add (length - len(signal)) and where your "
@@ -557,10 +565,10 @@ def check_pad_collate(fn: Callable[[list[torch.Tensor]], tuple[torch.Tensor, tor
             padded, lengths = _pair(call(fn, batch), "pad_collate")
         _expect_order("pad_collate", (padded, lengths), (want_padded, want_lengths), ("padded", "lengths"))
         if part in ("both", "padded"):
-            expect_tensor(padded, want_padded, what=f"the padded batch for lengths {shown}",
+            expect_tensor(padded, want_padded, what=f"the padded batch for sequences of lengths {shown}",
                           mistakes=_padded_mistakes(batch, want_padded))
         if part in ("both", "lengths"):
-            expect_tensor(lengths, want_lengths, what=f"the lengths for lengths {shown}",
+            expect_tensor(lengths, want_lengths, what=f"the lengths returned for sequences of lengths {shown}",
                           mistakes=_lengths_mistakes(shown, want_padded.shape[1], padded=want_padded))
     passed(f"pad_collate ({part})" if part != "both" else "pad_collate", len(inputs))
 

@@ -767,13 +767,24 @@ def check_class_means(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tens
             # the error's sizes show a tensor sized from the labels (max + 1) meeting one sized num_classes
             sized_by_labels = bool(empty) and from_labels != num_classes and "size of tensor" in str(cause) \
                 and f"({from_labels})" in str(cause) and f"({num_classes})" in str(cause)
+            # the error's sizes show the per-class counts ([C]) meeting the sums' columns ([C, D]) when divided
+            features_dim = features.shape[1] if features.dim() == 2 else None
+            counts_by_columns = not sized_by_labels and features_dim not in (None, num_classes) \
+                and "size of tensor" in str(cause) and f"({features_dim})" in str(cause) \
+                and f"({num_classes})" in str(cause)
             raise CheckError(f"{what} raised {type(cause).__name__}: {str(cause).splitlines()[0][:160]}"
-                             + (f" (here class(es) {empty} have no examples)" if empty else ""),
+                             + (f" (here class(es) {empty} have no examples)" if empty and not counts_by_columns
+                                else ""),
                              where=error.where,
                              mistake=f"a tensor sized from the labels has {from_labels} entries (the largest label + "
                                      f"1), not num_classes = {num_classes}: bincount without minlength=, "
                                      "labels.max() + 1 and unique() all miss the empty classes after the largest "
-                                     "label" if sized_by_labels else None) from cause
+                                     "label" if sized_by_labels else
+                                     f"the sizes are the {features_dim} features and the {num_classes} classes: one "
+                                     "operation lined up a size per class with a size per feature. Where you divide "
+                                     f"the [{num_classes}, {features_dim}] sums by the counts (one per class), give "
+                                     f"the counts shape [{num_classes}, 1] (counts[:, None], or keepdim=True) so each "
+                                     "row is divided by its own class's count" if counts_by_columns else None) from cause
         expect_tensor(got, expected, what=what, mistakes=[
             Mistake(f"class(es) {empty} have no examples and your rows for them are NaN (0 / 0); the task asks for "
                     "zeros there", matches=lambda g: isinstance(g, torch.Tensor) and bool(empty)
@@ -783,8 +794,16 @@ def check_class_means(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tens
                     "zeros there); the other classes' means are right",
                     matches=lambda g: isinstance(g, torch.Tensor) and bool(empty) and g.shape == sums.shape
                     and g.device.type != "meta" and not bool(g[empty].isnan().any())
-                    and _close_to(g[filled], [expected[filled]]),
+                    and not bool((g[empty] == 0).all()) and _close_to(g[filled], [expected[filled]]),
                     where="look at what your code puts in the row of a class with no examples"),
+            Mistake(f"your means are right but {torch.get_default_dtype()}, not the features' {features.dtype}: a "
+                    "tensor made without dtype= (torch.zeros) or converted with .float() (one_hot(...).float()) is "
+                    f"{torch.get_default_dtype()}; make each new tensor with dtype=features.dtype, or convert with "
+                    ".to(features.dtype)",
+                    matches=lambda g: isinstance(g, torch.Tensor) and g.dtype == torch.get_default_dtype()
+                    != features.dtype and g.shape == sums.shape and g.device.type != "meta"
+                    and _close_to(g, [expected]),
+                    where="look at the dtype of each tensor your function makes or converts"),
             Mistake(f"you divided every class's sum by the number of examples ({len(labels)}); "
                     "a mean divides by that class's own count", lambda: sums / len(labels),
                     where="look at what you divide each class's sum by"),

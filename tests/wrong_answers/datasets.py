@@ -455,6 +455,16 @@ def fix_length_one_long(signal, length):
     return F.pad(signal, (0, length - len(signal) + 1))
 
 
+def fix_length_pads_by_length(signal, length):
+    if len(signal) >= length:
+        return signal[:length]
+    return F.pad(signal, (0, length))  # length zeros, not the number missing
+
+
+def fix_length_converts(signal, length):
+    return ref.fix_length(signal, length).float()  # "floats to be safe"
+
+
 def pad_collate_time_first(batch):
     padded, lengths = ref.pad_collate(batch)
     return padded.T, lengths
@@ -771,7 +781,9 @@ NEW_CASES = [
     Reject(checks.check_make_loaders, loaders_pinned_on_any_gpu, "pin only when device.type is 'cuda'"),
     Reject(checks.check_pad_collate, pad_collate_time_first, "time-first ([longest, batch]: one column per sequence)"),
     Reject(checks.check_pad_collate, pad_collate_sequence_time_first, "pass batch_first=True"),
-    Reject(checks.check_fix_length, fix_length_float_buffer, "the default dtype of a new tensor"),
+    Reject(checks.check_fix_length, fix_length_float_buffer, "PyTorch's default dtype (what torch.zeros"),
+    Reject(checks.check_fix_length, fix_length_converts, "what .float() converts to"),
+    Reject(checks.check_fix_length, fix_length_pads_by_length, "you added length=5 zeros"),
     Reject(checks.check_fix_length, fix_length_one_short, "one fewer than length=5"),
     Reject(checks.check_fix_length, fix_length_one_long, "one more than length=5"),
     Accept(checks.check_choose_num_workers, ref.choose_num_workers),

@@ -579,6 +579,20 @@ def means_item_loop(features, labels, num_classes):
     return sums / torch.tensor([max(n, 1) for n in counts], dtype=features.dtype, device=features.device)[:, None]
 
 
+def means_float32_zero_rows(features, labels, num_classes):
+    device = features.device
+    sums = torch.zeros(num_classes, features.shape[1], device=device)  # float32: no dtype=; empty rows are zeros
+    counts = torch.zeros(num_classes, device=device)
+    sums.index_add_(0, labels, features.float())
+    counts.index_add_(0, labels, torch.ones(len(labels), device=device))
+    return sums / counts.clamp(min=1)[:, None]
+
+
+def means_counts_row_vector(features, labels, num_classes):
+    members = torch.nn.functional.one_hot(labels, num_classes).to(features.dtype)
+    return members.T @ features / members.sum(0, keepdim=True).clamp(min=1)  # [1, C] against [C, D]
+
+
 def means_sums(features, labels, num_classes):
     one_hot = torch.nn.functional.one_hot(labels, num_classes).to(features.dtype)
     return one_hot.T @ features
@@ -615,6 +629,9 @@ CASES += [
     Reject(checks.check_class_means, means_divide_by_n, "divided every class's sum by the number of examples"),
     Reject(hidden_class_means, means_from_max_label, "from the largest label"),
     Reject(hidden_class_means, means_float32, "dtype"),
+    # right values, empty rows zeros: only the dtype is wrong, and the message must not blame the empty rows
+    Reject(hidden_class_means, means_float32_zero_rows, "your means are right but torch.float32"),
+    Reject(checks.check_class_means, means_counts_row_vector, "give the counts shape [3, 1]"),
     Reject(hidden_class_means, means_counts_on_columns, "line up with the rows"),
     Reject(checks.check_class_means, means_on_cpu, "a tensor made without device= lives on the CPU"),
     Reject(checks.check_class_means, means_sums, "not their means"),
