@@ -831,8 +831,7 @@ def _objects(values: object) -> list:
         if isinstance(value, torch.nn.Module):
             seen.add(id(value))
             found.append(value)
-            for _, tensor in [*value.named_parameters(remove_duplicate=False),
-                              *value.named_buffers(remove_duplicate=False)]:
+            for _, tensor in _held(value):
                 visit(tensor, depth + 1)
         elif isinstance(value, torch.Tensor) or _is_array(value):
             seen.add(id(value))
@@ -845,6 +844,16 @@ def _objects(values: object) -> list:
 
     visit(values, 0)
     return found
+
+
+def _held(model: object) -> list:
+    """A model's parameters and buffers, each ``(name, tensor)``, shared ones under every name they have."""
+    return [*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)]
+
+
+def _modes(model: object) -> dict[str, bool]:
+    """Whether each submodule of a model (under every name it has) is in training mode."""
+    return {name: module.training for name, module in model.named_modules(remove_duplicate=False)}
 
 
 def _is_array(value: object) -> bool:
@@ -885,20 +894,17 @@ def _looks(value: object) -> object:
     if _is_array(value):
         return value.copy()
     if isinstance(value, torch.nn.Module):
-        return ({name: module.training for name, module in value.named_modules(remove_duplicate=False)},
-                [(name, id(tensor)) for name, tensor in [*value.named_parameters(remove_duplicate=False),
-                                                         *value.named_buffers(remove_duplicate=False)]])
+        return _modes(value), [(name, id(tensor)) for name, tensor in _held(value)]
     items = value.items() if isinstance(value, dict) else enumerate(value)
     return [(key, id(item)) for key, item in items]
 
 
 def _same_look(before: object, after: object) -> bool:
+    """Whether an array or a container or model looks as it did (a tensor's look is compared in :func:`changes`)."""
     import numpy as np
 
     if isinstance(before, np.ndarray):
         return before.shape == after.shape and before.dtype == after.dtype and np.array_equal(before, after, equal_nan=True)
-    if isinstance(before, tuple) and before and before[0] == "tensor":
-        return before[1] == after[1] and before[3:] == after[3:] and _same_values(before[2], after[2])
     return before == after
 
 
@@ -931,20 +937,19 @@ def changes(objects: list, before: list) -> list:
     found = []
     for i, (value, was) in enumerate(zip(objects, before)):
         now = _looks(value)
-        if _same_look(was, now):
-            continue
         if isinstance(value, torch.Tensor):
+            same_values = was[1] == now[1] and _same_values(was[2], now[2])
+            if same_values and was[3:] == now[3:]:
+                continue
             # the values only if they changed, the gradient only if it changed: "same" leaves the grader's own
-            values = None if was[1] == now[1] and _same_values(was[2], now[2]) else value.detach()
             grad = (value.grad if value.is_leaf else None) if was[4] != now[4] else "same"
-            found.append((i, "tensor", (values, value.requires_grad, grad)))
+            found.append((i, "tensor", (None if same_values else value.detach(), value.requires_grad, grad)))
+        elif _same_look(was, now):
+            continue
         elif _is_array(value):
             found.append((i, "array", value))
         elif isinstance(value, torch.nn.Module):
-            modes = {name: module.training for name, module in value.named_modules(remove_duplicate=False)}
-            held = [(name, _as_sent(tensor, index)) for name, tensor in
-                    [*value.named_parameters(remove_duplicate=False), *value.named_buffers(remove_duplicate=False)]]
-            found.append((i, "module", (modes, held)))
+            found.append((i, "module", (_modes(value), [(name, _as_sent(tensor, index)) for name, tensor in _held(value)])))
         elif isinstance(value, dict):
             found.append((i, "dict", [(key, _as_sent(item, index)) for key, item in value.items()]))
         elif isinstance(value, list):

@@ -27,7 +27,7 @@ from __future__ import annotations
 import ast
 import functools
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import nbformat
 
@@ -58,18 +58,26 @@ MACHINERY = {
 }
 FORBIDDEN_CALLS = {"exec", "eval", "compile", "__import__", "setattr", "delattr", "breakpoint"}
 FORBIDDEN_IMPORTS = {"builtins", "ctypes", "cffi", "imp", "runpy"}  # runpy: run the answer key's file
+
+
+class Digging(NamedTuple):
+    what: str  # what the functions reach, as a finding says it
+    names: frozenset[str]  # the module's functions that reach it
+
+
 # Modules honest code imports (gc.collect() to free memory, inspect.signature, importlib.reload of the learner's
 # own module, importlib.metadata.version): only these of their functions reach other objects' frames, closures or
 # referrers, which is what digging the guard out needs, or load a module by a name or a file the scan cannot read.
-DIGGING = {"gc": {"get_referrers", "get_referents", "get_objects"},
-           "inspect": {"currentframe", "stack", "trace", "getouterframes", "getinnerframes", "getclosurevars",
-                       "getmembers", "getmembers_static", "getgeneratorlocals", "getcoroutinelocals"},
-           "importlib": {"__import__", "util", "machinery", "_bootstrap", "_bootstrap_external",
-                         "abc"}}
+DIGGING = {"gc": Digging("other objects' referrers", frozenset({"get_referrers", "get_referents", "get_objects"})),
+           "inspect": Digging("other objects' frames, closures or members", frozenset({
+               "currentframe", "stack", "trace", "getouterframes", "getinnerframes", "getclosurevars",
+               "getmembers", "getmembers_static", "getgeneratorlocals", "getcoroutinelocals"})),
+           "importlib": Digging("loads a module by a name or from a file the scan cannot read", frozenset({
+               "__import__", "util", "machinery", "_bootstrap", "_bootstrap_external", "abc"}))}
 COURSE_PRIVATE = ("helpers.checks", "helpers.reference")
 # Names a string may spell, in pieces ("__clo" + "sure__") or whole (vars(x)["__builtins__"]), to reach what the
 # scan flags by attribute or call without naming it.
-SPELLED = {*MACHINERY, *FORBIDDEN_CALLS, *FORBIDDEN_IMPORTS, *(name for names in DIGGING.values() for name in names),
+SPELLED = {*MACHINERY, *FORBIDDEN_CALLS, *FORBIDDEN_IMPORTS, *(name for digs in DIGGING.values() for name in digs.names),
            "reference", "__course_integrity__", "__dict__"}
 DUNDER_STRINGS = {name for name in SPELLED if name.startswith("__") and name != "__dict__"}
 # PyTorch's documented switches, which lessons set (torch.backends.cudnn.benchmark = True)
@@ -141,11 +149,11 @@ def scan_source(source: str, modules: set[str], locked: frozenset[str] = frozens
             if isinstance(node, ast.ImportFrom) and node.module == "helpers":
                 targets = [f"helpers.{n}" for n in names]
             if isinstance(node, ast.ImportFrom) and node.module in DIGGING:
-                found += [f"imports {node.module}.{n} ({_DIGS[node.module]})"
-                          for n in names if n in DIGGING[node.module] or n == "*"]
-            found += [f"imports {target} ({_DIGS[target.split('.')[0]]})" for target in targets
+                found += [f"imports {node.module}.{n} ({DIGGING[node.module].what})"
+                          for n in names if n in DIGGING[node.module].names or n == "*"]
+            found += [f"imports {target} ({DIGGING[target.split('.')[0]].what})" for target in targets
                       if target.split(".")[0] in DIGGING and target.count(".")
-                      and target.split(".")[1] in DIGGING[target.split(".")[0]]]
+                      and target.split(".")[1] in DIGGING[target.split(".")[0]].names]
             for target in targets:
                 if target.startswith(COURSE_PRIVATE):
                     found.append(f"imports {target} (the course's checks or answers)")
@@ -172,9 +180,9 @@ def scan_source(source: str, modules: set[str], locked: frozenset[str] = frozens
             elif last in ("register", "unregister") and "events" in name:
                 found.append(f"calls {name}() (IPython's events)")
         digging = aliases.get(root(node), root(node))
-        if isinstance(node, ast.Attribute) and digging in DIGGING and node.attr in DIGGING[digging] \
+        if isinstance(node, ast.Attribute) and digging in DIGGING and node.attr in DIGGING[digging].names \
                 and _dotted(node).count(".") == 1:
-            found.append(f"uses {_dotted(node)} ({_DIGS[digging]})")
+            found.append(f"uses {_dotted(node)} ({DIGGING[digging].what})")
         if isinstance(node, ast.Call) and _calls_importlib(node, "reload", aliases) and node.args \
                 and root(node.args[0]) in module_names | set(locked):
             found.append(f"reloads {_dotted(node.args[0])} (a module of the course or of PyTorch)")
@@ -201,10 +209,6 @@ def scan_source(source: str, modules: set[str], locked: frozenset[str] = frozens
             if spelled is not None and (spelled in SPELLED or any(p in spelled for p in COURSE_PRIVATE)):
                 found.append(f"spells {spelled[:40]!r} in pieces")
     return list(dict.fromkeys(found))
-
-
-_DIGS = {"gc": "other objects' referrers", "inspect": "other objects' frames, closures or members",
-         "importlib": "loads a module by a name or from a file the scan cannot read"}
 
 
 def _calls_importlib(node: ast.Call, function: str, aliases: dict[str, str]) -> bool:
