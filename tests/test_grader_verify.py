@@ -270,3 +270,72 @@ def test_an_unchanged_tensor_holding_nan_is_not_sent_back():
     objects = sandbox._objects(copy)
     before = [sandbox._looks(value) for value in objects]
     assert sandbox.changes(objects, before) == []
+
+
+# ------------------------------------------------------------------ a model the learner's function returns
+
+CLASSIFIER = "check.check_build_classifier(build_classifier)\n"
+MODELS = {"check": ("helpers.checks", "models"), "torch": ("torch", None), "nn": ("torch.nn", None)}
+
+
+def _classifier(in_channels, num_classes, norm=True):
+    layers = [torch.nn.Conv2d(in_channels, 8, 3, padding=1, bias=not norm), *([torch.nn.BatchNorm2d(8)] if norm else []),
+              torch.nn.ReLU(), torch.nn.MaxPool2d(4), torch.nn.Flatten(), torch.nn.Linear(8 * 7 * 7, num_classes)]
+    return torch.nn.Sequential(*layers)
+
+
+class Classifier(torch.nn.Module):  # a learner's own class, as lesson 04 teaches
+    def __init__(self, in_channels, num_classes):
+        super().__init__()
+        self.layers = _classifier(in_channels, num_classes)
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+def test_a_model_of_torch_layers_comes_back_and_the_graders_check_runs_it():
+    assert verify.runs_in_grader(CLASSIFIER, MODELS) is None
+    run, failure = verify.run_cell(CLASSIFIER, MODELS, kernel(build_classifier=_classifier))
+    assert run.unverifiable is None and run.kernel_only is None and failure is None, (run.unverifiable, failure)
+    run, failure = verify.run_cell(CLASSIFIER, MODELS, kernel(build_classifier=lambda c, n: _classifier(c, n, False)))
+    assert run.unverifiable is None and failure and "batch" in failure, failure
+    # a model in a tuple comes back too
+    text = sandbox.call_in_kernel({"f": lambda: (_classifier(1, 3), 2)}, sandbox.pack(
+        {"name": "f", "args": (), "kwargs": {}, "rng": torch.get_rng_state(), "dtype": torch.float32, "grad": True}))
+    assert isinstance(verify.unpack(text)["result"][0], torch.nn.Sequential)
+
+
+def test_a_model_of_the_notebooks_own_class_is_left_to_the_kernel_and_is_no_problem():
+    run, failure = verify.run_cell(CLASSIFIER, MODELS, kernel(build_classifier=Classifier))
+    assert run.unverifiable is None and run.kernel_only and "own class (Classifier)" in run.kernel_only, run.kernel_only
+
+
+def test_a_function_whose_answer_is_no_model_cannot_claim_a_class_of_its_own():
+    """The kernel says "a model of my own class" for to_fahrenheit: nothing to run, and it is not trusted."""
+    run, failure = verify.run_cell(CELL, IMPORTS, kernel(to_fahrenheit=lambda c: Classifier(1, 2)))
+    assert run.kernel_only is None and run.unverifiable and "a class of the notebook's own" in run.unverifiable
+
+
+def _hooked(in_channels, num_classes):
+    model = _classifier(in_channels, num_classes)
+    model[0].register_forward_hook(torch.nn.Identity)  # a torch.nn class: it pickles, and would run in the grader
+    return model
+
+
+def _forward_replaced(in_channels, num_classes):
+    model = _classifier(in_channels, num_classes)
+    model.forward = torch.nn.Flatten  # an attribute standing in for the method
+    return model
+
+
+@pytest.mark.parametrize("build", [_hooked, _forward_replaced])
+def test_a_model_that_came_back_with_more_than_layers_is_not_trusted(build):
+    run, failure = verify.run_cell(CLASSIFIER, MODELS, kernel(build_classifier=build))
+    assert run.kernel_only is None and run.unverifiable and "cannot be brought back" in run.unverifiable, \
+        (run.unverifiable, failure)
+
+
+def test_a_model_made_from_what_it_is_given_is_not_tried():
+    found = verify.runs_in_grader("check.check_build_and_train(build_and_train)\n",
+                                  {"check": ("helpers.checks", "capstone")})
+    assert found and "makes its model from what it is given" in found, found

@@ -97,11 +97,11 @@ VERIFIED_IN_GRADER = {
     "03_datasets": sorted(["ex_fix_length_crop_tests", "ex_fix_length_pad_tests", "ex_pad_collate_padded_tests",
                            "ex_pad_collate_lengths_tests", "ex_collate_sequences_tests"]),
     "04_models": sorted(["ex_count_parameters_tests", "ex_label_smoothing_mean_tests",
-                         "ex_label_smoothing_reduction_tests"]),
+                         "ex_label_smoothing_reduction_tests", "ex_sequential_tests", "ex_build_classifier_tests"]),
     "05_training": sorted(["ex_class_targets_tests", "ex_accuracy_tests"]),
     "07_training_faster": ["ex_scaled_lr_tests"],
     "09_debugging": sorted(["ex_loss_from_table_tests", "ex_fit_tests", "ex_accuracy_tests"]),
-    "10_capstone": ["ex_shift_tests"],
+    "10_capstone": sorted(["ex_shift_tests", "ex_model_tests"]),
 }
 
 
@@ -120,6 +120,36 @@ def test_roundtrip_scores(released: Path, lesson: str):
     assert sorted(full.verified) == VERIFIED_IN_GRADER.get(lesson, []), full.verified
     assert results["blank"].score == 0
     assert results["partial"].score == spec.EXPECTED_SCORE
+
+
+OWN_CLASS_CLASSIFIER = """\
+class Classifier(nn.Module):
+    def __init__(self, in_channels: int, num_classes: int) -> None:
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(in_channels, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8),
+                                      nn.ReLU(), nn.MaxPool2d(4))
+        self.head = nn.Linear(8 * 7 * 7, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x).flatten(1))
+
+
+def build_classifier(in_channels: int, num_classes: int) -> nn.Module:
+    return Classifier(in_channels, num_classes)
+"""
+
+
+def test_a_model_of_the_learners_own_class_keeps_full_marks_and_is_only_noted(released: Path):
+    """The grader cannot load a model of the notebook's own class: the kernel's run alone judges that cell, and the
+    submission is graded, in full, with a note, never flagged."""
+    lesson = "04_models"
+    submit(released, "own_class", lesson, {"ex_build_classifier": OWN_CLASS_CLASSIFIER})
+    result = grading.autograde(lesson, released, ["own_class"])[0]
+    table = grading.format_table([result])
+    assert result.status == "graded" and result.score == result.max_score, table
+    assert "ex_build_classifier_tests" not in result.verified and "ex_sequential_tests" in result.verified, table
+    assert any(r.startswith("judged by the kernel's run alone: ex_build_classifier_tests") and "(Classifier)" in r
+               for r in result.reasons), result.reasons
 
 
 @pytest.fixture(scope="module")

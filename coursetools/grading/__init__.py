@@ -220,6 +220,8 @@ def autograde(
                 if note.get("timed_out"):
                     status, detail = "timed out", "the notebook ran past its whole-notebook time limit and was stopped"
                 reasons += [f"suspicious: {p}" for p in note.get("problems", [])]
+                # only noted: honest work the grader's own run cannot repeat (a model of the learner's own class)
+                reasons += [f"judged by the kernel's run alone: {k}" for k in note.get("kernel_only", [])]
                 if note.get("output_truncated"):
                     reasons.append("its output passed the grader's size limit and was cut")
                 if status != "graded":

@@ -298,6 +298,8 @@ class GraderExecute(Execute):
         if run.unverifiable:
             self._notes["problems"].append(f"{grade_id}: the grader could not run this cell's checks again outside "
                                            f"the kernel: {run.unverifiable}")
+        elif run.kernel_only:  # honest work the grader cannot rerun (a model of the learner's own class): not a problem
+            self._notes.setdefault("kernel_only", []).append(f"{grade_id}: {run.kernel_only}")
         elif failure:
             self._notes["problems"].append(f"{grade_id}: the cell passed in the kernel but failed when the grader ran "
                                            f"its checks again in its own process")

@@ -21,7 +21,12 @@ the course, never by the learner: the grader first runs the cell with the answer
 same name in the learner's place, called in a Python process of its own through the same round trip
 (:func:`runs_in_grader`). Where that run passes, the cell is verified for every learner; elsewhere only the
 kernel's run counts, as before, with the kernel's guard watching it. An exercise that is a class, or whose
-answer returns a model or nothing, is not tried at all (:func:`_returns_no_plain_data`).
+answer returns nothing or a model made from what it is given, is not tried at all (:func:`_returns_no_plain_data`).
+
+A model comes back when it is built of ``torch.nn``'s own layers (:data:`TORCH_LAYERS`); the check then runs it in the
+grader's process. A learner's model built with a class of the notebook's own cannot: for an exercise whose answer
+returns a model, that cell is left to the kernel's run, as a cell never tried is (:attr:`GraderRun.kernel_only`),
+and it is no sign of tampering.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import base64
 import builtins
 import contextlib
 import importlib
+import inspect
 import io
 import json
 import os
@@ -55,21 +61,50 @@ class NotVerifiable(Exception):
 
 def _safe_globals() -> list:
     """What ``torch.load(weights_only=True)`` may rebuild beyond its defaults: NumPy arrays and scalars (of any
-    plain dtype), slices, and torch's named-tuple results (``torch.max(x, dim)``). None of them runs code."""
+    plain dtype), slices, torch's named-tuple results (``torch.max(x, dim)``) and PyTorch's own layers
+    (``torch.nn``'s classes, so a model built of them comes back: :func:`_check_model`). None of them runs code
+    of the notebook's."""
     import numpy as np
 
     multiarray = getattr(np, "_core", None) or np.core
     dtypes = {type(np.dtype(t)) for t in set(np.sctypeDict.values()) if t is not np.object_}
     returns = [v for v in vars(torch.return_types).values() if isinstance(v, type) and issubclass(v, tuple)]
     return [multiarray.multiarray._reconstruct, multiarray.multiarray.scalar, np.ndarray, np.dtype, *dtypes,
-            slice, *returns]
+            slice, *returns, *TORCH_LAYERS]
+
+
+# PyTorch's own layers, containers and losses: a model built only of these can come back from the kernel
+TORCH_LAYERS = frozenset(v for v in vars(torch.nn).values() if isinstance(v, type) and issubclass(v, torch.nn.Module))
+
+
+def _check_model(value: Any) -> None:
+    """Refuse a model that came back with more than layers and tensors: a hook, or an attribute standing in for a
+    method (``forward``), would make it behave otherwise than its classes say. Raises ValueError."""
+    for model in _models_in(value):
+        for name, module in model.named_modules(remove_duplicate=False):
+            for key, held in vars(module).items():
+                if key.endswith("hooks") and held:
+                    raise ValueError(f"a layer ({name or 'the model'}) came back with {key}")
+                if callable(held) and not isinstance(held, (torch.nn.Module, torch.Tensor)):
+                    raise ValueError(f"a layer ({name or 'the model'}) came back with a callable {key}")
+
+
+def _models_in(value: Any, depth: int = 0) -> list:
+    """The models in a result: itself, or inside its lists, tuples and dicts."""
+    if isinstance(value, torch.nn.Module):
+        return [value]
+    if isinstance(value, (list, tuple, dict)) and depth < 6:
+        return [m for item in (value.values() if isinstance(value, dict) else value) for m in _models_in(item, depth + 1)]
+    return []
 
 
 def unpack(text: str) -> Any:
     """What the kernel sent (:func:`sandbox.pack`), loaded with ``weights_only=True``: plain data only."""
     buffer = io.BytesIO(base64.b64decode(text))
     with torch.serialization.safe_globals(_safe_globals()):
-        return torch.load(buffer, weights_only=True)
+        loaded = torch.load(buffer, weights_only=True)
+    _check_model(loaded)
+    return loaded
 
 
 # ------------------------------------------------------------------ the grader's side
@@ -89,9 +124,10 @@ class LearnerFunction:
     """A function of the learner's notebook, as the grader's copy of a check sees it: each call runs in the kernel
     (or, for :func:`runs_in_grader`, through the same round trip to the answer key's function)."""
 
-    def __init__(self, name: str, send: Callable[[str], str], run: "GraderRun") -> None:
+    def __init__(self, name: str, send: Callable[[str], str], run: "GraderRun", returns_model: bool = False) -> None:
         self.__name__ = self.__qualname__ = name
         self._send, self._run = send, run
+        self._returns_model = returns_model  # the answer key's returns a model: one of the notebook's own may come back
         self._pid = os.getpid()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -123,6 +159,11 @@ class LearnerFunction:
             raise self._run.cannot(f"the kernel's answer for {self.__name__} is not one the grader asked for")
         if "unsendable" in reply:
             raise self._run.cannot(f"what {self.__name__} returned cannot be sent: {reply['unsendable']}")
+        own = reply.get("own_classes")
+        if own is not None and not (isinstance(own, list) and own and all(isinstance(c, str) for c in own)):
+            raise self._run.cannot(f"the kernel's answer for {self.__name__} is not one the grader asked for")
+        if own and not self._returns_model:
+            raise self._run.cannot(f"what {self.__name__} returned holds a class of the notebook's own ({own[0][:60]})")
         # through the generator, not torch.set_rng_state: the check's watch on reseeds would blame that on the learner
         torch.default_generator.set_state(reply["rng"])
         try:  # what the call changed in its arguments in the kernel, made to the check's own: it looks at them next
@@ -130,6 +171,9 @@ class LearnerFunction:
         except Exception as error:
             raise self._run.cannot(f"what {self.__name__} changed in its arguments cannot be made to the grader's "
                                    f"copies ({type(error).__name__}: {error})")
+        if own:  # a model of the learner's own classes runs only where they are: the kernel's run judges it
+            raise self._run.leave_to_kernel(f"{self.__name__} returned a model built with the notebook's own "
+                                            f"class{'es' if len(own) > 1 else ''} ({', '.join(c[:60] for c in own[:3])})")
         if "error" in reply:
             raise _raised(str(reply["error"]), str(reply.get("message", "")))
         return reply["result"]
@@ -147,11 +191,17 @@ class GraderRun:
 
     def __init__(self) -> None:
         self.unverifiable: str | None = None
+        # why the kernel's run alone judges this cell for this learner, with nothing amiss (a model of their own class)
+        self.kernel_only: str | None = None
         self.folder = os.getcwd()
         self.undo: list[Callable[[], None]] = []  # puts back what :func:`replay` changed, last first
 
     def cannot(self, why: str) -> NotVerifiable:
         self.unverifiable = self.unverifiable or why
+        return NotVerifiable(why)
+
+    def leave_to_kernel(self, why: str) -> NotVerifiable:
+        self.kernel_only = self.kernel_only or why
         return NotVerifiable(why)
 
     def kernel_would_differ(self, arguments: list) -> str | None:
@@ -305,7 +355,8 @@ def run_cell(source: str, imported: dict[str, tuple[str, str | None]],
         run.cannot("the cell is not plain Python")
         return run, None
     namespace = _locked_namespace(imported)
-    namespace.update({name: LearnerFunction(name, send, run) for name in names})
+    namespace.update({name: LearnerFunction(name, send, run, _returns_model(_answer_key(imported, name)))
+                      for name in names})
     failure = None
     with _grader_state(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         try:
@@ -387,16 +438,33 @@ def _plain(kind: object) -> bool:
                              np.ndarray, np.generic, torch.dtype, torch.device))
 
 
+def _returns_model(key: Any) -> bool:
+    """Whether the answer key's function says it returns a model (``-> nn.Module``)."""
+    try:
+        returned = typing.get_type_hints(key).get("return")
+    except Exception:
+        return False
+    return isinstance(returned, type) and issubclass(returned, torch.nn.Module)
+
+
 def _returns_no_plain_data(name: str, key: Any) -> str | None:
-    """Why the cell of the answer key's ``key`` is not tried, when its signature says so: a class builds an object and
-    ``-> nn.Module`` returns one, neither of which can come back from a kernel; ``-> None`` trains or changes its
-    arguments in place. Not trying spares the training such a function may do."""
+    """Why the cell of the answer key's ``key`` is not tried, when its signature says so: a class builds an object
+    with code of its own, which cannot come back from a kernel; ``-> None`` trains or changes its arguments in place,
+    and so does ``-> nn.Module`` from anything but numbers (a dataset to train on, a checkpoint to load). Not trying
+    spares the training such a function may do. A model built from numbers alone (``build_classifier(1, 10)``) is
+    tried: built of ``torch.nn``'s layers, it comes back."""
     if isinstance(key, type):
         return f"{name} is a class: what it builds cannot come back as plain data"
     try:
-        returned = typing.get_type_hints(key).get("return", typing.Any)
+        hints = typing.get_type_hints(key)
+        returned = hints.get("return", typing.Any)
     except Exception:
         return None
+    if _returns_model(key):
+        given = [hints.get(p, typing.Any) for p in inspect.signature(key).parameters]
+        if all(kind in (int, float, bool, str) for kind in given):
+            return None
+        return f"{name} makes its model from what it is given (it trains or loads it): work a second run would repeat"
     if returned is type(None) or returned is None:
         # its changes would come back (replay), but such a function trains or sets up a model: the answer key's run
         # and the grader's would each repeat that work (lesson 05's train_spirals: a minute)
@@ -434,7 +502,8 @@ def runs_in_grader(source: str, imported: dict[str, tuple[str, str | None]]) -> 
                                          if found is not None)), None)
             if skipped is None:
                 run, failure = run_cell(source, imported, _answer_key_sender(imported))
-                skipped = run.unverifiable or (f"the answer key fails it there: {failure}" if failure else None)
+                skipped = run.unverifiable or run.kernel_only or (f"the answer key fails it there: {failure}"
+                                                                  if failure else None)
             _RUNS_IN_GRADER[key] = skipped
         except Exception as error:  # never let the grader's own look stop grading
             _RUNS_IN_GRADER[key] = f"{type(error).__name__}: {error}"
