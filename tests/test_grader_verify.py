@@ -339,3 +339,16 @@ def test_a_model_made_from_what_it_is_given_is_not_tried():
     found = verify.runs_in_grader("check.check_build_and_train(build_and_train)\n",
                                   {"check": ("helpers.checks", "capstone")})
     assert found and "makes its model from what it is given" in found, found
+
+
+class CallsALayer:
+    """Pickles as a call of a layer's constructor (REDUCE), with sizes of the kernel's choosing."""
+
+    def __reduce__(self):
+        return (torch.nn.Linear, (3, 4))
+
+
+def test_a_layers_constructor_is_never_called_while_an_answer_loads():
+    assert isinstance(verify.unpack(sandbox.pack({"model": _classifier(1, 2)}))["model"][0], torch.nn.Conv2d)
+    with pytest.raises(Exception, match="calls Linear"):
+        verify.unpack(sandbox.pack({"model": CallsALayer()}))
