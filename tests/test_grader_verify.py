@@ -310,6 +310,28 @@ def test_a_model_of_the_notebooks_own_class_is_left_to_the_kernel_and_is_no_prob
     assert run.unverifiable is None and run.kernel_only and "own class (Classifier)" in run.kernel_only, run.kernel_only
 
 
+_CACHED = {}
+_STEM = torch.nn.Sequential(torch.nn.Conv2d(1, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8), torch.nn.ReLU())
+
+
+def _cached(in_channels, num_classes):
+    return _CACHED.setdefault((in_channels, num_classes), _classifier(in_channels, num_classes))
+
+
+def _shared_stem(in_channels, num_classes):
+    stem = _STEM if in_channels == 1 else _classifier(in_channels, 8)[:3]
+    return torch.nn.Sequential(stem, torch.nn.MaxPool2d(4), torch.nn.Flatten(), torch.nn.Linear(8 * 7 * 7, num_classes))
+
+
+@pytest.mark.parametrize("build", [_cached, _shared_stem])
+def test_a_model_sharing_layers_with_an_earlier_result_is_left_to_the_kernel(build):
+    """Each result loads afresh in the grader, so sharing across calls (which the check may look for) is lost there:
+    the kernel's run, which sees it, judges the cell."""
+    run, failure = verify.run_cell(CLASSIFIER + CLASSIFIER, MODELS, kernel(build_classifier=build))
+    assert run.unverifiable is None and run.kernel_only and "shares layers with one it returned before" in \
+        run.kernel_only, (run.kernel_only, run.unverifiable, failure)
+
+
 def test_a_function_whose_answer_is_no_model_cannot_claim_a_class_of_its_own():
     """The kernel says "a model of my own class" for to_fahrenheit: nothing to run, and it is not trusted."""
     run, failure = verify.run_cell(CELL, IMPORTS, kernel(to_fahrenheit=lambda c: Classifier(1, 2)))

@@ -971,6 +971,30 @@ def _own_classes(value: object, depth: int = 0) -> list[str]:
     return []
 
 
+# The layers and tensors of the models returned so far in the grader's run of one cell ("run": its token), held
+# so that their ids stay theirs: a model that comes back reuses none of them on the grader's side
+_RETURNED: dict[str, object] = {"run": None, "held": [], "ids": set()}
+
+
+def _shares_earlier(result: object, run: object) -> bool:
+    """Whether a model in ``result`` holds a layer or tensor of a model an earlier call of the same run returned (a
+    cached model, a shared stem): each result loads afresh in the grader, where they would not be shared."""
+    import torch
+
+    if run is None or not isinstance(run, str):
+        return False
+    if _RETURNED["run"] != run:
+        _RETURNED.update(run=run, held=[], ids=set())
+    models = [value for value in _objects(result) if isinstance(value, torch.nn.Module)]
+    if not models:
+        return False
+    parts = [part for model in models for part in [*model.modules(), *(t for _, t in _held(model))]]
+    shared = any(id(part) in _RETURNED["ids"] for part in parts)
+    _RETURNED["held"].append(parts)
+    _RETURNED["ids"].update(id(part) for part in parts)
+    return shared
+
+
 def call_in_kernel(namespace: dict, request: str) -> str:
     """Make one call the grader asked for: the function named in ``request``, from the notebook's ``namespace``.
 
@@ -997,6 +1021,8 @@ def call_in_kernel(namespace: dict, request: str) -> str:
         own = _own_classes(reply.get("result"))
         if own:  # the grader would not load them (only torch.nn's layers): it leaves this cell to the kernel's run
             reply = {"own_classes": own}
+        elif _shares_earlier(reply.get("result"), asked.get("run")):
+            reply = {"shares_earlier": True}
         reply["rng"] = torch.get_rng_state()
         # what the call changed in its arguments goes back too: the check looks at its own copies afterwards
         reply["changed"] = changes(objects, before)

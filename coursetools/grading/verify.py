@@ -42,6 +42,7 @@ import io
 import json
 import os
 import pickle
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -166,7 +167,8 @@ class LearnerFunction:
         if elsewhere:
             raise self._run.cannot(f"{elsewhere}, which {self.__name__} would not see in the kernel")
         try:
-            request = sandbox.pack({"name": self.__name__, "args": args, "kwargs": kwargs, "rng": torch.get_rng_state(),
+            request = sandbox.pack({"name": self.__name__, "args": args, "kwargs": kwargs, "run": self._run.token,
+                                    "rng": torch.get_rng_state(),
                                     "dtype": torch.get_default_dtype(), "grad": torch.is_grad_enabled(),
                                     "grads": sandbox.gradients((args, kwargs))})
         except Exception as error:
@@ -199,6 +201,12 @@ class LearnerFunction:
         except Exception as error:
             raise self._run.cannot(f"what {self.__name__} changed in its arguments cannot be made to the grader's "
                                    f"copies ({type(error).__name__}: {error})")
+        if reply.get("shares_earlier") and self._returns_model:  # honest (sequential_version may hand back one model
+            # every time) or not, the grader's copies could not share what the kernel's do
+            raise self._run.leave_to_kernel(f"{self.__name__} returned a model that shares layers with one it "
+                                            "returned before")
+        if reply.get("shares_earlier"):
+            raise self._run.cannot(f"the kernel's answer for {self.__name__} is not one the grader asked for")
         if own:  # a model of the learner's own classes runs only where they are: the kernel's run judges it
             raise self._run.leave_to_kernel(f"{self.__name__} returned a model built with the notebook's own "
                                             f"class{'es' if len(own) > 1 else ''} ({', '.join(c[:60] for c in own[:3])})")
@@ -223,6 +231,7 @@ class GraderRun:
         self.kernel_only: str | None = None
         self.folder = os.getcwd()
         self.undo: list[Callable[[], None]] = []  # puts back what :func:`replay` changed, last first
+        self.token = secrets.token_hex(8)  # the kernel tells this run's calls apart from another cell's
 
     def cannot(self, why: str) -> NotVerifiable:
         self.unverifiable = self.unverifiable or why
