@@ -856,6 +856,13 @@ def _forward(model: nn.Module, x: torch.Tensor, what: str) -> torch.Tensor:
         with torch.no_grad():
             return model(x)
     except Exception as error:
+        weights = {p.dtype for p in model.parameters()}
+        if weights and x.dtype not in weights:  # .double(): the images stay float32
+            raise CheckError(f"{what}: the model fails on a batch of shape {list(x.shape)}: "
+                             f"{type(error).__name__}: {error}", where="look at the model's dtype",
+                             mistake=f"the model's weights are {', '.join(sorted(map(str, weights)))}, the images "
+                                     f"{x.dtype}: keep the model in float32 (no .double(), no dtype=torch.float64)"
+                             ) from error
         raise CheckError(f"{what}: the model fails on a batch of shape {list(x.shape)}: "
                          f"{type(error).__name__}: {error}",
                          where="look at the model's forward for a batch of this size: the flatten before the first "
@@ -938,6 +945,12 @@ def check_build_model(fn: Callable, inputs: Sequence[int] | None = None) -> None
                                  "expected raw scores (logits)", where="look at the model's last layer",
                                  mistake="the model ends with a softmax; CrossEntropyLoss applies log-softmax itself, "
                                          "so return raw scores")
+            if n > 1 and bool((out <= 1e-6).all()) and torch.allclose(out.exp().sum(dim=1), torch.ones(n), atol=1e-4):
+                raise CheckError(f"{what}: the scores of each image are log-probabilities (none above 0, and their "
+                                 "exponentials sum to 1), expected raw scores (logits)",
+                                 where="look at the model's last layer",
+                                 mistake="the model ends with a log-softmax (nn.LogSoftmax or F.log_softmax); "
+                                         "CrossEntropyLoss applies log-softmax itself, so return raw scores")
     passed("build_model", len(sizes))
 
 

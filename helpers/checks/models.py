@@ -82,18 +82,28 @@ def _layers(model: nn.Module) -> dict[str, nn.Module]:
     return {n: m for n, m in model.named_modules() if n and not any(True for _ in m.children())}
 
 
-def _explain_layer_failure(layer: str, module: nn.Module, args: tuple) -> str:
-    """Why a layer could not take the input it was given, in the lesson's words."""
+def _explain_layer_failure(layer: str, module: nn.Module, args: tuple, first: bool = False) -> str:
+    """Why a layer could not take the input it was given, in the lesson's words; ``first``: it is the first layer
+    to run, so its input is the model's own."""
     x = args[0] if args and isinstance(args[0], torch.Tensor) else None
     if x is None:
         return ""
     shape = list(x.shape)
     if layer.isdigit():  # a layer of an nn.Sequential is named by its position
         layer = f"layer {layer} ({type(module).__name__})"
+    weights = {p.dtype for p in module.parameters(recurse=False)}
+    if x.is_floating_point() and weights and x.dtype not in weights:
+        return (f"{layer}'s weights are {', '.join(sorted(map(str, weights)))} but its input is {x.dtype}: a layer "
+                "computes only in its own dtype. Keep the model in float32, the dtype of the images (no .double(), "
+                "no dtype=torch.float64 when building a layer)")
+    if isinstance(module, nn.Conv2d) and x.dim() in (3, 4) and x.shape[-3] != module.in_channels and first:
+        return (f"{layer} is the model's first layer, with in_channels={module.in_channels}, but the images (shape "
+                f"{shape}) have {x.shape[-3]} channels: its in_channels must be the images' number of channels. "
+                "Where the function is given that number (in_channels), build the layer from it, not from a fixed one")
     if isinstance(module, nn.Conv2d) and x.dim() in (3, 4) and x.shape[-3] != module.in_channels:
         return (f"the channels do not match between layers: {layer} has in_channels={module.in_channels}, but its input "
                 f"(shape {shape}) has {x.shape[-3]} channels. A Conv2d's in_channels must equal the out_channels "
-                "of the layer before it (1 for the grey-scale image itself)")
+                "of the layer before it")
     if isinstance(module, (nn.BatchNorm1d, nn.BatchNorm2d)) and x.dim() >= 2 and x.shape[1] != module.num_features:
         return (f"{layer} has num_features={module.num_features}, but its input (shape {shape}) has {x.shape[1]} "
                 "channels: a BatchNorm's num_features must equal the out_channels of the layer before it")
@@ -241,7 +251,8 @@ def _run(model: nn.Module, x: torch.Tensor, name: str, reference: nn.Module | No
         failing = [layer for layer in order if layer in running]
         why = None
         if failing:
-            why = _explain_layer_failure(failing[-1], layers[failing[-1]], running[failing[-1]]) or None
+            why = _explain_layer_failure(failing[-1], layers[failing[-1]], running[failing[-1]],
+                                         first=order[0] == failing[-1]) or None
             message += f"\nThe error happened inside layer '{failing[-1]}'"
         elif order:
             split = _shape_divergence(shapes, reference, x)
@@ -249,8 +260,9 @@ def _run(model: nn.Module, x: torch.Tensor, name: str, reference: nn.Module | No
                 raise CheckError(message + f"\nThe error happened in your forward code after layer '{order[-1]}' "
                                  "had run", where=split) from error
             message += f"\nThe error happened in your forward code after layer '{order[-1]}' had run"
-        raise CheckError(message, mistake=why, where=(f"look at layer '{failing[-1]}': how it is built in __init__ and what your "
-                                         "forward gives it" if failing else
+        built = "in your nn.Sequential: its arguments and the layer before it" if isinstance(model, nn.Sequential) \
+            else "how it is built in __init__ and what your forward gives it"
+        raise CheckError(message, mistake=why, where=(f"look at layer '{failing[-1]}' {built}" if failing else
                                          f"look at your forward code after layer '{order[-1]}' (the reshape/flatten "
                                          "between layers)" if order else
                                          "look at the start of your forward, before the first layer")) from error

@@ -554,6 +554,23 @@ def model_with_softmax():
     return nn.Sequential(ref.build_model(), nn.Softmax(dim=1))
 
 
+def model_with_log_softmax():
+    return nn.Sequential(ref.build_model(), nn.LogSoftmax(dim=1))
+
+
+def model_double():
+    return ref.build_model().double()
+
+
+class _LogSoftmaxNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = ref.build_model()
+
+    def forward(self, x):
+        return F.log_softmax(self.body(x), dim=1)
+
+
 def model_for_flat_images():
     return nn.Sequential(nn.Linear(28 * 28, 128), nn.ReLU(), nn.Linear(128, 10))
 
@@ -863,6 +880,9 @@ CASES = [
     Reject(checks.check_build_model, model_class, "returned the class"),
     Reject(checks.check_build_model, model_shared, "returns the same model"),
     Reject(checks.check_build_model, model_with_softmax, "ends with a softmax"),
+    Reject(checks.check_build_model, model_with_log_softmax, "ends with a log-softmax"),
+    Reject(checks.check_build_model, _LogSoftmaxNet, "are log-probabilities"),
+    Reject(checks.check_build_model, model_double, "keep the model in float32"),
     Reject(checks.check_build_model, model_seeded_inside, "in the same state whatever state it found"),
     Reject(checks.check_build_model, model_same_weights_every_call, "the same initial weights in two calls"),
     Reject(checks.check_build_model, model_for_flat_images, "the model fails on a batch of shape [5, 1, 28, 28]"),

@@ -963,6 +963,10 @@ def classifier_one_channel(in_channels, num_classes):
     return _blocks(1, num_classes)
 
 
+def classifier_double(in_channels, num_classes):
+    return ref.build_classifier(in_channels, num_classes).double()
+
+
 class MaxPooledHead(nn.Module):
     """Correct: fully convolutional, a 1x1 convolution scores every position, the largest score per class wins
     (its logits of an untrained model are mostly positive, but they are raw scores, not clipped)."""
@@ -1034,7 +1038,8 @@ CLASSIFIER_CASES = [
     Reject(checks.check_build_classifier, classifier_relu_then_pool, "the model ends in a ReLU"),
     Reject(checks.check_build_classifier, ManualSoftmaxHead, "sums to 1"),
     Reject(checks.check_build_classifier, classifier_ten_classes, "expected float32 logits of shape [8, 5]"),
-    Reject(checks.check_build_classifier, classifier_one_channel, "the channels do not match between layers"),
+    Reject(checks.check_build_classifier, classifier_one_channel, "its in_channels must be the images' number of channels"),
+    Reject(checks.check_build_classifier, classifier_double, "Keep the model in float32"),
     Reject(checks.check_build_classifier, UnusedLayer, "never takes part in forward"),
     Reject(checks.check_build_classifier, BatchStatsAlways, "in eval mode: image 0's logits"),
 ]
