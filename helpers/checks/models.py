@@ -1542,7 +1542,9 @@ def check_build_classifier(fn: Callable[[int, int], nn.Module], inputs: Sequence
             # task: "Creating a layer draws its first weights from PyTorch's global random generator"
             model = call(fn, in_channels, num_classes, allow=Allow(global_rng=True))
         expect(isinstance(model, nn.Module), f"{shown} returned {describe(model)}; expected an nn.Module",
-               where="look at what build_classifier returns")
+               where="look at what build_classifier returns",
+               mistake=f"a class is not a model: create one from it, {model.__name__}(in_channels, num_classes)"
+               if isinstance(model, type) else None)
         count = ref.count_parameters(model)
         expect(count <= PARAMETER_BUDGET,
                f"{shown} has {count:,} parameters; the budget is at most {PARAMETER_BUDGET:,}",
@@ -1569,13 +1571,18 @@ def check_build_classifier(fn: Callable[[int, int], nn.Module], inputs: Sequence
                where="look for a batch-normalisation layer in your model",
                mistake=None if has_bn else "the model has no batch-normalisation layer")
         model.eval()
+        untracked = [n for n, m in model.named_modules() if isinstance(m, _BN_TYPES) and not m.track_running_stats]
         first, changed = _forward(model, x.clone(), shown), _forward(model, others.clone(), shown)
         again = _forward(model, x.clone(), shown)
         expect(torch.allclose(first[0], changed[0], atol=1e-5) and torch.allclose(first, again, atol=1e-6),
                f"{shown}, in eval mode: image 0's logits were {first[0][:3].tolist()}... and then "
                f"{(changed[0] if not torch.allclose(first[0], changed[0], atol=1e-5) else again[0])[:3].tolist()}... "
                "for the same image; expected the same logits whatever the rest of the batch and on every call",
-               where="look at what your forward does differently in training and in eval mode (self.training)")
+               where="look at what your forward does differently in training and in eval mode (self.training)"
+               if not untracked else f"look at how layer '{untracked[0]}' is built",
+               mistake=None if not untracked else
+               "a batch norm built with track_running_stats=False keeps no running statistics, so in eval mode it "
+               "still normalises with the batch's own: leave track_running_stats at its default (True)")
         _expect_raw_logits(model, x, shown)
         model.train()
         model.zero_grad(set_to_none=True)

@@ -963,6 +963,16 @@ def classifier_one_channel(in_channels, num_classes):
     return _blocks(1, num_classes)
 
 
+def classifier_untracked_norm(in_channels, num_classes):
+    model = ref.build_classifier(in_channels, num_classes)
+    return nn.Sequential(*[nn.BatchNorm2d(m.num_features, track_running_stats=False) if isinstance(m, nn.BatchNorm2d)
+                           else m for m in model])
+
+
+def classifier_returns_class(in_channels, num_classes):
+    return GapClassifier  # the class, not a model built from it
+
+
 def classifier_double(in_channels, num_classes):
     return ref.build_classifier(in_channels, num_classes).double()
 
@@ -1040,6 +1050,8 @@ CLASSIFIER_CASES = [
     Reject(checks.check_build_classifier, classifier_ten_classes, "expected float32 logits of shape [8, 5]"),
     Reject(checks.check_build_classifier, classifier_one_channel, "its in_channels must be the images' number of channels"),
     Reject(checks.check_build_classifier, classifier_double, "Keep the model in float32"),
+    Reject(checks.check_build_classifier, classifier_returns_class, "a class is not a model: create one from it, Gap"),
+    Reject(checks.check_build_classifier, classifier_untracked_norm, "track_running_stats=False keeps no running"),
     Reject(checks.check_build_classifier, UnusedLayer, "never takes part in forward"),
     Reject(checks.check_build_classifier, BatchStatsAlways, "in eval mode: image 0's logits"),
 ]
