@@ -171,9 +171,9 @@ def _flags_the_caller(x):
 
 @pytest.mark.parametrize("cell, imports, function, seen", [
     ("check.check_relu(relu)\n", {"check": ("helpers.checks", "tensors")}, {"relu": _relu_in_place},
-     "changed the tensor it was given as argument 1: its values were overwritten"),
+     "changed the tensor it was given as `x`: its values were overwritten"),
     ("check.check_batch_to(batch_to)\n", {"check": ("helpers.checks", "tensors")}, {"batch_to": _batch_to_in_place},
-     "changed the dict it was given as argument 1: the value under 'images' was replaced"),
+     "changed the dict it was given as `batch`: the value under 'images' was replaced"),
     ("check.check_mean_square_grad(mean_square_grad)\n", {"check": ("helpers.checks", "autograd")},
      {"mean_square_grad": _flags_the_caller}, "its requires_grad was switched on"),
 ])
@@ -374,3 +374,17 @@ def test_a_layers_constructor_is_never_called_while_an_answer_loads():
     assert isinstance(verify.unpack(sandbox.pack({"model": _classifier(1, 2)}))["model"][0], torch.nn.Conv2d)
     with pytest.raises(Exception, match="calls Linear"):
         verify.unpack(sandbox.pack({"model": CallsALayer()}))
+
+
+def test_a_malformed_answer_about_parameters_leaves_the_names_out_and_nothing_else():
+    """The kernel answers the grader's question about the function's parameters with nonsense: the check names the
+    argument by its position, as it did before it asked, and judges the answer as usual."""
+    real = kernel(relu=_relu_in_place)
+
+    def send(request):
+        if sandbox.unpack_trusted(request).get("parameters_only"):
+            return sandbox.pack({"parameters": [("not a name!", 99, True)]})
+        return real(request)
+
+    run, failure = verify.run_cell("check.check_relu(relu)\n", {"check": ("helpers.checks", "tensors")}, send)
+    assert run.unverifiable is None and failure and "as argument 1: its values were overwritten" in failure, failure

@@ -995,6 +995,17 @@ def _shares_earlier(result: object, run: object) -> bool:
     return shared
 
 
+def _parameters(fn: object) -> list:
+    """Each parameter of ``fn`` as (name, kind, has a default): the grader's messages then name an argument as the
+    kernel's do (`x`, not "argument 1")."""
+    import inspect
+
+    try:
+        return [(p.name, int(p.kind), p.default is not p.empty) for p in inspect.signature(fn).parameters.values()]
+    except (TypeError, ValueError):
+        return []
+
+
 def call_in_kernel(namespace: dict, request: str) -> str:
     """Make one call the grader asked for: the function named in ``request``, from the notebook's ``namespace``.
 
@@ -1005,6 +1016,8 @@ def call_in_kernel(namespace: dict, request: str) -> str:
     import torch
 
     asked = unpack_trusted(request)
+    if asked.get("parameters_only"):  # the grader's check names the arguments as the kernel's does
+        return pack({"parameters": _parameters(namespace.get(asked["name"]))})
     give_gradients((asked["args"], asked["kwargs"]), asked.get("grads", []))
     objects = _objects((asked["args"], asked["kwargs"]))
     before = [_looks(value) for value in objects]

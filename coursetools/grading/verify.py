@@ -149,6 +149,9 @@ def _raised(kind: str, message: str) -> BaseException:
     return type(kind, (Exception,), {})(message)
 
 
+_DEFAULT = object()  # stands for a default value of the learner's, which stays in the kernel
+
+
 class LearnerFunction:
     """A function of the learner's notebook, as the grader's copy of a check sees it: each call runs in the kernel
     (or, for :func:`runs_in_grader`, through the same round trip to the answer key's function)."""
@@ -157,6 +160,7 @@ class LearnerFunction:
         self.__name__ = self.__qualname__ = name
         self._send, self._run = send, run
         self._returns_model = returns_model  # the answer key's returns a model: one of the notebook's own may come back
+        self._signature: inspect.Signature | bool | None = None  # not asked yet; False: asked, none to be had
         self._pid = os.getpid()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -213,6 +217,25 @@ class LearnerFunction:
         if "error" in reply:
             raise _raised(str(reply["error"]), str(reply.get("message", "")))
         return reply["result"]
+
+    @property
+    def __signature__(self) -> inspect.Signature | None:
+        """The learner's function's parameters, asked of the kernel once (``inspect.signature`` reads this), so that
+        the check names an argument as it does in the kernel (`x`, not "argument 1") and knows one named ``seed``.
+        None (no names, as before) where the kernel's answer is not a list of parameters."""
+        if self._signature is None:
+            self._signature = False
+            try:
+                parameters = unpack(self._send(sandbox.pack({"name": self.__name__, "parameters_only": True})))
+                parameters = parameters["parameters"]
+                if isinstance(parameters, list) and len(parameters) <= 64:
+                    self._signature = inspect.Signature([
+                        inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD.__class__(kind),
+                                          default=_DEFAULT if has_default is True else inspect.Parameter.empty)
+                        for name, kind, has_default in parameters])
+            except Exception:  # noqa: BLE001 - names are for messages: without them the check says "argument 1"
+                self._signature = False
+        return self._signature or None
 
     def __reduce__(self):
         # a check that starts processes with the learner's function (lesson 08) cannot run in the grader
