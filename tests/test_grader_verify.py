@@ -388,3 +388,10 @@ def test_a_malformed_answer_about_parameters_leaves_the_names_out_and_nothing_el
 
     run, failure = verify.run_cell("check.check_relu(relu)\n", {"check": ("helpers.checks", "tensors")}, send)
     assert run.unverifiable is None and failure and "as argument 1: its values were overwritten" in failure, failure
+
+
+def test_a_process_the_check_forked_never_asks_the_kernel_about_parameters():
+    asked = []
+    function = verify.LearnerFunction("relu", lambda request: asked.append(request) or "", verify.GraderRun())
+    function._pid = -1  # as in a child of the grading process (lesson 08's checks fork)
+    assert function.__signature__ is None and not asked
