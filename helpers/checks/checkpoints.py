@@ -165,7 +165,15 @@ _MISSING = {
 
 
 def _read_checkpoint(path: Path, what: str) -> dict:
-    """Load a learner's checkpoint the way the course does (weights_only=True), explaining failures."""
+    """Load a learner's checkpoint the way the course does (weights_only=True), explaining failures: a dict."""
+    checkpoint = _load_safely(path, what)
+    expect(isinstance(checkpoint, dict), f"{what}: the checkpoint should be a dict, but the file holds {describe(checkpoint)}",
+           where="look at the first argument of your torch.save call")
+    return checkpoint
+
+
+def _load_safely(path: Path, what: str) -> Any:
+    """What a learner's file holds, loaded with torch.load's default (weights_only=True), explaining failures."""
     expect(path.exists(), f"{what}: no file was written at the path you were given",
            where="look at your torch.save call: what it saves, and to which path",
            mistake="call torch.save(checkpoint, path) with the path argument you were given")
@@ -176,18 +184,33 @@ def _read_checkpoint(path: Path, what: str) -> dict:
             raise CheckError(f"{what}: torch.load could not read your file: {error}",
                              where="look at your torch.save call: what it saves, and to which path") from None
         whole = torch.load(path, map_location="cpu", weights_only=False)
-        objects = {k: type(v).__name__ for k, v in (whole.items() if isinstance(whole, dict) else [("file", whole)])
-                   if isinstance(v, (nn.Module, torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler,
-                                     torch.Generator))}
+        objects = {k: found for k, v in (whole.items() if isinstance(whole, dict) else [("file", whole)])
+                   if (found := _not_plain(v))}
+        arrays = any(name.startswith("ndarray") for name in objects.values())
         raise CheckError(f"{what}: torch.load (weights_only=True, its default) refuses your file: the checkpoint "
                          f"holds whole Python objects ({objects or type(whole).__name__})",
                          where="look at the values of the dict you pass to torch.save",
-                         mistake="save their state instead of the objects: model.state_dict(), "
-                                 "optimizer.state_dict(), scheduler.state_dict() and generator.get_state(); "
-                                 "torch.load's default (weights_only=True) refuses pickled objects") from None
-    expect(isinstance(checkpoint, dict), f"{what}: the checkpoint should be a dict, but the file holds {describe(checkpoint)}",
-           where="look at the first argument of your torch.save call")
+                         mistake=("a NumPy array (np.random.get_state() holds one) is an object to torch.load: "
+                                  "store it as a tensor (torch.from_numpy) or a list, or leave that state out if "
+                                  "nothing draws from it" if arrays else
+                                  "save their state instead of the objects: model.state_dict(), "
+                                  "optimizer.state_dict(), scheduler.state_dict() and generator.get_state(); "
+                                  "torch.load's default (weights_only=True) refuses pickled objects")) from None
     return checkpoint
+
+
+def _not_plain(value: Any, depth: int = 0) -> str:
+    """The type of the first object in ``value`` that torch.load's default (weights_only=True) refuses: "" when it
+    holds only tensors, numbers, strings and containers of them ("ndarray in a tuple" for NumPy's random state)."""
+    if isinstance(value, (torch.Tensor, int, float, bool, str, bytes, type(None), torch.dtype, torch.device)):
+        return ""
+    if isinstance(value, (list, tuple, dict)) and depth < 6:
+        for item in (value.values() if isinstance(value, dict) else value):
+            found = _not_plain(item, depth + 1)
+            if found:
+                return found if found.endswith(")") or " in " in found else f"{found} in a {type(value).__name__}"
+        return ""
+    return type(value).__name__
 
 
 def _expect_entry(checkpoint: dict, key: str, what: str) -> None:
@@ -994,7 +1017,8 @@ def check_load_for_inference(fn: Callable[[Path, nn.Module], nn.Module], inputs:
         expect(not any(m.training for m in got.modules()),
                f"{what}: the returned model is still in training mode",
                where="look at what your function does to the model after loading the weights",
-               mistake="you forgot model.eval(): in training mode dropout keeps dropping units and the same image "
+               mistake="call model.eval() (with the parentheses: model.eval alone does nothing): in training mode "
+                       "dropout keeps dropping units and the same image "
                        "can get different predictions")
         expect(not any(c.kwargs.get("weights_only") is False for c in spy.call_args_list),
                f"{what}: you passed weights_only=False to torch.load",
@@ -1228,6 +1252,8 @@ def check_train_jittered(fn: Callable[..., Any], inputs: Sequence[JitterCase] | 
         want = _jitter_uninterrupted(case)
         with _workspace() as folder, _python_random_kept():
             whole, reported = _play_jitter(fn, JitterCase(case.seed, case.epochs, ()), folder)
+            # task: "The file loads with torch.load's default weights_only=True" (however the function loads it)
+            _load_safely(folder / "run.pt", f"{what}, the file it saved")
         expect(reported == list(range(case.epochs)),
                f"{what}: a run that was never stopped reported epochs {reported} to after_epoch; expected "
                f"{list(range(case.epochs))}", where="look at your loop over the epochs and what you pass to after_epoch")

@@ -7,6 +7,7 @@ import re
 from collections import OrderedDict
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from helpers.checks import checkpoints as checks
@@ -304,7 +305,7 @@ CASES = [
     Reject(checks.check_load_on_cpu, load_on_gpu, "map_location='cpu'"),
     Reject(checks.check_load_on_cpu, load_only_model, "whole checkpoint"),
     Accept(checks.check_load_for_inference, ref.load_for_inference),
-    Reject(checks.check_load_for_inference, inference_no_eval, "forgot model.eval()"),
+    Reject(checks.check_load_for_inference, inference_no_eval, "call model.eval() (with the parentheses"),
     Reject(checks.check_load_for_inference, inference_whole_checkpoint, "under checkpoint['model']"),
     Reject(checks.check_load_for_inference, inference_unsafe_load, "weights_only=False"),
     Accept(checks.check_strip_module_prefix, ref.strip_module_prefix),
@@ -597,6 +598,46 @@ def jittered_while_loop(run, epochs, path, after_epoch):
         epoch += 1
 
 
+def _jittered_pickled(run, epochs, path, after_epoch, *, objects):
+    """Exact on resume, but the file holds what torch.load's default refuses; it loads its own file unsafely."""
+    model, optimizer, scheduler, _, generator = run
+    start = 0
+    if os.path.exists(path):
+        saved = torch.load(path, weights_only=False)
+        if objects:
+            model.load_state_dict(saved["model"].state_dict())
+            optimizer.load_state_dict(saved["optimizer"].state_dict())
+            scheduler.load_state_dict(saved["scheduler"].state_dict())
+        else:
+            model.load_state_dict(saved["model"])
+            optimizer.load_state_dict(saved["optimizer"])
+            scheduler.load_state_dict(saved["scheduler"])
+            np.random.set_state(saved["numpy_rng"])
+        generator.set_state(saved["loader_rng"])
+        torch.set_rng_state(saved["torch_rng"])
+        random.setstate(saved["python_rng"])
+        start = saved["epoch"] + 1
+    for epoch in range(start, epochs):
+        checks.jitter_epoch(run)
+        state = {"epoch": epoch, "loader_rng": generator.get_state(), "torch_rng": torch.get_rng_state(),
+                 "python_rng": random.getstate()}
+        if objects:
+            state.update(model=model, optimizer=optimizer, scheduler=scheduler)
+        else:
+            state.update(model=model.state_dict(), optimizer=optimizer.state_dict(),
+                         scheduler=scheduler.state_dict(), numpy_rng=np.random.get_state())
+        torch.save(state, path)
+        after_epoch(epoch)
+
+
+def jittered_saves_objects(run, epochs, path, after_epoch):
+    _jittered_pickled(run, epochs, path, after_epoch, objects=True)
+
+
+def jittered_saves_numpy_state(run, epochs, path, after_epoch):
+    _jittered_pickled(run, epochs, path, after_epoch, objects=False)
+
+
 def jittered_without_python_rng(run, epochs, path, after_epoch):
     _jittered(run, epochs, path, after_epoch, keys=("torch",))
 
@@ -662,6 +703,8 @@ JITTER_CASES = [
     Reject(checks.check_train_jittered, jittered_notifies_before_saving, "nothing of that epoch was saved yet"),
     Reject(checks.check_train_jittered, jittered_resumes_at_saved_epoch, "the epochs run were"),
     Reject(checks.check_train_jittered, jittered_reseeds, "a run that was never stopped ends with other weights"),
+    Reject(checks.check_train_jittered, jittered_saves_objects, "refuses your file"),
+    Reject(checks.check_train_jittered, jittered_saves_numpy_state, "a NumPy array (np.random.get_state() holds one)"),
 ]
 
 CASES = CASES + JITTER_CASES
