@@ -1452,6 +1452,15 @@ def _state_problem(name: str, state: dict, after: dict, allow: Allow, *, randomn
                     mistake="torch.seed() does not tell you the seed: it reseeds the global generator with a new "
                             "random one. torch.get_rng_state() reads the generator's state (torch.initial_seed() "
                             "its first seed) without changing it")
+            if randomness_given and (seed is not None or reseeded):
+                # the task hands over a seed or a generator: to draw from, or (a checkpoint) to record
+                return CheckError(
+                    f"{name} {how}, which the rest of the program shares", where=where,
+                    mistake="seeding the global generator resets the random numbers the caller draws afterwards: "
+                            "leave it alone. To draw, use the seed or generator the task gives you "
+                            "(torch.randperm(n, generator=g), or a torch.Generator().manual_seed(seed) of your own); "
+                            "to record a stream, read its state (torch.get_rng_state(), generator.get_state()), "
+                            "which changes nothing")
             if randomness_given:
                 return CheckError(
                     f"{name} {how}, which the rest of the program shares", where=where,

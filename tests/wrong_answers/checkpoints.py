@@ -502,7 +502,7 @@ def strip_with_print(state_dict):
 ISSUE_18_CASES = [
     *[Accept(check, answer) for check in (checks.check_save_checkpoint_basics, checks.check_save_checkpoint_resume_state)
       for answer in (save_step_by_step, save_atomically, save_with_print)],
-    Reject(checks.check_save_checkpoint_basics, save_reseeds, "global random generator"),
+    Reject(checks.check_save_checkpoint_basics, save_reseeds, "to record a stream, read its state (torch.get_rng_state()"),
     Reject(checks.check_save_checkpoint_basics, save_switches_to_eval, "left in eval mode"),
     *[Accept(check, answer) for check in (checks.check_load_checkpoint_states, checks.check_load_checkpoint_resume)
       for answer in (load_keywords, load_storage_lambda, load_device_dict)],
