@@ -957,18 +957,20 @@ def changes(objects: list, before: list) -> list:
     return found
 
 
-def _own_classes(value: object, depth: int = 0) -> list[str]:
-    """The classes, other than ``torch.nn``'s own, of the layers of the models in ``value`` (a model, or lists,
-    tuples and dicts of them): a model of the notebook's own ``nn.Module`` class cannot come back to the grader."""
+def _models(value: object) -> list:
+    """The models in a result: itself, or inside its lists, tuples and dicts (each once)."""
     import torch
 
-    if isinstance(value, torch.nn.Module):
-        return list(dict.fromkeys(type(m).__qualname__ for m in value.modules()
-                                  if getattr(torch.nn, type(m).__name__, None) is not type(m)))[:10]
-    if isinstance(value, (list, tuple, dict)) and depth < 6:
-        items = value.values() if isinstance(value, dict) else value
-        return list(dict.fromkeys(c for item in items for c in _own_classes(item, depth + 1)))[:10]
-    return []
+    return [found for found in _objects(value) if isinstance(found, torch.nn.Module)]
+
+
+def _own_classes(models: list) -> list[str]:
+    """The classes, other than ``torch.nn``'s own, of the layers of ``models`` (:func:`_models`): a model of the
+    notebook's own ``nn.Module`` class cannot come back to the grader."""
+    import torch
+
+    return list(dict.fromkeys(type(layer).__qualname__ for model in models for layer in model.modules()
+                              if getattr(torch.nn, type(layer).__name__, None) is not type(layer)))[:10]
 
 
 # The layers and tensors of the models returned so far in the grader's run of one cell ("run": its token), held
@@ -976,16 +978,14 @@ def _own_classes(value: object, depth: int = 0) -> list[str]:
 _RETURNED: dict[str, object] = {"run": None, "held": [], "ids": set()}
 
 
-def _shares_earlier(result: object, run: object) -> bool:
-    """Whether a model in ``result`` holds a layer or tensor of a model an earlier call of the same run returned (a
-    cached model, a shared stem): each result loads afresh in the grader, where they would not be shared."""
-    import torch
-
+def _shares_earlier(models: list, run: object) -> bool:
+    """Whether one of ``models`` (:func:`_models`, from one result) holds a layer or tensor of a model an earlier call
+    of the same run returned (a cached model, a shared stem): each result loads afresh in the grader, where they
+    would not be shared."""
     if run is None or not isinstance(run, str):
         return False
     if _RETURNED["run"] != run:
         _RETURNED.update(run=run, held=[], ids=set())
-    models = [value for value in _objects(result) if isinstance(value, torch.nn.Module)]
     if not models:
         return False
     parts = [part for model in models for part in [*model.modules(), *(t for _, t in _held(model))]]
@@ -1031,10 +1031,11 @@ def call_in_kernel(namespace: dict, request: str) -> str:
             reply["result"] = namespace[asked["name"]](*asked["args"], **asked["kwargs"])
         except BaseException as error:  # the learner's function raised: the check judges that, as in the kernel
             reply = {"error": type(error).__name__, "message": str(error)[:2000]}
-        own = _own_classes(reply.get("result"))
+        models = _models(reply.get("result"))
+        own = _own_classes(models)
         if own:  # the grader would not load them (only torch.nn's layers): it leaves this cell to the kernel's run
             reply = {"own_classes": own}
-        elif _shares_earlier(reply.get("result"), asked.get("run")):
+        elif _shares_earlier(models, asked.get("run")):
             reply = {"shares_earlier": True}
         reply["rng"] = torch.get_rng_state()
         # what the call changed in its arguments goes back too: the check looks at its own copies afterwards

@@ -109,22 +109,13 @@ _LAYER_STAND_INS = [(_EmptyLayer(layer), f"{layer.__module__}.{layer.__qualname_
 def _check_model(value: Any) -> None:
     """Refuse a model that came back with more than layers and tensors: a hook, or an attribute standing in for a
     method (``forward``), would make it behave otherwise than its classes say. Raises ValueError."""
-    for model in _models_in(value):
+    for model in sandbox._models(value):
         for name, module in model.named_modules(remove_duplicate=False):
             for key, held in vars(module).items():
                 if key.endswith("hooks") and held:
                     raise ValueError(f"a layer ({name or 'the model'}) came back with {key}")
                 if callable(held) and not isinstance(held, (torch.nn.Module, torch.Tensor)):
                     raise ValueError(f"a layer ({name or 'the model'}) came back with a callable {key}")
-
-
-def _models_in(value: Any, depth: int = 0) -> list:
-    """The models in a result: itself, or inside its lists, tuples and dicts."""
-    if isinstance(value, torch.nn.Module):
-        return [value]
-    if isinstance(value, (list, tuple, dict)) and depth < 6:
-        return [m for item in (value.values() if isinstance(value, dict) else value) for m in _models_in(item, depth + 1)]
-    return []
 
 
 def unpack(text: str) -> Any:

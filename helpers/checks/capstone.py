@@ -54,6 +54,7 @@ from torch.utils.data import Dataset, Subset, TensorDataset
 
 from helpers.checks import (Allow, CheckError, Mistake, call, describe, expect, expect_close, expect_tensor, passed,
                             same_value)
+from helpers.checks import models as model_checks
 from helpers.reference import capstone as ref
 
 TIME_BUDGET_S = 60.0   # CPU seconds of training that learners plan for, on the grading machine
@@ -852,21 +853,10 @@ def check_accuracy_on(fn: Callable, inputs: Sequence[tuple[int, int, int]] | Non
 
 
 def _forward(model: nn.Module, x: torch.Tensor, what: str) -> torch.Tensor:
-    try:
-        with torch.no_grad():
-            return model(x)
-    except Exception as error:
-        weights = {p.dtype for p in model.parameters()}
-        if weights and x.dtype not in weights:  # .double(): the images stay float32
-            raise CheckError(f"{what}: the model fails on a batch of shape {list(x.shape)}: "
-                             f"{type(error).__name__}: {error}", where="look at the model's dtype",
-                             mistake=f"the model's weights are {', '.join(sorted(map(str, weights)))}, the images "
-                                     f"{x.dtype}: keep the model in float32 (no .double(), no dtype=torch.float64)"
-                             ) from error
-        raise CheckError(f"{what}: the model fails on a batch of shape {list(x.shape)}: "
-                         f"{type(error).__name__}: {error}",
-                         where="look at the model's forward for a batch of this size: the flatten before the first "
-                               "Linear and the sizes where one layer meets the next") from error
+    """``model(x)`` without gradients; a crash is explained by the layer it happened in, as in lesson 04."""
+    with torch.no_grad():
+        out, _ = model_checks._run(model, x, what)
+    return out
 
 
 def _expect_logits(out: Any, n: int, what: str) -> None:
