@@ -870,7 +870,8 @@ def _expect_logits(out: Any, n: int, what: str) -> None:
                                  "10 outputs")
     expect(out.shape == (n, 10), f"{what}: for {n} images the model should return scores of shape [{n}, 10], "
            f"but returned shape {list(out.shape)}",
-           where="look at the last layer's out_features and at any reshape after it")
+           where="look at the last layer's out_features and at any reshape after it",
+           mistake=model_checks.logits_shape_mistake(out.shape, n, 10))
     expect(out.is_floating_point(), f"{what}: the model should return float scores, but returned {out.dtype}",
            where="look at the end of the model: its last layer and anything after it (argmax?)")
     expect(bool(torch.isfinite(out).all()), f"{what}: the model's scores contain nan or inf",

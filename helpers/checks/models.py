@@ -1288,6 +1288,21 @@ def _expect_same_order(model: nn.Module) -> None:
                      mistake=mistake)
 
 
+def _expect_same_kinds(model: nn.Module) -> None:
+    """When the output is wrong: a layer of another kind where ConvBlockNet has one (nn.AvgPool2d for its
+    nn.MaxPool2d) is named, rather than only the values it changed."""
+    layers = [(name, type(m)) for name, m in _layers(model).items() if not isinstance(m, nn.Identity)]
+    if len(layers) != len(_CONV_BLOCK_ORDER):
+        return
+    swapped = [(name, kind, want) for (name, kind), want in zip(layers, _CONV_BLOCK_ORDER) if kind is not want]
+    if len(swapped) == 1:
+        name, kind, want = swapped[0]
+        raise CheckError(f"your nn.Sequential's layer '{name}' is an nn.{kind.__name__} where ConvBlockNet applies "
+                         f"nn.{want.__name__}, so the output differs from the original's",
+                         where=f"look at layer '{name}' of your nn.Sequential, compared with ConvBlockNet's __init__ "
+                               "and forward (the task asks for the same layers, in the same order)")
+
+
 def check_sequential_version(fn: Callable[[], nn.Sequential], inputs: Sequence[torch.Tensor] | None = None) -> None:
     """An nn.Sequential with ConvBlockNet's layers gives ConvBlockNet's output (train and eval mode) once the
     weights are copied over in order."""
@@ -1334,8 +1349,12 @@ def check_sequential_version(fn: Callable[[], nn.Sequential], inputs: Sequence[t
             with torch.no_grad():
                 want = reference(x)
                 got, _ = _run(model, x.clone(), "your nn.Sequential")
-            expect_tensor(got, want, what=f"your nn.Sequential in {mode} mode (x of shape {list(x.shape)})",
-                          mistakes=mistakes)
+            try:
+                expect_tensor(got, want, what=f"your nn.Sequential in {mode} mode (x of shape {list(x.shape)})",
+                              mistakes=mistakes)
+            except CheckError:
+                _expect_same_kinds(model)
+                raise
         _expect_same_order(model)
     passed("sequential_version", len(inputs) * 2)
 
@@ -1530,6 +1549,18 @@ def _expect_raw_logits(model: nn.Module, x: torch.Tensor, shown: str) -> None:
            mistake="the model ends in a ReLU (or a clamp at 0); return the last layer's raw output")
 
 
+def logits_shape_mistake(shape: Sequence[int], n: int, num_classes: int) -> str | None:
+    """What a model's output of the wrong shape says about its end, when it says something: the scores still
+    carry 1x1 maps ([n, classes, 1, 1]), or the batch was flattened away."""
+    shape = list(shape)
+    if len(shape) > 2 and shape[:2] == [n, num_classes] and all(size == 1 for size in shape[2:]):
+        return (f"the scores still carry their {'x'.join(map(str, shape[2:]))} maps: flatten them to [N, "
+                f"{num_classes}] at the end (nn.Flatten(), or torch.flatten(x, 1) in forward)")
+    if shape == [n * num_classes]:
+        return "the batch dimension was flattened away too: flatten from dimension 1 (torch.flatten(x, 1))"
+    return None
+
+
 def check_build_classifier(fn: Callable[[int, int], nn.Module], inputs: Sequence[tuple[int, int]] | None = None) -> None:
     """build_classifier(in_channels, num_classes): [N, in_channels, 28, 28] -> [N, num_classes] raw logits for every
     N >= 1 in both modes; at most PARAMETER_BUDGET parameters; batch norm's behaviour (the batch matters in training
@@ -1561,7 +1592,8 @@ def check_build_classifier(fn: Callable[[int, int], nn.Module], inputs: Sequence
                 out = _forward(model, x[:n].clone(), what)
                 expect(isinstance(out, torch.Tensor) and out.shape == (n, num_classes) and out.dtype == torch.float32,
                        f"{what}: the output is {describe(out)}; expected float32 logits of shape [{n}, {num_classes}]",
-                       where="look at the last layer's out_features and at what forward returns")
+                       where="look at the last layer's out_features and at what forward returns",
+                       mistake=logits_shape_mistake(out.shape, n, num_classes) if isinstance(out, torch.Tensor) else None)
         model.train()
         first, changed = _forward(model, x.clone(), shown)[0], _forward(model, others.clone(), shown)[0]
         has_bn = any(isinstance(m, _BN_TYPES) for m in model.modules())

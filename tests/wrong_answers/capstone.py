@@ -593,6 +593,11 @@ def model_flatten_mlp():
     return nn.Sequential(nn.Flatten(), nn.Linear(784, 64), nn.ReLU(), nn.Dropout(0.2), nn.Linear(64, 10))
 
 
+
+def model_unflattened_head():
+    return nn.Sequential(nn.Conv2d(1, 16, 3), nn.BatchNorm2d(16), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                         nn.Conv2d(16, 10, 1))
+
 def model_avgpool_with_print():
     model = nn.Sequential(nn.Conv2d(1, 16, 3), nn.BatchNorm2d(16), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                           nn.Linear(16, 10))
@@ -877,6 +882,7 @@ CASES = [
     Accept(checks.check_build_model, model_flatten_mlp),
     Accept(checks.check_build_model, model_avgpool_with_print),
     Reject(checks.check_build_model, model_one_score, "but returned shape [5, 1]"),
+    Reject(checks.check_build_model, model_unflattened_head, "the scores still carry their 1x1 maps"),
     Reject(checks.check_build_model, model_class, "returned the class"),
     Reject(checks.check_build_model, model_shared, "returns the same model"),
     Reject(checks.check_build_model, model_with_softmax, "ends with a softmax"),

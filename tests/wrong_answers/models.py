@@ -382,6 +382,16 @@ def sequential_named_layers():
                                      fc=nn.Linear(8 * 14 * 14, 10)))
 
 
+
+def sequential_avg_pool():
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(), nn.AvgPool2d(2),
+                         nn.Flatten(), nn.Linear(8 * 14 * 14, 10))
+
+
+def sequential_leaky_relu():
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.LeakyReLU(0.1),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 14 * 14, 10))
+
 # --- predict ----------------------------------------------------------------------------------
 
 
@@ -867,6 +877,10 @@ CASES = [
     Reject(checks.check_sequential_version, sequential_no_padding,
            "without padding=1 a 3x3 convolution shrinks 28x28 maps to 26x26"),
     Reject(checks.check_sequential_version, sequential_custom_module, "should return an nn.Sequential"),
+    Reject(checks.check_sequential_version, sequential_avg_pool,
+           "layer '3' is an nn.AvgPool2d where ConvBlockNet applies nn.MaxPool2d"),
+    Reject(checks.check_sequential_version, sequential_leaky_relu,
+           "layer '2' is an nn.LeakyReLU where ConvBlockNet applies nn.ReLU"),
     Accept(checks.check_predict, ref.predict),
     Accept(checks.check_predict, predict_inference_mode),
     Reject(checks.check_predict, predict_without_eval, "you forgot model.eval()"),
@@ -1033,12 +1047,19 @@ class BatchStatsAlways(nn.Module):
         return self.fc(torch.flatten(F.max_pool2d(F.relu(x), 4), 1))
 
 
+
+def classifier_unflattened_head(in_channels, num_classes):
+    """Wrong: a 1x1 convolution head after global pooling, never flattened: [N, classes, 1, 1]."""
+    return nn.Sequential(nn.Conv2d(in_channels, 8, 3, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Conv2d(8, num_classes, 1))
+
 CLASSIFIER_CASES = [
     Accept(checks.check_build_classifier, ref.build_classifier),
     Accept(checks.check_build_classifier, classifier_gap),
     Accept(checks.check_build_classifier, classifier_with_dropout),
     Accept(checks.check_build_classifier, classifier_relu_before_bn),
     Reject(checks.check_build_classifier, classifier_mnist_net, "the budget is at most 10,000"),
+    Reject(checks.check_build_classifier, classifier_unflattened_head, "the scores still carry their 1x1 maps"),
     Reject(checks.check_build_classifier, classifier_no_norm, "the model has no batch-normalisation layer"),
     Reject(checks.check_build_classifier, classifier_norm_after_flatten, "cannot normalise a batch of one"),
     Reject(checks.check_build_classifier, classifier_bias_before_norm, "build that layer with bias=False"),
