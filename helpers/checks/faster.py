@@ -23,6 +23,7 @@ optimizer step hooks count steps, and a GradScaler stand-in records
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import time
 import statistics
@@ -53,8 +54,11 @@ def _patched_syncs(on_sync: Callable[[str, tuple, dict], None],
     current = _CurrentGpu()
 
     def spy(kind: str) -> Callable[..., None]:
+        real = getattr(torch, kind).synchronize  # its parameters: the stand-in refuses what it refuses
+
         def sync(*args: Any, **kwargs: Any) -> None:
             try:
+                _bind_like_the_real(real, args, kwargs)
                 _reject_like_the_real(kind, accelerator, args, kwargs)
             except (TypeError, ValueError) as error:
                 current.refused.append((kind, args, kwargs, error))
@@ -121,6 +125,9 @@ def _refused_sync(what: str, device: torch.device, kind: str, args: tuple, kwarg
     given = ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()])
     if kind == "mps":
         mistake = "torch.mps.synchronize() takes no argument: it waits for the one Apple GPU"
+    elif isinstance(error, TypeError) and kwargs and not args:
+        mistake = f"torch.{kind}.synchronize takes the device as its first argument, not by name: " \
+                  f"torch.{kind}.synchronize(device)"
     elif device.type == "cpu":
         mistake = (f"torch.{kind}.synchronize waits for a GPU and refuses a CPU device; a CPU has nothing to wait for "
                    "(each CPU operation has finished when it returns), so call nothing when device.type == 'cpu'")
@@ -131,6 +138,19 @@ def _refused_sync(what: str, device: torch.device, kind: str, args: tuple, kwarg
     raise CheckError(f"{what}: your call torch.{kind}.synchronize({given}) raised {type(error).__name__}: {error}",
                      where=f"look at which synchronize you call, and with what, when device.type == '{device.type}'",
                      mistake=mistake) from None
+
+
+def _bind_like_the_real(real: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+    """Raise the TypeError the real function raises for arguments its parameters do not take (torch.accelerator's
+    device is positional-only)."""
+    try:
+        parameters = inspect.signature(real)
+    except (TypeError, ValueError):  # no signature to read: the rules below still apply
+        return
+    try:
+        parameters.bind(*args, **kwargs)
+    except TypeError as error:
+        raise TypeError(f"synchronize() {error}") from None
 
 
 def _reject_like_the_real(kind: str, accelerator: str, args: tuple, kwargs: dict) -> None:
@@ -380,6 +400,14 @@ def check_median_time_sync(fn: Callable[..., float], inputs: Sequence[TimingCase
                              where="look at what happens between fn() and the second clock read",
                              mistake="fn() only queues its work on a GPU: wait for it (synchronize) before "
                                      "reading the clock again")
+        reads = sum(1 for event, _ in world.events if event == "clock")
+        if reads == 2 and case.repeat > 1 and _number(got) is not None:  # no median comes from one interval
+            raise CheckError(f"{what}: returned {_number(got):.6g} s from one pair of clock reads around all "
+                             f"{case.repeat} timed calls: that is their mean (the total divided by {case.repeat}), "
+                             "not their median",
+                             where="look at where you read the clock: before and after each timed call",
+                             mistake="time each call on its own (synchronize, read the clock, fn(), synchronize, read "
+                                     "the clock) and return statistics.median of those times")
         # The warm-up is untimed: a median that includes the warm-up calls is a warm-up mistake, seen only in
         # the value (timing every call and dropping the warm-up ones afterwards is right).
         warm_in = _warmup_in_median(got, world, case)
@@ -648,20 +676,37 @@ def _stale(model: nn.Module, seed: int) -> list[torch.Tensor]:
 
 
 def _accumulation_run(step: Callable[..., Any], case: StepCase, stale: bool = True,
-                      learner: bool = True) -> tuple[Any, list[torch.Tensor], int]:
-    """Run one accumulated step on a fresh setup: (result, parameters after, optimizer steps)."""
+                      learner: bool = True) -> tuple[Any, list[torch.Tensor], list[int], int]:
+    """Run one accumulated step on a fresh setup: (result, parameters after, for each optimizer step the number of
+    losses loss_fn had computed before it, and the number it computed in all)."""
     with torch.random.fork_rng(devices=[]):
         model = _model(case.seed)
         optimizer = torch.optim.SGD(model.parameters(), lr=LR)
-        steps = _count_steps(optimizer)
+        losses = [0]
+        step_at: list[int] = []
+        optimizer.register_step_post_hook(lambda *_: step_at.append(losses[0]))
         if stale:
             _stale(model, case.seed)
         micro = _batches(case)
+
+        def loss_fn(*args: Any, **kwargs: Any) -> torch.Tensor:  # cross_entropy, counted
+            losses[0] += 1
+            return nn.functional.cross_entropy(*args, **kwargs)
+
         # task: "makes one optimizer step from the list of k equal-sized (inputs, targets) micro-batches"
-        result = call(step, model, optimizer, nn.functional.cross_entropy, micro,
-                      allow=Allow(changed=(model, optimizer))) if learner else \
-            step(model, optimizer, nn.functional.cross_entropy, micro)
-        return result, _params(model), steps[0]
+        result = call(step, model, optimizer, loss_fn, micro,
+                      allow=Allow(changed=(model, optimizer))) if learner else step(model, optimizer, loss_fn, micro)
+        return result, _params(model), step_at, losses[0]
+
+
+def _expect_step_after_all(step_at: list[int], n_losses: int, k: int, what: str) -> None:
+    """The one step comes after every micro-batch's loss (made with the loss_fn given): an earlier one leaves the
+    later gradients out."""
+    if step_at and n_losses >= k and step_at[0] < k:
+        raise CheckError(f"{what}: the optimizer stepped after {step_at[0]} of the {k} micro-batches' losses, so the "
+                         "gradients of the rest never reached it",
+                         where="look at when optimizer.step() runs: the condition or the place that decides it",
+                         mistake=f"step once, after all {k} backward passes (after the loop over the micro-batches)")
 
 
 def _large_batch(case: StepCase) -> tuple[float, list[torch.Tensor]]:
@@ -697,7 +742,8 @@ def check_accumulation_update(fn: Callable[..., float], inputs: Sequence[StepCas
     """The parameters after accumulated_step equal those after one SGD step on the whole large batch."""
     cases = inputs if inputs is not None else [StepCase(0, 4, 8), StepCase(1, 3, 5)]
     for case in cases:
-        _, got, steps = _accumulation_run(fn, case)
+        _, got, step_at, n_losses = _accumulation_run(fn, case)
+        steps = len(step_at)
         what = f"accumulated_step over {case.batches} micro-batches of {case.size}"
         expect(steps > 0, f"{what}: optimizer.step() was never called, so the parameters did not change",
                where="look at the end of your function, after the loop over the micro-batches",
@@ -706,6 +752,7 @@ def check_accumulation_update(fn: Callable[..., float], inputs: Sequence[StepCas
                + (", once per micro-batch" if steps == case.batches else "") + "; expected once",
                where="look at where optimizer.step() is: inside the loop over the micro-batches, or after it?",
                mistake="accumulation means one optimizer.step() after all k backward passes")
+        _expect_step_after_all(step_at, n_losses, case.batches, what)
         _, want = _large_batch(case)
         if _same_params(got, want):
             continue
@@ -744,7 +791,8 @@ def check_accumulation_steps(fn: Callable[..., float], inputs: Sequence[StepCase
     """accumulated_step steps the optimizer once and returns the large batch's mean loss as a float."""
     cases = inputs if inputs is not None else [StepCase(2, 4, 6), StepCase(3, 2, 7)]
     for case in cases:
-        got, _, steps = _accumulation_run(fn, case)
+        got, _, step_at, n_losses = _accumulation_run(fn, case)
+        steps = len(step_at)
         what = f"accumulated_step over {case.batches} micro-batches of {case.size}"
         if steps == case.batches and steps > 1:
             raise CheckError(f"{what}: the optimizer stepped after every micro-batch ({steps} steps); expected "
@@ -755,6 +803,7 @@ def check_accumulation_steps(fn: Callable[..., float], inputs: Sequence[StepCase
                                      "optimizer.step() once, after the loop")
         expect(steps == 1, f"{what}: the optimizer stepped {steps} times; it must step exactly once",
                where="look at every optimizer.step() in your function")
+        _expect_step_after_all(step_at, n_losses, case.batches, what)
         want, _ = _large_batch(case)
         k = case.batches
         expect_close(got, want, what=f"{what}, the loss you returned", python_number=True, rtol=1e-4, mistakes=[
@@ -1010,6 +1059,12 @@ def check_amp_scaler(fn: Callable[..., float], inputs: Sequence[AmpCase] | None 
         what = f"mixed_precision_step with a GradScaler (dtype={case.dtype})"
         calls = run.scaler.calls
         _expect_fresh_gradients(run.arrivals, what, "optimizer.zero_grad()")
+        converted = sorted({str(p.dtype) for p in run.params} - {str(p.dtype) for p in run.before})
+        expect(not converted, f"{what}: after your step the model's weights are {', '.join(converted)}; they were "
+               f"{run.before[0].dtype}",
+               where="look for .to(dtype), .half() or .bfloat16() on the model",
+               mistake="autocast computes in the low precision while the weights stay float32 (the optimizer "
+                       "updates them in full precision): do not convert the model")
         if not run.scaler.is_enabled():  # bfloat16: a disabled scaler, which an answer may also leave unused
             expect(run.steps == 1, f"{what}, a disabled scaler: the optimizer stepped {run.steps} times; "
                    "one training step steps it once",
@@ -1210,6 +1265,7 @@ class SyncRead(NamedTuple):
     how: str  # ".item()", "float()", ...
     requires_grad: bool  # the tensor read was still part of an autograd graph
     after_losses: int  # how many losses had been computed by then
+    made_by: str = ""  # the autograd node that made the tensor read (NllLossBackward0: a loss itself, not a total)
 
 
 @contextlib.contextmanager
@@ -1227,7 +1283,8 @@ def _counting_syncs(losses_so_far: Callable[[], int] = lambda: 0) -> Iterator[li
 
         def method(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
             if depth[0] == 0:
-                seen.append(SyncRead(_SYNC_METHODS[name], self.requires_grad, losses_so_far()))
+                seen.append(SyncRead(_SYNC_METHODS[name], self.requires_grad, losses_so_far(),
+                                     type(self.grad_fn).__name__ if self.grad_fn is not None else ""))
             depth[0] += 1
             try:
                 return original(self, *args, **kwargs)
@@ -1281,6 +1338,11 @@ def _epoch_run(fn: Callable[..., float], case: StepCase, learner: bool = True) -
                         [len(x) for x, _ in batches])
 
 
+# the autograd node of a cross-entropy loss (what the check's loss_fn returns)
+_LOSS_NODE = type(nn.functional.cross_entropy(torch.zeros(1, 2, requires_grad=True), torch.zeros(1, dtype=torch.long))
+                  .grad_fn).__name__
+
+
 def check_train_epoch_on_device(fn: Callable[..., float], inputs: Sequence[StepCase] | None = None) -> None:
     """Trains like the reference, returns the mean loss per batch, syncs once, and frees gradients (set_to_none)."""
     cases = inputs if inputs is not None else [StepCase(4, 5, 6), StepCase(5, 3, 4)]
@@ -1319,12 +1381,20 @@ def check_train_epoch_on_device(fn: Callable[..., float], inputs: Sequence[StepC
                "expected at most one",
                where="look at every line that reads a tensor's value into Python (.item(), float(), print)",
                mistake="one .item() after the loop is enough")
-        if any(sync.requires_grad for sync in syncs):
+        # reading a loss itself is no leak (its graph goes with the next one); a total made from the losses is
+        if any(sync.requires_grad and sync.made_by != _LOSS_NODE for sync in syncs):
             raise CheckError(f"{what}: the tensor you read with {syncs[0].how} at the end still requires grad: it is "
                              "built from the losses themselves, so the autograd graph of every step stayed alive "
                              "until then", where="look at how you add each loss to the running total",
                              mistake="add loss.detach() to the total: the total needs the loss's value, not its graph "
                                      "(a total built from the losses keeps every step's graph in memory)")
+        with torch.random.fork_rng(devices=[]):
+            before = _params(_model(case.seed))
+        expect(not _same_params(run.params, before, atol=0, rtol=0),
+               f"{what}: the parameters are unchanged after the epoch: no step updated them",
+               where="look at the order of each batch's steps: zero_grad, forward, loss, backward, step",
+               mistake="optimizer.step() applies the gradients in .grad: call it after backward, with no zero_grad "
+                       "between them (zero_grad clears what backward wrote)")
         values_at = sorted({i // run.n_params for i, arrival in enumerate(run.arrivals) if arrival == "values"})
         if values_at and values_at != [0]:
             raise CheckError(f"{what}: backward added to gradients left over from the previous step "
@@ -1355,6 +1425,9 @@ def check_train_epoch_on_device(fn: Callable[..., float], inputs: Sequence[StepC
             Mistake(f"that is the sum of the {n} batch losses divided by {n - 1}, one less than the number of "
                     f"batches (an index counted from 0 ends at {n - 1}); divide by the number of batches",
                     lambda: sum(losses) / (n - 1), where="look at what you divide the total by"),
+            Mistake("that is the last batch's loss only; return the mean loss per batch: the sum of all the batch "
+                    "losses divided by the number of batches", lambda: losses[-1],
+                    where="look at what you return: the loss of the last step, or a total of every step's"),
             Mistake("that is the mean loss per sample (each batch's loss weighted by its size); the task asks for "
                     "the mean loss per batch: the sum of the batch losses divided by the number of batches",
                     lambda: sum(loss * size for loss, size in zip(losses, sizes)) / sum(sizes),

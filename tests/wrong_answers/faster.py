@@ -37,6 +37,12 @@ def sync_nothing(device):
     return None
 
 
+def sync_accelerator_by_keyword(device):
+    # Wrong: torch.accelerator.synchronize's device is positional-only, so the real call raises TypeError.
+    if device.type != "cpu":
+        torch.accelerator.synchronize(device=device)
+
+
 def sync_with_accelerator(device):
     # Correct too: torch.accelerator picks the machine's accelerator.
     if device.type != "cpu":
@@ -314,6 +320,17 @@ def amp_without_update(model, optimizer, loss_fn, inputs, targets, scaler, dtype
     return loss.item()
 
 
+def amp_model_converted(model, optimizer, loss_fn, inputs, targets, scaler, dtype):
+    # Wrong: the weights converted to 16 bits instead of autocast
+    optimizer.zero_grad()
+    model.to(dtype)
+    loss = loss_fn(model(inputs.to(dtype)), targets)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return loss.item()
+
+
 def amp_unscaled_backward(model, optimizer, loss_fn, inputs, targets, scaler, dtype):
     optimizer.zero_grad()
     with torch.autocast(device_type=inputs.device.type, dtype=dtype):
@@ -463,6 +480,28 @@ def epoch_returns_sum(model, optimizer, loss_fn, batches):
     return total.item()
 
 
+def epoch_returns_last_loss(model, optimizer, loss_fn, batches):
+    # Wrong: the last batch's loss, read once (no graph kept alive: it is the loss itself), not the mean
+    for inputs, targets in batches:
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+    return loss.item()
+
+
+def epoch_zero_between_backward_and_step(model, optimizer, loss_fn, batches):
+    # Wrong: zero_grad clears what backward wrote, so every step finds no gradient
+    total = 0.0
+    for inputs, targets in batches:
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.zero_grad()
+        optimizer.step()
+        total = total + loss.detach()
+    return (total / len(batches)).item()
+
+
 def epoch_returns_tensor(model, optimizer, loss_fn, batches):
     total = 0.0
     for inputs, targets in batches:
@@ -550,6 +589,33 @@ def lr_ratio_first(base_lr, base_batch_size, batch_size):
 def lr_divided(base_lr, base_batch_size, batch_size):
     # Correct: the learning rate per sample, times the new batch size.
     return float(base_lr / base_batch_size * batch_size)
+
+
+def accumulate_steps_after_the_first(model, optimizer, loss_fn, micro_batches):
+    # Wrong: `if i % k == 0` with i from 0 steps after the first micro-batch, before the others' gradients
+    optimizer.zero_grad()
+    k = len(micro_batches)
+    total = 0.0
+    for i, (inputs, targets) in enumerate(micro_batches):
+        loss = loss_fn(model(inputs), targets) / k
+        loss.backward()
+        total += loss.item()
+        if i % k == 0:
+            optimizer.step()
+    return total
+
+
+def accumulate_with_its_own_loss(model, optimizer, loss_fn, micro_batches):
+    # Right in what it computes: nn.CrossEntropyLoss is the loss the caller hands over
+    criterion = torch.nn.CrossEntropyLoss()
+    optimizer.zero_grad()
+    total = 0.0
+    for inputs, targets in micro_batches:
+        loss = criterion(model(inputs), targets) / len(micro_batches)
+        loss.backward()
+        total += loss.item()
+    optimizer.step()
+    return total
 
 
 def accumulate_one_backward(model, optimizer, loss_fn, micro_batches):
@@ -790,6 +856,7 @@ def fast_train_modifies_images(model, images, digits, val_images, val_digits, ep
 CASES = [
     Accept(checks.check_synchronize, ref.synchronize),
     Accept(checks.check_synchronize, sync_with_accelerator),
+    Reject(checks.check_synchronize, sync_accelerator_by_keyword, "takes the device as its first argument, not by name"),
     Reject(checks.check_synchronize, sync_always_cuda, "a CPU has nothing to wait for"),
     Reject(checks.check_synchronize, sync_cuda_only, "torch.mps.synchronize()"),
     Reject(checks.check_synchronize, sync_current_gpu, "not for GPU 1"),
@@ -809,6 +876,7 @@ CASES = [
     Reject(checks.check_median_time_value, time_min, "the fastest run"),
     Reject(checks.check_median_time_value, time_in_ms, "milliseconds"),
     Reject(checks.check_median_time_value, time_total_over_repeat, "that is the mean of the timed runs"),
+    Reject(checks.check_median_time_sync, time_total_over_repeat, "from one pair of clock reads around all 5 timed calls"),
     Reject(checks.check_median_time_value, time_without_warmup, "there is no warm-up"),
     Reject(checks.check_median_time_value, time_cuda_sync_everywhere, "for a CPU device"),
     Accept(checks.check_scaled_learning_rate, ref.scaled_learning_rate),
@@ -818,6 +886,10 @@ CASES = [
     Reject(checks.check_scaled_learning_rate, lr_unchanged, "did not change"),
     Accept(checks.check_accumulation_update, ref.accumulated_step),
     Accept(checks.check_accumulation_update, accumulate_with_modulo),
+    Reject(checks.check_accumulation_update, accumulate_steps_after_the_first, "stepped after 1 of the 4 micro-batches"),
+    Reject(checks.check_accumulation_steps, accumulate_steps_after_the_first, "stepped after 1 of the 4 micro-batches"),
+    Accept(checks.check_accumulation_update, accumulate_with_its_own_loss),
+    Accept(checks.check_accumulation_steps, accumulate_with_its_own_loss),
     Reject(checks.check_accumulation_update, accumulate_not_divided, "divide each micro-batch's loss by k"),
     Reject(checks.check_accumulation_update, accumulate_zero_grad_inside, "zero_grad() inside the loop"),
     Reject(checks.check_accumulation_update, accumulate_without_clearing, "already in .grad"),
@@ -836,6 +908,8 @@ CASES = [
     Accept(checks.check_amp_scaler, ref.mixed_precision_step),
     Accept(checks.check_amp_scaler, amp_with_unscale_for_clipping),
     Reject(checks.check_amp_scaler, amp_without_update, "scaler.update() was never called"),
+    Reject(checks.check_amp_scaler, amp_model_converted, "after your step the model's weights are torch.float16"),
+    Reject(checks.check_amp_autocast, amp_model_converted, "did not run under autocast"),
     Reject(checks.check_amp_scaler, amp_unscaled_backward, "scaler.scale(loss) was never called"),
     Reject(checks.check_amp_scaler, amp_backward_inside_unscaled, "scaler.scale(loss) was never called"),
     Reject(checks.check_amp_scaler, amp_optimizer_step, "called optimizer.step() directly"),
@@ -856,6 +930,9 @@ CASES = [
     Reject(checks.check_train_epoch_on_device, epoch_never_zeroed, "left over from the previous step"),
     Reject(checks.check_train_epoch_on_device, epoch_returns_sum, "the sum over the"),
     Reject(checks.check_train_epoch_on_device, epoch_returns_tensor, "should return a Python float"),
+    Reject(checks.check_train_epoch_on_device, epoch_returns_last_loss, "that is the last batch's loss only"),
+    Reject(checks.check_train_epoch_on_device, epoch_zero_between_backward_and_step,
+           "the parameters are unchanged after the epoch"),
     Accept(checks.check_synchronize, sync_keyword),
     Accept(checks.check_synchronize, sync_match),
     Reject(checks.check_synchronize, sync_mps_with_device, "raised TypeError"),
