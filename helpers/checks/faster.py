@@ -1470,8 +1470,12 @@ class _ModeSpy:
         self.calls: list[tuple[bool, bool]] = []
         self.autocast: list[bool] = []  # the forward ran under torch.autocast (CPU or CUDA)
         self.eval_backward: list[bool] = []  # a gradient reached the output of a forward made in eval mode
+        self.inputs: list[tuple[bool, int, float]] = []  # each forward's (training: train mode with gradients on,
+        # batch size, smallest value)
+        self.optimizers = 0  # AdamW optimizers created during the call (counted by the check)
         model.register_forward_pre_hook(lambda module, _: self.calls.append((module.training,
                                                                              torch.is_grad_enabled())))
+        model.register_forward_pre_hook(self._watch_input)
         model.register_forward_pre_hook(lambda *_: self.autocast.append(
             torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda")))
         model.register_forward_hook(self._watch_backward)
@@ -1480,8 +1484,29 @@ class _ModeSpy:
         if isinstance(output, torch.Tensor) and output.requires_grad and not module.training:
             output.register_hook(lambda grad: self.eval_backward.append(True))  # returns None: grad unchanged
 
-    def explains(self) -> str | None:
+    def _watch_input(self, module: nn.Module, args: tuple) -> None:
+        x = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if x is not None and x.numel():
+            self.inputs.append((module.training and torch.is_grad_enabled(), len(x), x.detach().min().item()))
+
+    def explains(self, batch_size: int | None = None, n_train: int | None = None) -> str | None:
         """The cause of different results that the recorded forward passes show, if any."""
+        if self.optimizers > 1:
+            return (f"your function created {self.optimizers} AdamW optimizers: a new one (once per epoch?) starts "
+                    "with empty moving averages; slow_train creates one before the loop, and its state carries "
+                    "across the epochs")
+        for training, step in ((True, "training"), (False, "validation")):
+            seen = [low for trains, _, low in self.inputs if trains == training]
+            if seen and min(seen) >= 0:  # the images are in [0, 1]: normalised, some values are below 0
+                return (f"your {step} images reached the model unnormalised (every value in [0, 1]); slow_train "
+                        "normalises every image, (image - MNIST_MEAN) / MNIST_STD, for training and for validation")
+        sizes = sorted({size for trains, size, _ in self.inputs if trains})
+        if batch_size and n_train:
+            want = sorted({batch_size if n_train >= batch_size else n_train} | ({n_train % batch_size} - {0}))
+            if sizes and sizes != want:
+                return (f"your training batches held {', '.join(map(str, sizes))} images; slow_train's hold "
+                        f"batch_size={batch_size}" + (f" (the last one {n_train % batch_size})"
+                                                       if n_train % batch_size else ""))
         if any(self.autocast):
             return ("your forward passes ran under torch.autocast, in lower precision, which changes the results; "
                     "slow_train computes in float32 throughout, and a speed-up must keep its results: leave "
@@ -1524,9 +1549,16 @@ def _expect_same_training(fn: Callable[..., Any], case: TrainCase) -> None:
         want = ref.slow_train(want_model, *data, epochs=case.epochs, batch_size=case.batch_size)
         modes = _ModeSpy(got_model)
         # task: "trains model in place, exactly as slow_train does": in place, and (as slow_train) drawing nothing
+        made = torch.optim.AdamW.__init__
+
+        def counted(optimizer: torch.optim.AdamW, *args: Any, **kwargs: Any) -> None:
+            modes.optimizers += 1
+            made(optimizer, *args, **kwargs)
+
         try:
-            got = call(fn, got_model, *data, epochs=case.epochs, batch_size=case.batch_size,
-                       allow=Allow(changed=(got_model,)), nothing_random=True)
+            with mock.patch.object(torch.optim.AdamW, "__init__", counted):
+                got = call(fn, got_model, *data, epochs=case.epochs, batch_size=case.batch_size,
+                           allow=Allow(changed=(got_model,)), nothing_random=True)
         except CheckError as error:
             if "global random generator" not in error.symptom:
                 raise
@@ -1610,12 +1642,13 @@ def _expect_same_training(fn: Callable[..., Any], case: TrainCase) -> None:
     except CheckError as error:
         if error.where != WHERE_VALUES:
             raise
-        raise CheckError(error.symptom, where=_SAME_ARITHMETIC, mistake=error.mistake or modes.explains()) from None
+        raise CheckError(error.symptom, where=_SAME_ARITHMETIC,
+                         mistake=error.mistake or modes.explains(case.batch_size, case.n_train)) from None
     for (name, got_p), want_p in zip(got_model.named_parameters(), want_model.parameters()):
         expect(torch.allclose(got_p.detach(), want_p.detach(), rtol=1e-4, atol=1e-5),
                f"{what}: after training, parameter {name} differs from slow_train's by up to "
                f"{(got_p.detach() - want_p.detach()).abs().max().item():.2g}",
-               where=_SAME_ARITHMETIC, mistake=modes.explains())
+               where=_SAME_ARITHMETIC, mistake=modes.explains(case.batch_size, case.n_train))
 
 
 def check_fast_train_results(fn: Callable[..., Any], inputs: Sequence[TrainCase] | None = None) -> None:

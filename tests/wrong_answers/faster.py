@@ -748,11 +748,12 @@ MEAN, STD = 0.1307, 0.3081
 
 def _epochs(model, images, digits, val_images, val_digits, epochs, batch_size, *, normalize=True, bf16=False,
             val_on_train=False, lr=1e-3, reverse=False, drop_last=False, eval_mode=True, train_once=False,
-            per_image=False):
+            per_image=False, normalize_val=True, batch_factor=1, optimizer_per_epoch=False):
     """A family of fast_train variants: the right one with every flag at its default."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    batch_size *= batch_factor
     x = (images - MEAN) / STD if normalize else images
-    vx = (val_images - MEAN) / STD if normalize else val_images
+    vx = (val_images - MEAN) / STD if normalize and normalize_val else val_images
     if val_on_train:
         vx, val_digits = x, digits
     batches = list(zip(x.split(batch_size), digits.split(batch_size)))
@@ -762,6 +763,8 @@ def _epochs(model, images, digits, val_images, val_digits, epochs, batch_size, *
         batches = batches[::-1]
     history = []
     for epoch in range(epochs):
+        if optimizer_per_epoch:
+            optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
         if epoch == 0 or not train_once:
             model.train()
         total = torch.zeros(())
@@ -967,6 +970,12 @@ CASES = [
     Reject(checks.check_fast_train_results, fast_train_flags(normalize=False),
            "mean training loss"),
     Reject(checks.check_fast_train_results, fast_train_flags(bf16=True), "mean training loss"),
+    Reject(checks.check_fast_train_results, fast_train_flags(normalize_val=False),
+           "your validation images reached the model unnormalised"),
+    Reject(checks.check_fast_train_results, fast_train_flags(normalize=False),
+           "your training images reached the model unnormalised"),
+    Reject(checks.check_fast_train_results, fast_train_flags(batch_factor=2), "your training batches held 8, 32 images"),
+    Reject(checks.check_fast_train_results, fast_train_flags(optimizer_per_epoch=True), "created 3 AdamW optimizers"),
     Reject(checks.check_fast_train_results, fast_train_flags(val_on_train=True), "validation accuracy"),
     Reject(checks.check_fast_train_results, fast_train_flags(lr=4e-3), "mean training loss"),
     Reject(checks.check_fast_train_results, fast_train_flags(reverse=True), "mean training loss"),
