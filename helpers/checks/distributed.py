@@ -417,6 +417,8 @@ class _Exchanges(NamedTuple):
     on_grads: int = 0     # of those, on a tensor sharing memory with a parameter's .grad
     on_weights: int = 0   # of those, on a tensor sharing memory with a parameter itself
     reduces: int = 0      # dist.reduce calls (the result reaches one rank only)
+    broadcasts: int = 0   # dist.broadcast calls (one rank's tensor copied to all)
+    reduced: tuple = ()   # the parameters whose .grad itself all_reduce was given
 
 
 def _grad_target(rank: int, world_size: int, fn: Callable[[nn.Module], None], cases: list[GradCase]) -> list[tuple]:
@@ -426,9 +428,11 @@ def _grad_target(rank: int, world_size: int, fn: Callable[[nn.Module], None], ca
         model, x, y = _grad_data(case)
         nn.functional.mse_loss(model(x[rank::world_size]), y[rank::world_size]).backward()
         own = _grads(model)
-        grad_memory = {p.grad.data_ptr() for p in model.parameters() if p.grad is not None}
+        grad_memory = {p.grad.data_ptr(): name for name, p in model.named_parameters() if p.grad is not None}
         weight_memory = {p.data_ptr() for p in model.parameters()}
-        seen = {"calls": 0, "on_grads": 0, "on_weights": 0, "reduces": 0}
+        seen: dict[str, Any] = {"calls": 0, "on_grads": 0, "on_weights": 0, "reduces": 0, "broadcasts": 0,
+                                "reduced": ()}
+        real_broadcast = dist.broadcast
 
         def all_reduce(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
             if tensor is None:
@@ -436,6 +440,8 @@ def _grad_target(rank: int, world_size: int, fn: Callable[[nn.Module], None], ca
             memory = tensor.data_ptr() if isinstance(tensor, torch.Tensor) else None
             seen["calls"] += 1
             seen["on_grads"] += memory in grad_memory
+            if memory in grad_memory:
+                seen["reduced"] = (*seen["reduced"], grad_memory[memory])
             seen["on_weights"] += memory in weight_memory
             return real_all_reduce(tensor, *args, **kwargs)
 
@@ -443,18 +449,26 @@ def _grad_target(rank: int, world_size: int, fn: Callable[[nn.Module], None], ca
             seen["reduces"] += 1
             return real_reduce(*args, **kwargs)
 
-        dist.all_reduce, dist.reduce = all_reduce, reduce
+        def broadcast(*args: Any, **kwargs: Any) -> Any:
+            seen["broadcasts"] += 1
+            return real_broadcast(*args, **kwargs)
+
+        dist.all_reduce, dist.reduce, dist.broadcast = all_reduce, reduce, broadcast
         try:
             # task: "replaces every parameter's `.grad` with its mean over all ranks, on every rank, in place"
             in_rank(fn, model, allow=Allow(changed=(model,)))
         finally:
-            dist.all_reduce, dist.reduce = real_all_reduce, real_reduce
+            dist.all_reduce, dist.reduce, dist.broadcast = real_all_reduce, real_reduce, real_broadcast
         out.append((own, _grads(model), _Exchanges(**seen)))
     return out
 
 
 def _unchanged_grad_cause(exchanges: _Exchanges) -> str:
     """Why a rank's .grad can still be its own shard's gradient, as far as the all_reduce calls show."""
+    if exchanges.calls == 0 and exchanges.broadcasts:
+        return ("dist.broadcast was called and dist.all_reduce never: broadcast copies one rank's tensor to every "
+                "rank (rank 0 kept its own gradient, the others got it), where all_reduce sums the ranks' tensors on "
+                "every rank, to be divided by the world size")
     if exchanges.calls == 0:
         return "dist.all_reduce was never called: the ranks never exchanged their gradients"
     if exchanges.on_grads == 0 and exchanges.on_weights:
@@ -539,6 +553,12 @@ def check_average_gradients(fn: Callable[[nn.Module], None], inputs: Sequence[Gr
                                mistake="average the gradients, keep them")
                         shard = own[name]
                         mistakes = []
+                        if exchanges.reduced and name not in exchanges.reduced:
+                            mistakes.append(Mistake(
+                                f"dist.all_reduce was given the .grad of {', '.join(sorted(set(exchanges.reduced)))} "
+                                f"but never {name}.grad: average every parameter's gradient (loop over "
+                                "model.parameters(), skipping only a .grad that is None)", matches=lambda got: True,
+                                where="look at which parameters your loop reduces"))
                         if rank > 0 and rank0_ok:
                             mistakes.append(Mistake(
                                 "rank 0 ended with the average, this rank with the sum over the ranks: only rank 0 "
@@ -905,7 +925,7 @@ def _recording_factory(x: torch.Tensor) -> tuple[Callable[[], nn.Module], list[d
     def make_model() -> nn.Module:
         model = make_regressor()
         record: dict[str, Any] = {"initial": {k: v.detach().clone() for k, v in model.state_dict().items()},
-                                  "forwards": []}
+                                  "forwards": [], "model": model}
 
         def seen(module: nn.Module, args: tuple, output: Any) -> None:
             if args and isinstance(output, torch.Tensor) and output.requires_grad:
@@ -925,6 +945,29 @@ def _recording_factory(x: torch.Tensor) -> tuple[Callable[[], nn.Module], list[d
     return make_model, built
 
 
+@contextmanager
+def _watching_all_reduce(built: list[dict[str, Any]]) -> Iterator[None]:
+    """While open, each dist.all_reduce call notes in the rank's timeline what it was given: a parameter's .grad
+    ("all_reduce-grad"), a parameter itself ("all_reduce-weight") or another tensor (a flat buffer: "all_reduce-other"),
+    for the models ``make_model`` built (``built``: their records hold them under "model")."""
+    real = dist.all_reduce
+
+    def all_reduce(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(tensor, torch.Tensor):
+            params = [p for record in built for p in record["model"].parameters()]
+            memory = tensor.data_ptr()
+            kind = ("grad" if any(p.grad is not None and p.grad.data_ptr() == memory for p in params) else
+                    "weight" if any(p.data_ptr() == memory for p in params) else "other")
+            _TIMELINE.append(f"all_reduce-{kind}")
+        return real(tensor, *args, **kwargs)
+
+    dist.all_reduce = all_reduce
+    try:
+        yield
+    finally:
+        dist.all_reduce = real
+
+
 def _train_target(rank: int, world_size: int, fn: Callable[..., Any], cases: list[TrainCase]) -> list[Any]:
     out = []
     for case in cases:
@@ -932,10 +975,13 @@ def _train_target(rank: int, world_size: int, fn: Callable[..., Any], cases: lis
         make_model, built = _recording_factory(x)
         torch.manual_seed(1234 + rank)  # whatever state each process happens to have: only `seed` may matter
         _TIMELINE.clear()
-        # task: "the model comes from make_model, built right after torch's global generator is seeded with seed"
-        result = in_rank(fn, make_model, x, y, case.steps, case.seed, case.lr, allow=Allow(global_rng=True))
+        with _watching_all_reduce(built):
+            # task: "the model comes from make_model, built right after torch's global generator is seeded with seed"
+            result = in_rank(fn, make_model, x, y, case.steps, case.seed, case.lr, allow=Allow(global_rng=True))
         if isinstance(result, dict):
             result = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in result.items()}
+        for record in built:  # the records go back to the check's process; the models stay here
+            record.pop("model", None)
         out.append((result, built, list(_TIMELINE)))
     return out
 
@@ -1028,7 +1074,10 @@ def _expect_training_contract(what: str, case: TrainCase, rank: int, built: list
     return sum(len(record["forwards"]) for record in trained)
 
 
-def _check_training(fn: Callable[..., Any], inputs: Sequence[TrainCase], name: str, extra: Callable[[TrainCase], list]) -> int:
+def _check_training(fn: Callable[..., Any], inputs: Sequence[TrainCase], name: str, extra: Callable[[TrainCase], list],
+                    exchanges_gradients: bool = False) -> int:
+    """Every rank's weights equal the whole-batch run; ``exchanges_gradients``: the ranks all-reduced gradients, not
+    only weights (the contract of train_by_hand: the weights alone cannot show what the ranks exchanged)."""
     checks = 0
     for world_size, cases in _by_world_size(inputs).items():
         per_rank = run_group(_train_target, fn, cases, world_size=world_size, what=name)
@@ -1076,6 +1125,15 @@ def _check_training(fn: Callable[..., Any], inputs: Sequence[TrainCase], name: s
                                  for message, twin in twins]
                     expect_tensor(got[key], want, what=f"{what}: rank {rank}'s {key} after training", mistakes=mistakes,
                                   atol=1e-5)
+                reduced = [event.removeprefix("all_reduce-") for event in timeline if event.startswith("all_reduce-")]
+                expect(not exchanges_gradients or "weight" not in reduced or set(reduced) != {"weight"},
+                       f"{what}: rank {rank}'s weights are right, but the ranks all-reduced the weights themselves "
+                       f"({len(reduced)} time(s)) and never a gradient; the contract has them exchange the gradients "
+                       "with average_gradients, before each update",
+                       where="look at each step of your loop: backward(), then average_gradients(model), then the "
+                             "update",
+                       mistake="averaging the weights after each step gives the same weights with plain SGD only "
+                               "(not with momentum or weight decay); exchange the gradients, as the task asks")
             checks += 1
     return checks
 
@@ -1106,12 +1164,15 @@ def check_train_by_hand(fn: Callable[..., Any], inputs: Sequence[TrainCase] | No
                  "optimizer.step()", _simulated(case, average=False)),
                 (_SUMMED_LOSS, _simulated(case, reduction="sum")),
                 (_ACCUMULATED, _simulated(case, accumulate=True)),
+                (f"the weights are those of a run with the learning rate times the world size ({case.world_size} x "
+                 f"{case.lr}): the gradients were summed over the ranks, not averaged. average_gradients(model) "
+                 "divides the sum by the world size", _simulated(case._replace(lr=case.lr * case.world_size))),
                 _divided_again(case, "average_gradients")]
 
     # graded with the reference average_gradients: a bug there costs exercise 2's points, not these too
     # (watched: whether it had gradients to average when it ran)
     with torch.random.fork_rng(devices=[]), substitute(fn, average_gradients=_watched_average_gradients):
-        checks = _check_training(fn, inputs, "train_by_hand", twins)
+        checks = _check_training(fn, inputs, "train_by_hand", twins, exchanges_gradients=True)
     passed("train_by_hand", checks)
 
 
@@ -1586,8 +1647,9 @@ def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] 
                 return lambda epoch: torch.randperm(case.n, generator=torch.Generator().manual_seed(seed)).tolist()
 
             twins = [
-                ("every epoch used the first epoch's order: the sampler shuffles with seed + epoch, and its epoch "
-                 "never changed (sampler.set_epoch(epoch) sets it)",
+                ("every epoch used the first epoch's order: the order is shuffled with seed + epoch, and the epoch "
+                 "never changed it (with a DistributedSampler, call sampler.set_epoch(epoch) at the start of each "
+                 "epoch)",
                  _single_run(case, case.batch_size, lambda epoch: shuffled(case.seed)(0))),
                 (f"the steps took {world_size} x {case.batch_size} samples: each process loaded the whole "
                  f"batch_size; it should load batch_size // world_size = {case.batch_size // world_size}",
@@ -1644,10 +1706,10 @@ def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] 
                     raise CheckError(f"{what}: rank {rank} ended with other weights than rank 0; the "
                                      "single-process run has one set of weights",
                                      where="look at which model computes the loss in each step",
-                                     mistake="every rank starts from the same weights under DistributedDataParallel, "
-                                             "so the gradients were not averaged across the ranks: is the model "
-                                             "wrapped in DistributedDataParallel, and is the wrapper the model that "
-                                             "computes the loss?")
+                                     mistake="the ranks started from the same weights, so their gradients were not "
+                                             "averaged before each step: under DistributedDataParallel, is the "
+                                             "wrapper the model that computes the loss? By hand, is every .grad "
+                                             "all-reduced and divided by the world size before optimizer.step()?")
             if any(not torch.allclose(results[0][k], expected[k], atol=1e-5) for k in expected):
                 reads = [per_rank[rank][index][1] for rank in range(world_size)]
                 _expect_own_shares(what, case, reads)

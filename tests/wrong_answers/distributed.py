@@ -119,6 +119,20 @@ def grads_reduced_into_copies(model):
         total /= dist.get_world_size()  # the average, left in the copy
 
 
+def grads_by_broadcast(model):
+    # Wrong: broadcast copies rank 0's gradient to every rank, it does not average
+    for p in [p for p in model.parameters() if p.grad is not None]:
+        dist.broadcast(p.grad, src=0)
+
+
+def grads_weights_only(model):
+    # Wrong: only the parameters named weight are averaged, the biases keep their own shard's gradient
+    for name, p in model.named_parameters():
+        if p.grad is not None and name.endswith("weight"):
+            dist.all_reduce(p.grad)
+            p.grad /= dist.get_world_size()
+
+
 def grads_never_reduced(model):
     world_size = dist.get_world_size()  # noqa: F841  (and then nothing)
 
@@ -688,6 +702,62 @@ def by_hand_chunks(make_model, inputs, targets, steps, seed, lr):
     return model.state_dict()
 
 
+def by_hand_summed_gradients(make_model, inputs, targets, steps, seed, lr):
+    # Wrong: the gradients all-reduced by hand and never divided by the world size
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    x, y = inputs[rank::world_size], targets[rank::world_size]
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        for p in model.parameters():
+            if p.grad is not None:
+                dist.all_reduce(p.grad)
+        optimizer.step()
+    return model.state_dict()
+
+
+def by_hand_averages_weights(make_model, inputs, targets, steps, seed, lr):
+    # Wrong by the contract: each rank steps on its own gradient, then the weights are averaged (the same weights
+    # with plain SGD only)
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    x, y = inputs[rank::world_size], targets[rank::world_size]
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+        with torch.no_grad():
+            for p in model.parameters():
+                dist.all_reduce(p.data)
+                p.data /= world_size
+    return model.state_dict()
+
+
+def by_hand_flat_buffer(make_model, inputs, targets, steps, seed, lr):
+    # Correct: the gradients averaged through one flat buffer, by hand
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    x, y = inputs[rank::world_size], targets[rank::world_size]
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        flat = torch.cat([g.flatten() for g in grads])
+        dist.all_reduce(flat)
+        flat /= world_size
+        for g, part in zip(grads, flat.split([g.numel() for g in grads])):
+            g.copy_(part.view_as(g))
+        optimizer.step()
+    return model.state_dict()
+
+
 def by_hand_manual_update(make_model, inputs, targets, steps, seed, lr):
     rank, world_size = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(seed)
@@ -1216,6 +1286,11 @@ CASES = [
     Reject(checks.check_average_gradients, weights_averaged, "on the parameters (the weights) and never on their .grad"),
     Reject(checks.check_average_gradients, grads_reduced_into_copies, "never on a parameter's .grad itself"),
     Reject(checks.check_average_gradients, grads_never_reduced, "dist.all_reduce was never called"),
+    Reject(checks.check_average_gradients, grads_by_broadcast, "dist.broadcast was called and dist.all_reduce never"),
+    Reject(checks.check_average_gradients, grads_weights_only, "but never 0.bias.grad"),
+    Reject(checks.check_train_by_hand, by_hand_summed_gradients, "the gradients were summed over the ranks"),
+    Reject(checks.check_train_by_hand, by_hand_averages_weights, "all-reduced the weights themselves"),
+    Accept(checks.check_train_by_hand, by_hand_flat_buffer),
     Reject(checks.check_average_gradients, grads_minimum, "element-wise minimum over the 2 ranks' gradients, not"),
     Reject(checks.check_average_gradients, grads_maximum_over_world,
            "element-wise maximum over the 2 ranks' gradients divided by the world size"),
@@ -1304,7 +1379,7 @@ CASES = [
     Reject(checks.check_train_distributed, whole_own_block_shuffled, "in epoch 0, step 1 the ranks together read"),
     Reject(checks.check_train_distributed, whole_subset_per_rank, "only its own contiguous block of the dataset"),
     Reject(checks.check_train_distributed, whole_without_momentum, "train_one_process's optimizer has momentum=0.9"),
-    Reject(checks.check_train_distributed, whole_without_set_epoch, "its epoch never changed"),
+    Reject(checks.check_train_distributed, whole_without_set_epoch, "the epoch never changed it"),
     Reject(checks.check_train_distributed, whole_batch_per_process, "each process loaded the whole batch_size"),
     Reject(checks.check_train_distributed, whole_sampler_default_seed, "a sampler seeded with 0 + epoch"),
     Reject(checks.check_train_distributed, whole_not_shuffled, "the samples were not shuffled"),
