@@ -21,6 +21,7 @@ import copy
 import math
 import re
 from contextlib import contextmanager
+from unittest import mock
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
@@ -335,6 +336,8 @@ class Trace:
     """how many gradients backward passes accumulated into the model's parameters so far"""
     step_grads: list[tuple[int, bool]] = field(default_factory=list)
     """per optimizer step: (gradients accumulated before it, whether any gradient it applies is nonzero)"""
+    losses: list[float] = field(default_factory=list)
+    """the value of every one-number tensor that ``.backward()`` was called on, in order"""
 
     def training_forwards(self) -> list[tuple[int, int, list[str], list[str]]]:
         """The forward passes that an optimizer step followed (the training ones)."""
@@ -377,11 +380,19 @@ def traced(model: nn.Module) -> Iterator[Trace]:
     def on_accumulated(_: torch.Tensor) -> None:
         trace.backwards += 1
 
+    backward = torch.Tensor.backward
+
+    def on_backward(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        if tensor.numel() == 1:
+            trace.losses.append(float(tensor.detach()))
+        return backward(tensor, *args, **kwargs)
+
     forward_hook = torch.nn.modules.module.register_module_forward_pre_hook(on_forward)
     step_hook = register_optimizer_step_pre_hook(on_step)
     grad_hooks = [p.register_post_accumulate_grad_hook(on_accumulated) for p in model.parameters() if p.requires_grad]
     try:
-        yield trace
+        with mock.patch.object(torch.Tensor, "backward", on_backward):
+            yield trace
     finally:
         forward_hook.remove()
         step_hook.remove()
@@ -645,8 +656,8 @@ def check_small_cnn(cls: type, inputs: Sequence[tuple[int, int]] | None = None) 
                               f"{list(shape.value.shape)}; the designed convolutions give {list(designed.shape)}",
                               where="the task keeps the convolutions as designed (padding included): "
                                     "compare them with the program you were given",
-                              mistake="the convolutions were changed to fit the classifier; the task asks for the "
-                                      "classifier to fit the convolutions")
+                              mistake="model.features was changed to fit the classifier (its output is not the "
+                                      "designed shape); the task asks for the classifier to fit the designed features")
         if _differs_between_calls(model, images):
             raise failure(f"{what} runs now, but two calls on the same batch give different outputs",
                           where="look for anything in forward that is new at every call",
@@ -1010,13 +1021,19 @@ def check_fit(fn: Callable[..., list[float]], inputs: Sequence[FitCase] | None =
             if losses and right and not math.isclose(losses[0], right[0], rel_tol=1e-4):
                 ratio = losses[0] / right[0]
                 summed = math.isclose(ratio, case.batch_size, rel_tol=1e-4)
+                divisor = round(1 / ratio) if ratio > 0 else 0
+                divided = divisor > 1 and math.isclose(1 / ratio, divisor, rel_tol=1e-4)
                 raise failure(f"{losses_symptom(got, expected)}: before any step, its first loss is {ratio:.4g} "
-                              f"times the correct one (a batch holds {case.batch_size} samples)",
+                              "times the correct one"
+                              + (f" (a batch holds {case.batch_size} samples)" if summed else ""),
                               where="the first loss comes before any update: compare how the loss of one batch is "
                                     "computed with the task's cross-entropy",
                               mistake="the loss is summed over the batch instead of averaged, so each step is "
                                       f"{case.batch_size} times too large: cross_entropy averages by default "
-                                      "(reduction='mean')" if summed else None)
+                                      "(reduction='mean')" if summed else
+                                      f"each batch's loss is divided by {divisor} before backward(), so every step is "
+                                      f"{divisor} times too small: use cross_entropy's mean as it is" if divided
+                                      else None)
             optimizer = _optimizer_difference(got_trace, want_run.trace)
             if optimizer:
                 raise failure(losses_symptom(got, expected) + ", and the weights after training differ",
@@ -1323,6 +1340,7 @@ class _Run(NamedTuple):
 def _three_bug_run(fn: Callable[..., Any], case: TrainCase) -> _Run:
     order: list[int] = []
     model, train_set, test_set = _three_bug_setup(case, order)
+    model.eval()  # as a model evaluated before comes: training must switch it to training mode itself
     with traced(model) as trace:
         # task: "trains `model` in place" (its weights, buffers and mode change)
         outcome = attempt(fn, model, train_set, test_set, case.epochs, case.lr, seed=case.seed,
@@ -1369,6 +1387,10 @@ def _training_cause(got: _Run, want: _Run, case: TrainCase) -> tuple[str, str | 
                 + (": its loader shuffles. The task trains in the dataset's order (shuffle=False, the default)"
                    if shuffled else ""))
     in_eval = [(i, f) for i, f in enumerate(got.trace.training_forwards(), 1) if f[3]]
+    if in_eval and in_eval[0][0] == 1:
+        return ("which mode is the model in at each training step? (it has dropout and batch norm)",
+                f"the model was handed over in eval mode and trains with {', '.join(in_eval[0][1][3])} in it (dropout "
+                "off, batch norm frozen): call model.train() before the training loop")
     if in_eval:
         step, (_, _, _, layers) = in_eval[0]
         return ("which mode is the model in at each training step? (it has dropout and batch norm)",
@@ -1415,8 +1437,9 @@ _softmax_training = _training_on_probabilities(F.cross_entropy)
 _probability_nll_training = _training_on_probabilities(F.nll_loss)
 
 
-def _history_problem(what: str, history: Any, case: TrainCase) -> Problem | None:
-    """What is wrong with the history (one Python float per step), from what it holds."""
+def _history_problem(what: str, history: Any, case: TrainCase, losses: list[float]) -> Problem | None:
+    """What is wrong with the history (one Python float per step, the value of the loss that step's backward() ran
+    on: ``losses``, as the run recorded them), from what it holds."""
     per_epoch = math.ceil(case.n_train / 8)
     steps = case.epochs * per_epoch
     if not isinstance(history, list):
@@ -1447,7 +1470,23 @@ def _history_problem(what: str, history: Any, case: TrainCase) -> Problem | None
     if odd is not None:
         return (f"{what} returns a history of {steps} items, expected Python floats, but one is {describe(odd)}",
                 "what type is each item appended to the history?", None)
-    return None
+    if len(losses) != steps:  # backward ran another number of times: the values cannot be matched to steps
+        return None
+    off = next((i for i, (v, loss) in enumerate(zip(history, losses))
+                if not math.isclose(v, loss, rel_tol=1e-5, abs_tol=1e-7)), None)
+    if off is None:
+        return None
+    ratios = {round(v / loss, 6) for v, loss in zip(history, losses) if loss}
+    rounded = next((d for d in range(7) if all(math.isclose(v, round(loss, d), abs_tol=1e-9)
+                                                for v, loss in zip(history, losses))), None)
+    return (f"{what} returns a history whose step {off + 1} holds {history[off]:.6g}, but the loss that step's "
+            f"backward() ran on was {losses[off]:.6g}",
+            "what is appended to the history at each step: the loss the step trained on, as loss.item(), right "
+            "after its backward()",
+            f"every value is {min(ratios):g} times that step's loss: append loss.item() itself"
+            if len(ratios) == 1 and min(ratios) != 0 else
+            f"the losses are rounded to {rounded} decimals: append loss.item() itself, and round only where you "
+            "print" if rounded is not None else None)
 
 
 def _three_bug_problems(fn: Callable[..., Any], case: TrainCase) -> tuple[dict[str, Problem], Exception | None]:
@@ -1483,7 +1522,13 @@ def _three_bug_problems(fn: Callable[..., Any], case: TrainCase) -> tuple[dict[s
             where, mistake)
     # evaluation: the accuracy reported for the model as the program left it, measured in eval mode
     expected = _eval_accuracy(model, test_set)
-    if not (isinstance(accuracy, float) and same_value(accuracy, expected)):
+    held = accuracy.item() if isinstance(accuracy, torch.Tensor) and accuracy.numel() == 1 else None
+    if held is not None and math.isclose(held, expected, rel_tol=1e-6, abs_tol=1e-7):
+        problems["evaluation"] = (f"{what} reports the test accuracy as {describe(accuracy)}: the right value, "
+                                  "but a tensor; the task reports a Python float",
+                                  "look at the type of the accuracy you return",
+                                  "a tensor is not a number: .item() gives the Python float it holds")
+    elif not (isinstance(accuracy, float) and same_value(accuracy, expected)):
         shown = f"{accuracy:.4f}" if isinstance(accuracy, float) else describe(accuracy)
         in_training = [f for f in got.trace.evaluation_forwards() if f[2]]
         n = case.n_test
@@ -1504,7 +1549,7 @@ def _three_bug_problems(fn: Callable[..., Any], case: TrainCase) -> tuple[dict[s
             "the mean of the batches' accuracies weighs each batch alike, so the samples of the smaller last batch "
             "weigh more than the others: count the right predictions over all batches and divide by the number of "
             "test samples" if averaged else None)
-    history_problem = _history_problem(what, history, case)
+    history_problem = _history_problem(what, history, case, got.trace.losses)
     if history_problem is not None:
         problems["history"] = history_problem
     return problems, None

@@ -596,6 +596,29 @@ def _three_bugs(*, raw_logits: bool, item: bool, eval_mode: bool, history_value=
     return train_and_evaluate
 
 
+def three_bugs_never_train_mode(model, train_set, test_set, epochs, lr):
+    """Wrong: the three bugs fixed, and model.train() left out (the model may come in eval mode)."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    history = []
+    for _ in range(epochs):
+        for inputs, targets in DataLoader(train_set, batch_size=8):
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            history.append(loss.item())
+    model.eval()
+    with torch.no_grad():
+        correct = sum((model(x).argmax(dim=1) == y).sum().item() for x, y in DataLoader(test_set, batch_size=64))
+    return history, correct / len(test_set)
+
+
+HISTORY_SCALED = _three_bugs(raw_logits=True, item=True, eval_mode=True, history_value=lambda loss: loss.item() * 8)
+HISTORY_ROUNDED = _three_bugs(raw_logits=True, item=True, eval_mode=True,
+                              history_value=lambda loss: round(loss.item(), 2))
+HISTORY_ZEROS = _three_bugs(raw_logits=True, item=True, eval_mode=True, history_value=lambda loss: 0.0)
+
+
 def three_bugs_whole_test_set(model, train_set, test_set, epochs, lr):
     """Correct: a loader with keyword arguments, float(loss), the test set in one tensor."""
     optimizer = torch.optim.SGD(lr=lr, params=model.parameters())
@@ -865,6 +888,29 @@ def fit_summed(model, loader, epochs, lr):
     return losses
 
 
+def fit_divided_by_batches(model, loader, epochs, lr):
+    """Divides each batch's loss by the number of batches."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    model.train()
+    losses = []
+    for _ in range(epochs):
+        for inputs, targets in loader:
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(inputs), targets) / len(loader)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+    return losses
+
+
+def three_bugs_accuracy_tensor(model, train_set, test_set, epochs, lr):
+    """Wrong: the evaluation returns the right accuracy as a tensor."""
+    history, _ = FIXED(model, train_set, test_set, epochs, lr)
+    x, y = test_set.tensors
+    with torch.no_grad():
+        return history, (model(x).argmax(dim=1) == y).float().mean()
+
+
 def fit_no_step(model, loader, epochs, lr):
     """Computes the gradients and never steps."""
     torch.optim.SGD(model.parameters(), lr=lr)
@@ -1001,6 +1047,7 @@ CASES = [
     Reject(checks.check_fit, checks._zero_grad_late, "zero_grad() runs between backward() and step()"),
     Reject(checks.check_fit, checks._no_zero_grad, "the gradients are never zeroed"),
     Reject(checks.check_fit, fit_logs_tensors, "expected a list of Python floats"),
+    Reject(checks.check_fit, fit_divided_by_batches, "each batch's loss is divided by"),
     Reject(checks.check_fit, fit_adam, "its steps are taken by Adam, where the task's loop steps SGD(lr=0.1)"),
     Reject(checks.check_fit, fit_weight_decay, "its SGD steps with weight_decay=0.01 (the task's: 0)"),
 
@@ -1056,6 +1103,16 @@ CASES = [
     Reject(check_history, three_bugs_epoch_means, "a history of 5 items, expected 30 (one per step"),
     Reject(check_history, three_bugs_epoch_means, "the append runs after the batch loop"),
     Accept(check_training, three_bugs_epoch_means),
+    Reject(check_history, HISTORY_SCALED, "every value is 8 times that step's loss"),
+    Reject(check_evaluation, three_bugs_accuracy_tensor, "the right value, but a tensor"),
+    Accept(check_training, three_bugs_accuracy_tensor),
+    Reject(check_history, HISTORY_ROUNDED, "the losses are rounded to 2 decimals"),
+    Reject(check_history, HISTORY_ZEROS, "step 1 holds 0, but the loss that step's backward() ran on was"),
+    *[Accept(check_part, answer) for check_part in (check_training, check_evaluation)
+      for answer in (HISTORY_SCALED, HISTORY_ROUNDED)],
+    Reject(check_training, three_bugs_never_train_mode, "the model was handed over in eval mode"),
+    Accept(check_history, three_bugs_never_train_mode),
+    Accept(check_evaluation, three_bugs_never_train_mode),
     Reject(check_training, three_bugs_random_sampler, "its loader shuffles"),
     Reject(check_training, three_bugs_validates_every_epoch,
            "from training step 7 on, the model trains with 1 (BatchNorm1d), 3 (Dropout) in eval mode"),
