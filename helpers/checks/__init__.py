@@ -331,6 +331,9 @@ _WHERE_RAISED = (
     (("shape", "size of tensor", "dimension", "mat1 and mat2", "expand", "broadcast"),
      "look at the line that raised (listed below the message in a notebook): print the .shape of each tensor on it "
      "and compare them with what that operation needs"),
+    (("could not infer output dtype",),
+     "look at the line that raised: an operation on it (mean() is one) needs a floating-point tensor; convert the "
+     "bool or integer one with .float() first"),
     (("dtype", "scalar type", "not implemented for"),
      "look at the line that raised and print the .dtype of each tensor on it: two of them do not go together"),
     (("device", "cuda", "mps"),

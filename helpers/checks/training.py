@@ -756,7 +756,7 @@ NO_CLIPPING = 1e9  # clip_grad_norm_ then multiplies by exactly 1.0
 
 
 def _fit_variant(clip: str = "norm", fixed_norm: float | None = None, scheduler_first: bool = False,
-                 per_epoch: bool = False, plain_loss: bool = False) -> Callable[..., list[float]]:
+                 per_epoch: bool = False, plain_loss: bool = False, zero_grad: bool = True) -> Callable[..., list[float]]:
     def run(model, loader, loss_fn, optimizer, scheduler, device, epochs=1, max_norm=1.0):
         if plain_loss:
             loss_fn = nn.functional.cross_entropy
@@ -765,7 +765,8 @@ def _fit_variant(clip: str = "norm", fixed_norm: float | None = None, scheduler_
         for _ in range(epochs):
             for inputs, targets in loader:
                 inputs, targets = inputs.to(device), targets.to(device)
-                optimizer.zero_grad()
+                if zero_grad:
+                    optimizer.zero_grad()
                 loss = loss_fn(model(inputs), targets)
                 loss.backward()
                 if clip == "norm":
@@ -866,8 +867,18 @@ def check_fit_schedule(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
             expect(not same_value(got, own_loss), symptom, where="look at which function computes each batch's loss",
                    mistake="you computed a plain cross-entropy instead of calling the loss_fn you were given (here "
                            "a CrossEntropyLoss with label smoothing); use loss_fn(logits, targets)")
-            raise CheckError(symptom, where="look at the order of the calls for each batch")
+            forgot = _forgot_zero_grad(lambda: _run_fit(_fit_variant(zero_grad=False), fit_case, one_cycle=True,
+                                                        clip=False)[1])
+            raise CheckError(symptom, where=forgot.where if forgot.explains(got) else
+                             "look at the order of the calls for each batch",
+                             mistake=forgot.message if forgot.explains(got) else None)
     passed("fit (learning-rate schedule)", len(inputs))
+
+
+def _forgot_zero_grad(twin: Callable[[], Any]) -> Mistake:
+    return Mistake("you forgot optimizer.zero_grad(): backward() adds to .grad, so every update also carried all the "
+                   "earlier batches' gradients; clear them at the start of every batch",
+                   twin, where="look at what happens to the gradients between one batch and the next")
 
 
 def check_fit_clipping(fn: Callable[..., list[float]], inputs: Sequence[FitCase] | None = None) -> None:
@@ -894,6 +905,7 @@ def check_fit_clipping(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
                     "as one vector) is at most max_norm: pass model.parameters() in one call",
                     lambda: twin(_fit_variant(clip="each")),
                     where="look at the arguments of your clipping call"),
+            _forgot_zero_grad(lambda: twin(_fit_variant(zero_grad=False))),
         ]
         if not same_value(got, want):
             mistake = next((m for m in mistakes if m.explains(got)), None)

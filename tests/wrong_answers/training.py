@@ -606,6 +606,11 @@ def accuracy_float_of_tensor(logits, targets):
     return float((logits.argmax(dim=1) == targets).float().mean())
 
 
+def accuracy_mean_of_bools(logits, targets):
+    # Wrong: mean() of a bool tensor raises
+    return (logits.argmax(dim=1) == targets).mean().item()
+
+
 def epoch_model_zero_grad_and_keywords(model, loader, loss_fn, optimizer, device):
     model.train()
     total = 0.0
@@ -727,6 +732,22 @@ def _fit_with(model, loader, loss_fn, optimizer, scheduler, device, epochs, clip
             optimizer.zero_grad()
             scheduler.step()
             history.append(float(loss))
+    return history
+
+
+def fit_without_zero_grad(model, loader, loss_fn, optimizer, scheduler, device, epochs=1, max_norm=1.0):
+    # Wrong: the gradients are never cleared
+    model.train()
+    history = []
+    for _ in range(epochs):
+        for inputs, targets in loader:
+            inputs, targets = inputs.to(device), targets.to(device)
+            loss = loss_fn(model(inputs), targets)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            optimizer.step()
+            scheduler.step()
+            history.append(loss.item())
     return history
 
 
@@ -933,6 +954,9 @@ ISSUE_18_CASES = [
     Accept(checks.check_accuracy, accuracy_count_over_numel),
     Accept(checks.check_accuracy, accuracy_max_double),
     Accept(checks.check_accuracy, accuracy_float_of_tensor),
+    Reject(checks.check_accuracy, accuracy_mean_of_bools, "convert the bool or integer one with .float() first"),
+    Reject(checks.check_fit_clipping, fit_without_zero_grad, "you forgot optimizer.zero_grad()"),
+    Reject(checks.check_fit_schedule, fit_without_zero_grad, "you forgot optimizer.zero_grad()"),
     *[Accept(check, answer) for check in (checks.check_train_one_epoch_updates, checks.check_train_one_epoch_loss,
                                            checks.check_train_one_epoch)
       for answer in (epoch_model_zero_grad_and_keywords, epoch_zero_grad_at_end_with_print, epoch_float_of_loss)],
