@@ -756,6 +756,9 @@ def _expect_mode_kept_in_eval(fn: Callable, model: nn.Module, dataset: Dataset, 
     expect_close(got, expected, what=what)
 
 
+_MODE_LAYERS = (nn.modules.batchnorm._BatchNorm, nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout)
+
+
 def check_accuracy_on(fn: Callable, inputs: Sequence[tuple[int, int, int]] | None = None) -> None:
     """``fn(model, dataset, batch_size)``: the fraction correct, predicted in eval mode, without gradient tracking.
 
@@ -774,8 +777,9 @@ def check_accuracy_on(fn: Callable, inputs: Sequence[tuple[int, int, int]] | Non
 
         def note(module: nn.Module, args: tuple, output: Any) -> None:
             sizes.append(len(args[0]) if args else 0)
-            seen.append((torch.is_grad_enabled(), [f"{name or 'the model'} ({type(m).__name__})"
-                                                   for name, m in module.named_modules() if m.training]))
+            # the layers whose behaviour the mode changes, as the learner's message names them
+            seen.append((torch.is_grad_enabled(), [f"{name} ({type(m).__name__})" for name, m in module.named_modules()
+                                                   if m.training and isinstance(m, _MODE_LAYERS)]))
 
         model.register_forward_hook(note)
         what = f"accuracy_on(model in training mode, dataset of {n}, batch_size={batch_size})"
@@ -791,8 +795,11 @@ def check_accuracy_on(fn: Callable, inputs: Sequence[tuple[int, int, int]] | Non
                 raise
         training = next((names for _, names in seen if names), None)
         if training:
+            kinds = [effect for kind, effect in (("Norm", "batch norm used each batch's own statistics"),
+                                                 ("Dropout", "dropout dropped values"))
+                     if any(kind in layer for layer in training)]
             raise CheckError(f"{what}: the model predicted with {', '.join(training[:3])} in training mode "
-                             f"(batch norm used each batch's own statistics, dropout dropped values), and returned {got!r} "
+                             f"({', '.join(kinds)}), and returned {got!r} "
                              f"where eval mode gives {expected!r}",
                              where="look at the mode the model is in when it predicts",
                              mistake="call model.eval() before predicting: batch norm and dropout behave differently "
