@@ -482,7 +482,9 @@ def call_unchanged(fn: Callable[..., Any], *args: Any, allow: Allow = Allow(), *
 def _labelled(fn: Callable[..., Any], args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
     """Each argument with the name the learner's function gives it (`x`), else its position."""
     try:
-        positional = list(inspect.signature(fn).bind_partial(*args, **kwargs).arguments.items())
+        # a module is called as model(x), which runs its forward: the names are forward's
+        named = fn.forward if isinstance(fn, torch.nn.Module) else fn
+        positional = list(inspect.signature(named).bind_partial(*args, **kwargs).arguments.items())
         if len(positional) == len(args) + len(kwargs) and all(
                 v is a for (_, v), a in zip(positional, list(args) + list(kwargs.values()))):
             return [(f"`{param}`", value) for param, value in positional]

@@ -831,10 +831,15 @@ def _expect_same_parameters(model: nn.Module, originals: dict[str, nn.Parameter]
                              where=f"look at what init_weights does to layer '{layer}' besides its values")
 
 
+def _single_layer() -> nn.Module:
+    return nn.Linear(6, 3)
+
+
 def check_init_weights(fn: Callable[[nn.Module], None], inputs: Sequence[ModelFactory] | None = None) -> None:
     """``model.apply(fn)`` must give Kaiming-normal Conv2d/Linear weights, zero biases, other layers untouched."""
     inputs = inputs if inputs is not None else [_init_model, ref.LeNet]
-    for seed, factory in enumerate(inputs):
+    # and a layer on its own: layer.apply(fn) calls fn on the layer itself, which must initialise it
+    for seed, factory in enumerate([*inputs, _single_layer]):
         model = _off_default(_seeded(factory, seed), seed)
         kind = type(model).__name__
         before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -879,7 +884,8 @@ def check_init_weights(fn: Callable[[nn.Module], None], inputs: Sequence[ModelFa
                                      mistake="your init ignores the biases: set them to zero with "
                                              "nn.init.zeros_(m.bias)" if not changed else None)
                 if kind_of == "weight" and not changed:
-                    raise CheckError(f"{what}: the {type(module).__name__} layer '{layer}' kept its default weights",
+                    raise CheckError(f"{what}: the {type(module).__name__} layer "
+                                     f"{repr(layer) if layer else 'itself'} kept its default weights",
                                      where="look at the condition that picks the modules init_weights changes",
                                      mistake="initialise every nn.Conv2d and nn.Linear "
                                              "(isinstance(m, (nn.Conv2d, nn.Linear)))")
@@ -982,17 +988,33 @@ def _default_loss_inputs() -> list[LossInput]:
     ]
 
 
+def _as_output(logits: torch.Tensor) -> torch.Tensor:
+    """``logits`` as a model's output is: inside an autograd graph (not a leaf), so the loss must pass gradients on."""
+    return logits.detach().clone().requires_grad_().clone()
+
+
+def _expect_differentiable(got: Any, what: str) -> None:
+    """A loss of logits that require grad requires grad too: backward() must reach the model through it."""
+    expect(not isinstance(got, torch.Tensor) or got.requires_grad,
+           f"{what}: the loss has the right values but does not require grad, though the logits do: backward() could "
+           "not reach the model through it",
+           where="look for torch.no_grad(), .detach(), .item() or a tensor rebuilt from values (torch.tensor(...)) "
+                 "between the logits and the loss")
+
+
 def _check_loss_calls(fn: Callable, cases: Sequence[tuple[torch.Tensor, torch.Tensor, float, str]]) -> None:
     for logits, targets, smoothing, reduction in cases:
+        logits = _as_output(logits)
         try:
             got = call(fn, logits, targets, smoothing=smoothing, reduction=reduction)
         except CheckError as error:
             _explain_missing_class(error, logits, targets)
             raise
-        expect_tensor(got, ref.label_smoothing_cross_entropy(logits, targets, smoothing, reduction),
-                      what=(f"label_smoothing_cross_entropy(logits {list(logits.shape)}, targets {list(targets.shape)}, "
-                            f"smoothing={smoothing}, reduction='{reduction}')"),
-                      mistakes=_smoothing_mistakes(logits, targets, smoothing, reduction))
+        what = (f"label_smoothing_cross_entropy(logits {list(logits.shape)}, targets {list(targets.shape)}, "
+                f"smoothing={smoothing}, reduction='{reduction}')")
+        expect_tensor(got, ref.label_smoothing_cross_entropy(logits, targets, smoothing, reduction), what=what,
+                      mistakes=_smoothing_mistakes(logits.detach(), targets, smoothing, reduction))
+        _expect_differentiable(got, what)
 
 
 def _explain_missing_class(error: CheckError, logits: torch.Tensor, targets: torch.Tensor) -> None:
@@ -1045,7 +1067,7 @@ def _reused_loss(logits: torch.Tensor, targets: torch.Tensor) -> Callable:
 def check_label_smoothing_loss(cls: Any, inputs: Sequence[tuple[float, str]] | None = None) -> None:
     """The nn.Module version: configured in __init__, called as loss_fn(logits, targets)."""
     inputs = inputs if inputs is not None else [(0.1, "mean"), (0.3, "sum")]
-    logits, targets = _randn(4, 3, seed=12), torch.tensor([2, 0, 1, 2])
+    logits, targets = _as_output(_randn(4, 3, seed=12)), torch.tensor([2, 0, 1, 2])
     # All instances first: settings kept on the class instead of on self show as instances that share them.
     losses = [_build(cls, "LabelSmoothingLoss", smoothing=smoothing, reduction=reduction)
               for smoothing, reduction in inputs]
@@ -1109,8 +1131,19 @@ def check_label_smoothing_loss(cls: Any, inputs: Sequence[tuple[float, str]] | N
                         lambda: ref.label_smoothing_cross_entropy(logits, targets, 0.1, "mean")
                         if smoothing != 0.1 and reduction != "mean" else _not_this_mistake(),
                         where="look at the call in forward: which of self's settings it passes"),
-                *_smoothing_mistakes(logits, targets, smoothing, reduction),
+                *_smoothing_mistakes(logits.detach(), targets, smoothing, reduction),
             ])
+        _expect_differentiable(got, f"LabelSmoothingLoss(smoothing={smoothing}, reduction='{reduction}')(logits, "
+                                    "targets)")
+    # huge logits, as an untrained model can give: softmax underflows to 0 there, and log(0) is -inf
+    big, big_targets = _as_output(_randn(5, 10, seed=11) * 100), torch.tensor([9, 0, 4, 4, 7])
+    smoothing, reduction = inputs[0]
+    with substitute(cls, label_smoothing_cross_entropy=_reused_loss(big, big_targets)):
+        got = call(losses[0], big, big_targets)
+    expect_tensor(got, ref.label_smoothing_cross_entropy(big, big_targets, smoothing, reduction),
+                  what=f"LabelSmoothingLoss(smoothing={smoothing}, reduction='{reduction}')(logits of shape [5, 10] "
+                       "with values in the hundreds, targets)",
+                  mistakes=_smoothing_mistakes(big.detach(), big_targets, smoothing, reduction))
     for smoothing, reduction in inputs:
         _expect_positional_settings(cls, smoothing, reduction, logits, targets)
     passed("LabelSmoothingLoss", len(inputs))
@@ -1362,8 +1395,9 @@ def check_sequential_version(fn: Callable[[], nn.Sequential], inputs: Sequence[t
 # --- exercise 8: predict -------------------------------------------------------------------------
 
 def _dropout_mlp() -> nn.Module:
-    return nn.Sequential(nn.Flatten(), nn.Linear(28 * 28, 64), nn.BatchNorm1d(64), nn.ReLU(),
-                         nn.Dropout(0.5), nn.Linear(64, 10))
+    """Blocks inside the model: its dropout and batch norm are grandchildren, which eval mode must reach too."""
+    return nn.Sequential(nn.Flatten(), nn.Sequential(nn.Linear(28 * 28, 64), nn.BatchNorm1d(64), nn.ReLU()),
+                         nn.Sequential(nn.Dropout(0.5), nn.Linear(64, 10)))
 
 
 def _dropout_cnn() -> nn.Module:

@@ -681,6 +681,67 @@ class LossOwnMath(nn.Module):
         return smoothing_one_hot(logits, targets, smoothing=self.eps, reduction=self.how)
 
 
+class LossWithoutGradient(nn.Module):
+    """Wrong: the loss is computed under torch.no_grad(), so backward() cannot reach the model."""
+
+    def __init__(self, smoothing=0.1, reduction="mean"):
+        super().__init__()
+        self.smoothing, self.reduction = smoothing, reduction
+
+    def forward(self, logits, targets):
+        with torch.no_grad():
+            return F.cross_entropy(logits, targets, label_smoothing=self.smoothing, reduction=self.reduction)
+
+
+class LossLogOfSoftmax(nn.Module):
+    """Wrong: log(softmax(x)) is -inf where softmax underflows (huge logits)."""
+
+    def __init__(self, smoothing=0.1, reduction="mean"):
+        super().__init__()
+        self.smoothing, self.reduction = smoothing, reduction
+
+    def forward(self, logits, targets):
+        log_probs = torch.log(torch.softmax(logits, dim=1))
+        per_sample = -(1 - self.smoothing) * log_probs.gather(1, targets.unsqueeze(1)).squeeze(1) \
+            - self.smoothing * log_probs.mean(dim=1)
+        return per_sample.mean() if self.reduction == "mean" else per_sample.sum()
+
+
+class LossShiftsInPlace(nn.Module):
+    """Wrong: shifts the caller's logits in place "for stability"."""
+
+    def __init__(self, smoothing=0.1, reduction="mean"):
+        super().__init__()
+        self.smoothing, self.reduction = smoothing, reduction
+
+    def forward(self, logits, targets):
+        logits -= logits.max(dim=1, keepdim=True).values
+        return F.cross_entropy(logits, targets, label_smoothing=self.smoothing, reduction=self.reduction)
+
+
+def smoothing_detached(logits, targets, smoothing=0.1, reduction="mean"):
+    # Wrong: computed on detached logits, so the loss is cut off from the model
+    return ref.label_smoothing_cross_entropy(logits.detach(), targets, smoothing, reduction)
+
+
+def init_children_only(module):
+    # Wrong: initialises the layers among the module's children, never the module itself (a bare layer is left as it was)
+    for child in module.children():
+        if isinstance(child, (nn.Conv2d, nn.Linear)):
+            nn.init.kaiming_normal_(child.weight)
+            if child.bias is not None:
+                nn.init.zeros_(child.bias)
+
+
+def predict_children_eval(model, images):
+    # Wrong: the model and its direct children only; layers nested deeper stay in training mode
+    model.training = False
+    for child in model.children():
+        child.training = False
+    with torch.no_grad():
+        return model(images).argmax(dim=1)
+
+
 class LossFunctional(nn.Module):
     """Correct: the settings as a dict, passed on to F.cross_entropy."""
 
@@ -787,6 +848,13 @@ ALTERNATIVES = [
     Accept(checks.check_label_smoothing_loss, LossOwnMath),
     Accept(checks.check_label_smoothing_loss, LossFunctional),
     Reject(checks.check_label_smoothing_loss, LossKeywordOnly, "makes the settings keyword-only"),
+    Reject(checks.check_label_smoothing_loss, LossWithoutGradient, "does not require grad, though the logits do"),
+    Reject(checks.check_label_smoothing_loss, LossLogOfSoftmax, "with values in the hundreds"),
+    Reject(checks.check_label_smoothing_loss, LossShiftsInPlace, "changed the tensor it was given as `logits`"),
+    Reject(checks.check_label_smoothing_cross_entropy, smoothing_detached, "does not require grad, though the logits do"),
+    Reject(checks.check_label_smoothing_reductions, smoothing_detached, "does not require grad, though the logits do"),
+    Reject(checks.check_predict, predict_children_eval, "were in training mode"),
+    Reject(checks.check_init_weights, init_children_only, "the Linear layer itself kept its default weights"),
     Reject(checks.check_label_smoothing_loss, LossReductionFirst, "Keep the task's order, smoothing first"),
     Accept(checks.check_sequential_version, sequential_ordered_dict),
     Accept(checks.check_sequential_version, sequential_appended),
