@@ -768,6 +768,7 @@ def _factor_name(factor: float, given: torch.Tensor | None, reduces: bool = True
 def _diagnose_values(got: torch.Tensor, expected: torch.Tensor, given: torch.Tensor | None,
                      atol: float, rtol: float) -> str | None:
     """What is true of ``got`` compared with ``expected`` (same shape and dtype), or None."""
+    got, expected = got.detach(), expected.detach()  # values only: reading them must not warn about a graph
     if got.numel() == 0:
         return None
     bad = ~torch.isfinite(got.double()) & torch.isfinite(expected.double())
