@@ -118,7 +118,12 @@ def check_points_dataset(cls: type, inputs: Sequence[tuple[list, list]] | None =
                                    "accepts",
                              mistake=("__len__ counts one too many, so dataset[n] would raise IndexError"
                                       if got_n == n + 1 else
+                                      "__len__ counts one too few, so the last sample is never read"
+                                      if got_n == n - 1 and got_n != n_features else
                                       "that is the number of features per sample: count samples (the labels)"
+                                      if got_n == n_features and got_n != n - 1 else
+                                      f"that is both the number of features per sample and one less than the number "
+                                      f"of samples: count the samples (the labels), all {n} of them"
                                       if got_n == n_features else None))
         for i in range(n):
             item = _item(dataset, i, n, "dataset")
@@ -901,9 +906,13 @@ def check_split_train_val(fn: Callable[[Dataset, float, int], tuple[Subset, Subs
                                      "clock); make it with torch.Generator().manual_seed(seed)")
         other = call(fn, dataset, fraction, seed + 1)
         if _indices(other[0]) == _indices(train):
+            in_order = sorted(_indices(train)) == _indices(train) and sorted(_indices(val)) == _indices(val)
             raise CheckError(f"{shown} and seed={seed + 1} give the same split; a different seed should give a "
-                             "different one", where="look at where the seed argument is used",
-                             mistake="your code ignores the seed argument: seed the generator with it")
+                             "different one" + ("; both keep the dataset's order" if in_order else ""),
+                             where="look at where the seed argument is used",
+                             mistake="nothing shuffles the items: a random split draws them in an order made by a "
+                                     "generator seeded with seed (random_split(..., generator=...))" if in_order else
+                                     "your code ignores the seed argument: seed the generator with it")
         want_train, want_val = ref.split_train_val(dataset, fraction, seed)
         if _indices(train) != _indices(want_train) or _indices(val) != _indices(want_val):
             swapped = torch.utils.data.random_split(dataset, [n_val, n - n_val], generator=_gen(seed))

@@ -27,6 +27,11 @@ class PointsLenColumns(ref.PointsDataset):
         return self.features.shape[1]
 
 
+class PointsLenMinusOne(ref.PointsDataset):
+    def __len__(self):
+        return len(self.labels) - 1
+
+
 class PointsNotConverted(Dataset):
     def __init__(self, features, labels):
         self.features, self.labels = features, labels
@@ -265,6 +270,13 @@ def split_global_seed(dataset, val_fraction, seed):
     n_val = int(len(dataset) * val_fraction)
     train, val = random_split(dataset, [len(dataset) - n_val, n_val])
     return train, val
+
+
+def split_in_order(dataset, val_fraction, seed):
+    # Wrong: no shuffle at all, the first items train and the last ones validate
+    n_val = int(len(dataset) * val_fraction)
+    n = len(dataset)
+    return Subset(dataset, list(range(n - n_val))), Subset(dataset, list(range(n - n_val, n)))
 
 
 def split_swapped(dataset, val_fraction, seed):
@@ -806,6 +818,7 @@ CASES = [
     Accept(checks.check_points_dataset, ref.PointsDataset),
     Reject(checks.check_points_dataset, PointsLenOneTooMany, "counts one too many"),
     Reject(checks.check_points_dataset, PointsLenColumns, "number of features per sample"),
+    Reject(checks.check_points_dataset, PointsLenMinusOne, "one less than the number of samples"),
     Reject(checks.check_points_dataset, PointsNotConverted, "forgot to convert the lists to tensors"),
     Reject(checks.check_points_dataset, PointsDefaultDtype, "features are int64"),
     Reject(checks.check_points_dataset, PointsSwapped, "is (label, features)"),
@@ -845,6 +858,7 @@ CASES = [
     Reject(checks.check_mean_std, mean_std_not_written, "not written yet"),
     Accept(checks.check_split_train_val, ref.split_train_val),
     Reject(checks.check_split_train_val, split_unseeded, "used the global random generator of torch"),
+    Reject(checks.check_split_train_val, split_in_order, "nothing shuffles the items"),
     Reject(checks.check_split_train_val, split_global_seed, "reset a global random generator (torch.manual_seed(0))"),
     Reject(checks.check_split_train_val, split_swapped, "returned (validation, training)"),
     Reject(checks.check_split_train_val, split_fixed_seed, "ignores the seed argument"),
