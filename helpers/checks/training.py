@@ -77,6 +77,7 @@ class Forward(NamedTuple):
 
     modes: dict[str, bool]
     grad: bool
+    inputs: torch.Tensor | None = None  # a copy of what the forward was given (its first argument)
 
     @property
     def training(self) -> bool:
@@ -99,7 +100,8 @@ def _record_forward(model: nn.Module) -> list[Forward]:
     seen: list[Forward] = []
 
     def record(module: nn.Module, args: Any, out: Any) -> None:  # returns None: keeps the output
-        seen.append(Forward({name: m.training for name, m in module.named_modules()}, torch.is_grad_enabled()))
+        given = args[0].detach().clone() if args and isinstance(args[0], torch.Tensor) else None
+        seen.append(Forward({name: m.training for name, m in module.named_modules()}, torch.is_grad_enabled(), given))
 
     model.register_forward_hook(record)
     return seen
@@ -479,7 +481,8 @@ def check_train_one_epoch_updates(fn: Callable[..., float], inputs: Sequence[Cas
                f"{what}: the forward pass ran without gradient tracking; training needs gradients",
                where="look at what surrounds the forward pass: a torch.no_grad() or inference_mode() block?")
         got_rng = _LAST_RNG[0]
-        want = ref_state = _run_epoch(ref.train_one_epoch, case, dropout=True, start_in_eval=True)[1]
+        _, want, want_seen = _run_epoch(ref.train_one_epoch, case, dropout=True, start_in_eval=True)
+        ref_state = want
         _expect_rng_as_reference(got_rng, _LAST_RNG[0], what)
         mistakes = [
             Mistake("you forgot optimizer.zero_grad(): gradients accumulated across steps, so every update "
@@ -497,6 +500,16 @@ def check_train_one_epoch_updates(fn: Callable[..., float], inputs: Sequence[Cas
         ]
         if not same_value(got, want):
             mistake = next((m for m in mistakes if m.explains(got)), None)
+            altered = next((i for i, (a, b) in enumerate(zip(seen, want_seen)) if a.inputs is not None
+                            and b.inputs is not None and a.inputs.shape == b.inputs.shape
+                            and not torch.equal(a.inputs.as_subclass(torch.Tensor), b.inputs.as_subclass(torch.Tensor))),
+                           None)
+            if mistake is None and altered is not None:
+                raise CheckError(f"{what}: after one epoch your parameters differ from the reference's: forward pass "
+                                 f"{altered + 1} was given other values than the loader's batch",
+                                 where="look at what happens to each batch between the loader and model(inputs)",
+                                 mistake="the task trains on the batches as the loader gives them: leave their values "
+                                         "alone (no normalising or other change in your function)")
             raise CheckError(f"{what}: after one epoch your parameters differ from the reference's "
                              f"(first in '{_first_difference(got, ref_state)}')",
                              where="look at what happens to .grad between batches, and at the order of the "

@@ -98,6 +98,22 @@ def epoch_no_zero_grad(model, loader, loss_fn, optimizer, device):
     return total / count
 
 
+def epoch_standardises_batches(model, loader, loss_fn, optimizer, device):
+    # Wrong: standardises every batch "to help training", so the model trains on other values
+    model.train()
+    total, count = 0.0, 0
+    for inputs, targets in loader:
+        inputs, targets = inputs.to(device), targets.to(device)
+        inputs = (inputs - inputs.mean()) / inputs.std()
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * len(targets)
+        count += len(targets)
+    return total / count
+
+
 def epoch_no_train_mode(model, loader, loss_fn, optimizer, device):
     total, count = 0.0, 0
     for inputs, targets in loader:
@@ -513,6 +529,8 @@ CASES = [
     Reject(checks.check_accuracy, accuracy_tensor, "return a Python float"),
     Accept(checks.check_train_one_epoch_updates, ref.train_one_epoch),
     Reject(checks.check_train_one_epoch_updates, epoch_no_zero_grad, "you forgot optimizer.zero_grad()"),
+    Reject(checks.check_train_one_epoch_updates, epoch_standardises_batches,
+           "forward pass 1 was given other values than the loader's batch"),
     Reject(checks.check_train_one_epoch_updates, epoch_no_train_mode, "you forgot model.train()"),
     Reject(checks.check_train_one_epoch_updates, epoch_zero_grad_before_step, "did not change"),
     Accept(checks.check_train_one_epoch_loss, ref.train_one_epoch),
