@@ -835,11 +835,16 @@ def _single_layer() -> nn.Module:
     return nn.Linear(6, 3)
 
 
+def _embedding() -> nn.Module:
+    return nn.Embedding(12, 5)
+
+
 def check_init_weights(fn: Callable[[nn.Module], None], inputs: Sequence[ModelFactory] | None = None) -> None:
     """``model.apply(fn)`` must give Kaiming-normal Conv2d/Linear weights, zero biases, other layers untouched."""
     inputs = inputs if inputs is not None else [_init_model, ref.LeNet]
-    # and a layer on its own: layer.apply(fn) calls fn on the layer itself, which must initialise it
-    for seed, factory in enumerate([*inputs, _single_layer]):
+    # and a layer on its own: layer.apply(fn) calls fn on the layer itself, which must initialise it; and a layer
+    # with a weight that is neither (an embedding), which must stay as it was
+    for seed, factory in enumerate([*inputs, _single_layer, _embedding]):
         model = _off_default(_seeded(factory, seed), seed)
         kind = type(model).__name__
         before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -890,10 +895,12 @@ def check_init_weights(fn: Callable[[nn.Module], None], inputs: Sequence[ModelFa
                                      mistake="initialise every nn.Conv2d and nn.Linear "
                                              "(isinstance(m, (nn.Conv2d, nn.Linear)))")
             elif changed and kind_of in dict(module.named_parameters(recurse=False)):
-                raise CheckError(f"{what}: you changed '{key}' of a {type(module).__name__}",
+                raise CheckError(f"{what}: you changed '{key}' of an nn.{type(module).__name__}",
                                  where="look at the condition that picks the modules init_weights changes",
-                                 mistake="only Conv2d and Linear layers should be re-initialised (a BatchNorm starts "
-                                         "with weight 1 and bias 0)")
+                                 mistake="only Conv2d and Linear layers should be re-initialised "
+                                         + ("(a BatchNorm starts with weight 1 and bias 0)" if isinstance(module, _BN_TYPES)
+                                            else "(pick them by their type, isinstance(m, (nn.Conv2d, nn.Linear)), "
+                                                 "not by having a weight)"))
             elif changed and kind_of in dict(module.named_buffers(recurse=False)):
                 raise CheckError(f"{what}: the buffer '{key}' of a {type(module).__name__} changed; expected every "
                                  "module other than Conv2d and Linear left exactly as it was, buffers included",

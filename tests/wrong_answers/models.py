@@ -733,6 +733,15 @@ def init_children_only(module):
                 nn.init.zeros_(child.bias)
 
 
+def init_any_matrix_weight(module):
+    # Wrong: picks modules by having a weight of 2 or more dims, which an nn.Embedding has too
+    weight = getattr(module, "weight", None)
+    if isinstance(weight, torch.Tensor) and weight.dim() >= 2:
+        nn.init.kaiming_normal_(weight)
+        if getattr(module, "bias", None) is not None:
+            nn.init.zeros_(module.bias)
+
+
 def predict_children_eval(model, images):
     # Wrong: the model and its direct children only; layers nested deeper stay in training mode
     model.training = False
@@ -855,6 +864,7 @@ ALTERNATIVES = [
     Reject(checks.check_label_smoothing_reductions, smoothing_detached, "does not require grad, though the logits do"),
     Reject(checks.check_predict, predict_children_eval, "were in training mode"),
     Reject(checks.check_init_weights, init_children_only, "the Linear layer itself kept its default weights"),
+    Reject(checks.check_init_weights, init_any_matrix_weight, "you changed 'weight' of an nn.Embedding"),
     Reject(checks.check_label_smoothing_loss, LossReductionFirst, "Keep the task's order, smoothing first"),
     Accept(checks.check_sequential_version, sequential_ordered_dict),
     Accept(checks.check_sequential_version, sequential_appended),
@@ -1371,8 +1381,8 @@ def init_resets_statistics(m):
 
 
 CASES += [
-    Reject(checks.check_init_weights, init_every_bias, "you changed '1.bias' of a BatchNorm2d"),
-    Reject(checks.check_init_weights, init_resets_the_rest, "you changed '1.weight' of a BatchNorm2d"),
+    Reject(checks.check_init_weights, init_every_bias, "you changed '1.bias' of an nn.BatchNorm2d"),
+    Reject(checks.check_init_weights, init_resets_the_rest, "you changed '1.weight' of an nn.BatchNorm2d"),
     Reject(checks.check_init_weights, init_resets_statistics, "the buffer '1.running_mean' of a BatchNorm2d changed"),
 ]
 
