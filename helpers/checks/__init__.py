@@ -919,6 +919,10 @@ def expect_close(
             words = _factor_name(number / expected, given)
             if "sign" in words or " is the size" in words or "number of elements" in words:
                 cause = words.replace("every value is", "it is").replace("every value has", "it has")
+        if type(number) is int and math.isfinite(expected) and expected != int(expected) \
+                and number in (math.floor(expected), math.trunc(expected)):
+            cause = ("yours is a whole number, the expected one rounded down: an integer division (//) or an int() "
+                     "on the way drops the fraction; divide with /")
         raise CheckError(f"{what} should be {expected:.6g}, but yours is {number:.6g}",
                          where=where or WHERE_VALUES, mistake=found.message if found else cause)
     if isinstance(got, torch.Tensor) and not number_or_tensor:

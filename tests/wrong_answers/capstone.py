@@ -465,6 +465,16 @@ def accuracy_drop_last_over_dataset(model, dataset, batch_size=500):
     return correct / len(dataset)
 
 
+def accuracy_floor_division(model, dataset, batch_size=500):
+    # Wrong: // drops the fraction
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for images, labels in DataLoader(dataset, batch_size=batch_size):
+            correct += int(model(images).argmax(dim=1).eq(labels).sum())
+    return correct // len(dataset)
+
+
 def accuracy_full_slices_only(model, dataset, batch_size=500):
     """Slices only the batches that are full: the last, shorter one is skipped."""
     model.eval()
@@ -873,6 +883,7 @@ CASES = [
     Reject(checks.check_accuracy_on, accuracy_item_by_item, "where batch_size=500 asks for 500 at a time"),
     Reject(checks.check_accuracy_on, accuracy_loader_default_batches, "gives batches of 1 (its default)"),
     Reject(checks.check_accuracy_on, accuracy_drop_last_over_dataset, "drop_last=True (here batch_size=500)"),
+    Reject(checks.check_accuracy_on, accuracy_floor_division, "an integer division (//)"),
     Reject(checks.check_accuracy_on, accuracy_full_slices_only, "never saw the last 30 of the 1030 images"),
     Reject(checks.check_accuracy_on, accuracy_max_over_batch, "argmax over dim 0 picks"),
     Reject(check_accuracy_batches_of_ten, accuracy_max_over_batch, "argmax over dim 0 picks"),
