@@ -377,7 +377,7 @@ def check_median_time_sync(fn: Callable[..., float], inputs: Sequence[TimingCase
     cases = inputs if inputs is not None else [TimingCase("cuda", 2, 5, 0), TimingCase("cuda", 1, 3, 1)]
     for case in cases:
         got, world = _run_timing(fn, case)
-        what = f"median_time on a GPU (warmup={case.warmup}, repeat={case.repeat})"
+        what = f"median_time on a GPU (device '{case.device}', warmup={case.warmup}, repeat={case.repeat})"
         _expect_calls(world, case, what)
         syncs = sum(1 for event, _ in world.events if event == "sync")
         expect(syncs > 0, f"{what}: synchronize was never called; the timed runs measured about {_HOST * 1e3:g} ms "
@@ -477,6 +477,10 @@ def check_median_time_value(fn: Callable[..., float], inputs: Sequence[TimingCas
         low, high = ordered[(len(ordered) - 1) // 2], ordered[len(ordered) // 2]
         # task: "the median of those times (`statistics.median`)": for an even count, the mean of the two middle ones
         if abs(number - statistics.median(times)) <= 1e-9 + 1e-6 * abs(statistics.median(times)):
+            expect(not isinstance(got, torch.Tensor),
+                   f"{what} should return a Python float, but returned {describe(got)} (its value, {number:.6g}, "
+                   "is right)", where="look at your return statement",
+                   mistake="a one-element tensor is not a Python number: .item() (or float()) converts it")
             continue
         warm_in = _warmup_in_median(number, world, case)
         if warm_in:

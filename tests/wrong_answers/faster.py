@@ -563,6 +563,11 @@ def sync_cuda_for_every_gpu(device):
         torch.cuda.synchronize(device)
 
 
+def time_median_as_tensor(fn, device, warmup=2, repeat=5, clock=time.perf_counter):
+    # Wrong: the right median, as a 0-d tensor
+    return torch.tensor(_timed(fn, device, warmup, repeat, clock), dtype=torch.float64).quantile(0.5)
+
+
 def time_numpy_median(fn, device, warmup=2, repeat=5, clock=time.perf_counter):
     # Correct: a while loop for the warm-up and NumPy's median.
     import numpy as np
@@ -878,6 +883,7 @@ CASES = [
     Reject(checks.check_median_time_sync, time_mean, "or the mean of the 3 timed calls"),
     Reject(checks.check_median_time_value, time_min, "the fastest run"),
     Reject(checks.check_median_time_value, time_in_ms, "milliseconds"),
+    Reject(checks.check_median_time_value, time_median_as_tensor, "should return a Python float, but returned"),
     Reject(checks.check_median_time_value, time_total_over_repeat, "that is the mean of the timed runs"),
     Reject(checks.check_median_time_sync, time_total_over_repeat, "from one pair of clock reads around all 5 timed calls"),
     Reject(checks.check_median_time_value, time_without_warmup, "there is no warm-up"),
