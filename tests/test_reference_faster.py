@@ -47,9 +47,11 @@ def test_linear_scaling_rule(base_lr, base, batch, want):
 
 def test_accumulated_step_equals_one_large_batch_step():
     case = checks.StepCase(3, 4, 5)
-    result, params, step_at, losses = checks._accumulation_run(ref.accumulated_step, case)
+    run = checks._accumulation_run(ref.accumulated_step, case)
     loss, want = checks._large_batch(case)
-    assert step_at == [case.batches] and losses == case.batches and result == pytest.approx(loss, rel=1e-5)
+    assert run.step_at == [case.batches] and run.losses == case.batches and run.largest == case.size
+    assert run.result == pytest.approx(loss, rel=1e-5)
+    params = run.params
     assert checks._same_params(params, want)
 
 

@@ -1064,10 +1064,21 @@ def _edge_examples() -> list[tuple[str, tuple]]:
             ("no steps", (_line, _leaves(torch.tensor(0.0), torch.tensor(0.0)), x, y, 0.1, 0.5, 0))]
 
 
+def _one_update_short() -> tuple[str, tuple]:
+    """A target that gradient descent reaches at update 9, with max_steps=8: out of reach by one update."""
+    x = torch.linspace(-1, 1, 20)
+    y = 2 * x + 0.3 * _randn(20, seed=122)
+    start = _leaves(torch.tensor(0.0), torch.tensor(0.0))
+    path = _descend(_line, start, x, y, 0.1, 9)
+    target = path[9][1] * (1 + 1e-6)  # met by update 9 even with another rounding, never by update 8
+    return ("unreachable", (_line, start, x, y, 0.1, target, 8))
+
+
 def check_fit_to_target_edges(fn: Callable, inputs: Sequence[tuple[str, tuple]] | None = None) -> None:
-    """Edge cases: params that already meet the target stay as they are; a target out of reach raises RuntimeError."""
+    """Edge cases: params that already meet the target stay as they are; a target out of reach raises RuntimeError
+    (also one reached only by the update after max_steps)."""
     inputs = inputs if inputs is not None else _edge_examples()
-    for kind, (predict, start, x, y, lr, target, max_steps) in inputs:
+    for kind, (predict, start, x, y, lr, target, max_steps) in [*inputs, _one_update_short()]:
         what = f"fit_to_target(..., lr={lr}, target={target:.4g}, max_steps={max_steps})"
         params = _leaves(*start)
         with torch.no_grad():

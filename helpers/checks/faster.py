@@ -679,16 +679,32 @@ def _stale(model: nn.Module, seed: int) -> list[torch.Tensor]:
     return grads
 
 
+class AccumulationRun(NamedTuple):
+    """One accumulated step: what it returned and what the check saw."""
+
+    result: Any
+    params: list[torch.Tensor]  # after the step
+    step_at: list[int]  # for each optimizer step, the number of losses loss_fn had computed before it
+    losses: int  # the losses loss_fn computed in all
+    largest: int  # the most samples one forward pass was given
+
+
 def _accumulation_run(step: Callable[..., Any], case: StepCase, stale: bool = True,
-                      learner: bool = True) -> tuple[Any, list[torch.Tensor], list[int], int]:
-    """Run one accumulated step on a fresh setup: (result, parameters after, for each optimizer step the number of
-    losses loss_fn had computed before it, and the number it computed in all)."""
+                      learner: bool = True) -> AccumulationRun:
+    """Run one accumulated step on a fresh setup."""
     with torch.random.fork_rng(devices=[]):
         model = _model(case.seed)
         optimizer = torch.optim.SGD(model.parameters(), lr=LR)
         losses = [0]
         step_at: list[int] = []
         optimizer.register_step_post_hook(lambda *_: step_at.append(losses[0]))
+        largest = [0]  # the most samples one forward pass was given
+
+        def note(module: nn.Module, args: tuple) -> None:
+            if args and isinstance(args[0], torch.Tensor) and args[0].dim():
+                largest[0] = max(largest[0], len(args[0]))
+
+        model.register_forward_pre_hook(note)
         if stale:
             _stale(model, case.seed)
         micro = _batches(case)
@@ -700,7 +716,7 @@ def _accumulation_run(step: Callable[..., Any], case: StepCase, stale: bool = Tr
         # task: "makes one optimizer step from the list of k equal-sized (inputs, targets) micro-batches"
         result = call(step, model, optimizer, loss_fn, micro,
                       allow=Allow(changed=(model, optimizer))) if learner else step(model, optimizer, loss_fn, micro)
-        return result, _params(model), step_at, losses[0]
+        return AccumulationRun(result, _params(model), step_at, losses[0], largest[0])
 
 
 def _expect_step_after_all(step_at: list[int], n_losses: int, k: int, what: str) -> None:
@@ -739,14 +755,15 @@ def _variant(case: StepCase, divide: bool, zero_each: bool, zero_first: bool,
             loss = loss_fn(model(inputs), targets)
             (loss / (len(inputs) if by_size else len(micro)) if divide else loss).backward()
         optimizer.step()
-    return _accumulation_run(step, case, learner=False)[1]
+    return _accumulation_run(step, case, learner=False).params
 
 
 def check_accumulation_update(fn: Callable[..., float], inputs: Sequence[StepCase] | None = None) -> None:
     """The parameters after accumulated_step equal those after one SGD step on the whole large batch."""
     cases = inputs if inputs is not None else [StepCase(0, 4, 8), StepCase(1, 3, 5)]
     for case in cases:
-        _, got, step_at, n_losses = _accumulation_run(fn, case)
+        run = _accumulation_run(fn, case)
+        got, step_at, n_losses = run.params, run.step_at, run.losses
         steps = len(step_at)
         what = f"accumulated_step over {case.batches} micro-batches of {case.size}"
         expect(steps > 0, f"{what}: optimizer.step() was never called, so the parameters did not change",
@@ -757,6 +774,12 @@ def check_accumulation_update(fn: Callable[..., float], inputs: Sequence[StepCas
                where="look at where optimizer.step() is: inside the loop over the micro-batches, or after it?",
                mistake="accumulation means one optimizer.step() after all k backward passes")
         _expect_step_after_all(step_at, n_losses, case.batches, what)
+        expect(run.largest <= case.size,
+               f"{what}: one forward pass was given {run.largest} samples; accumulation runs each micro-batch "
+               f"of {case.size} through the model on its own",
+               where="look at what you pass to the model: one micro-batch at a time, or several joined?",
+               mistake="joining the micro-batches (torch.cat) gives the same step, but needs the memory of the large "
+                       "batch, which is what accumulation avoids: forward and backward each micro-batch in turn")
         _, want = _large_batch(case)
         if _same_params(got, want):
             continue
@@ -795,7 +818,8 @@ def check_accumulation_steps(fn: Callable[..., float], inputs: Sequence[StepCase
     """accumulated_step steps the optimizer once and returns the large batch's mean loss as a float."""
     cases = inputs if inputs is not None else [StepCase(2, 4, 6), StepCase(3, 2, 7)]
     for case in cases:
-        got, _, step_at, n_losses = _accumulation_run(fn, case)
+        run = _accumulation_run(fn, case)
+        got, step_at, n_losses = run.result, run.step_at, run.losses
         steps = len(step_at)
         what = f"accumulated_step over {case.batches} micro-batches of {case.size}"
         if steps == case.batches and steps > 1:
@@ -1277,23 +1301,29 @@ def _counting_syncs(losses_so_far: Callable[[], int] = lambda: 0) -> Iterator[li
     """While open, every call of Tensor.item/cpu/tolist/numpy/float()/int() and every print or format is recorded.
 
     A read made inside another recorded one (``print(t)`` calls ``.item()`` or ``.tolist()`` itself) is not
-    counted again.
+    counted again, nor is a read of what ``.cpu()`` returned (``t.cpu().item()``: on a GPU, only the copy waits).
     """
     seen: list[SyncRead] = []
     depth = [0]
+    on_host: list[torch.Tensor] = []  # what .cpu() returned (held, so that no id is reused)
 
     def counting(name: str) -> Callable[..., Any]:
         original = getattr(torch.Tensor, name)
 
         def method(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            if depth[0] == 0:
+            if depth[0] == 0 and not any(self is copy for copy in on_host):
                 seen.append(SyncRead(_SYNC_METHODS[name], self.requires_grad, losses_so_far(),
                                      type(self.grad_fn).__name__ if self.grad_fn is not None else ""))
             depth[0] += 1
             try:
-                return original(self, *args, **kwargs)
+                result = original(self, *args, **kwargs)
             finally:
                 depth[0] -= 1
+            if name == "cpu" and isinstance(result, torch.Tensor):
+                # on this CPU-only machine .cpu() returns the tensor itself; on a GPU it is a new one
+                result = result.view_as(result) if result is self else result
+                on_host.append(result)
+            return result
         return method
 
     with contextlib.ExitStack() as stack:

@@ -733,6 +733,23 @@ def fit_update_then_check(predict, params, x, y, lr, target, max_steps):
     return loss.item()
 
 
+def fit_one_update_too_many(predict, params, x, y, lr, target, max_steps):
+    # Wrong: gives up only after max_steps + 1 updates
+    loss = _mse(predict, params, x, y)
+    steps = 0
+    while loss.item() > target:
+        if steps > max_steps:
+            raise RuntimeError(f"not below {target} after {max_steps} steps")
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= lr * p.grad
+                p.grad = None
+        steps += 1
+        loss = _mse(predict, params, x, y)
+    return loss.item()
+
+
 def fit_updates_with_recording_off(predict, params, x, y, lr, target, max_steps):
     # switches recording off around each update by hand and back on after it: when the last step still misses
     # the target it raises with recording off, and the caller's program goes on without autograd
@@ -935,6 +952,7 @@ CASES += [
     Reject(checks.check_fit_to_target, fit_scales_inputs, "its values were overwritten"),
     Reject(checks.check_fit_to_target_edges, fit_always_one_step, "already met the target"),
     Reject(checks.check_fit_to_target_edges, fit_returns_when_stuck, "raise a RuntimeError"),
+    Reject(checks.check_fit_to_target_edges, fit_one_update_too_many, "8 steps of gradient descent do not bring the error"),
     Reject(checks.check_fit_to_target_edges, fit_forever, "still calling predict after"),
     Reject(checks.check_fit_to_target_edges, fit_updates_with_recording_off,
            "left gradient tracking switched off for the rest of the program (when it raised RuntimeError, as asked)"),

@@ -525,6 +525,18 @@ def epoch_stacked_losses(model, optimizer, loss_fn, batches):
     return torch.stack(losses).mean().item()
 
 
+def epoch_copied_then_read(model, optimizer, loss_fn, batches):
+    # Correct too: one copy to the host, then its value (on a GPU only the copy waits)
+    total = torch.zeros(())
+    for inputs, targets in batches:
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        total += loss.detach()
+    return (total / len(batches)).cpu().item()
+
+
 # ---------------------------------------------------------------- written differently, and the default rules
 
 
@@ -621,6 +633,17 @@ def accumulate_with_its_own_loss(model, optimizer, loss_fn, micro_batches):
         total += loss.item()
     optimizer.step()
     return total
+
+
+def accumulate_concatenated(model, optimizer, loss_fn, micro_batches):
+    # Wrong in purpose: the same step, from the micro-batches joined into the large batch (its memory too)
+    optimizer.zero_grad()
+    inputs = torch.cat([x for x, _ in micro_batches])
+    targets = torch.cat([y for _, y in micro_batches])
+    loss = loss_fn(model(inputs), targets)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
 
 
 def accumulate_one_backward(model, optimizer, loss_fn, micro_batches):
@@ -898,6 +921,7 @@ CASES = [
     Reject(checks.check_accumulation_update, accumulate_steps_after_the_first, "stepped after 1 of the 4 micro-batches"),
     Reject(checks.check_accumulation_steps, accumulate_steps_after_the_first, "stepped after 1 of the 4 micro-batches"),
     Accept(checks.check_accumulation_update, accumulate_with_its_own_loss),
+    Reject(checks.check_accumulation_update, accumulate_concatenated, "one forward pass was given 32 samples"),
     Accept(checks.check_accumulation_steps, accumulate_with_its_own_loss),
     Reject(checks.check_accumulation_update, accumulate_not_divided, "divide each micro-batch's loss by k"),
     Reject(checks.check_accumulation_update, accumulate_zero_grad_inside, "zero_grad() inside the loop"),
@@ -933,6 +957,7 @@ CASES = [
     Reject(checks.check_checkpointed_forward, checkpoint_under_no_grad, "computed under torch.no_grad()"),
     Accept(checks.check_train_epoch_on_device, ref.train_epoch_on_device),
     Accept(checks.check_train_epoch_on_device, epoch_stacked_losses),
+    Accept(checks.check_train_epoch_on_device, epoch_copied_then_read),
     Reject(checks.check_train_epoch_on_device, epoch_item_every_step, "calls of .item()"),
     Reject(checks.check_train_epoch_on_device, epoch_float_every_step, "calls of float()"),
     Reject(checks.check_train_epoch_on_device, epoch_zero_filled, "tensors of zeros"),
