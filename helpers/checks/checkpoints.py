@@ -223,6 +223,12 @@ def _expect_entry(checkpoint: dict, key: str, what: str) -> None:
 def _compare_entry(checkpoint: dict, key: str, want: Any, what: str, hint: str) -> None:
     _expect_entry(checkpoint, key, what)
     value = checkpoint[key]
+    if isinstance(want, (int, float)) and isinstance(value, torch.Tensor) and value.numel() == 1 \
+            and same_value(value.item(), want):
+        raise CheckError(f"{what}: checkpoint['{key}'] is {describe(value)}, a tensor holding the right value; "
+                         f"expected the Python number {want!r}",
+                         where=f"look at the value you store under '{key}' in the dict you pass to torch.save",
+                         mistake="store the number itself (.item(), or the argument as it came), not a tensor")
     shown = f"is {value!r}, but it should be" if isinstance(value, (int, float)) and not isinstance(value, bool) \
         else "differs from the expected value,"
     expect(same_value(value, want), f"{what}: checkpoint['{key}'] {shown} {hint}",
@@ -1020,6 +1026,12 @@ def check_load_for_inference(fn: Callable[[Path, nn.Module], nn.Module], inputs:
                mistake="call model.eval() (with the parentheses: model.eval alone does nothing): in training mode "
                        "dropout keeps dropping units and the same image "
                        "can get different predictions")
+        expect(got is fresh, f"{what} returned another model than the one it was given ({describe(got)}), and the "
+               "given model " + ("holds the saved weights" if same_value(_state(fresh), _state(s.model)) else
+                                 "still holds its own weights"),
+               where="look at which model your function loads into and returns",
+               mistake="load into the model you were given (model.load_state_dict(...)) and return that same object: "
+                       "the caller keeps using their model, not a copy")
         expect(not any(c.kwargs.get("weights_only") is False for c in spy.call_args_list),
                f"{what}: you passed weights_only=False to torch.load",
                where="look at the arguments of your torch.load call",

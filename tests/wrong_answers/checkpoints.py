@@ -31,6 +31,10 @@ def save_model_only(path, model, optimizer, scheduler, generator, epoch, loss):
     _save(path, _entries(model, optimizer, scheduler, generator, epoch, loss), drop=("optimizer",))
 
 
+def save_loss_as_tensor(path, model, optimizer, scheduler, generator, epoch, loss):
+    _save(path, {**_entries(model, optimizer, scheduler, generator, epoch, loss), "loss": torch.tensor(loss)})
+
+
 def save_whole_model(path, model, optimizer, scheduler, generator, epoch, loss):
     _save(path, {**_entries(model, optimizer, scheduler, generator, epoch, loss), "model": model})
 
@@ -192,6 +196,13 @@ def inference_no_eval(path, model):
     return model
 
 
+def inference_into_a_copy(path, model):
+    # Wrong: loads into a copy and returns it; the caller's model keeps its old weights and its mode
+    ready = copy.deepcopy(model)
+    ready.load_state_dict(torch.load(path, map_location="cpu")["model"])
+    return ready.eval()
+
+
 def inference_whole_checkpoint(path, model):
     model.load_state_dict(torch.load(path, map_location="cpu"))
     return model.eval()
@@ -270,6 +281,7 @@ CASES = [
     Reject(checks.check_save_checkpoint_basics, save_model_only, "momentum buffers"),
     Reject(checks.check_save_checkpoint_basics, save_whole_model, "whole Python objects"),
     Reject(checks.check_save_checkpoint_basics, save_without_epoch, "no 'epoch' entry"),
+    Reject(checks.check_save_checkpoint_basics, save_loss_as_tensor, "a tensor holding the right value"),
     Accept(checks.check_save_checkpoint_resume_state, ref.save_checkpoint),
     Reject(checks.check_save_checkpoint_resume_state, save_without_scheduler, "start again from its first value"),
     Reject(checks.check_save_checkpoint_resume_state, save_without_rng, "different random masks"),
@@ -305,6 +317,7 @@ CASES = [
     Reject(checks.check_load_on_cpu, load_on_gpu, "map_location='cpu'"),
     Reject(checks.check_load_on_cpu, load_only_model, "whole checkpoint"),
     Accept(checks.check_load_for_inference, ref.load_for_inference),
+    Reject(checks.check_load_for_inference, inference_into_a_copy, "returned another model than the one it was given"),
     Reject(checks.check_load_for_inference, inference_no_eval, "call model.eval() (with the parentheses"),
     Reject(checks.check_load_for_inference, inference_whole_checkpoint, "under checkpoint['model']"),
     Reject(checks.check_load_for_inference, inference_unsafe_load, "weights_only=False"),
