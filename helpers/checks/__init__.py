@@ -85,6 +85,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import torch
 
 __all__ = [
+    "MODE_LAYERS",
     "Allow",
     "CheckError",
     "Mistake",
@@ -1624,6 +1625,11 @@ def _globals_of(fn: Any) -> dict | None:
 # HostTensor, host_collate and NotMovedError live in helpers.checks.devices, with the rest of the stand-in device.
 
 from helpers.checks.devices import HostTensor, NotMovedError, host_collate  # noqa: E402
+
+
+# The layers whose output depends on the training mode (dropout, batch norm): what a check names when a model
+# predicts in training mode
+MODE_LAYERS = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
 
 
 def same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -52,7 +52,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, Subset, TensorDataset
 
-from helpers.checks import (Allow, CheckError, Mistake, call, describe, expect, expect_close, expect_tensor, passed,
+from helpers.checks import (MODE_LAYERS, Allow, CheckError, Mistake, call, describe, expect, expect_close, expect_tensor, passed,
                             same_value)
 from helpers.checks import models as model_checks
 from helpers.reference import capstone as ref
@@ -756,9 +756,6 @@ def _expect_mode_kept_in_eval(fn: Callable, model: nn.Module, dataset: Dataset, 
     expect_close(got, expected, what=what)
 
 
-_MODE_LAYERS = (nn.modules.batchnorm._BatchNorm, nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout)
-
-
 def check_accuracy_on(fn: Callable, inputs: Sequence[tuple[int, int, int]] | None = None) -> None:
     """``fn(model, dataset, batch_size)``: the fraction correct, predicted in eval mode, without gradient tracking.
 
@@ -779,7 +776,7 @@ def check_accuracy_on(fn: Callable, inputs: Sequence[tuple[int, int, int]] | Non
             sizes.append(len(args[0]) if args else 0)
             # the layers whose behaviour the mode changes, as the learner's message names them
             seen.append((torch.is_grad_enabled(), [f"{name} ({type(m).__name__})" for name, m in module.named_modules()
-                                                   if m.training and isinstance(m, _MODE_LAYERS)]))
+                                                   if m.training and isinstance(m, MODE_LAYERS)]))
 
         model.register_forward_hook(note)
         what = f"accuracy_on(model in training mode, dataset of {n}, batch_size={batch_size})"

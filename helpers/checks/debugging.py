@@ -32,7 +32,7 @@ from torch.overrides import TorchFunctionMode
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from helpers.checks import (Allow, CheckError, Mistake, NotMovedError, call, describe, expect_tensor,
+from helpers.checks import (MODE_LAYERS, Allow, CheckError, Mistake, NotMovedError, call, describe, expect_tensor,
                            passed, same_value)
 from helpers.checks.devices import STAND_IN_DEVICE, OnDevice, OnHost, model_on_device, place_model, unplaced
 from helpers.reference import debugging as ref
@@ -318,7 +318,6 @@ def _short(values: Sequence[float], n: int = 4) -> str:
 # it ran (the modes of the model at each forward pass, each optimizer step and its settings, the order in which the
 # samples were read), without changing the program's arguments. (A general version belongs in the framework.)
 
-_MODE_LAYERS = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)  # layers whose output depends on the mode
 
 
 @dataclass
@@ -352,7 +351,7 @@ class Trace:
 
 def _layer_names(model: nn.Module, training: bool) -> list[str]:
     return [f"{name or 'the model'} ({type(m).__name__})" for name, m in model.named_modules()
-            if isinstance(m, _MODE_LAYERS) and m.training == training]
+            if isinstance(m, MODE_LAYERS) and m.training == training]
 
 
 @contextmanager
