@@ -1385,13 +1385,13 @@ def _training_cause(got: _Run, want: _Run, case: TrainCase) -> tuple[str, str | 
                 f"the training read its first batch as the samples {first}, not {want.order[:8]}"
                 + (": its loader shuffles. The task trains in the dataset's order (shuffle=False, the default)"
                    if shuffled else ""))
-    in_eval = [(i, f) for i, f in enumerate(got.trace.training_forwards(), 1) if f[3]]
-    if in_eval and in_eval[0][0] == 1:
-        return ("which mode is the model in at each training step? (it has dropout and batch norm)",
-                f"the model was handed over in eval mode and trains with {', '.join(in_eval[0][1][3])} in it (dropout "
-                "off, batch norm frozen): call model.train() before the training loop")
+    in_eval = [(i, f[3]) for i, f in enumerate(got.trace.training_forwards(), 1) if f[3]]
     if in_eval:
-        step, (_, _, _, layers) = in_eval[0]
+        step, layers = in_eval[0]
+        if step == 1:
+            return ("which mode is the model in at each training step? (it has dropout and batch norm)",
+                    f"the model was handed over in eval mode and trains with {', '.join(layers)} in it (dropout "
+                    "off, batch norm frozen): call model.train() before the training loop")
         return ("which mode is the model in at each training step? (it has dropout and batch norm)",
                 f"from training step {step} on, the model trains with {', '.join(layers)} in eval mode (dropout off, "
                 "batch norm frozen): model.eval() runs before training is over. Switch to eval mode once, after "

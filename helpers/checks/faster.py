@@ -23,6 +23,7 @@ optimizer step hooks count steps, and a GradScaler stand-in records
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import math
 import time
@@ -1372,9 +1373,11 @@ def _epoch_run(fn: Callable[..., float], case: StepCase, learner: bool = True) -
                         [len(x) for x, _ in batches])
 
 
-# the autograd node of a cross-entropy loss (what the check's loss_fn returns)
-_LOSS_NODE = type(nn.functional.cross_entropy(torch.zeros(1, 2, requires_grad=True), torch.zeros(1, dtype=torch.long))
-                  .grad_fn).__name__
+@functools.cache
+def _loss_node() -> str:
+    """The name of a cross-entropy loss's autograd node (what the check's loss_fn returns), asked of torch once."""
+    loss = nn.functional.cross_entropy(torch.zeros(1, 2, requires_grad=True), torch.zeros(1, dtype=torch.long))
+    return type(loss.grad_fn).__name__
 
 
 def check_train_epoch_on_device(fn: Callable[..., float], inputs: Sequence[StepCase] | None = None) -> None:
@@ -1416,7 +1419,7 @@ def check_train_epoch_on_device(fn: Callable[..., float], inputs: Sequence[StepC
                where="look at every line that reads a tensor's value into Python (.item(), float(), print)",
                mistake="one .item() after the loop is enough")
         # reading a loss itself is no leak (its graph goes with the next one); a total made from the losses is
-        if any(sync.requires_grad and sync.made_by != _LOSS_NODE for sync in syncs):
+        if any(sync.requires_grad and sync.made_by != _loss_node() for sync in syncs):
             raise CheckError(f"{what}: the tensor you read with {syncs[0].how} at the end still requires grad: it is "
                              "built from the losses themselves, so the autograd graph of every step stayed alive "
                              "until then", where="look at how you add each loss to the running total",

@@ -882,9 +882,9 @@ def check_fit_schedule(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
                            "a CrossEntropyLoss with label smoothing); use loss_fn(logits, targets)")
             forgot = _forgot_zero_grad(lambda: _run_fit(_fit_variant(zero_grad=False), fit_case, one_cycle=True,
                                                         clip=False)[1])
-            raise CheckError(symptom, where=forgot.where if forgot.explains(got) else
-                             "look at the order of the calls for each batch",
-                             mistake=forgot.message if forgot.explains(got) else None)
+            forgot_it = forgot.explains(got)
+            raise CheckError(symptom, where=forgot.where if forgot_it else "look at the order of the calls for each batch",
+                             mistake=forgot.message if forgot_it else None)
     passed("fit (learning-rate schedule)", len(inputs))
 
 
