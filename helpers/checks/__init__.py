@@ -75,6 +75,7 @@ import linecache
 import math
 import os
 import random
+import re
 import sys
 import traceback
 from dataclasses import dataclass
@@ -346,9 +347,22 @@ _WHERE_RAISED = (
 )
 
 
+_MATMUL_SIZES = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
+
+
 def _where_raised(error: Exception) -> str:
     """Where to look when the learner's code raised ``error``: by its words, else the line it came from."""
     text = str(error)
+    sizes = _MATMUL_SIZES.search(text)
+    if sizes:
+        rows, inner, other_inner, cols = sizes.groups()
+        if any(frame.f_code.co_filename.endswith(os.path.join("nn", "modules", "linear.py"))
+               for frame, _ in traceback.walk_tb(error.__traceback__)):
+            return (f"look at the nn.Linear that raised: it was given {rows} rows of {inner} features, but its "
+                    f"in_features is {other_inner}; print the .shape of what reaches it")
+        transposed = f"; b's last size is {cols}, which would line up: transpose b (b.T)" if cols == inner else ""
+        return (f"look at the matrix product on the line that raised: a @ b needs a's last size to equal b's first "
+                f"size, and here a is {rows}x{inner} and b is {other_inner}x{cols}{transposed}")
     for words, where in _WHERE_RAISED:
         if any(word.lower() in text.lower() for word in words):
             return where
@@ -872,8 +886,12 @@ def _diagnose_shape(got: torch.Tensor, expected: torch.Tensor, given: torch.Tens
             return "the values are right but there is an extra dimension of size 1 (keepdim=True, or a missing squeeze)"
         return "the values are right but a dimension of size 1 is missing (keepdim=True keeps it)"
     if same_data:
-        return "the values are right but arranged in another shape: reshape (or view) it" \
-            if _close(got.flatten(), expected.flatten()) else None
+        if not _close(got.flatten(), expected.flatten()):
+            return None
+        return ("the values are right and in the right order, but split into other sizes: look at which sizes "
+                "your reshape (or view) keeps"
+                + (f", and keep dimension 0 (size {expected.shape[0]}) as it is" if given is not None
+                   and given.dim() >= 1 and given.shape[0] == expected.shape[0] != got.shape[0] else ""))
     if got.dim() == expected.dim() + 1 and got.dim() >= 2 and got.device.type != "meta" \
             and torch.broadcast_shapes(expected.shape, expected.unsqueeze(-1).shape) == got.shape \
             and got.dtype == expected.dtype and _close(torch.diagonal(got, dim1=-2, dim2=-1), expected):
@@ -1163,7 +1181,9 @@ def _change(before: Any, after: Any, allow: Allow = Allow()) -> tuple[str, str] 
         if (shape, dtype, device) != after[1:4]:
             return ("it was reshaped or converted in place (now shape "
                     f"{list(after[1])}, {after[2]}; it was {list(shape)}, {dtype})",
-                    "resize_, set_ or assigning .data change the caller's tensor; compute a new tensor instead")
+                    "the methods ending in _ that reshape or convert (unsqueeze_, squeeze_, t_, transpose_, resize_), "
+                    "set_ and assigning .data change the caller's tensor; use the version without the _ (it returns a "
+                    "new tensor) or compute a new tensor instead")
         if requires_grad != after[4]:
             return ("its requires_grad was switched " + ("on" if after[4] else "off"),
                     "work on a copy (x.detach().clone().requires_grad_()) instead")

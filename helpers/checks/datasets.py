@@ -331,10 +331,10 @@ def _default_clips() -> list[ClipSpec]:
     }
     second = {  # float64 on disk, three classes, names that sort differently from the write order
         "dog_10.npy": rng.standard_normal(25),
-        "bird_02.npy": rng.standard_normal(9),
-        "cat_07.npy": rng.standard_normal(40),
+        "bobcat_02.npy": rng.standard_normal(9),  # a class name that holds another ("cat")
+        "cat_07_dog.npy": rng.standard_normal(40),  # <anything> may hold another class's name
     }
-    return [(first, 50, ["low", "high"]), (second, 20, ["cat", "dog", "bird"])]
+    return [(first, 50, ["low", "high"]), (second, 20, ["cat", "dog", "bobcat"])]
 
 
 def _write_clips(folder: Path, clips: dict[str, np.ndarray]) -> None:
@@ -452,10 +452,16 @@ def check_clip_dataset(cls: type, inputs: Sequence[ClipSpec] | None = None, part
                                                 lambda: torch.nn.functional.pad(raw, (length - len(raw), 0)).float()
                                                 if len(raw) < length else None,
                                                 where="look at which side the zeros go when the clip is too short")])
+                stem = Path(names[i]).stem
+                inside = [c for c in classes if c in stem and c != stem.partition("_")[0]]
                 expect(label == want_label,
                        f"dataset[{i}] ({names[i]}) has label {label}, expected {want_label}: the label is the index "
                        f"of the file name's class (the part before '_') in classes={list(classes)}",
-                       where="look at how the label is computed from the file name")
+                       where="look at how the label is computed from the file name",
+                       mistake=(f"the name {names[i]!r} also holds {inside[0]!r} where it is not the class: compare "
+                                "the whole part before the first '_' with each class name, not whether a class name "
+                                "occurs in the file name") if inside and 0 <= label < len(classes)
+                       and classes[label] in inside else None)
             checks += 1
     passed(f"ClipDataset ({part})" if part != "both" else "ClipDataset", checks)
 
@@ -894,6 +900,11 @@ def check_split_train_val(fn: Callable[[Dataset, float, int], tuple[Subset, Subs
                 where="look at how you compute n_val, the lengths you pass to random_split and the order you "
                       "return the parts in",
                 mistake=("you returned (validation, training); return (train, val)" if swapped else
+                         f"your validation part has {len(val)} samples: either {n} * {fraction} = {n * fraction:g} "
+                         f"was rounded up, or the training size was rounded down (int({n} * (1 - {fraction})) = "
+                         f"{len(train)}) and validation got the rest; the task rounds the validation size down, "
+                         f"n_val = int(n * val_fraction) = {n_val}, and gives training the rest"
+                         if rounded and len(train) == int(n * (1 - fraction)) else
                          f"your validation part has {len(val)} samples: {n} * {fraction} = {n * fraction:g} was "
                          f"rounded up; the task's int() rounds down, to {n_val}" if rounded else None))
         again = call(fn, dataset, fraction, seed)
@@ -1036,6 +1047,21 @@ def check_make_loaders(fn: Callable[..., tuple[DataLoader, DataLoader]],
                                      "state; expected it to draw from its own generator only",
                                      where="look at the generator the training loader gets",
                                      mistake=_global_draw_mistake(train))
+                # task: "the training loader shuffles with its own generator": a validation pass in between
+                # must not change the next training epoch's order
+                train_again, val_again = call(fn, train_set, val_set, batch_size, seed, cpu)
+                _order(val_again)
+                after_validation = _order(train_again)
+                if after_validation != order:
+                    shares = val_again.generator is not None and val_again.generator is train_again.generator
+                    raise CheckError(f"{shown}): after one pass over the validation loader, the training loader "
+                                     f"shuffles differently ({after_validation[0]} first, not {order[0]}); expected "
+                                     "the training order not to depend on the validation loader",
+                                     where="look at the generator each loader gets",
+                                     mistake="both loaders use one generator: every pass over a loader draws a seed "
+                                             "from its generator, so validating moves the training order. Give the "
+                                             "training loader its own generator; the validation loader does not "
+                                             "shuffle and needs none" if shares else None)
                 other = _order(call(fn, train_set, val_set, batch_size, seed + 1, cpu)[0])
                 if other == order:
                     raise CheckError(f"{shown}) and seed={seed + 1} give the same order; expected the seed to "
@@ -1212,6 +1238,11 @@ def _fitted_statistics(got: torch.Tensor, candidates: list[list[float]]) -> tupl
 def _match(found: list[tuple[torch.Tensor, int]], want: list[tuple[torch.Tensor, int]], raw: list[tuple[list, int]],
            shown: str, std_sample: float, std_population: float) -> list[int]:
     """For each delivered recording, the index of the file's recording it is; names the first that is none."""
+    # a lost recording changes the file's mean and std too: the count comes first, as the cause of both
+    if len(found) < len(want):
+        raise CheckError(f"{shown}: one epoch delivered {len(found)} recordings, but the file holds {len(want)}",
+                         where="look at which lines of the file you skip (every line is a recording but blank "
+                               "lines and lines starting with #: there is no header line) and at drop_last")
     left = list(range(len(want)))
     order = []
     scale = std_sample / std_population  # a std divided by n - 1 is accepted too
@@ -1265,12 +1296,6 @@ def _match(found: list[tuple[torch.Tensor, int]], want: list[tuple[torch.Tensor,
                          and abs(fitted[0]) < 1e-6 else None))
         left.remove(hit)
         order.append(hit)
-    if left:
-        j = left[0]
-        raise CheckError(f"{shown}: one epoch delivered {len(found)} recordings, but the file holds {len(want)}; "
-                         f"missing, for example: line with label {want[j][1]} and {len(want[j][0])} readings",
-                         where="look at how the file's lines are read (blank lines and # comments are not "
-                               "recordings) and at drop_last")
     return order
 
 

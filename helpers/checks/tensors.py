@@ -10,8 +10,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import math
 import warnings
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -438,10 +439,19 @@ def _relu_factor_mistake(x: torch.Tensor, expected: torch.Tensor) -> Mistake:
                    where="look at what your code returns where x > 0: x itself, or a multiple of it?")
 
 
+def _nan_at_minus_inf(x: torch.Tensor, got: Any) -> bool:
+    """``got`` is nan wherever ``x`` is -inf (and there is one)."""
+    minus_inf = x.is_floating_point() and bool(torch.isneginf(x).any())
+    return minus_inf and isinstance(got, torch.Tensor) and got.shape == x.shape and got.is_floating_point() \
+        and bool(got[torch.isneginf(x)].isnan().all())
+
+
 def check_relu(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
     # the integer input: torch.where keeps x's dtype only if the other branch is an int (or zeros_like(x))
+    # the infinite input: "0 elsewhere" holds for -inf too, where arithmetic on the mask makes nan
     inputs = inputs if inputs is not None else [torch.tensor([[1.0, -2.0], [0.5, -0.1]]), _randn(2, 3, 4, seed=6),
-                                                torch.tensor([-2, 0, 3])]
+                                                torch.tensor([-2, 0, 3]),
+                                                torch.tensor([-math.inf, -1.5, 0.0, 2.5, math.inf])]
     for x in inputs:
         got = call(fn, x)
         expect_tensor(got, ref.relu(x), what=f"relu(x of shape {list(x.shape)}, {x.dtype})", given=x,
@@ -449,6 +459,12 @@ def check_relu(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torc
                                         lambda: (x > 0).to(x.dtype),
                                 where='look at what you put where the mask is True'),
                                 _relu_factor_mistake(x, ref.relu(x)),
+                                Mistake("where x is -inf your result is nan, and relu gives 0 there: arithmetic on "
+                                        "the mask makes nan from -inf (x * (x > 0) computes -inf * 0, x + x.abs() "
+                                        "computes -inf + inf); pick the values instead: torch.where(x > 0, x, 0) or "
+                                        "x.clamp(min=0)",
+                                        matches=lambda t: _nan_at_minus_inf(x, t),
+                                        where="look at how your code makes the zeros: by arithmetic, or by picking?"),
                                 Mistake("you returned only the positive values; relu keeps x's shape, with 0 "
                                         "where x <= 0", lambda: x[x > 0],
                                 where="look at the shape the task asks for (x's shape)")])
@@ -823,12 +839,14 @@ def check_class_means(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tens
         ], given=features)
         problem = _meta_device_problem(fn, features, labels, num_classes)
         moved = problem is not None and "it moved" in problem
-        expect(problem is None, f"{what}, with the same inputs on another device ('meta'): {problem}; the result "
-                                "must be on the features' device",
+        expect(problem is None, f"{what}, with the same inputs on another device ('meta'): {problem}; "
+                                + ("the work stays on the features' device, with no trip through the CPU" if moved
+                                   else "the result must be on the features' device"),
                where="look at each .cpu() or .to('cpu') in your function: it takes a tensor off the GPU it is on"
                if moved else "look at every tensor your function creates (torch.arange, torch.zeros, torch.eye ...): "
                              "on which device is it made?",
-               mistake="work on the tensors where they are: leave the inputs on their device, and make each new "
+               mistake="work on the tensors where they are: leave the inputs on their device (on a GPU, copying "
+                       "them to the CPU and the result back costs more than the computation), and make each new "
                        "tensor with device=features.device" if moved else
                        "a tensor made without device= lives on the CPU; pass device=features.device (and the "
                        "dtype you need) when you create one")

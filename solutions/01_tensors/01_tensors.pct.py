@@ -335,7 +335,8 @@ print(scores.gather(1, picks))
 #    in their original order, with `x`'s dtype.
 #
 # b. `relu(x)`: a tensor with `x`'s shape and dtype that keeps `x` where it is
-#    positive and is 0 elsewhere. Integer inputs must stay integers.
+#    positive and is 0 elsewhere, for every value, `inf` and `-inf` included.
+#    Integer inputs must stay integers.
 #
 # *Hint:* `torch.where` (or a clamp) does it elementwise. When two values of
 # different types meet, PyTorch promotes to the wider type (an int64 tensor and a
@@ -643,8 +644,9 @@ check.check_batch_to(batch_to, inputs=[{"a": torch.ones(1), "b": torch.zeros(2, 
 #   on the same device.
 # - It returns the `[num_classes, D]` tensor whose row `c` is the mean of the rows
 #   of `features` labelled `c`, and a row of zeros for a class without examples.
-# - The result has `features`' dtype and lives on `features`' device; the inputs
-#   are left as they are.
+# - The result has `features`' dtype and is computed on `features`' device, with
+#   no trip through the CPU (on a GPU, copying the data over and back would cost
+#   more than the computation); the inputs are left as they are.
 #
 # Try to do it without a Python loop over the N examples: with a million
 # examples, such a loop takes seconds where tensor operations take milliseconds.

@@ -294,6 +294,12 @@ def split_val_first(dataset, val_fraction, seed):
     return train, val
 
 
+def split_train_rounded(dataset, val_fraction, seed):
+    """Wrong: the training size rounded down, validation the rest (the task rounds n_val down)."""
+    n_train = int(len(dataset) * (1 - val_fraction))
+    return random_split(dataset, [n_train, len(dataset) - n_train], generator=torch.Generator().manual_seed(seed))
+
+
 def split_rounded(dataset, val_fraction, seed):
     n_val = round(len(dataset) * val_fraction + 0.5)
     generator = torch.Generator().manual_seed(seed)
@@ -311,6 +317,23 @@ def _loaders(train_set, val_set, batch_size, seed, device, *, shuffle=True, drop
                        generator=torch.Generator().manual_seed(seed) if seeded else None)
     val = DataLoader(val_set, batch_size=batch_size, shuffle=val_shuffle, drop_last=val_drop_last, pin_memory=pin)
     return train, val
+
+
+def loaders_one_generator(train_set, val_set, batch_size, seed, device):
+    """Wrong: "the training loader shuffles with its own generator"; each pass over the validation loader draws a
+    seed from the shared one, so validating moves the next training order."""
+    generator = torch.Generator().manual_seed(seed)
+    pin = device.type == "cuda"
+    return (DataLoader(train_set, batch_size, shuffle=True, drop_last=True, pin_memory=pin, generator=generator),
+            DataLoader(val_set, batch_size, pin_memory=pin, generator=generator))
+
+
+def loaders_val_own_generator(train_set, val_set, batch_size, seed, device):
+    """Correct: the validation loader has a generator too, of its own (it does not shuffle, so nothing changes)."""
+    pin = device.type == "cuda"
+    return (DataLoader(train_set, batch_size, shuffle=True, drop_last=True, pin_memory=pin,
+                       generator=torch.Generator().manual_seed(seed)),
+            DataLoader(val_set, batch_size, pin_memory=pin, generator=torch.Generator().manual_seed(seed)))
 
 
 def loaders_keep_last(train_set, val_set, batch_size, seed, device):
@@ -392,6 +415,34 @@ class ClipsLoadedUpFront(ref.ClipDataset):
 
 
 fix_length = fix_length_keep_end  # a learner's wrong fix_length, in the namespace their ClipDataset uses
+
+
+class ClipsClassBySubstring(ref.ClipDataset):
+    """Wrong: the first class whose name occurs in the file name ('bobcat_02' holds 'cat')."""
+
+    def __getitem__(self, index):
+        path = self.files[index]
+        label = next(i for i, c in enumerate(self.classes) if c in path.stem)
+        return ref.fix_length(torch.from_numpy(np.load(path)).float(), self.length), label
+
+
+class ClipsClassByLastSubstring(ref.ClipDataset):
+    """Wrong: the last class whose name occurs in the file name ('cat_07_dog' holds 'dog')."""
+
+    def __getitem__(self, index):
+        path = self.files[index]
+        label = [i for i, c in enumerate(self.classes) if c in path.stem][-1]
+        return ref.fix_length(torch.from_numpy(np.load(path)).float(), self.length), label
+
+
+class ClipsClassByLongestPrefix(ref.ClipDataset):
+    """Correct: the longest class name the file name starts with, followed by '_'."""
+
+    def __getitem__(self, index):
+        path = self.files[index]
+        label = max((i for i, c in enumerate(self.classes) if path.stem.startswith(c + "_")),
+                    key=lambda i: len(self.classes[i]))
+        return ref.fix_length(torch.from_numpy(np.load(path)).float(), self.length), label
 
 
 class ClipsOnLearnersFixLength(ref.ClipDataset):
@@ -864,7 +915,13 @@ CASES = [
     Reject(checks.check_split_train_val, split_fixed_seed, "ignores the seed argument"),
     Reject(checks.check_split_train_val, split_val_first, "[n_val, n_train]"),
     Reject(checks.check_split_train_val, split_rounded, "int(20 * 0.25) = 5 for validation"),
+    Reject(checks.check_split_train_val, split_train_rounded, "training size was rounded down (int(103 * (1 - 0.1)) = 92)"),
     Accept(checks.check_make_loaders, ref.make_loaders),
+    Reject(checks.check_make_loaders, loaders_one_generator, "both loaders use one generator"),
+    Accept(checks.check_make_loaders, loaders_val_own_generator),
+    Reject(checks.check_clip_dataset, ClipsClassBySubstring, "also holds 'cat' where it is not the class"),
+    Reject(checks.check_clip_dataset, ClipsClassByLastSubstring, "also holds 'dog' where it is not the class"),
+    Accept(checks.check_clip_dataset, ClipsClassByLongestPrefix),
     Reject(checks.check_make_loaders, loaders_keep_last, "expected the incomplete last batch dropped"),
     Reject(checks.check_make_loaders, loaders_no_shuffle, "expected a shuffled order"),
     Reject(checks.check_make_loaders, loaders_unseeded, "the shuffle is not seeded"),
@@ -974,6 +1031,11 @@ def recordings_drop_last(path, batch_size, seed):
     return _recordings_loader(_standardised(_read_recordings(path)), batch_size, seed, drop_last=True)
 
 
+def recordings_skip_first_line(path, batch_size, seed):
+    """Wrong: the first line read as a header, though every line but blanks and comments is a recording."""
+    return _recordings_loader(_standardised(_read_recordings(path)[1:]), batch_size, seed)
+
+
 class _LazyRecordings(Dataset):
     """Reads the file again for every item."""
 
@@ -1037,6 +1099,7 @@ RECORDING_CASES = [
     Reject(checks.check_recording_loader, recordings_not_shuffled, "in the file's order"),
     Reject(checks.check_recording_loader, recordings_global_shuffle, "global random generator"),
     Reject(checks.check_recording_loader, recordings_drop_last, "one epoch delivered 8 recordings"),
+    Reject(checks.check_recording_loader, recordings_skip_first_line, "recordings, but the file holds"),
     Reject(checks.check_recording_loader, recordings_lazy, "the file had been overwritten"),
     Reject(checks.check_recording_loader, recordings_fixed_permutation, "two epochs delivered the recordings"),
     Reject(checks.check_recording_loader, recordings_padded_first, "pad after standardising"),

@@ -396,6 +396,38 @@ def relu_times_mask(x):
     return x * (x > 0)
 
 
+def relu_plus_abs_float(x):
+    return (x + x.abs()) / 2 if x.is_floating_point() else (x + x.abs()) // 2
+
+
+def relu_masked_fill(x):
+    return x.masked_fill(x <= 0, 0)
+
+
+def relu_maximum(x):
+    return torch.maximum(x, torch.zeros_like(x))
+
+
+def flatten_keeps_last(x):
+    return x.reshape(-1, x.shape[-1])  # merges the wrong dimensions: keeps the last one, not the batch
+
+
+def means_unsqueezes_labels(features, labels, num_classes):
+    labels.unsqueeze_(1)  # the caller's labels are now [N, 1]
+    members = (labels == torch.arange(num_classes, device=labels.device)).to(features.dtype)
+    return (members.T @ features) / members.sum(dim=0).clamp(min=1)[:, None]
+
+
+def means_round_trip_cpu(features, labels, num_classes):
+    f, l = features.cpu(), labels.cpu()  # computes on the CPU, then moves the result back
+    one_hot = torch.nn.functional.one_hot(l, num_classes).to(f.dtype)
+    return ((one_hot.T @ f) / one_hot.sum(0).clamp(min=1)[:, None]).to(features.device)
+
+
+def dot_no_transpose(a, b):
+    return a @ b
+
+
 def pick_arange(scores, labels):
     return scores[torch.arange(len(labels)), labels]
 
@@ -485,7 +517,11 @@ CASES += [
     Accept(checks.check_relu, relu_clamp),
     Accept(checks.check_relu, relu_builtin),
     Accept(checks.check_relu, relu_where_int),
-    Accept(checks.check_relu, relu_times_mask),
+    # "0 elsewhere, for every value, inf and -inf included": -inf * 0 is nan
+    Reject(checks.check_relu, relu_times_mask, "where x is -inf your result is nan"),
+    Reject(checks.check_relu, relu_plus_abs_float, "where x is -inf your result is nan"),
+    Accept(checks.check_relu, relu_masked_fill),
+    Accept(checks.check_relu, relu_maximum),
     Accept(checks.check_pick_scores, pick_arange),
     Accept(checks.check_pick_scores, pick_loop),
     Accept(checks.check_pick_scores, pick_take_along),
@@ -640,6 +676,10 @@ CASES += [
     Accept(checks.check_class_means, means_item_loop),
     Accept(hidden_class_means, means_item_loop),
     Reject(checks.check_class_means, means_sorts_labels, "its values were overwritten"),
+    Reject(checks.check_class_means, means_unsqueezes_labels, "(unsqueeze_, squeeze_, t_, transpose_, resize_)"),
+    Reject(checks.check_class_means, means_round_trip_cpu, "the work stays on the features' device, with no trip"),
+    Reject(checks.check_flatten_batch, flatten_keeps_last, "keep dimension 0 (size"),
+    Reject(checks.check_pairwise_dot, dot_no_transpose, "transpose b (b.T)"),
 ]
 
 
