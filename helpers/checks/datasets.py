@@ -657,10 +657,18 @@ def _large_offset(images: torch.Tensor) -> bool:
     return float(images.abs().mean()) > 100 * float(images.std())
 
 
-def _stats_mistakes(dataset: TensorDataset, batch_size: int, which: str) -> list[Mistake]:
+def _stats_mistakes(dataset: TensorDataset, batch_size: int, which: str, fetched: int | None = None) -> list[Mistake]:
+    """What a wrong mean or std can come from; ``fetched``: how many images the learner's DataLoader gave."""
     images = dataset.tensors[0].double()
     batches = list(images.split(batch_size))
     pixels = images[0].numel()
+    n, short = len(images), len(images) % batch_size
+    unseen = [Mistake(f"your DataLoader gave {fetched} of the {n} images: the last, smaller batch of {short} was "
+                      "never counted (drop_last=True drops it); go through every image"
+                      if fetched == n - short and short else
+                      f"your DataLoader gave {fetched} of the {n} images; go through every image",
+                      matches=lambda _: fetched is not None and 0 < fetched < n,
+                      where="look at the DataLoader you build and at your loop over it")]
     if which == "mean":
         return [Mistake("you averaged the per-batch means, but the last batch is smaller, so its pixels count "
                         "too much: add up sums and pixel counts over all batches, then divide once",
@@ -672,11 +680,20 @@ def _stats_mistakes(dataset: TensorDataset, batch_size: int, which: str) -> list
                         where="look at what your count n adds up per batch"),
                 Mistake("that is the mean of the first batch only; go through the whole dataset",
                         lambda: batches[0].mean().item() if len(batches) > 1 else None,
-                        where="look at your loop over the loader: does it run over every batch?")]
+                        where="look at your loop over the loader: does it run over every batch?"),
+                *unseen]
     per_image = [torch.stack([img.std(correction=c) for img in images]).mean().item() for c in (0, 1)]
     per_batch = [sum(b.std(correction=c).item() for b in batches) / len(batches) for c in (0, 1)]
     per_pixel = [images.std(dim=0, correction=c).mean().item() for c in (0, 1)]
+    within = sum(float((b - b.mean()).square().sum()) for b in batches)  # each pixel from its own batch's mean
+    pooled = [math.sqrt(within / (images.numel() - c)) for c in (0, 1)]
     return [
+        *unseen,
+        *[Mistake("you measured each pixel's distance from its own batch's mean: that misses how much the batch "
+                  "means differ from each other. Measure every pixel from the one mean of all pixels (a first pass "
+                  "for the mean, or running sums of x and x**2)", (lambda v=v: v),
+                  where="look at which mean each pixel's squared distance is taken from") for v in pooled
+          if len(batches) > 1],
         *[Mistake("you computed a std per image and averaged them: that misses how much images differ from "
                   "each other. Compute one std over all pixels of all images", (lambda v=v: v),
                   where="look at which pixels each std is computed over") for v in per_image],
@@ -830,7 +847,7 @@ def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
         mean, std = got
         if part in ("both", "mean"):
             expect_close(mean, images.mean().item(), what=f"the mean from {shown}", python_number=True,
-                         mistakes=_stats_mistakes(dataset, batch_size, "mean"))
+                         mistakes=_stats_mistakes(dataset, batch_size, "mean", sum(batches)))
         if part in ("both", "std"):
             population, sample = images.std(correction=0).item(), images.std(correction=1).item()
             number = std
@@ -848,7 +865,7 @@ def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
                 if _large_offset(images) else []
             if not is_sample_std:
                 expect_close(std, population, what=f"the std from {shown}", python_number=True,
-                             mistakes=_stats_mistakes(dataset, batch_size, "std") + precision)
+                             mistakes=_stats_mistakes(dataset, batch_size, "std", sum(batches)) + precision)
     passed(f"mean_std ({part})" if part != "both" else "mean_std", len(inputs))
 
 

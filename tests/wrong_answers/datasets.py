@@ -1208,6 +1208,27 @@ def mean_std_two_passes(dataset, batch_size=1000):
     return mean, math.sqrt(squares / n)
 
 
+def mean_std_drop_last(dataset, batch_size=1000):
+    """Wrong: "go through it with DataLoader(dataset, batch_size=batch_size)": drop_last loses the last batch."""
+    total, squares, n = 0.0, 0.0, 0
+    for images, _ in DataLoader(dataset, batch_size=batch_size, drop_last=True):
+        images = images.double()
+        total, squares, n = total + images.sum().item(), squares + images.square().sum().item(), n + images.numel()
+    mean = total / n
+    return mean, math.sqrt(squares / n - mean**2)
+
+
+def mean_std_within_batches(dataset, batch_size=1000):
+    """Wrong: each pixel's squared distance from its own batch's mean, pooled (the mean itself is right)."""
+    total, within, n = 0.0, 0.0, 0
+    for images, _ in DataLoader(dataset, batch_size=batch_size):
+        images = images.double()
+        total += images.sum().item()
+        within += ((images - images.mean()) ** 2).sum().item()
+        n += images.numel()
+    return total / n, math.sqrt(within / n)
+
+
 def split_ceil(dataset, val_fraction, seed):
     """Wrong: n_val rounded up."""
     n_val = math.ceil(len(dataset) * val_fraction)
@@ -1262,6 +1283,8 @@ CASES += [
     Reject(checks.check_mean_std, mean_std_counts_images, "you counted images"),
     Reject(checks.check_mean_std, mean_std_keeps_batches, "you kept every batch"),
     Accept(checks.check_mean_std, mean_std_two_passes),
+    Reject(checks.check_mean_std, mean_std_drop_last, "the last, smaller batch of 5 was never counted"),
+    Reject(checks.check_mean_std, mean_std_within_batches, "its own batch's mean"),
     Reject(checks.check_split_train_val, split_ceil, "rounded up"),
     Reject(checks.check_split_train_val, split_permutation_val_first, "start of the shuffled order"),
     Accept(checks.check_split_train_val, split_permutation),
