@@ -30,6 +30,7 @@ import tempfile
 import time
 import traceback
 from collections import Counter
+from collections.abc import MutableMapping
 from contextlib import ExitStack, contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -64,6 +65,51 @@ class _Report(NamedTuple):
     error: str | None = None      # exception type name
     message: str = ""
     stage: str = "run"            # "init": the group could not start; "run": the code raised
+    launcher_reads: tuple = ()    # the launcher's environment variables the code asked for (none is set)
+
+
+# What torchrun sets for each process, and the notebook's launcher (run_on_ranks, forked ranks joining by tcp://)
+# does not: a rank's code that reads them works under one launcher only. The ranks of a check start as the
+# notebook's do, without them, and the reads are recorded to be named.
+LAUNCHER_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
+                      "MASTER_PORT")
+
+
+def _asked_by_learner() -> bool:
+    """The code that asked os.environ (past os.getenv and Mapping.get) is neither torch's nor the course's."""
+    library = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    frame = sys._getframe(2)
+    passing = (os.getenv.__code__.co_filename, MutableMapping.get.__code__.co_filename)
+    while frame is not None and frame.f_code.co_filename in passing:
+        frame = frame.f_back
+    return frame is not None and not frame.f_code.co_filename.startswith(library)
+
+
+class _WatchedEnviron(MutableMapping):
+    """``os.environ`` in a check's rank: the same variables, with every read of a launcher variable recorded."""
+
+    def __init__(self, real: MutableMapping, reads: list[str]) -> None:
+        self._real, self._reads = real, reads
+
+    def __getitem__(self, key: str) -> str:
+        if key in LAUNCHER_VARIABLES and key not in self._reads and _asked_by_learner():
+            self._reads.append(key)
+        return self._real[key]
+
+    def __setitem__(self, key: str, value: str) -> None:
+        self._real[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self._real[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._real)
+
+    def __len__(self) -> int:
+        return len(self._real)
+
+    def copy(self) -> dict[str, str]:
+        return dict(self._real)
 
 
 def _member(rank: int, world_size: int, port: int, target: Callable[..., Any], args: tuple, out: str,
@@ -76,8 +122,10 @@ def _member(rank: int, world_size: int, port: int, target: Callable[..., Any], a
         os.dup2(log.fileno(), 2)
         sys.stdout = sys.stderr = log
         torch.set_num_threads(1)  # the kernel's thread pool did not survive the fork
-        os.environ.update(MASTER_ADDR=HOST, MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
-                          WORLD_SIZE=str(world_size))
+        for name in LAUNCHER_VARIABLES:
+            os.environ.pop(name, None)
+        launcher_reads: list[str] = []
+        os.environ = _WatchedEnviron(os.environ, launcher_reads)  # this child's own; it ends with os._exit
         try:
             dist.init_process_group("gloo", init_method=f"tcp://{HOST}:{port}", rank=rank, world_size=world_size,
                                     timeout=timedelta(seconds=collective_timeout_s))
@@ -93,6 +141,7 @@ def _member(rank: int, world_size: int, port: int, target: Callable[..., Any], a
                                  error=type(error).__name__, message=str(error))
             finally:
                 dist.destroy_process_group()
+            report = report._replace(launcher_reads=tuple(launcher_reads))
         try:
             torch.save(tuple(report), os.path.join(out, f"rank{rank}.pt"))
         except Exception as error:
@@ -171,6 +220,15 @@ def run_group(target: Callable[..., Any], *args: Any, world_size: int = 2, what:
             raise CheckError(f"{what} is not written yet: it raised NotImplementedError",
                              where="look in its cell for `raise NotImplementedError()`",
                              mistake="replace `raise NotImplementedError()` with your code")
+    for rank, report in enumerate(reports):
+        if report is not None and report.launcher_reads:
+            names = ", ".join(report.launcher_reads)
+            raise CheckError(f"{what}: rank {rank} read the environment variable(s) {names}, which this check's "
+                             "ranks do not have: like the notebook's run_on_ranks, it starts each rank without them "
+                             "(only launchers such as torchrun set them)",
+                             where="look at where your function gets the rank and the world size",
+                             mistake="a function run on the ranks of a process group asks the group: "
+                                     "dist.get_rank() and dist.get_world_size() are right under every launcher")
     gloo = ("Timed out waiting", "Connection closed by peer", "Connection reset by peer", "Broken pipe")
     for rank, report in enumerate(reports):
         if report is not None and report.error:
@@ -251,9 +309,11 @@ def _expect_port(port: Any, what: str, bound: list[tuple[int, int]]) -> int:
         raise CheckError(f"{what} should return the port as an int, but returned {describe(port)}",
                          where="look at your return statement")
     if port == 0 and not any(kind == socket.SOCK_STREAM for kind, _ in bound):
-        raise CheckError(f"{what} returned 0, and no TCP socket was bound during the call: an unbound socket's "
-                         "getsockname() reports port 0",
-                         where="look at what happens to your socket between creating it and reading getsockname()",
+        raise CheckError(f"{what} returned 0, and no TCP socket was bound during the call: 0 is no port to "
+                         "listen on (it is what bind() is given to ask the system for a free one, and what an unbound "
+                         "socket's getsockname() reports)",
+                         where="look at where the number you return comes from: a socket you created and bound, "
+                               "then getsockname()?",
                          mistake="the socket was never bound: probe.bind(('127.0.0.1', 0)) asks the system for a free "
                                  "port, and getsockname()[1] afterwards gives the one it chose")
     if port == 0:
@@ -1108,8 +1168,17 @@ def _check_training(fn: Callable[..., Any], inputs: Sequence[TrainCase], name: s
                        where="look at which model's state_dict() you return")
                 forwards.append(_expect_training_contract(what, case, rank, built))
             twins = extra(case)
+            start = _built_with(case.seed)
             for rank in range(world_size):
                 got, _, timeline = per_rank[rank][index]
+                if case.steps and all(torch.equal(got[k], start[k]) for k in start):
+                    raise CheckError(f"{what}: rank {rank} returned the weights make_model() starts from: no step "
+                                     "changed them",
+                                     where="look at which parameters the optimizer updates, and which model you "
+                                           "train and return",
+                                     mistake=(f"the model ran {forwards[rank]} training forward and backward passes, "
+                                              "but no optimizer step changed its weights: give the optimizer the "
+                                              "parameters of the model you train" if forwards[rank] else None))
                 early = _averaged_before_backward(timeline)
                 for key, want in expected.items():
                     mistakes = []
@@ -1156,6 +1225,7 @@ def _divided_again(case: TrainCase, averaged_by: str) -> tuple[str, list[dict[st
             f"{case.world_size}): the updates are {case.world_size} times too small. {averaged_by} already averages "
             "the gradients: do not divide them (or the learning rate) by the world size again",
             _simulated(case._replace(lr=case.lr / case.world_size)))
+_MOMENTUM = "the weights are those of SGD with momentum=0.9: the task trains with plain SGD, lr={lr} and nothing else"
 _SUMMED_LOSS = ("the loss is summed over the shard: use the mean (the default reduction), so that the average over "
                 "the ranks is the whole batch's mean")
 _ACCUMULATED = ("the gradients of every step were added to those of the steps before: clear them before each "
@@ -1174,7 +1244,8 @@ def check_train_by_hand(fn: Callable[..., Any], inputs: Sequence[TrainCase] | No
                 (f"the weights are those of a run with the learning rate times the world size ({case.world_size} x "
                  f"{case.lr}): the gradients were summed over the ranks, not averaged. average_gradients(model) "
                  "divides the sum by the world size", _simulated(case._replace(lr=case.lr * case.world_size))),
-                _divided_again(case, "average_gradients")]
+                _divided_again(case, "average_gradients"),
+                (_MOMENTUM.format(lr=case.lr), _simulated(case, momentum=0.9))]
 
     # graded with the reference average_gradients: a bug there costs exercise 2's points, not these too
     # (watched: whether it had gradients to average when it ran)
@@ -1195,7 +1266,8 @@ def check_train_ddp(fn: Callable[..., Any], inputs: Sequence[TrainCase] | None =
                 (f"the weights are those of a run with the learning rate times the world size ({case.world_size} x "
                  f"{case.lr}): DistributedDataParallel averages the gradients, so the one-process lr stays as it is",
                  _simulated(case._replace(lr=case.lr * case.world_size))),
-                _divided_again(case, "DistributedDataParallel")]
+                _divided_again(case, "DistributedDataParallel"),
+                (_MOMENTUM.format(lr=case.lr), _simulated(case, momentum=0.9))]
 
     with torch.random.fork_rng(devices=[]):
         checks = _check_training(fn, inputs, "train_ddp", twins)
@@ -1527,14 +1599,14 @@ def _expect_seeded_once(what: str, case: WholeCase, rank: int, after_model: list
 
 
 def _single_run(case: WholeCase, batch_size: int, order: Callable[[int], list[int]],
-                momentum: float = 0.9) -> dict[str, torch.Tensor]:
-    """The given single-process training with another batch size, order of the samples (epoch -> order) or
-    momentum."""
+                momentum: float = 0.9, lr: float = 0.1) -> dict[str, torch.Tensor]:
+    """The given single-process training with another batch size, order of the samples (epoch -> order),
+    momentum or learning rate."""
     x, y = _whole_data(case)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(case.seed)
         model = _whole_model(case)()
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=momentum)
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
         for epoch in range(case.epochs):
             indices = order(epoch)
             for start in range(0, len(indices), batch_size):
@@ -1669,6 +1741,11 @@ def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] 
                  "shuffle=False turns that off", _single_run(case, case.batch_size, lambda epoch: list(range(case.n)))),
                 ("the weights are those of plain SGD: train_one_process's optimizer has momentum=0.9",
                  _single_run(case, case.batch_size, lambda epoch: shuffled(case.seed + epoch)(epoch), momentum=0.0)),
+                (f"the weights are those of a run with the learning rate divided by the world size (0.1 / "
+                 f"{world_size}): the updates are {world_size} times too small. The gradients are averaged over the "
+                 "ranks already (DistributedDataParallel does it): do not divide the loss or the learning rate by "
+                 "the world size", _single_run(case, case.batch_size, lambda epoch: shuffled(case.seed + epoch)(epoch),
+                                               lr=0.1 / world_size)),
             ]
             twins = [(message, twin) for message, twin in twins
                      if any(not torch.allclose(twin[k], expected[k], atol=1e-5) for k in expected)]

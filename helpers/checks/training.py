@@ -55,8 +55,18 @@ def _loader(case: Case, shuffle: bool = True, host: bool = False) -> DataLoader:
     g = torch.Generator().manual_seed(1000 + case.seed)
     x = torch.randn(case.n, N_FEATURES, generator=g)
     y = torch.randint(0, N_CLASSES, (case.n,), generator=g)
-    return DataLoader(TensorDataset(x, y), batch_size=case.batch_size, shuffle=shuffle,
-                      generator=torch.Generator().manual_seed(case.seed), collate_fn=host_collate if host else None)
+    return _CountingLoader(TensorDataset(x, y), batch_size=case.batch_size, shuffle=shuffle,
+                           generator=torch.Generator().manual_seed(case.seed), collate_fn=host_collate if host else None)
+
+
+class _CountingLoader(DataLoader):
+    """A DataLoader that counts the passes made over it (each shuffles anew)."""
+
+    passes = 0
+
+    def __iter__(self) -> Any:
+        self.passes += 1
+        return super().__iter__()
 
 
 def _model(case: Case, dropout: bool) -> nn.Sequential:
@@ -280,6 +290,27 @@ def check_binary_loss(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
 # ---------------------------------------------------------------- accuracy
 
 
+def _argmax_down_the_batch(fn: Callable[[torch.Tensor, torch.Tensor], Any]) -> bool:
+    """``fn`` scores 1.0 on a square batch whose columns' largest values sit at the targets and whose rows' never
+    do (right accuracy 0): it took argmax over dim=0. (A matching value alone can be a coincidence.)"""
+    targets = torch.tensor([1, 2, 3, 0])
+    logits = torch.zeros(4, 4)
+    logits[targets, torch.arange(4)] = 5.0
+    try:
+        return same_value(_call(fn, logits, targets), 1.0)
+    except CheckError:
+        return False
+
+
+def _thresholds_probability(fn: Callable[[torch.Tensor, torch.Tensor], Any]) -> bool:
+    """``fn`` scores 0.0 on rows whose target has the largest score but a probability near 1/3 (right accuracy 1)."""
+    logits = torch.tensor([[1.0, 0.9, 0.8], [0.8, 1.0, 0.9], [0.9, 0.8, 1.0]])
+    try:
+        return same_value(_call(fn, logits, torch.tensor([0, 1, 2])), 0.0)
+    except CheckError:
+        return False
+
+
 def check_accuracy(fn: Callable[[torch.Tensor, torch.Tensor], float],
                    inputs: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None) -> None:
     g = torch.Generator().manual_seed(7)
@@ -300,8 +331,14 @@ def check_accuracy(fn: Callable[[torch.Tensor, torch.Tensor], float],
         correct = int((logits.argmax(dim=1) == targets).sum())
         mistakes = [
             Mistake("you took argmax over dim=0 (down the batch); the classes run along dim=1",
-                    lambda: (logits.argmax(dim=0) == targets).float().mean().item(),
+                    matches=lambda got: same_value(got, (logits.argmax(dim=0) == targets).float().mean().item())
+                    and _argmax_down_the_batch(fn),
                     where="look at the dim= of argmax"),
+            Mistake("you counted a row as right when its target's probability is over 0.5; a prediction is right "
+                    "when the target has the largest score (argmax over the classes), whatever its probability",
+                    matches=lambda got: same_value(got, (logits.softmax(dim=1).gather(1, targets[:, None]) > 0.5)
+                                                   .float().mean().item()) and _thresholds_probability(fn),
+                    where="look at how you decide that a row's prediction is right"),
             Mistake("// is integer division: the count of correct predictions // the number of samples is 0 unless "
                     "every prediction is right; divide with /",
                     lambda: float(correct // len(targets)),
@@ -441,6 +478,7 @@ def _run_epoch(fn: Callable[..., Any], case: Case, *, dropout: bool, start_in_ev
                        allow=Allow(changed=(model, optimizer), global_rng=True))
         _LAST_RNG[:] = [torch.get_rng_state()]
         _KEPT_GRAPHS[:] = [loss_fn.kept[0]]
+        _LAST_PASSES[:] = [loader.passes]
     name = getattr(fn, "__name__", "train_one_epoch")
     expect(all(torch.equal(a, b) for a, b in zip(data, loader.dataset.tensors)),
            f"{name} changed the data of the loader it was given (its dataset's tensors), which belong to the caller",
@@ -450,6 +488,7 @@ def _run_epoch(fn: Callable[..., Any], case: Case, *, dropout: bool, start_in_ev
 
 
 _LAST_RNG: list[torch.Tensor] = []
+_LAST_PASSES: list[int] = []  # how many passes the last _run_epoch's function made over its loader
 _KEPT_GRAPHS: list[bool] = []  # whether the last _run_epoch's function kept earlier batches' graphs alive
 
 
@@ -480,7 +519,7 @@ def check_train_one_epoch_updates(fn: Callable[..., float], inputs: Sequence[Cas
         expect(all(f.grad for f in seen),
                f"{what}: the forward pass ran without gradient tracking; training needs gradients",
                where="look at what surrounds the forward pass: a torch.no_grad() or inference_mode() block?")
-        got_rng = _LAST_RNG[0]
+        got_rng, got_passes = _LAST_RNG[0], _LAST_PASSES[0]
         _, want, want_seen = _run_epoch(ref.train_one_epoch, case, dropout=True, start_in_eval=True)
         ref_state = want
         _expect_rng_as_reference(got_rng, _LAST_RNG[0], what)
@@ -504,6 +543,14 @@ def check_train_one_epoch_updates(fn: Callable[..., float], inputs: Sequence[Cas
                             and b.inputs is not None and a.inputs.shape == b.inputs.shape
                             and not torch.equal(a.inputs.as_subclass(torch.Tensor), b.inputs.as_subclass(torch.Tensor))),
                            None)
+            if mistake is None and got_passes > 1:
+                raise CheckError(f"{what}: after one epoch your parameters differ from the reference's: your "
+                                 f"function went through the loader {got_passes} times",
+                                 where="look at every loop over the loader (and list(loader), sum(... for ... in "
+                                       "loader)) in your function",
+                                 mistake="each pass over a shuffling loader draws a new order, so the pass that "
+                                         "trained saw other batches than the epoch's first pass; go through the "
+                                         "loader once (len(loader.dataset) counts the samples without a pass)")
             if mistake is None and altered is not None:
                 raise CheckError(f"{what}: after one epoch your parameters differ from the reference's: forward pass "
                                  f"{altered + 1} was given other values than the loader's batch",
@@ -764,8 +811,16 @@ class FitCase(NamedTuple):
     max_norm: float = 0.05
 
 
-DEFAULT_FIT_CASES = [FitCase(Case(0, 10, 4), 2, 0.05), FitCase(Case(2, 12, 5), 3, 0.2)]
+# the second max_norm lies among the gradients' norms: some steps are clipped, others must be left as they are
+DEFAULT_FIT_CASES = [FitCase(Case(0, 10, 4), 2, 0.05), FitCase(Case(2, 12, 5), 3, 0.7)]
 NO_CLIPPING = 1e9  # clip_grad_norm_ then multiplies by exactly 1.0
+
+
+def _SCALED_UP(wrong_answer: Callable[[], Any]) -> Mistake:  # noqa: N802 - reads as the mistake it names
+    return Mistake("every gradient was scaled to a norm of max_norm, a smaller one up too: clipping only shrinks a "
+                   "gradient whose total norm is over max_norm and leaves the others as they are (what "
+                   "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) does)", wrong_answer,
+                   where="look at what you do to the gradients between backward() and optimizer.step()")
 
 
 def _fit_variant(clip: str = "norm", fixed_norm: float | None = None, scheduler_first: bool = False,
@@ -789,6 +844,10 @@ def _fit_variant(clip: str = "norm", fixed_norm: float | None = None, scheduler_
                 elif clip == "each":
                     for parameter in model.parameters():
                         nn.utils.clip_grad_norm_([parameter], max_norm)
+                elif clip == "rescale":  # every gradient scaled to max_norm, a small one up too
+                    total = nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
+                    for parameter in model.parameters():
+                        parameter.grad.mul_(max_norm / (total + 1e-6))
                 if scheduler_first and not per_epoch:
                     scheduler.step()
                 optimizer.step()
@@ -858,6 +917,11 @@ def check_fit_schedule(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
         symptom = (f"{what}: the scheduler took {steps} steps; {epochs} epochs x {batches} batches = "
                    f"{epochs * batches} updates")
         where = "look at where scheduler.step() sits in your loops"
+        final_lr = scheduler.optimizer.param_groups[0]["lr"]
+        expect(steps != 0 or final_lr == scheduler.get_last_lr()[0], symptom + ", yet the optimizer's learning rate "
+               f"changed (to {final_lr:.4g})", where="look at which scheduler your loop steps",
+               mistake="you stepped a scheduler of your own; step the one fit was given (scheduler.step()), which "
+                       "the caller made for this optimizer")
         expect(steps != 0, symptom, where=where, mistake="you never called scheduler.step(), so the learning rate "
                "never changed")
         expect(steps != epochs, symptom, where=where,
@@ -882,9 +946,11 @@ def check_fit_schedule(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
                            "a CrossEntropyLoss with label smoothing); use loss_fn(logits, targets)")
             forgot = _forgot_zero_grad(lambda: _run_fit(_fit_variant(zero_grad=False), fit_case, one_cycle=True,
                                                         clip=False)[1])
-            forgot_it = forgot.explains(got)
-            raise CheckError(symptom, where=forgot.where if forgot_it else "look at the order of the calls for each batch",
-                             mistake=forgot.message if forgot_it else None)
+            scaled = _SCALED_UP(lambda: _run_fit(_fit_variant(clip="rescale"), fit_case, one_cycle=True,
+                                                 clip=False)[1])
+            named = next((m for m in (forgot, scaled) if m.explains(got)), None)
+            raise CheckError(symptom, where=named.where if named else "look at the order of the calls for each batch",
+                             mistake=named.message if named else None)
     passed("fit (learning-rate schedule)", len(inputs))
 
 
@@ -898,8 +964,13 @@ def check_fit_clipping(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
     """Gradients are clipped to max_norm between backward() and optimizer.step()."""
     inputs = inputs if inputs is not None else DEFAULT_FIT_CASES
     for fit_case in inputs:
-        _, got, _, _, _ = _run_fit(fn, fit_case, one_cycle=False, clip=True)
+        _, got, scheduler, _, _ = _run_fit(fn, fit_case, one_cycle=False, clip=True)
         what = f"fit on {fit_case}"
+        final_lr, given_lr = scheduler.optimizer.param_groups[0]["lr"], scheduler.get_last_lr()[0]
+        expect(final_lr == given_lr, f"{what} (max_norm={fit_case.max_norm}): the scheduler fit was given keeps the "
+               f"learning rate at {given_lr:.4g}, but the optimizer's ended at {final_lr:.4g}",
+               where="look at what changes the learning rate in your fit: step only the scheduler you were given",
+               mistake="you stepped a scheduler of your own" if scheduler.last_epoch == 0 else None)
         want = _run_fit(ref.fit, fit_case, one_cycle=False, clip=True)[1]
         twin = lambda variant: _run_fit(variant, fit_case, one_cycle=False, clip=True)[1]  # noqa: E731
         mistakes = [
@@ -919,6 +990,7 @@ def check_fit_clipping(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
                     lambda: twin(_fit_variant(clip="each")),
                     where="look at the arguments of your clipping call"),
             _forgot_zero_grad(lambda: twin(_fit_variant(zero_grad=False))),
+            _SCALED_UP(lambda: twin(_fit_variant(clip="rescale"))),
         ]
         if not same_value(got, want):
             mistake = next((m for m in mistakes if m.explains(got)), None)

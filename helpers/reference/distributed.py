@@ -144,20 +144,21 @@ def save_and_load(model: nn.Module, path: str | Path) -> None:
 
 def simulate_data_parallel(make_model: Callable[[], nn.Module], inputs: torch.Tensor, targets: torch.Tensor,
                            steps: int, seeds: Sequence[int], lr: float, average: bool = True,
-                           reduction: str = "mean", accumulate: bool = False) -> list[dict[str, torch.Tensor]]:
+                           reduction: str = "mean", accumulate: bool = False,
+                           momentum: float = 0.0) -> list[dict[str, torch.Tensor]]:
     """Data-parallel SGD simulated in one process, one model per rank (rank r seeded ``seeds[r]``).
 
     With every seed equal and ``average=True`` this is exactly the single-process run
     on the whole batch (shards of equal size). The checks use it for the wrong twins:
     different seeds per rank, gradients never averaged, a summed loss, gradients never cleared
-    (``accumulate=True``: no ``zero_grad`` between steps).
+    (``accumulate=True``: no ``zero_grad`` between steps), SGD with momentum where plain SGD is asked.
     """
     world_size = len(seeds)
     models = []
     for seed in seeds:
         torch.manual_seed(seed)
         models.append(make_model())
-    optimizers = [torch.optim.SGD(m.parameters(), lr=lr) for m in models]
+    optimizers = [torch.optim.SGD(m.parameters(), lr=lr, momentum=momentum) for m in models]
     for _ in range(steps):
         grads = []
         for rank, (model, optimizer) in enumerate(zip(models, optimizers)):

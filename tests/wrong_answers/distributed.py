@@ -4,6 +4,7 @@ Every case runs the learner-style function in a real Gloo group of processes.
 """
 
 import math
+import os
 import socket
 from pathlib import Path
 
@@ -171,6 +172,29 @@ def grads_none_as_zeros(model):
 
 
 # ---------------------------------------------------------------- train_by_hand
+
+
+def grads_world_size_from_environment(model):
+    """Wrong under the notebook's run_on_ranks (and mp.spawn): only torchrun sets WORLD_SIZE; there this divides by 1."""
+    world_size = int(os.environ.get("WORLD_SIZE", 1))
+    for p in model.parameters():
+        if p.grad is not None:
+            dist.all_reduce(p.grad)
+            p.grad /= world_size
+
+
+def by_hand_rank_from_environment(make_model, inputs, targets, steps, seed, lr):
+    """Wrong under the notebook's run_on_ranks: RANK is unset there, so every rank trains on shard 0."""
+    rank, world_size = int(os.getenv("RANK", "0")), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(inputs[rank::world_size]), targets[rank::world_size]).backward()
+        ref.average_gradients(model)
+        optimizer.step()
+    return model.state_dict()
 
 
 def by_hand_seed_per_rank(make_model, inputs, targets, steps, seed, lr):
@@ -385,6 +409,35 @@ def ddp_never_seeded(make_model, inputs, targets, steps, seed, lr):
         nn.functional.mse_loss(model(inputs[rank::world_size]), targets[rank::world_size]).backward()
         optimizer.step()
     return model.module.state_dict()
+
+
+def ddp_optimizer_of_another_model(make_model, inputs, targets, steps, seed, lr):
+    """Wrong: the optimizer holds the first model's parameters; the wrapped (trained) model is a second one."""
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    torch.manual_seed(seed)
+    ddp_model = DistributedDataParallel(make_model())
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(ddp_model(inputs[rank::world_size]), targets[rank::world_size]).backward()
+        optimizer.step()
+    return ddp_model.module.state_dict()
+
+
+def by_hand_momentum(make_model, inputs, targets, steps, seed, lr):
+    """Wrong: "steps steps of plain SGD"; momentum=0.9 added."""
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(inputs[rank::world_size]), targets[rank::world_size]).backward()
+        ref.average_gradients(model)
+        optimizer.step()
+    return model.state_dict()
 
 
 def ddp_lr_times_world(make_model, inputs, targets, steps, seed, lr):
@@ -958,6 +1011,22 @@ def whole_without_momentum(make_model, dataset, epochs, batch_size, lr, seed):
     return model.module.state_dict()
 
 
+def whole_loss_divided_by_world_size(make_model, dataset, epochs, batch_size, lr, seed):
+    """Wrong: DDP already averages the gradients; dividing the loss by the world size shrinks every update."""
+    torch.manual_seed(seed)
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    sampler = DistributedSampler(dataset, seed=seed)
+    loader = DataLoader(dataset, batch_size=batch_size // dist.get_world_size(), sampler=sampler)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for images, labels in loader:
+            optimizer.zero_grad()
+            (nn.functional.cross_entropy(model(images), labels) / dist.get_world_size()).backward()
+            optimizer.step()
+    return model.module.state_dict()
+
+
 def whole_without_set_epoch(make_model, dataset, epochs, batch_size, lr, seed):
     return _ddp_run(make_model, dataset, epochs, batch_size, lr, seed, set_epoch=False)
 
@@ -1276,7 +1345,6 @@ CASES = [
     Accept(checks.check_average_gradients, grads_new_tensor),
     Accept(checks.check_average_gradients, grads_multiplied),
     Accept(checks.check_average_gradients, grads_none_as_zeros),
-    Accept(checks.check_average_gradients, grads_avg_op),
     Reject(checks.check_average_gradients, grads_every_parameter, "dist.all_reduce was given None"),
     Reject(checks.check_average_gradients, grads_scaled_first, "its .grad is None: there is nothing to average"),
     Reject(checks.check_average_gradients, grads_summed, "the sum over the 2 ranks, not the average"),
@@ -1296,6 +1364,10 @@ CASES = [
            "element-wise maximum over the 2 ranks' gradients divided by the world size"),
     Reject(checks.check_average_gradients, grads_only_on_rank0, "waited in a collective that another rank never called"),
     Accept(checks.check_train_by_hand, ref.train_by_hand),
+    Reject(checks.check_train_by_hand, by_hand_rank_from_environment, "read the environment variable(s) RANK"),
+    Reject(checks.check_average_gradients, grads_world_size_from_environment,
+           "read the environment variable(s) WORLD_SIZE, which this check's ranks do not have"),
+    Accept(checks.check_average_gradients, grads_avg_op),
     Accept(checks.check_train_by_hand, by_hand_keywords),
     Accept(checks.check_train_by_hand, by_hand_chunks),
     Accept(checks.check_train_by_hand, by_hand_manual_update),
@@ -1379,6 +1451,11 @@ CASES = [
     Reject(checks.check_train_distributed, whole_own_block_shuffled, "in epoch 0, step 1 the ranks together read"),
     Reject(checks.check_train_distributed, whole_subset_per_rank, "only its own contiguous block of the dataset"),
     Reject(checks.check_train_distributed, whole_without_momentum, "train_one_process's optimizer has momentum=0.9"),
+    Reject(checks.check_train_distributed, whole_loss_divided_by_world_size,
+           "do not divide the loss or the learning rate by the world size"),
+    Reject(checks.check_train_ddp, ddp_optimizer_of_another_model,
+           "give the optimizer the parameters of the model you train"),
+    Reject(checks.check_train_by_hand, by_hand_momentum, "the weights are those of SGD with momentum=0.9"),
     Reject(checks.check_train_distributed, whole_without_set_epoch, "the epoch never changed it"),
     Reject(checks.check_train_distributed, whole_batch_per_process, "each process loaded the whole batch_size"),
     Reject(checks.check_train_distributed, whole_sampler_default_seed, "a sampler seeded with 0 + epoch"),

@@ -803,6 +803,23 @@ def fit_clip_by_hand(model, loader, loss_fn, optimizer, scheduler, device, epoch
     return _fit_with(model, loader, loss_fn, optimizer, scheduler, device, epochs, clip)
 
 
+def fit_always_rescales(model, loader, loss_fn, optimizer, scheduler, device, epochs=1, max_norm=1.0):
+    """Wrong: "a smaller gradient is left as it is"; this scales every gradient to max_norm, a small one up."""
+    def clip():
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        norm = torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))
+        for g in grads:
+            g.mul_(max_norm / (norm + 1e-6))
+    return _fit_with(model, loader, loss_fn, optimizer, scheduler, device, epochs, clip)
+
+
+def fit_own_one_cycle(model, loader, loss_fn, optimizer, scheduler, device, epochs=1, max_norm=1.0):
+    """Wrong: ignores the scheduler it was given and steps one of its own."""
+    own = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.5, epochs=epochs, steps_per_epoch=len(loader))
+    return _fit_loop(model, loader, loss_fn, optimizer, own, epochs,
+                     lambda: nn.utils.clip_grad_norm_(model.parameters(), max_norm))
+
+
 def fit_reseeds(model, loader, loss_fn, optimizer, scheduler, device, epochs=1, max_norm=1.0):
     torch.manual_seed(epochs)
     return ref.fit(model, loader, loss_fn, optimizer, scheduler, device, epochs, max_norm)
@@ -1344,3 +1361,46 @@ CASES = CASES + [
     Accept(checks.check_classify, classify_to_own_device),
     Accept(checks.check_classify, classify_on_a_copy),
 ]
+
+
+# from a learner tester: clipping that scales small gradients up, and a scheduler of the function's own
+CASES += [
+    Reject(checks.check_fit_clipping, fit_always_rescales, "a smaller one up too"),
+    Reject(checks.check_fit_schedule, fit_always_rescales, "a smaller one up too"),
+    Reject(checks.check_fit_clipping, fit_own_one_cycle, "you stepped a scheduler of your own"),
+    Reject(checks.check_fit_schedule, fit_own_one_cycle, "you stepped a scheduler of your own"),
+]
+
+
+def epoch_counts_samples_first(model, loader, loss_fn, optimizer, device):
+    """Wrong: a first pass over the loader to count the samples draws a shuffle, so training sees another order."""
+    n_samples = sum(len(targets) for _, targets in loader)
+    model.train()
+    total = 0.0
+    for inputs, targets in loader:
+        inputs, targets = inputs.to(device), targets.to(device)
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * len(targets)
+    return total / n_samples
+
+
+def accuracy_target_probability(logits, targets):
+    """Wrong: counts a row right when its target's probability is over 0.5 (not the largest score)."""
+    return (logits.softmax(dim=1).gather(1, targets[:, None]) > 0.5).float().mean().item()
+
+
+def accuracy_down_the_batch(logits, targets):
+    """Wrong: argmax over dim=0."""
+    return (logits.argmax(dim=0) == targets).float().mean().item()
+
+
+CASES += [
+    Reject(checks.check_train_one_epoch_updates, epoch_counts_samples_first,
+           "your function went through the loader 2 times"),
+    Reject(checks.check_accuracy, accuracy_down_the_batch, "you took argmax over dim=0"),
+    Reject(checks.check_accuracy, accuracy_target_probability, "its target's probability is over 0.5"),
+]
+
