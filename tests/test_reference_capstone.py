@@ -95,6 +95,19 @@ def test_training_over_the_limit_that_swallows_the_stop_is_still_caught():
     assert "more than the time limit" in str(result.error)
 
 
+def test_a_training_stopped_after_changing_the_threads_names_the_threads():
+    def two_threads(train_set, time_budget_s):
+        torch.set_num_threads(2)  # forbidden, and every thread's CPU time counts towards the limit
+        while True:
+            sum(range(10_000))
+
+    saved = torch.get_num_threads()
+    result = checks._train(two_threads, _tiny_set(), budget_s=0.4, limit_s=0.6, threads=1, seed=0)
+    assert "was stopped after" in str(result.error)
+    assert "changed PyTorch's number of threads to 2" in str(result.error)
+    assert torch.get_num_threads() == saved
+
+
 def test_waiting_costs_no_budget():
     def sleeper(train_set, time_budget_s):
         time.sleep(0.5)  # like waiting for a core that another program holds

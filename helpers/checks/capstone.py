@@ -468,13 +468,15 @@ def _offsets(got: torch.Tensor, images: torch.Tensor, reach: int, fill: float, r
 
 
 class ShiftCase(NamedTuple):
-    """A batch of ``n`` images of ``channels`` x ``size`` x ``size``, moved by up to ``max_shift``."""
+    """A batch of ``n`` images of ``channels`` x ``size`` x ``width`` (``size`` when None), moved by up to
+    ``max_shift``."""
 
     n: int = 300
     channels: int = 1
     size: int = 12
     max_shift: int = 2
     seed: int = 0
+    width: int | None = None
 
 
 # The usual ways of drawing the offsets with torch.randint(-m, m + 1, ..., generator=g): every one of them reads
@@ -559,12 +561,14 @@ def check_random_shift(fn: Callable, inputs: Sequence[ShiftCase] | None = None) 
 
     The draw order is open; the sign is not: moves that equal the generator's draws with a sign flipped fail.
     """
-    inputs = inputs or [ShiftCase(300, 1, 12, 2, 0), ShiftCase(200, 2, 9, 1, 1)]
+    # the second batch's images are wider than tall: "a [N, C, H, W] batch" need not be square
+    inputs = inputs or [ShiftCase(300, 1, 12, 2, 0), ShiftCase(200, 2, 9, 1, 1, width=11)]
     fill = -0.5
     fn = _crash_hints(fn)
     for case in inputs:
         g = torch.Generator().manual_seed(100 + case.seed)
-        images = torch.rand(case.n, case.channels, case.size, case.size, generator=g) + 1.0  # never equal to fill
+        images = torch.rand(case.n, case.channels, case.size, case.width or case.size,
+                            generator=g) + 1.0  # never equal to fill
         what = f"random_shift(images of shape {list(images.shape)}, max_shift={case.max_shift}, fill={fill})"
         with _KeptRandomState():
             got = call(fn, images, case.max_shift, fill, torch.Generator().manual_seed(case.seed))
@@ -593,6 +597,18 @@ def check_random_shift(fn: Callable, inputs: Sequence[ShiftCase] | None = None) 
                 raise CheckError(f"{what}: image {i} moved by {wider[0]} pixels (down, right), more than "
                                  f"max_shift={case.max_shift}",
                                  where="look at the range the offsets are drawn from, and how wide the border is")
+            if images.shape[1] > 1:
+                by_channel = [_offsets(got[i:i + 1, c:c + 1], images[i:i + 1, c:c + 1], case.max_shift, fill)[0]
+                              for c in range(images.shape[1])]
+                moved = [c for c, o in enumerate(by_channel) if o is not None]
+                if moved and (len(moved) < len(by_channel) or len(set(by_channel)) > 1):
+                    raise CheckError(f"{what}: in image {i}, the channels did not move together: "
+                                     + ", ".join(f"channel {c} " + (f"moved by {o} (down, right)" if o is not None
+                                                                    else "is not its input moved")
+                                                 for c, o in enumerate(by_channel)),
+                                     where="look at how you index the channel dimension when you copy an image",
+                                     mistake="one offset per image moves all its channels alike: copy img[:, rows, "
+                                             "cols] (every channel), not one channel")
             raise CheckError(f"{what}: image {i} is not its input moved by whole pixels (at most {case.max_shift} "
                              f"each way) with the uncovered border set to `fill`",
                              where="try one image and a shift of (1, 0) by hand: row 0 should be all `fill`, row 1 "
@@ -872,9 +888,10 @@ def _expect_logits(out: Any, n: int, what: str) -> None:
                          where="look at the end of the model: its last layer and anything after it (argmax?)",
                          mistake="one number per image is not a score for each digit: return the last layer's "
                                  "10 outputs")
-    expect(out.shape == (n, 10), f"{what}: for {n} images the model should return scores of shape [{n}, 10], "
-           f"but returned shape {list(out.shape)}",
-           where="look at the last layer's out_features and at any reshape after it",
+    expect(out.shape == (n, 10), f"{what}: for {n} image{'s' if n != 1 else ''} the model should return scores of "
+           f"shape [{n}, 10], but returned shape {list(out.shape)}",
+           where="look at every squeeze(), view or flatten in forward: which one drops the batch dimension?"
+           if n == 1 and out.shape == (10,) else "look at the last layer's out_features and at any reshape after it",
            mistake=model_checks.logits_shape_mistake(out.shape, n, 10))
     expect(out.is_floating_point(), f"{what}: the model should return float scores, but returned {out.dtype}",
            where="look at the end of the model: its last layer and anything after it (argmax?)")
@@ -1188,6 +1205,12 @@ def _train(fn: Callable, train_set: Dataset, budget_s: float, limit_s: float, th
                            f"{budget_s:.0f} s budget plus {limit_s / budget_s - 1:.0%})",
                            where="time one epoch with timed_training, then look at the number of epochs and the size "
                                  "of the model")
+    if error is not None and left_threads != threads and "of CPU time" in error.symptom:
+        # the threads' CPU time adds up: the changed number is the cause to name, not the epochs
+        error = CheckError(error.symptom, where="look for torch.set_num_threads",
+                           mistake=f"{name} changed PyTorch's number of threads to {left_threads}: the CPU time of "
+                                   "every thread counts, and the graded run uses the same number for every learner. "
+                                   "Remove torch.set_num_threads")
     if error is None and left_threads != threads:
         error = CheckError(f"{name} changed PyTorch's number of threads to {left_threads}; the graded run uses "
                            f"{threads} for every learner, so that timings are fair",
@@ -1213,6 +1236,8 @@ def _prepared(model: nn.Module, name: str, images: torch.Tensor) -> None:
                                "parameters and buffers?") from error
     model.eval()
     _expect_logits(_forward(model, images, f"{name}'s model"), len(images), f"{name}'s model")
+    # a batch of one: a squeeze() without a dim drops the batch dimension there only
+    _expect_logits(_forward(model, images[:1], f"{name}'s model"), 1, f"{name}'s model")
 
 
 def _random_in_eval(model: nn.Module, images: torch.Tensor) -> bool:
@@ -1229,6 +1254,30 @@ RANDOM_IN_EVAL_WHERE = ("look for randomness in forward that model.eval() does n
                         "without training=self.training (nn.Dropout follows the mode by itself)")
 
 
+def _relabelled(dataset: Dataset) -> Dataset:
+    """The same MNIST digits with each label d replaced by (d + 1) % 10, in ``targets`` and in every item."""
+    if isinstance(dataset, Subset):
+        return Subset(_relabelled(dataset.dataset), dataset.indices)
+    relabelled = copy.copy(dataset)
+    relabelled.targets = (torch.as_tensor(dataset.targets) + 1) % 10
+    return relabelled
+
+
+def _expect_learnt_from(model: nn.Module, train_set: Dataset) -> None:
+    """The model predicts the labels of the (relabelled) digits it was given rather than their usual ones."""
+    images, given = ref.stack_dataset(train_set)
+    predicted = _forward(model, images, "the returned model").argmax(dim=1)
+    usual = float((predicted == (given - 1) % 10).float().mean())
+    learnt = float((predicted == given).float().mean())
+    expect(usual < 0.5 or learnt >= usual,
+           f"on {len(images)} digits: the returned model gives {usual:.0%} of these training digits their usual "
+           f"labels, and {learnt:.0%} the labels train_set gave them (in this run each digit d is labelled "
+           "(d + 1) % 10, to tell what the model learnt from): it learnt from other digits than the train_set it "
+           "was given",
+           where="look at every dataset your function reads: only its train_set argument (not a variable of the "
+                 "notebook such as train_part)")
+
+
 def check_build_and_train(fn: Callable, inputs: Sequence[int] | None = None) -> None:
     """The contract on a quick run: ``fn(train_set, time_budget_s)`` returns an nn.Module giving [N, 10] scores.
 
@@ -1242,7 +1291,8 @@ def check_build_and_train(fn: Callable, inputs: Sequence[int] | None = None) -> 
     train, _ = _graded_parts(run)
     name = getattr(fn, "__name__", "build_and_train")
     for size in sizes:
-        small = TrainingDigits(train.dataset, train.indices[:size])
+        # relabelled digits: a model that learnt the usual labels learnt from other digits than it was given
+        small = TrainingDigits(_relabelled(train.dataset), train.indices[:size])
         budget = max(5.0, run.budget_s * len(small) / len(train))
         result = _train(fn, small, budget, run.limit_s, run.threads, run.seed)
         if result.error is not None:
@@ -1250,6 +1300,7 @@ def check_build_and_train(fn: Callable, inputs: Sequence[int] | None = None) -> 
                              mistake=result.error.mistake) from result.error.__cause__
         images, _ = ref.stack_dataset(Subset(small, range(16)))
         _prepared(result.model, name, images)
+        _expect_learnt_from(result.model, small)
     passed("build_and_train (the contract, on a small training set)", len(sizes))
 
 

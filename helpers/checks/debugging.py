@@ -1141,6 +1141,11 @@ def check_accuracy(fn: Callable[..., float], inputs: Sequence[tuple[int, int]] |
                          "read their own, so they still drop units and use the batch's statistics. model.eval() "
                          "sets every submodule's flag",
                      symptom=accuracy_symptom,
+                     mistakes=[Mistake("// is integer division: the number of right predictions // the number of "
+                                       "samples is 0 unless every prediction is right; divide with /",
+                                       matches=lambda value, right=round(want * n): 0 < right < n
+                                       and isinstance(value, (int, float)) and value == right // n,
+                                       where="look at the division that turns the count into a fraction")],
                      same=lambda a, b: isinstance(a, float) and same_value(a, b), differs=_number(what))
         left = [name for name, m in model.named_modules() if m.training]
         if left:
@@ -1391,7 +1396,8 @@ def _training_cause(got: _Run, want: _Run, case: TrainCase) -> tuple[str, str | 
         if step == 1:
             return ("which mode is the model in at each training step? (it has dropout and batch norm)",
                     f"the model was handed over in eval mode and trains with {', '.join(layers)} in it (dropout "
-                    "off, batch norm frozen): call model.train() before the training loop")
+                    "off, batch norm frozen): call model.train() before the training loop (a model.eval() there "
+                    "keeps it in eval mode)")
         return ("which mode is the model in at each training step? (it has dropout and batch norm)",
                 f"from training step {step} on, the model trains with {', '.join(layers)} in eval mode (dropout off, "
                 "batch norm frozen): model.eval() runs before training is over. Switch to eval mode once, after "

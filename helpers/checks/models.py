@@ -1598,6 +1598,10 @@ def logits_shape_mistake(shape: Sequence[int], n: int, num_classes: int) -> str 
         return (f"the scores still carry their {'x'.join(map(str, shape[2:]))} maps: flatten them to [N, "
                 f"{num_classes}] at the end (nn.Flatten(), or torch.flatten(x, 1) in forward)")
     if shape == [n * num_classes]:
+        if n == 1:
+            return ("for a batch of one image the batch dimension disappeared: a squeeze() without a dim (anywhere "
+                    "in forward) or a flatten from dimension 0 drops it; squeeze the dims you mean (squeeze(-1)) "
+                    "or flatten from dimension 1 (torch.flatten(x, 1))")
         return "the batch dimension was flattened away too: flatten from dimension 1 (torch.flatten(x, 1))"
     return None
 

@@ -1006,3 +1006,91 @@ CASES += [
     Reject(checks.check_stack_dataset, stack_targets_attribute, "'Subset' object has no attribute 'targets'"),
     Accept(checks.check_random_shift, shift_by_grid_sample),
 ]
+
+
+# ---------------------------------------------------------------- from a learner tester: the contract run
+
+
+class _SqueezedHead(nn.Module):
+    """Wrong for a batch of one: squeeze() drops the batch dimension too, so one image gives [10], not [1, 10]."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Conv2d(1, 8, 28)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):
+        return self.fc(self.features(x).squeeze())
+
+
+def squeezes_the_batch_of_one(train_set, time_budget_s):
+    return _SqueezedHead()
+
+
+def _notebook_train_part():
+    """The notebook's own training digits, already in memory (as a variable of the notebook would be)."""
+    images, labels = ref.stack_dataset(Subset(checks.training_split(), range(2000)))
+    return images, labels
+
+
+_NOTEBOOK_DIGITS = _notebook_train_part()
+
+
+def trains_on_the_notebooks_digits(train_set, time_budget_s):
+    """Wrong: "trains it on train_set"; this trains on digits the notebook holds (its train_part), not the argument."""
+    images, labels = _NOTEBOOK_DIGITS
+    model = nn.Sequential(nn.Flatten(), nn.Linear(28 * 28, 10))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        for start in range(0, len(images), 64):
+            optimizer.zero_grad()
+            F.cross_entropy(model(images[start:start + 64]), labels[start:start + 64]).backward()
+            optimizer.step()
+    return model
+
+
+def shift_square_only(images, max_shift, fill, generator):
+    """Wrong: "for a [N, C, H, W] batch"; this crops square windows of H x H."""
+    n, c, size, _ = images.shape
+    padded = F.pad(images, (max_shift,) * 4, value=fill)
+    offsets = torch.randint(-max_shift, max_shift + 1, (n, 2), generator=generator)
+    out = torch.empty_like(images)
+    for i, (dy, dx) in enumerate(offsets.tolist()):
+        top, left = max_shift - dy, max_shift - dx
+        out[i] = padded[i, :, top:top + size, left:left + size]
+    return out
+
+
+def shift_by_offsets_any_shape(images, max_shift, fill, generator):
+    """Correct: the same method on any H and W."""
+    n, c, h, w = images.shape
+    padded = F.pad(images, (max_shift,) * 4, value=fill)
+    offsets = torch.randint(-max_shift, max_shift + 1, (n, 2), generator=generator)
+    out = torch.empty_like(images)
+    for i, (dy, dx) in enumerate(offsets.tolist()):
+        top, left = max_shift - dy, max_shift - dx
+        out[i] = padded[i, :, top:top + h, left:left + w]
+    return out
+
+
+def shift_first_channel_only(images, max_shift, fill, generator):
+    """Wrong: only channel 0 is moved; the other channels stay `fill`."""
+    n, c, h, w = images.shape
+    padded = F.pad(images, (max_shift,) * 4, value=fill)
+    offsets = torch.randint(-max_shift, max_shift + 1, (n, 2), generator=generator)
+    out = torch.full_like(images, fill)
+    for i, (dy, dx) in enumerate(offsets.tolist()):
+        top, left = max_shift - dy, max_shift - dx
+        out[i, 0] = padded[i, 0, top:top + h, left:left + w]
+    return out
+
+
+CASES += [
+    Reject(checks.check_random_shift, shift_first_channel_only, "the channels did not move together"),
+    Reject(checks.check_build_and_train, squeezes_the_batch_of_one, "a squeeze() without a dim (anywhere in forward)"),
+    Reject(checks.check_build_and_train, trains_on_the_notebooks_digits, "it learnt from other digits than the "
+                                                                         "train_set it was given"),
+    Reject(checks.check_random_shift, shift_square_only, "raised"),
+    Accept(checks.check_random_shift, shift_by_offsets_any_shape),
+]
+

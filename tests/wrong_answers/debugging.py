@@ -1259,3 +1259,17 @@ CASES += [
     Reject(checks.check_fit, fit_eval_per_epoch, "the model was in eval mode while it trained"),
     Accept(checks.check_fit, fit_train_inside_loop),
 ]
+
+
+def accuracy_integer_division(model, images, labels):
+    """Wrong: // turns the fraction into 0 unless every prediction is right."""
+    model.eval()
+    with torch.no_grad():
+        predictions = model(images).argmax(dim=1)
+    return ((predictions == labels).sum() // len(labels)).item()
+
+
+CASES += [
+    Reject(checks.check_accuracy, accuracy_integer_division, "// is integer division"),
+]
+
