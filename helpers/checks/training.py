@@ -816,7 +816,7 @@ DEFAULT_FIT_CASES = [FitCase(Case(0, 10, 4), 2, 0.05), FitCase(Case(2, 12, 5), 3
 NO_CLIPPING = 1e9  # clip_grad_norm_ then multiplies by exactly 1.0
 
 
-def _SCALED_UP(wrong_answer: Callable[[], Any]) -> Mistake:  # noqa: N802 - reads as the mistake it names
+def _scaled_up(wrong_answer: Callable[[], Any]) -> Mistake:
     return Mistake("every gradient was scaled to a norm of max_norm, a smaller one up too: clipping only shrinks a "
                    "gradient whose total norm is over max_norm and leaves the others as they are (what "
                    "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) does)", wrong_answer,
@@ -946,7 +946,7 @@ def check_fit_schedule(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
                            "a CrossEntropyLoss with label smoothing); use loss_fn(logits, targets)")
             forgot = _forgot_zero_grad(lambda: _run_fit(_fit_variant(zero_grad=False), fit_case, one_cycle=True,
                                                         clip=False)[1])
-            scaled = _SCALED_UP(lambda: _run_fit(_fit_variant(clip="rescale"), fit_case, one_cycle=True,
+            scaled = _scaled_up(lambda: _run_fit(_fit_variant(clip="rescale"), fit_case, one_cycle=True,
                                                  clip=False)[1])
             named = next((m for m in (forgot, scaled) if m.explains(got)), None)
             raise CheckError(symptom, where=named.where if named else "look at the order of the calls for each batch",
@@ -990,7 +990,7 @@ def check_fit_clipping(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
                     lambda: twin(_fit_variant(clip="each")),
                     where="look at the arguments of your clipping call"),
             _forgot_zero_grad(lambda: twin(_fit_variant(zero_grad=False))),
-            _SCALED_UP(lambda: twin(_fit_variant(clip="rescale"))),
+            _scaled_up(lambda: twin(_fit_variant(clip="rescale"))),
         ]
         if not same_value(got, want):
             mistake = next((m for m in mistakes if m.explains(got)), None)
