@@ -70,6 +70,7 @@ check in the notebook for hints.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import linecache
 import math
@@ -78,6 +79,7 @@ import random
 import re
 import sys
 import traceback
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -514,7 +516,7 @@ def describe(value: Any) -> str:
         return f"tensor(shape={list(value.shape)}, dtype={value.dtype}, device={value.device.type})"
     if callable(value) and hasattr(value, "__name__"):
         return value.__name__  # not "<function f at 0x7f...>"
-    text = repr(value)
+    text = " ".join(repr(value).split())  # one line: a list of tensors prints over several
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -1510,10 +1512,14 @@ def _state_problem(name: str, state: dict, after: dict, allow: Allow, *, randomn
             left = f"inference mode switched {'on' if after['inference'] else 'off'}"
         else:
             left = f"gradient tracking switched {'on' if after['grad'] else 'off'}"
+        switched_on = after["grad"] and not state["grad"]
         return CheckError(
-            f"{name} left {left} for the rest of the program",
+            f"{name} left {left} for the rest of the program"
+            + (" (it was called with tracking off)" if switched_on else ""),
             where="look for torch.set_grad_enabled(...) or a mode entered without a `with` block",
-            mistake="torch.set_grad_enabled(False) outlives the call; a `with torch.no_grad():` block restores the "
+            mistake="torch.set_grad_enabled(True) at the end switches tracking on whatever the caller had; a `with "
+                    "torch.no_grad():` block puts back the caller's setting when it ends" if switched_on else
+                    "torch.set_grad_enabled(False) outlives the call; a `with torch.no_grad():` block restores the "
                     "caller's setting when it ends")
     if not allow.anomaly and after["anomaly"] != state["anomaly"]:
         return CheckError(
@@ -1650,6 +1656,13 @@ from helpers.checks.devices import HostTensor, NotMovedError, host_collate  # no
 # The layers whose output depends on the training mode (dropout, batch norm): what a check names when a model
 # predicts in training mode
 MODE_LAYERS = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
+
+
+def runs_here(fn: Any) -> bool:
+    """Whether ``fn``'s own code runs in this process, where a check can watch what it calls (autograd, an
+    optimizer): the learner's function or model in the notebook's kernel. The grader's stand-in for it
+    (coursetools.grading.verify) sends each call to the kernel, whose own run of the same check watches it."""
+    return isinstance(fn, (types.FunctionType, types.MethodType, functools.partial, torch.nn.Module))
 
 
 def same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:

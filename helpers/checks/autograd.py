@@ -9,20 +9,25 @@ leaf outside ``no_grad``...) are translated into advice by :func:`_run`.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
+from unittest import mock
 
 import torch
 from torch import nn
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from helpers.checks import (Allow, CheckError, Mistake, call, describe, expect, expect_close, expect_tensor,
-                           expected_raise, passed, same_tensor)
+                           expected_raise, passed, runs_here, same_tensor)
 from helpers.reference import autograd as ref
 
 # The learning rate the notebook itself uses for the line fits; the checks use
 # other rates, so a function that ignores its ``lr`` argument shows up.
 NOTEBOOK_LR = 0.2
+# Learning rates a learner may write in place of lr (the checks' own rates are among them: each check differs)
+FIXED_LRS = (0.1, 0.01, 0.05, 0.001, 0.5)
 
 # Messages from PyTorch (or Python) for the mistakes this lesson teaches, and what to do about each
 # (matched as substrings of the error the learner's code raised).
@@ -33,6 +38,9 @@ KNOWN_ERRORS = [
     ("a leaf Variable that requires grad is being used in an in-place operation",
      "you updated a parameter in place while autograd was recording. Put the update inside "
      "`with torch.no_grad():` so it is not part of the graph"),
+    ("'NoneType' object has no attribute 'zero_'",
+     "a .grad is None until the first backward() fills it, so .grad.zero_() before it fails: clear it with "
+     "`w.grad = None` (or zero it only when it is not None)"),
     ("'NoneType'",
      "a value was None, usually a .grad: either backward() never reached that tensor, or `w = w - lr * w.grad` "
      "replaced the leaf w by a new tensor whose .grad is never filled. Update in place inside "
@@ -85,6 +93,34 @@ def _randn(*shape: int, seed: int = 0, dtype: torch.dtype = torch.float32) -> to
     return torch.randn(*shape, generator=_gen(seed), dtype=dtype)
 
 
+@contextlib.contextmanager
+def _backward_passes() -> Iterator[list[int]]:
+    """Counts the backward passes autograd's engine runs inside the block: ``backward()``, ``torch.autograd.grad``
+    and what is built on them (``torch.func``, ``torch.autograd.functional``), however the notebook named them.
+    Both public functions reach the engine through this one module global."""
+    runs = [0]
+    engine = torch.autograd._engine_run_backward
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        runs[0] += 1
+        return engine(*args, **kwargs)
+
+    with mock.patch.object(torch.autograd, "_engine_run_backward", counted):
+        yield runs
+
+
+@contextlib.contextmanager
+def _optimizer_steps() -> Iterator[list[str]]:
+    """The classes of the torch.optim optimizers stepped inside the block (PyTorch's global step hook)."""
+    stepped: list[str] = []
+    handle = register_optimizer_step_pre_hook(
+        lambda optimizer, args, kwargs: stepped.append(type(optimizer).__name__))
+    try:
+        yield stepped
+    finally:
+        handle.remove()
+
+
 def _same_floats(a: Any, b: Sequence[float]) -> bool:
     """Element-wise closeness of two number sequences, where NaN equals NaN (diverged runs)."""
     if not isinstance(a, (list, tuple)) or len(a) != len(b):
@@ -121,8 +157,12 @@ def check_mean_square_grad(fn: Callable[[torch.Tensor], torch.Tensor],
                                                 torch.tensor([0.5, -1.0], dtype=torch.float64)]
     for x in inputs:
         n = x.numel()
-        got = _run(fn, x)
-        expect_tensor(got, ref.mean_square_grad(x), what=f"mean_square_grad(x of shape {list(x.shape)}, {x.dtype})",
+        what = f"mean_square_grad(x of shape {list(x.shape)}, {x.dtype})"
+        with _backward_passes() as backward_passes:
+            got = _run(fn, x)
+        expected = ref.mean_square_grad(x)
+        at_new = [ref.mean_square_grad(fill(x)) for fill in (torch.ones_like, torch.zeros_like)]
+        expect_tensor(got, expected, what=what,
                       given=x,
                       mistakes=[Mistake("you returned out itself (one number); return the gradient, x.grad",
                                         matches=lambda g: isinstance(g, torch.Tensor) and g.dim() == 0 and n > 1,
@@ -132,14 +172,27 @@ def check_mean_square_grad(fn: Callable[[torch.Tensor], torch.Tensor],
                                             where='look at how out reduces its elements'),
                                 Mistake("the factor 3 is missing: out = mean(3 * (x + 2) ** 2)",
                                         lambda: 2 * (x + 2) / n, where='look at every factor of out'),
-                                # the gradient of the mean is 6 * (t + 2) / n: equal everywhere only where t is
+                                # the gradient of the mean is 6 * (t + 2) / n: equal everywhere only where t is,
+                                # and then the gradient at a new tensor of ones or zeros
                                 Mistake("every element of your gradient is the same, as if every element of x were "
-                                        "equal: you differentiated at a new tensor (torch.ones_like(x)?), not at a "
-                                        "copy of x's values (x.detach().clone().requires_grad_())",
-                                        matches=lambda g: _constant_where_varied(g, ref.mean_square_grad(x))
-                                        or _constant_where_varied(_probe_grad(fn, VARIED), ref.mean_square_grad(VARIED)),
+                                        "equal: it is the gradient at a new tensor of ones or zeros "
+                                        "(torch.ones_like(x)?), not at a copy of x's values "
+                                        "(x.detach().clone().requires_grad_())",
+                                        matches=lambda g: any(isinstance(g, torch.Tensor) and g.shape == x.shape
+                                                              and torch.allclose(g, a) for a in at_new) and (
+                                            _constant_where_varied(g, expected)
+                                            or _constant_where_varied(_probe_grad(fn, VARIED),
+                                                                      ref.mean_square_grad(VARIED))),
                                         where="look at the tensor you differentiate with respect to: does it hold "
                                               "x's values?")])
+        # task: "computed by autograd": the grader's stand-in runs the function elsewhere, where the kernel watches
+        expect(not runs_here(fn) or backward_passes[0] > 0,
+               f"{what} returned the right values, but autograd never ran: no backward() and no "
+               "torch.autograd.grad during the call",
+               where="look at how your function gets the gradient",
+               mistake="the exercise asks autograd for it: compute out from a copy of x that requires grad, call "
+                       "out.backward() and return the copy's .grad. A derivative worked out by hand is what autograd "
+                       "spares you")
     passed("mean_square_grad", len(inputs))
 
 
@@ -284,7 +337,7 @@ def check_per_batch_grads(fn: Callable, inputs: Sequence[tuple[torch.Tensor, lis
                                                                for a in got),
                         where="look at how many times backward() runs, and on which loss"),
                 Mistake("the first gradient includes the gradient w already held when your function was called: "
-                        "zero w.grad *before* each backward, not after it",
+                        "clear w.grad before each backward, the first one too (zeroing after it is too late)",
                         matches=lambda _: w.grad is not None and all(
                             torch.allclose(a, b, atol=1e-5, rtol=1e-4) for a, b in zip(got, zeroed_after)),
                                 where='look at when w.grad is cleared, relative to backward()'),
@@ -315,10 +368,10 @@ def _line_examples() -> list[tuple[torch.Tensor, torch.Tensor, float, int]]:
 
 def _fit_by_hand_variant(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, *, zero: bool = True,
                          sign: float = 1.0, reduce: str = "mean", b_moves_by_w: bool = False,
-                         one_at_a_time: bool = False) -> tuple[float, float]:
+                         one_at_a_time: bool = False, zero_only: str | None = None) -> tuple[float, float]:
     """The reference loop with one knob turned: ``zero=False`` never zeroes, ``sign=-1`` climbs, ``reduce="sum"``
     descends the summed squares, ``b_moves_by_w`` updates b with w's gradient, ``one_at_a_time`` moves w first and
-    takes b's gradient at the moved w."""
+    takes b's gradient at the moved w, ``zero_only="w"`` (or ``"b"``) zeroes that gradient alone."""
     w = torch.zeros((), requires_grad=True)
     b = torch.zeros((), requires_grad=True)
     for _ in range(steps):
@@ -335,8 +388,9 @@ def _fit_by_hand_variant(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int
             w -= sign * lr * w.grad
             b -= sign * lr * (w.grad if b_moves_by_w else b.grad)
         if zero:
-            w.grad.zero_()
-            b.grad.zero_()
+            for name, p in (("w", w), ("b", b)):
+                if zero_only in (None, name):
+                    p.grad.zero_()
     return w.item(), b.item()
 
 
@@ -357,6 +411,12 @@ def _fit_line_mistakes(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, 
     if lr != NOTEBOOK_LR:
         mistakes.append(Mistake(f"you used the notebook's learning rate {NOTEBOOK_LR} instead of the lr argument ({lr})",
                                 matches=lambda got: _same_floats(got[:2], variant(x, y, NOTEBOOK_LR, steps)),
+                                where="look at which learning rate your update multiplies by"))
+    # lr / 2 is a lost factor 2, named below
+    for fixed in [rate for rate in FIXED_LRS if rate not in (lr, NOTEBOOK_LR, lr / 2)]:
+        mistakes.append(Mistake(f"your w and b are those of learning rate {fixed}, not of the lr argument ({lr}): "
+                                "use the lr your function is given",
+                                matches=lambda got, fixed=fixed: _same_floats(got[:2], variant(x, y, fixed, steps)),
                                 where="look at which learning rate your update multiplies by"))
     mistakes += [
         Mistake(f"your w and b are those after {steps - 1} updates; the task asks for {steps}",
@@ -386,6 +446,12 @@ def _by_hand_mistakes(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int) -
                 "descent moves both against the gradient of one loss, computed before either moves",
                 matches=lambda got: _same_floats(got[:2], _fit_by_hand_variant(x, y, lr, steps, one_at_a_time=True)),
                 where="look at how many backward() calls each step makes, and where the update of w sits"),
+        *[Mistake(f"only {kept}.grad was zeroed after each update; {other}.grad kept adding up every step's gradient "
+                  f"(backward() adds into .grad): zero {other}.grad too",
+                  matches=lambda got, kept=kept: _same_floats(got[:2], _fit_by_hand_variant(x, y, lr, steps,
+                                                                                           zero_only=kept)),
+                  where="look at which gradients you clear after each update")
+          for kept, other in (("w", "b"), ("b", "w"))],
         Mistake("b moved by w's gradient: each parameter moves against its own gradient (b -= lr * b.grad)",
                 matches=lambda got: _same_floats(got[:2], _fit_by_hand_variant(x, y, lr, steps, b_moves_by_w=True)),
                 where="look at the update of b"),
@@ -418,13 +484,20 @@ def check_fit_line_by_hand(fn: Callable, inputs: Sequence[tuple[torch.Tensor, to
     for x, y, lr, steps in inputs:
         what = f"fit_line_by_hand(x, y, lr={lr}, steps={steps})"
         # task: "starting from `w = b = 0`": nothing in the fit is random
-        got = _run(fn, x, y, lr, steps, nothing_random=True)
+        with _optimizer_steps() as stepped:
+            got = _run(fn, x, y, lr, steps, nothing_random=True)
         expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{what} should return a pair (w, b), not {describe(got)}",
                where="look at your return statement: it returns w and b, in that order")
         _expect_float_pair(got, ref.fit_line_by_hand(x, y, lr, steps), what,
                            _fit_line_mistakes(x, y, lr, steps, _fit_by_hand_variant,
                                               "Zero w.grad and b.grad after each update")
                            + _by_hand_mistakes(x, y, lr, steps))
+        # task: "written by hand (no `torch.optim`)"
+        expect(not stepped, f"{what} returned the right w and b, but a torch.optim optimizer ({stepped[:1] and stepped[0]}) "
+                            f"made its updates ({len(stepped)} steps)",
+               where="look at how your loop updates w and b",
+               mistake="this exercise writes the update itself, inside torch.no_grad(): w -= lr * w.grad (and the "
+                       "same for b), then zero the gradients; torch.optim.SGD is the next exercise")
     passed("fit_line_by_hand", len(inputs))
 
 
@@ -564,6 +637,13 @@ def _argmax_over_images(model: nn.Module, images: torch.Tensor, labels: torch.Te
     return [hits.float().mean().item(), hits.sum().item() / len(labels)]
 
 
+def _broadcast_table_mean(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> float:
+    """The fraction an [N, 1] against [N] comparison gives: every prediction against every label."""
+    with torch.no_grad():
+        predicted = model(images).argmax(dim=1)
+    return (predicted.unsqueeze(1) == labels).float().mean().item()
+
+
 def _probe(fn: Callable, labels: list[int], logits: list[list[float]]) -> Any:
     """fn's accuracy for a model whose output is ``logits`` (the images themselves); None when fn fails there."""
     try:
@@ -630,6 +710,11 @@ def check_accuracy(fn: Callable, inputs: Sequence[tuple[nn.Module, torch.Tensor,
             Mistake(f"you returned the number of correct predictions ({correct}); divide by the number of images "
                     f"({len(labels)}) to get a fraction", lambda: correct,
                     where="look at the last step: how the count of correct predictions becomes a fraction"),
+            Mistake("your comparison of predictions with labels broadcast to an [N, N] table (one of them of shape "
+                    "[N, 1]: keepdim=True, or labels.unsqueeze(1)), which compares every prediction with every label; "
+                    "compare two tensors of shape [N]",
+                    lambda: _broadcast_table_mean(model, images, labels),
+                    where="look at the shapes of the two tensors you compare (print them)"),
             Mistake("you returned a percentage; return a fraction between 0 and 1",
                     lambda: 100.0 * correct / len(labels),
                     where="look at the last step: how the count of correct predictions becomes a fraction"),
@@ -662,6 +747,10 @@ def check_accuracy_no_graph(fn: Callable, inputs: Sequence[tuple[nn.Module, torc
                where="look at what surrounds the forward pass model(images)",
                mistake="calling .detach() or .item() afterwards is too late: the graph was built during the forward "
                        "pass. Run the model inside `with torch.no_grad():` (or torch.inference_mode())")
+        # task: the call "must not change ... autograd's global state": also when the caller has recording off (an
+        # evaluation loop inside no_grad), which a function that switches recording on at its end changes
+        with torch.no_grad():
+            _run(fn, model, images, labels, allow=Allow(modes=True))
     passed("accuracy builds no graph", len(inputs))
 
 
@@ -778,8 +867,20 @@ def _watched(f: Callable) -> tuple[Callable, list[tuple[torch.dtype, bool]]]:
     return watched, seen
 
 
+def _fails(x: torch.Tensor) -> torch.Tensor:
+    raise RuntimeError("this f always raises")
+
+
+def _true_when_f_raises(fn: Callable, x: torch.Tensor) -> bool:
+    """Whether the learner's function answers True for an f that raises (an except that says True)."""
+    try:
+        return _run(fn, _fails, x) is True
+    except CheckError:
+        return False
+
+
 def _diagnose_gradcheck(fn: Callable, f: Callable, x: torch.Tensor, correct: bool,
-                        seen: list[tuple[torch.dtype, bool]], what: str, name: str) -> None:
+                        seen: list[tuple[torch.dtype, bool]], what: str, name: str, second_order: bool = False) -> None:
     """The learner's answer was wrong: say what the inputs f saw (and a probe) show."""
     float32 = any(dtype == torch.float32 for dtype, _ in seen) and torch.float64 not in {d for d, _ in seen}
     float32_mistake = ("gradcheck needs float64, and yours ran f on float32 inputs (f saw no float64 input): in "
@@ -809,10 +910,21 @@ def _diagnose_gradcheck(fn: Callable, f: Callable, x: torch.Tensor, correct: boo
                          where="look at the arguments you pass to gradcheck (any tolerance you changed) and at how "
                                "its answer becomes the value you return")
     if gradcheck_says(f, x):
-        raise CheckError(f"{what} returned True for {name}, whose backward is wrong (torch.autograd.gradcheck "
-                         "with its default tolerances, on a float64 copy, returns False)",
-                         where="look at the arguments you pass to gradcheck: the dtype, and any tolerance "
-                               "(atol, rtol, eps) you changed",
+        symptom = (f"{what} returned True for {name}, whose backward is wrong (torch.autograd.gradcheck with its "
+                   "default tolerances, on a float64 copy, returns False)")
+        if not float32 and second_order:
+            raise CheckError(symptom, where="look at which test your function calls",
+                             mistake="your function called torch.autograd.gradgradcheck, which tests second "
+                                     "derivatives (the gradient of the gradient); the first derivative, the one "
+                                     "backward computes, is torch.autograd.gradcheck's")
+        if not float32 and _true_when_f_raises(fn, x):
+            raise CheckError(symptom, where="look at what your function returns when gradcheck raises",
+                             mistake="your function also returns True for an f that raises an error: an `except` "
+                                     "that returns True, or passes on to a `return True`, turns every failure into "
+                                     "a pass. gradcheck raises GradcheckError when the gradients disagree; "
+                                     "raise_exception=False makes it return False instead")
+        raise CheckError(symptom, where="look at the arguments you pass to gradcheck: the dtype, and any tolerance "
+                                        "(atol, rtol, eps) you changed",
                          mistake=float32_mistake if float32 else None)
     raise CheckError(f"{what} returned {not correct}, but the gradients of {name} are wrong",
                      where="look at what decides the value you return",
@@ -825,11 +937,12 @@ def check_gradients_are_correct(fn: Callable, inputs: Sequence[tuple[Callable, t
         what = f"gradients_are_correct(f, x of dtype {x.dtype}) for example {index}"
         name = getattr(getattr(f, "__self__", f), "__name__", "f")
         watched, seen = _watched(f)  # the inputs f sees show the dtype gradcheck ran at
-        got = _run(fn, watched, x)
+        with mock.patch.object(torch.autograd, "gradgradcheck", wraps=torch.autograd.gradgradcheck) as second:
+            got = _run(fn, watched, x)
         expect(isinstance(got, bool), f"{what} should return True or False, not {describe(got)}",
                where="look at what you return: gradcheck's own answer is a bool")
         if got != correct:
-            _diagnose_gradcheck(fn, f, x, correct, seen, what, name)
+            _diagnose_gradcheck(fn, f, x, correct, seen, what, name, second_order=second.called)
     passed("gradients_are_correct", len(inputs))
 
 

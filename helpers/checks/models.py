@@ -705,6 +705,18 @@ def check_count_parameters(fn: Callable[[nn.Module, bool], int],
                                 if p.requires_grad or not trainable_only),
                     where="look at how your loop walks the model: does a Parameter held by two modules come up "
                           "twice?"),
+            Mistake("you counted none of the model's parameters. With trainable_only=False every parameter counts: "
+                    "look at the test that picks them (`p.requires_grad == trainable_only` keeps only frozen ones, "
+                    "and p.grad is None until a backward)"
+                    + "".join(f"; or at the walk: {walk} give none here" for walk, total, missed
+                              in _partial_walks(model, trainable_only) if missed and total == 0),
+                    lambda: 0 if not trainable_only and want else _not_this_mistake(),
+                    where="look at which parameters your function keeps"),
+            Mistake(f"with trainable_only=False you counted only the frozen parameters (requires_grad False, {frozen:,} "
+                    "numbers): every parameter counts then. A test `p.requires_grad == trainable_only` keeps the "
+                    "frozen ones; skip a parameter only when trainable_only is True and it is frozen",
+                    lambda: frozen if not trainable_only and frozen else _not_this_mistake(),
+                    where="look at the test on requires_grad: which parameters does it keep?"),
             *[Mistake(f"you counted {walk}: {', '.join(missed[:4])}{', ...' if len(missed) > 4 else ''} "
                       "went uncounted. model.parameters() reaches every parameter, at any depth, the model's own "
                       "included", lambda total=total: total, where="look at which modules your loop visits")
@@ -940,6 +952,17 @@ def _smoothing_mistakes(logits: torch.Tensor, targets: torch.Tensor, smoothing: 
                 "target included, smoothing / C: the target is (1 - smoothing) * one_hot + smoothing / C",
                 lambda: reduce((1 - smoothing) * nll + smoothing * others),
                 where="look at the smoothed target: what share does each class get?"),
+        Mistake("the target's part lacks its weight (1 - smoothing): the smoothed target is (1 - smoothing) * one_hot "
+                "+ smoothing / C, so the loss is (1 - smoothing) * (-log p of the target) + smoothing * the mean of "
+                "-log p over the classes",
+                lambda: reduce(nll + smoothing * -log_probs.mean(dim=1)) if smoothing != 0 else _not_this_mistake(),
+                where="look at the two weights, (1 - smoothing) and smoothing"),
+        Mistake(f"F.one_hot(targets) without num_classes makes as many columns as the largest target + 1 (here "
+                f"{int(targets.max()) + 1}), not one per class ({n_classes}): pass num_classes=logits.shape[1]",
+                lambda: reduce(-(((1 - smoothing) * F.one_hot(targets).float() + smoothing / (int(targets.max()) + 1))
+                                 * log_probs[:, :int(targets.max()) + 1]).sum(dim=1))
+                if int(targets.max()) + 1 < n_classes else _not_this_mistake(),
+                where="look at how many classes your smoothed target has"),
         Mistake("the weights are swapped: the true class gets (1 - smoothing), the uniform part gets smoothing",
                 lambda: reduce(smoothing * nll + (1 - smoothing) * (-log_probs.mean(dim=1))),
                 where="look at the two weights, (1 - smoothing) and smoothing: which part gets which?"),
@@ -1045,7 +1068,8 @@ def check_label_smoothing_cross_entropy(fn: Callable, inputs: Sequence[LossInput
 
 def check_label_smoothing_reductions(fn: Callable, inputs: Sequence[LossInput] | None = None) -> None:
     """reduction='sum' adds the per-sample losses, reduction='none' returns them, shape [N]."""
-    inputs = inputs if inputs is not None else _default_loss_inputs()[::2]
+    # a batch of one too: reduction='none' returns shape [1] there, which a squeeze() without a dim would drop
+    inputs = inputs if inputs is not None else [*_default_loss_inputs()[::2], (_randn(1, 4, seed=14), torch.tensor([2]), 0.1)]
     cases = [(logits, targets, smoothing, how) for logits, targets, smoothing in inputs for how in ("sum", "none")]
     _check_loss_calls(fn, cases)
     passed("label_smoothing_cross_entropy reductions", len(cases))
@@ -1204,7 +1228,14 @@ def _conv_block_variant(net: ref.ConvBlockNet, x: torch.Tensor, order: str) -> t
 
 
 _SETTINGS = {nn.Conv2d: ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups"),
-             nn.MaxPool2d: ("kernel_size", "stride", "padding", "dilation")}
+             nn.MaxPool2d: ("kernel_size", "stride", "padding", "dilation"),
+             nn.BatchNorm2d: ("num_features", "eps", "affine", "track_running_stats")}
+# What a batch norm built with a setting off its default loses
+_BN_SETTING_LOST = {
+    "affine": "affine=False builds a batch norm without its learnable scale and shift (weight and bias)",
+    "track_running_stats": "track_running_stats=False keeps no running statistics, so in eval mode it still "
+                           "normalises with each batch's own",
+}
 
 
 def _setting(layer: nn.Module, setting: str) -> Any:
@@ -1236,7 +1267,9 @@ def _expect_same_settings(model: nn.Module, reference: nn.Module) -> None:
                                  mistake=("without padding=1 a 3x3 convolution shrinks 28x28 maps to 26x26, so "
                                           "everything after it changes size: keep padding=1"
                                           if setting == "padding" and kind is nn.Conv2d
-                                          and _setting(layer, setting) == (0, 0) else None))
+                                          and _setting(layer, setting) == (0, 0) else
+                                          f"{_BN_SETTING_LOST[setting]}: leave it at its default ({want})"
+                                          if kind is nn.BatchNorm2d and setting in _BN_SETTING_LOST else None))
 
 
 def _copy_into(reference: nn.Module, model: nn.Sequential) -> None:
@@ -1461,7 +1494,9 @@ def check_predict(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor],
                 "predictions random)" + (f" ({rule_broken.symptom})" if rule_broken is not None else ""),
                 where="look at how predict switches the model to evaluation mode (section 8)",
                 mistake=("setting model.training = False changes only the top-level flag; model.eval() sets it on "
-                         "every submodule" if by_hand else "you forgot model.eval() before predicting"))
+                         "every submodule" if by_hand else
+                         "you forgot model.eval() before predicting (a bare `model.eval`, without the parentheses, only "
+                         "names the method and changes nothing)"))
         if rule_broken is not None:
             raise rule_broken
         back = [name or "the model itself" for name, sub in model.named_modules() if sub.training]
@@ -1660,6 +1695,13 @@ def check_build_classifier(fn: Callable[[int, int], nn.Module], inputs: Sequence
                mistake=None if not untracked else
                "a batch norm built with track_running_stats=False keeps no running statistics, so in eval mode it "
                "still normalises with the batch's own: leave track_running_stats at its default (True)")
+        # the calls above draw the same random numbers (a fixed seed each): calls that draw others must agree too
+        expect(not _random_in_eval(model, x),
+               f"{shown}, in eval mode: two calls on the same images gave different logits; expected the same logits "
+               "on every call",
+               where="look for randomness in forward",
+               mistake="something in forward draws random numbers in eval mode: F.dropout(x, p) drops values in eval "
+                       "mode too unless given training=self.training (an nn.Dropout layer follows the mode itself)")
         _expect_raw_logits(model, x, shown)
         model.train()
         model.zero_grad(set_to_none=True)

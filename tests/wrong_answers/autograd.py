@@ -454,7 +454,7 @@ CASES = [
     Reject(checks.check_per_batch_grads, per_batch_last_only, "return one per batch"),
     Accept(checks.check_per_batch_grads, per_batch_zeroed_after),  # right when w starts without a gradient
     Accept(checks.check_per_batch_grads_leftover, ref.per_batch_grads),
-    Reject(checks.check_per_batch_grads_leftover, per_batch_zeroed_after, "zero w.grad *before* each backward"),
+    Reject(checks.check_per_batch_grads_leftover, per_batch_zeroed_after, "clear w.grad before each backward"),
     Reject(checks.check_per_batch_grads_leftover, per_batch_never_zeroed, "you never cleared w.grad"),
     Accept(checks.check_fit_line_by_hand, ref.fit_line_by_hand),
     Reject(checks.check_fit_line_by_hand, by_hand_outside_no_grad, "inside `with torch.no_grad():`"),
@@ -1361,4 +1361,121 @@ CASES += [
     Reject(checks.check_per_batch_grads, per_batch_targets_as_column, "broadcasts to [B, B]"),
     Reject(checks.check_accuracy, accuracy_max_indices_dim0, "argmax over dim 0"),
     Reject(checks.check_softplus_backward, softplus_relu_step, "that is ReLU's derivative"),
+]
+
+
+# From a third learner tester who never read the checks (lesson 02, 125 answers).
+def mean_square_grad_by_formula(x):  # the right values, worked out by hand: the task asks autograd for them
+    return 6 * (x + 2) / x.numel()
+
+
+def mean_square_grad_autograd_grad(x):
+    leaf = x.detach().requires_grad_(True)
+    (gradient,) = torch.autograd.grad(torch.mean(3 * (leaf + 2) ** 2), leaf)
+    return gradient
+
+
+def mean_square_grad_torch_func(x):
+    return torch.func.grad(lambda t: (3 * (t + 2) ** 2).mean())(x)
+
+
+def fit_line_by_hand_with_an_optimizer(x, y, lr, steps):  # the next exercise's answer: the task says no torch.optim
+    w = torch.zeros((), requires_grad=True)
+    b = torch.zeros((), requires_grad=True)
+    optimizer = torch.optim.SGD([w, b], lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        ((w * x + b - y) ** 2).mean().backward()
+        optimizer.step()
+    return w.item(), b.item()
+
+
+def fit_line_by_hand_derived_gradient(x, y, lr, steps):  # the update by hand, with a gradient derived by hand
+    w, b = 0.0, 0.0
+    for _ in range(steps):
+        residual = w * x + b - y
+        dw, db = (2 * residual * x).mean().item(), (2 * residual).mean().item()
+        w, b = w - lr * dw, b - lr * db
+    return float(w), float(b)
+
+
+def fit_line_with_sgd_lr_written_in(x, y, lr, steps):
+    w = torch.zeros((), requires_grad=True)
+    b = torch.zeros((), requires_grad=True)
+    optimizer = torch.optim.SGD([w, b], lr=0.1)
+    losses = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = ((w * x + b - y) ** 2).mean()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return w.item(), b.item(), losses
+
+
+def accuracy_switches_recording_back_on(model, images, labels):  # on for the caller, even one inside no_grad
+    torch.set_grad_enabled(False)
+    logits = model(images)
+    torch.set_grad_enabled(True)
+    return (logits.argmax(dim=1) == labels).float().mean().item()
+
+
+def per_batch_zero_before_the_first_backward(w, batches):  # w.grad is None until a backward fills it
+    grads = []
+    for x, y in batches:
+        w.grad.zero_()
+        ((x @ w - y) ** 2).mean().backward()
+        grads.append(w.grad.clone())
+    return grads
+
+
+def gradcheck_failure_passes(fn, x):  # every failure is swallowed: always True
+    copy = x.detach().double().requires_grad_()
+    try:
+        torch.autograd.gradcheck(fn, (copy,))
+    except Exception:
+        pass
+    return True
+
+
+def gradcheck_second_derivatives(fn, x):
+    copy = x.detach().double().requires_grad_()
+    return torch.autograd.gradgradcheck(fn, (copy,), raise_exception=False)
+
+
+CASES += [
+    Reject(checks.check_mean_square_grad, mean_square_grad_by_formula, "autograd never ran"),
+    Accept(checks.check_mean_square_grad, mean_square_grad_autograd_grad),
+    Accept(checks.check_mean_square_grad, mean_square_grad_torch_func),
+    Reject(checks.check_fit_line_by_hand, fit_line_by_hand_with_an_optimizer, "a torch.optim optimizer (SGD) made its updates"),
+    Accept(checks.check_fit_line_by_hand, fit_line_by_hand_derived_gradient),
+    Reject(checks.check_fit_line_with_sgd, fit_line_with_sgd_lr_written_in, "learning rate 0.1, not of the lr argument"),
+    Reject(checks.check_accuracy_no_graph, accuracy_switches_recording_back_on, "it was called with tracking off"),
+    Reject(checks.check_per_batch_grads, per_batch_zero_before_the_first_backward, "is None until the first backward()"),
+    Reject(checks.check_gradients_are_correct, gradcheck_failure_passes, "also returns True for an f that raises"),
+    Reject(checks.check_gradients_are_correct, gradcheck_second_derivatives, "called torch.autograd.gradgradcheck"),
+]
+
+
+def by_hand_zeroes_only_w(x, y, lr, steps):  # b.grad keeps adding up
+    w = torch.zeros((), requires_grad=True)
+    b = torch.zeros((), requires_grad=True)
+    for _ in range(steps):
+        ((w * x + b - y) ** 2).mean().backward()
+        with torch.no_grad():
+            w -= lr * w.grad
+            b -= lr * b.grad
+        w.grad.zero_()
+    return w.item(), b.item()
+
+
+def accuracy_labels_as_a_column(model, images, labels):  # [N] against [N, 1]: an [N, N] table
+    with torch.no_grad():
+        predicted = model(images).argmax(dim=1)
+    return (predicted == labels.unsqueeze(1)).float().mean().item()
+
+
+CASES += [
+    Reject(checks.check_fit_line_by_hand, by_hand_zeroes_only_w, "only w.grad was zeroed after each update"),
+    Reject(checks.check_accuracy, accuracy_labels_as_a_column, "broadcast to an [N, N] table"),
 ]

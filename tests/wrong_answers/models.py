@@ -1683,3 +1683,78 @@ CASES += [
     Reject(checks.check_init_weights, init_new_weight, "assigning module.weight = ..."),
     Accept(checks.check_init_weights, init_data_assignment),
 ]
+
+
+# From a second learner tester who never read the checks (lesson 04, 123 answers).
+class DropoutAlwaysOn(nn.Module):  # F.dropout drops values in eval mode too unless told training=self.training
+    def __init__(self, in_channels, num_classes):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, 8, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(8)
+        self.fc = nn.Linear(8, num_classes)
+
+    def forward(self, x):
+        x = F.relu(self.bn(self.conv(x))).mean(dim=(2, 3))
+        return self.fc(F.dropout(x, 0.2))
+
+
+class DropoutFollowsTheMode(DropoutAlwaysOn):
+    def forward(self, x):
+        x = F.relu(self.bn(self.conv(x))).mean(dim=(2, 3))
+        return self.fc(F.dropout(x, 0.2, training=self.training))
+
+
+def smoothing_keepdim_then_squeeze(logits, targets, smoothing=0.1, reduction="mean"):  # [] for a batch of one
+    classes = logits.size(1)
+    log_p = F.log_softmax(logits, dim=1)
+    soft = torch.full_like(log_p, smoothing / classes)
+    soft[torch.arange(len(targets)), targets] += 1 - smoothing
+    loss = -(soft * log_p).sum(dim=1, keepdim=True).squeeze()
+    return {"mean": loss.mean, "sum": loss.sum}.get(reduction, lambda: loss)()
+
+
+def smoothing_without_its_weight(logits, targets, smoothing=0.1, reduction="mean"):
+    log_p = F.log_softmax(logits, dim=1)
+    loss = -log_p.gather(1, targets.unsqueeze(1)).squeeze(1) + smoothing * (-log_p.mean(dim=1))
+    return {"mean": loss.mean, "sum": loss.sum}.get(reduction, lambda: loss)()
+
+
+def smoothing_one_hot_of_the_targets_seen(logits, targets, smoothing=0.1, reduction="mean"):
+    one_hot = F.one_hot(targets).float()
+    classes = one_hot.size(1)
+    soft = (1 - smoothing) * one_hot + smoothing / classes
+    loss = -(soft * F.log_softmax(logits, dim=1)[:, :classes]).sum(dim=1)
+    return {"mean": loss.mean, "sum": loss.sum}.get(reduction, lambda: loss)()
+
+
+def count_parameters_flag_compared(model, trainable_only=False):  # keeps only frozen ones when the flag is False
+    return sum(p.numel() for p in model.parameters() if p.requires_grad == trainable_only)
+
+
+def sequential_without_affine():
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8, affine=False), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 14 * 14, 10))
+
+
+def sequential_without_running_stats():
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8, track_running_stats=False),
+                         nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 14 * 14, 10))
+
+
+def predict_names_eval_without_calling_it(model, images):
+    model.eval  # noqa: B018 - the mistake: the method named, never called
+    with torch.no_grad():
+        return model(images).argmax(dim=1)
+
+
+CASES += [
+    Reject(checks.check_build_classifier, lambda c, n: DropoutAlwaysOn(c, n), "F.dropout(x, p) drops values in eval mode"),
+    Accept(checks.check_build_classifier, lambda c, n: DropoutFollowsTheMode(c, n)),
+    Reject(checks.check_label_smoothing_reductions, smoothing_keepdim_then_squeeze, "shape"),
+    Reject(checks.check_label_smoothing_cross_entropy, smoothing_without_its_weight, "lacks its weight (1 - smoothing)"),
+    Reject(checks.check_label_smoothing_cross_entropy, smoothing_one_hot_of_the_targets_seen, "without num_classes"),
+    Reject(checks.check_count_parameters, count_parameters_flag_compared, "you counted none of the model's parameters"),
+    Reject(checks.check_sequential_version, sequential_without_affine, "affine=False builds a batch norm without"),
+    Reject(checks.check_sequential_version, sequential_without_running_stats, "track_running_stats=False keeps no"),
+    Reject(checks.check_predict, predict_names_eval_without_calling_it, "without the parentheses"),
+]
