@@ -1364,7 +1364,7 @@ CASES += [
 ]
 
 
-# From a third learner tester who never read the checks (lesson 02, 125 answers).
+# From a second learner tester who never read the checks (lesson 02, 125 answers).
 def mean_square_grad_by_formula(x):  # the right values, worked out by hand: the task asks autograd for them
     return 6 * (x + 2) / x.numel()
 
