@@ -1238,9 +1238,15 @@ def check_fit_to_target_edges(fn: Callable, inputs: Sequence[tuple[str, tuple]] 
                              where="look at the exception your function raises when it gives up",
                              mistake=f"raise RuntimeError, not {type(cause).__name__}: the caller catches the kind of "
                                      "error the task names" if own else None) from None
-        raise CheckError(f"{what} returned {describe(got)}, but {max_steps} steps of gradient descent do not bring "
-                         f"the error to {target:.4g} (it starts at {error:.6g}); expected a RuntimeError",
-                         where="look at what your function does after its last allowed step when the target is "
-                               "still not met",
+        symptom = (f"{what} returned {describe(got)}, but {max_steps} steps of gradient descent do not bring the "
+                   f"error to {target:.4g} (it starts at {error:.6g}); expected a RuntimeError")
+        if isinstance(got, float) and got <= target:  # it got there: by other steps than plain gradient descent's
+            raise CheckError(symptom, where="look at each update: plain gradient descent with lr, its gradients "
+                                            "zeroed before each backward",
+                             mistake="your steps reached the target where plain gradient descent does not, so they "
+                                     "are not its steps (momentum, or gradients never cleared, move further); "
+                                     "the exercise's first graded cell names the difference")
+        raise CheckError(symptom, where="look at what your function does after its last allowed step when the target "
+                                        "is still not met",
                          mistake="raise a RuntimeError saying so")
     passed("fit_to_target edge cases", len(inputs))

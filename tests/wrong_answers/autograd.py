@@ -1479,3 +1479,21 @@ CASES += [
     Reject(checks.check_fit_line_by_hand, by_hand_zeroes_only_w, "only w.grad was zeroed after each update"),
     Reject(checks.check_accuracy, accuracy_labels_as_a_column, "broadcast to an [N, N] table"),
 ]
+
+
+def fit_to_target_never_zeroed(predict, params, x, y, lr, target, max_steps):  # gets further than gradient descent
+    for step in range(max_steps + 1):
+        loss = ((predict(params, x) - y) ** 2).mean()
+        if loss.item() <= target:
+            return loss.item()
+        if step == max_steps:
+            raise RuntimeError("target not reached")
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= lr * p.grad
+
+
+CASES += [
+    Reject(checks.check_fit_to_target_edges, fit_to_target_never_zeroed, "so they are not its steps"),
+]
