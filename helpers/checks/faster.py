@@ -244,9 +244,10 @@ def check_synchronize(fn: Callable[[torch.device], None], inputs: Sequence[torch
                            "finished its queued work")
             if device.index is not None:
                 indices = {_sync_index(args, kwargs) for args, kwargs in cuda_calls}
+                called = "torch.accelerator" if all(kind == "accelerator" for kind in kinds) else "torch.cuda"
                 expect(device.index in indices, f"{what} waited for the current GPU, not for GPU {device.index}",
-                       where="look at the arguments of your torch.cuda.synchronize call",
-                       mistake=f"torch.cuda.synchronize() without an argument waits for the current GPU, not for "
+                       where=f"look at the arguments of your {called}.synchronize call",
+                       mistake=f"{called}.synchronize() without an argument waits for the current GPU, not for "
                                f"GPU {device.index}: pass the device")
         elif device.type == "mps":
             expect(any(kind in ("mps", "accelerator") for kind in kinds),
@@ -759,6 +760,27 @@ def _variant(case: StepCase, divide: bool, zero_each: bool, zero_first: bool,
     return _accumulation_run(step, case, learner=False).params
 
 
+def _divided_by(ratio: float, k: int) -> str | None:
+    """What a result ``ratio`` times the right one says about the number the micro-batch losses were divided by
+    (each should be divided by k): None when it is no whole number, or is k."""
+    if not math.isfinite(ratio) or ratio <= 0:
+        return None
+    divisor = k / ratio
+    if abs(divisor - round(divisor)) > 1e-3 * max(1.0, divisor) or round(divisor) in (0, k):
+        return None
+    twice = " (divided by k twice?)" if round(divisor) == k * k else ""
+    return (f"every micro-batch's loss was divided by {round(divisor)}{twice}, where it should be divided by k = {k}, "
+            "the number of micro-batches (len of the list you were given)")
+
+
+def _update_ratio(got: list[torch.Tensor], want: list[torch.Tensor], before: list[torch.Tensor]) -> float | None:
+    """r when the learner's update is r times the right one (plain SGD is linear in the gradient), else None."""
+    right = torch.cat([(w - b).flatten() for w, b in zip(want, before)])
+    mine = torch.cat([(g - b).flatten() for g, b in zip(got, before)])
+    ratio = float(mine @ right / (right @ right))
+    return ratio if torch.allclose(mine, ratio * right, atol=1e-6, rtol=1e-3) else None
+
+
 def check_accumulation_update(fn: Callable[..., float], inputs: Sequence[StepCase] | None = None) -> None:
     """The parameters after accumulated_step equal those after one SGD step on the whole large batch."""
     cases = inputs if inputs is not None else [StepCase(0, 4, 8), StepCase(1, 3, 5)]
@@ -811,7 +833,10 @@ def check_accumulation_update(fn: Callable[..., float], inputs: Sequence[StepCas
         for message, twin in wrong:
             if _same_params(got, twin()):
                 raise CheckError(symptom, where=where, mistake=message.format(k=k, size=case.size))
-        raise CheckError(symptom, where=where)
+        with torch.random.fork_rng(devices=[]):
+            before = _params(_model(case.seed))
+        ratio = _update_ratio(got, want, before)
+        raise CheckError(symptom, where=where, mistake=_divided_by(ratio, k) if ratio is not None else None)
     passed("accumulated_step (equals one large-batch step)", len(cases))
 
 
@@ -835,6 +860,8 @@ def check_accumulation_steps(fn: Callable[..., float], inputs: Sequence[StepCase
         _expect_step_after_all(step_at, n_losses, case.batches, what)
         want, _ = _large_batch(case)
         k = case.batches
+        number = _number(got)
+        divided = _divided_by(number / want, k) if number is not None and want else None
         expect_close(got, want, what=f"{what}, the loss you returned", python_number=True, rtol=1e-4, mistakes=[
             Mistake(f"that is k = {k} times the mean: return the sum of the divided losses (loss / k), which is "
                     "the large batch's mean loss", lambda: want * k,
@@ -852,6 +879,8 @@ def check_accumulation_steps(fn: Callable[..., float], inputs: Sequence[StepCase
             Mistake(f"that is the sum of the micro-batch losses divided by the micro-batch size ({case.size}), "
                     f"not by k = {k}, the number of micro-batches: divide each loss by k",
                     lambda: want * k / case.size, where="look at what you divide each micro-batch's loss by"),
+            Mistake(divided or "", matches=lambda _: divided is not None,
+                    where="look at what you divide each micro-batch's loss by"),
         ])
     passed("accumulated_step (one step, the large batch's loss)", len(cases))
 
@@ -960,6 +989,7 @@ class AmpRun(NamedTuple):
     warnings: list[str]
     loss_under_autocast: list[bool]  # for each call of loss_fn: was autocast on for the inputs' device?
     arrivals: list[str]  # .grad of each parameter as its gradient arrived: "none", "zeros" or "values"
+    cleared_at_step: list[bool]  # for each optimizer step: was every .grad None or zeros when it began?
 
 
 def _record_arrivals(model: nn.Module) -> list[str]:
@@ -982,6 +1012,9 @@ def _amp_run(fn: Callable[..., float], case: AmpCase, factor: float) -> AmpRun:
         before = _params(model)
         optimizer = torch.optim.SGD(model.parameters(), lr=LR)
         steps = _count_steps(optimizer)
+        cleared_at_step: list[bool] = []
+        optimizer.register_step_pre_hook(lambda opt, args, kwargs: cleared_at_step.append(all(
+            p.grad is None or not bool(p.grad.any()) for group in opt.param_groups for p in group["params"])))
         _stale(model, case.seed)  # an earlier step's gradients, which this step must not add to
         arrivals = _record_arrivals(model)
         under_autocast: list[bool] = []
@@ -998,11 +1031,17 @@ def _amp_run(fn: Callable[..., float], case: AmpCase, factor: float) -> AmpRun:
             result = call(fn, model, optimizer, loss_fn, inputs, targets, scaler, case.dtype,
                           allow=Allow(changed=(model, optimizer, scaler)))
         return AmpRun(result, _params(model), before, spy, scaler, steps[0], [str(w.message) for w in caught],
-                      under_autocast, arrivals)
+                      under_autocast, arrivals, cleared_at_step)
 
 
-def _expect_fresh_gradients(arrivals: list[str], what: str, clear: str) -> None:
-    """Backward must not add to gradients already in .grad when the function was called (the task's rule)."""
+def _expect_fresh_gradients(arrivals: list[str], what: str, clear: str, cleared_at_step: Sequence[bool] = ()) -> None:
+    """Backward must not add to gradients already in .grad when the function was called (the task's rule), and the
+    step must find the gradients backward wrote (not cleared between backward and the step)."""
+    if any(cleared_at_step) and arrivals:
+        raise CheckError(f"{what}: when the optimizer stepped, every gradient was None or zero, though backward had "
+                         "written them", where="look at what runs between backward and the step",
+                         mistake=f"{clear} between backward and the step clears what backward wrote, so the step "
+                                 f"changes nothing: call it at the start, before the forward pass")
     if "values" in arrivals:
         raise CheckError(f"{what}: the parameters' .grad already held gradients from an earlier step when your "
                          "function was called, and backward added the new gradients to them",
@@ -1068,7 +1107,7 @@ def check_amp_autocast(fn: Callable[..., float], inputs: Sequence[AmpCase] | Non
         expect(run.steps == 1, f"{what}: the optimizer stepped {run.steps} times; one training step steps it once "
                "(through scaler.step(optimizer))",
                where="look at every optimizer.step() and scaler.step(optimizer) in your function")
-        _expect_fresh_gradients(run.arrivals, what, "optimizer.zero_grad()")
+        _expect_fresh_gradients(run.arrivals, what, "optimizer.zero_grad()", run.cleared_at_step)
         want_loss, want = _float32_step(case)
         error = _relative_update_error(run.params, want, run.before)
         expect(error < AMP_TOLERANCE, f"{what}: the parameter update differs from the float32 step by "
@@ -1087,7 +1126,7 @@ def check_amp_scaler(fn: Callable[..., float], inputs: Sequence[AmpCase] | None 
         run = _amp_run(fn, case, factor=1024.0)
         what = f"mixed_precision_step with a GradScaler (dtype={case.dtype})"
         calls = run.scaler.calls
-        _expect_fresh_gradients(run.arrivals, what, "optimizer.zero_grad()")
+        _expect_fresh_gradients(run.arrivals, what, "optimizer.zero_grad()", run.cleared_at_step)
         converted = sorted({str(p.dtype) for p in run.params} - {str(p.dtype) for p in run.before})
         expect(not converted, f"{what}: after your step the model's weights are {', '.join(converted)}; they were "
                f"{run.before[0].dtype}",
@@ -1341,6 +1380,7 @@ class EpochRun(NamedTuple):
     n_params: int
     losses: list[torch.Tensor]  # every loss loss_fn returned, detached, in order
     sizes: list[int]  # the number of samples in each batch
+    emptied: int  # calls of torch.cuda.empty_cache()
 
 
 def _last_smaller(case: StepCase) -> int:
@@ -1365,12 +1405,14 @@ def _epoch_run(fn: Callable[..., float], case: StepCase, learner: bool = True) -
             losses.append(loss.detach())
             return loss
 
-        with _counting_syncs(lambda: len(losses)) as syncs:
+        # section 9: empty_cache() belongs nowhere in a training loop (on a CPU it does nothing, so it is counted)
+        with _counting_syncs(lambda: len(losses)) as syncs, \
+                mock.patch.object(torch.cuda, "empty_cache", wraps=torch.cuda.empty_cache) as empty_cache:
             # task: "trains on every (inputs, targets) in batches"
             result = call(fn, model, optimizer, loss_fn, batches, allow=Allow(changed=(model, optimizer))) \
                 if learner else fn(model, optimizer, loss_fn, batches)
         return EpochRun(result, _params(model), syncs, arrivals, len(list(model.parameters())), losses,
-                        [len(x) for x, _ in batches])
+                        [len(x) for x, _ in batches], empty_cache.call_count)
 
 
 @functools.cache
@@ -1391,6 +1433,10 @@ def check_train_epoch_on_device(fn: Callable[..., float], inputs: Sequence[StepC
         what = (f"train_epoch_on_device over {case.batches} batches of {case.size} samples"
                 + (f" (the last one {_last_smaller(case)})" if _last_smaller(case) < case.size else ""))
         n = case.batches
+        expect(not run.emptied, f"{what}: torch.cuda.empty_cache() was called {run.emptied} time(s)",
+               where="look for torch.cuda.empty_cache() in your function",
+               mistake="it hands PyTorch's cached GPU memory back, which the next step must then request again, "
+                       "slowly: it belongs nowhere in a training loop (section 9)")
         if len(syncs) >= n:
             shown = ", ".join(sorted({sync.how for sync in syncs}))
             in_loop = [sync for sync in syncs if sync.after_losses < n]
@@ -1592,6 +1638,7 @@ def _expect_same_training(fn: Callable[..., Any], case: TrainCase) -> None:
             modes.optimizers += 1
             made(optimizer, *args, **kwargs)
 
+        start = [p.detach().clone() for p in got_model.parameters()]
         try:
             with mock.patch.object(torch.optim.AdamW, "__init__", counted):
                 got = call(fn, got_model, *data, epochs=case.epochs, batch_size=case.batch_size,
@@ -1620,6 +1667,17 @@ def _expect_same_training(fn: Callable[..., Any], case: TrainCase) -> None:
                 dropped.extend(ref.slow_train(_train_model(case.seed), d[0][:full], d[1][:full], d[2], d[3],
                                               epochs=case.epochs, batch_size=case.batch_size))
         return dropped[epoch][0]
+
+    never_cleared: list[Any] = []
+
+    def without_zero_grad(epoch: int) -> float:
+        """Epoch ``epoch``'s loss when the gradients are never cleared (slow_train without zero_grad)."""
+        if not never_cleared:
+            with torch.random.fork_rng(devices=[]), mock.patch.object(torch.optim.Optimizer, "zero_grad",
+                                                                        lambda *args, **kwargs: None):
+                never_cleared.extend(ref.slow_train(_train_model(case.seed), *_train_data(case), epochs=case.epochs,
+                                                    batch_size=case.batch_size))
+        return never_cleared[epoch][0]
 
     per_sample: list[float] = []
 
@@ -1667,6 +1725,10 @@ def _expect_same_training(fn: Callable[..., Any], case: TrainCase) -> None:
                         f"{n_batches} batch losses divided by {n_batches}",
                         lambda e=epoch: mean_per_sample(e),
                         where="look at what you add to the epoch's total for each batch, and what you divide it by"),
+                Mistake("that is the loss of a training whose gradients were never cleared: backward adds into .grad, "
+                        "so each step used the sum of every gradient so far. Call optimizer.zero_grad() before each "
+                        "backward, as slow_train does", lambda e=epoch: without_zero_grad(e),
+                        where="look at what happens to the gradients between steps"),
             ])
             if modes.validated_in_train_mode and isinstance(pair[1], (int, float)) and abs(pair[1] - accuracy) > 1e-6:
                 raise CheckError(f"{what}: epoch {epoch}'s validation accuracy should be {accuracy:.6g}, but yours is "
@@ -1681,6 +1743,12 @@ def _expect_same_training(fn: Callable[..., Any], case: TrainCase) -> None:
             raise
         raise CheckError(error.symptom, where=_SAME_ARITHMETIC,
                          mistake=error.mistake or modes.explains(case.batch_size, case.n_train)) from None
+    expect(not all(torch.equal(p.detach(), q) for p, q in zip(got_model.parameters(), start)),
+           f"{what}: the model you were given has the weights it came with: your history is right, but the training "
+           "changed another model",
+           where="look at which model your loop trains and gives to the optimizer",
+           mistake="fast_train trains `model` in place, as slow_train does: a copy (copy.deepcopy) or a new model "
+                   "leaves the caller's untrained")
     for (name, got_p), want_p in zip(got_model.named_parameters(), want_model.parameters()):
         expect(torch.allclose(got_p.detach(), want_p.detach(), rtol=1e-4, atol=1e-5),
                f"{what}: after training, parameter {name} differs from slow_train's by up to "

@@ -1485,3 +1485,89 @@ ROUND_4_CLASSES = [
 ]
 
 CASES = CASES + ROUND_4_CLASSES
+
+
+# From a second learner tester who never read the checks (lesson 07, 121 answers).
+def epoch_empties_the_cache(model, optimizer, loss_fn, batches):  # section 9: nowhere in a training loop
+    total = 0
+    for inputs, targets in batches:
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        total = total + loss.detach()
+        torch.cuda.empty_cache()
+    return total.item() / len(batches)
+
+
+def amp_clears_before_the_step(model, optimizer, loss_fn, inputs, targets, scaler, dtype):
+    optimizer.zero_grad()
+    with torch.autocast(device_type=inputs.device.type, dtype=dtype):
+        loss = loss_fn(model(inputs), targets)
+    scaler.scale(loss).backward()
+    optimizer.zero_grad()  # wipes what backward wrote
+    scaler.step(optimizer)
+    scaler.update()
+    return loss.item()
+
+
+def accumulate_k_from_a_pair(model, optimizer, loss_fn, micro_batches):  # len of one (inputs, targets) pair: 2
+    k = len(micro_batches[0])
+    optimizer.zero_grad()
+    total = 0.0
+    for inputs, targets in micro_batches:
+        loss = loss_fn(model(inputs), targets) / k
+        loss.backward()
+        total += loss.item()
+    optimizer.step()
+    return total
+
+
+def accumulate_returns_the_loss_divided_twice(model, optimizer, loss_fn, micro_batches):
+    k = len(micro_batches)
+    optimizer.zero_grad()
+    total = 0.0
+    for inputs, targets in micro_batches:
+        loss = loss_fn(model(inputs), targets) / k
+        loss.backward()
+        total += loss.item()
+    optimizer.step()
+    return total / k
+
+
+def fast_train_never_zeroes(model, images, digits, val_images, val_digits, epochs=2, batch_size=16):
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, vx = (images - MEAN) / STD, (val_images - MEAN) / STD
+    starts = range(0, len(images), batch_size)
+    history = []
+    for _ in range(epochs):
+        model.train()
+        total = 0.0
+        for start in starts:
+            loss = torch.nn.functional.cross_entropy(model(x[start:start + batch_size]), digits[start:start + batch_size])
+            loss.backward()
+            optimizer.step()
+            total += loss.item()
+        model.eval()
+        with torch.no_grad():
+            accuracy = (model(vx).argmax(dim=1) == val_digits).sum().item() / len(val_images)
+        history.append((total / len(starts), accuracy))
+    return history
+
+
+def fast_train_on_a_copy(model, images, digits, val_images, val_digits, epochs=2, batch_size=16):
+    import copy
+
+    return ref.fast_train(copy.deepcopy(model), images, digits, val_images, val_digits, epochs, batch_size)
+
+
+CASES += [
+    Reject(checks.check_train_epoch_on_device, epoch_empties_the_cache, "torch.cuda.empty_cache() was called 5 time(s)"),
+    Reject(checks.check_amp_autocast, amp_clears_before_the_step, "between backward and the step clears what backward"),
+    Reject(checks.check_amp_scaler, amp_clears_before_the_step, "between backward and the step clears what backward"),
+    Reject(checks.check_accumulation_update, accumulate_k_from_a_pair, "divided by 2, where it should be divided by k"),
+    Reject(checks.check_accumulation_steps, accumulate_k_from_a_pair, "divided by 2, where it should be divided by k"),
+    Reject(checks.check_accumulation_steps, accumulate_returns_the_loss_divided_twice, "divided by k twice?"),
+    Reject(checks.check_fast_train_results, fast_train_never_zeroes, "gradients were never cleared"),
+    Reject(checks.check_fast_train_results, fast_train_on_a_copy, "the model you were given has the weights it came"),
+]
