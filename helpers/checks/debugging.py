@@ -1144,8 +1144,12 @@ def check_accuracy(fn: Callable[..., float], inputs: Sequence[tuple[int, int]] |
                      mistakes=[Mistake("// is integer division: the number of right predictions // the number of "
                                        "samples is 0 unless every prediction is right; divide with /",
                                        matches=lambda value, right=round(want * n): 0 < right < n
-                                       and isinstance(value, (int, float)) and value == right // n,
-                                       where="look at the division that turns the count into a fraction")],
+                                       and isinstance(value, (int, float)) and value == right // n
+                                       and _all_right_gives_one(fn, seed, n),
+                                       where="look at the division that turns the count into a fraction"),
+                               Mistake(over_samples + ", and comparing them with the first 3 labels hides the "
+                                       "clash of sizes", lambda: _first_labels_against_dim0(seed, n, classes),
+                                       where="print the shape of the predictions: one per sample?")],
                      same=lambda a, b: isinstance(a, float) and same_value(a, b), differs=_number(what))
         left = [name for name, m in model.named_modules() if m.training]
         if left:
@@ -1153,6 +1157,24 @@ def check_accuracy(fn: Callable[..., float], inputs: Sequence[tuple[int, int]] |
                           f"{', '.join(n or 'the model' for n in left)}",
                           where="the task leaves the model in eval mode; look at what runs after the predictions")
     passed("accuracy", len(inputs))
+
+
+def _first_labels_against_dim0(seed: int, n: int, classes: int) -> float:
+    """The accuracy of argmax over dim 0 (one entry per class) against the first ``classes`` labels."""
+    model, images, labels = _eval_setup(seed, n)
+    with torch.no_grad():
+        predictions = copy.deepcopy(model).eval()(images).argmax(dim=0)
+    return (predictions == labels[:classes]).float().mean().item()
+
+
+def _all_right_gives_one(fn: Callable[..., float], seed: int, n: int) -> bool:
+    """Whether ``fn`` says 1 for labels that every eval-mode prediction matches: floor division's one right answer
+    (an accuracy of 0 has other causes, such as predictions over the wrong dimension)."""
+    model, images, _ = _eval_setup(seed, n)
+    with torch.no_grad():
+        labels = copy.deepcopy(model).eval()(images).argmax(dim=1)
+    probe = attempt(fn, model, images, labels, seed=seed, allow=Allow(changed=(model,), global_rng=True))
+    return probe.error is None and isinstance(probe.value, (int, float)) and probe.value == 1
 
 
 def _mode_mistake(training: list[str], model: nn.Module) -> str:

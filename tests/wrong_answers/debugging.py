@@ -1273,3 +1273,16 @@ CASES += [
     Reject(checks.check_accuracy, accuracy_integer_division, "// is integer division"),
 ]
 
+
+
+# From a third learner tester who never read the checks (lesson 09, 110 answers).
+def accuracy_over_samples_labels_cut_to_fit(model, images, labels):  # one prediction per class, 3 labels kept
+    model.eval()
+    with torch.no_grad():
+        predictions = model(images).argmax(dim=0)
+    return (predictions == labels[:predictions.shape[0]]).float().mean().item()
+
+
+CASES += [
+    Reject(checks.check_accuracy, accuracy_over_samples_labels_cut_to_fit, "comparing them with the first 3 labels"),
+]
