@@ -561,7 +561,10 @@ class _Counter:
             self.file_at_stop = _file_bytes(self.path) if self.path is not None else None
             run_epoch(model, _StoppedAfterOneBatch(loader, self.calls), optimizer, scheduler)
         self.calls += 1
-        return run_epoch(model, loader, optimizer, scheduler)
+        loss = run_epoch(model, loader, optimizer, scheduler)
+        # every other epoch's loss rises, as real losses now and then do: a function that saves only on a new best
+        # would skip those epochs, and a job stopped after one loses it
+        return loss + 1.0 if self.calls % 2 == 0 else loss
 
 
 class _StoppedAfterOneBatch:
@@ -979,6 +982,14 @@ def _expect_cpu_on_a_gpu_machine(fn: Callable[[Path], dict], path: Path, what: s
         else:
             failed = None
     maps = [c.kwargs.get("map_location", c.args[1] if len(c.args) > 1 else None) for c in spy.call_args_list]
+    # a call without one puts the tensors back where they were saved: on a real GPU it succeeds, on this grader's
+    # played one it fails (an answer that then retries with map_location='cpu' would pass only here)
+    expect(None not in maps,
+           f"{what}: on a machine with a GPU (torch.cuda.is_available() True; the check plays one), your function "
+           "calls torch.load without a map_location, which puts every tensor back on the GPU it was saved from",
+           where="look at every torch.load call in your function, the first one too",
+           mistake="pass map_location='cpu' to the first call: a load that fails only where no GPU is there does not "
+                   "fail on a machine with one, and then returns GPU tensors")
     to_gpu = next((m for m in maps if _names_a_gpu(m)), None)
     expect(to_gpu is None,
            f"{what}: on a machine with a GPU (torch.cuda.is_available() True, DEVICE 'cuda:0'; the check plays "

@@ -1114,7 +1114,20 @@ def check_make_optimizer(fn: Callable[..., torch.optim.Optimizer],
             expect(group.get("weight_decay") == 0, f"{what}: weight_decay is {group.get('weight_decay')}; plain Adam "
                    "here, without weight decay",
                    where="look at the arguments of your torch.optim.Adam")
+        # every other setting as the task's (SGD with momentum and nothing else); how PyTorch runs the step is free
+        wanted = want.param_groups[0]
+        other = [key for key in wanted if key not in ("params", *_HOW_IT_RUNS) and group.get(key) != wanted[key]]
+        expect(not other, f"{what}: your {type(got).__name__} has "
+               + ", ".join(f"{key}={group.get(key)!r}" for key in other) + "; the task's has "
+               + ", ".join(f"{key}={wanted[key]!r}" for key in other),
+               where=f"look at the arguments of your torch.optim.{type(got).__name__}",
+               mistake="pass only what the task names (the lr, and momentum=0.9 or weight_decay=0.01): leave the "
+                       "other settings at their defaults")
     passed("make_optimizer", len(inputs))
+
+
+# Optimizer settings that change how PyTorch computes a step, not what the step is
+_HOW_IT_RUNS = ("foreach", "fused", "capturable", "differentiable")
 
 
 # ---------------------------------------------------------------- the classifier's device handling (self-check)

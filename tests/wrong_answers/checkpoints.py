@@ -1007,3 +1007,27 @@ ROUND_5_CLASSES = [
 ]
 
 CASES = CASES + ROUND_5_CLASSES
+
+
+# From a third learner tester who never read the checks (lesson 06).
+def resumable_saves_only_a_new_best(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    start = load_checkpoint(path, model, optimizer, scheduler, generator) if Path(path).exists() else 0
+    best = float("inf")
+    for epoch in range(start, epochs):
+        loss = run_epoch(model, loader, optimizer, scheduler)
+        if loss < best:  # an epoch whose loss rose is never saved: a stop after it loses it
+            best = loss
+            save_checkpoint(path, model, optimizer, scheduler, generator, epoch, loss)
+
+
+def load_on_cpu_when_plain_load_fails(path):  # on a machine with a GPU the first load works, onto the GPU
+    try:
+        return torch.load(path)
+    except RuntimeError:
+        return torch.load(path, map_location="cpu")
+
+
+CASES += [
+    Reject(checks.check_resume_epochs, resumable_saves_only_a_new_best, "save a checkpoint at the end of every epoch"),
+    Reject(checks.check_load_on_cpu, load_on_cpu_when_plain_load_fails, "calls torch.load without a map_location"),
+]

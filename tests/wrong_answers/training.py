@@ -1404,3 +1404,25 @@ CASES += [
     Reject(checks.check_accuracy, accuracy_target_probability, "its target's probability is over 0.5"),
 ]
 
+
+
+# From a third learner tester who never read the checks (lesson 05).
+def make_optimizer_sgd_with_decay(kind, params, lr):  # the task's SGD has momentum=0.9 and nothing else
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=0.01)
+    if kind == "adam":
+        return torch.optim.Adam(params, lr=lr)
+    return torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
+
+
+def make_optimizer_foreach(kind, params, lr):  # how PyTorch runs the step is free
+    settings = {"sgd": (torch.optim.SGD, {"momentum": 0.9}), "adam": (torch.optim.Adam, {}),
+                "adamw": (torch.optim.AdamW, {"weight_decay": 0.01})}
+    cls, extra = settings[kind]
+    return cls(params, lr=lr, foreach=True, **extra)
+
+
+CASES += [
+    Reject(checks.check_make_optimizer, make_optimizer_sgd_with_decay, "your SGD has weight_decay=0.01"),
+    Accept(checks.check_make_optimizer, make_optimizer_foreach),
+]
