@@ -1105,7 +1105,8 @@ def check_make_optimizer(fn: Callable[..., torch.optim.Optimizer],
         if kind == "sgd":
             expect(group.get("momentum") == 0.9, f"{what}: SGD's momentum is {group.get('momentum')}; expected 0.9",
                    where="look at the arguments of your torch.optim.SGD",
-                   mistake="SGD without momentum starts slowly and stalls on noisy gradients; pass momentum=0.9")
+                   mistake="SGD without momentum starts slowly and stalls on noisy gradients; pass momentum=0.9"
+                   if not group.get("momentum") else "pass momentum=0.9, the task's value")
         if kind == "adamw":
             expect(group.get("weight_decay") == 0.01,
                    f"{what}: weight_decay should be 0.01 (yours: {group.get('weight_decay')})",
