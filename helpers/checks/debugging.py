@@ -1159,11 +1159,16 @@ def check_accuracy(fn: Callable[..., float], inputs: Sequence[tuple[int, int]] |
     passed("accuracy", len(inputs))
 
 
+def _eval_scores(model: nn.Module, images: torch.Tensor) -> torch.Tensor:
+    """The scores an eval-mode copy of ``model`` gives ``images`` (the model itself keeps its mode)."""
+    with torch.no_grad():
+        return copy.deepcopy(model).eval()(images)
+
+
 def _first_labels_against_dim0(seed: int, n: int, classes: int) -> float:
     """The accuracy of argmax over dim 0 (one entry per class) against the first ``classes`` labels."""
     model, images, labels = _eval_setup(seed, n)
-    with torch.no_grad():
-        predictions = copy.deepcopy(model).eval()(images).argmax(dim=0)
+    predictions = _eval_scores(model, images).argmax(dim=0)
     return (predictions == labels[:classes]).float().mean().item()
 
 
@@ -1171,8 +1176,7 @@ def _all_right_gives_one(fn: Callable[..., float], seed: int, n: int) -> bool:
     """Whether ``fn`` says 1 for labels that every eval-mode prediction matches: floor division's one right answer
     (an accuracy of 0 has other causes, such as predictions over the wrong dimension)."""
     model, images, _ = _eval_setup(seed, n)
-    with torch.no_grad():
-        labels = copy.deepcopy(model).eval()(images).argmax(dim=1)
+    labels = _eval_scores(model, images).argmax(dim=1)
     probe = attempt(fn, model, images, labels, seed=seed, allow=Allow(changed=(model,), global_rng=True))
     return probe.error is None and isinstance(probe.value, (int, float)) and probe.value == 1
 

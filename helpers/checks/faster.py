@@ -645,6 +645,12 @@ def _model(seed: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(N_IN, N_HIDDEN), nn.ReLU(), nn.Linear(N_HIDDEN, N_OUT))
 
 
+def _initial_params(seed: int) -> list[torch.Tensor]:
+    """The parameters a fresh setup starts from, leaving the caller's random state as it was."""
+    with torch.random.fork_rng(devices=[]):
+        return _params(_model(seed))
+
+
 def _batches(case: StepCase) -> list[tuple[torch.Tensor, torch.Tensor]]:
     g = torch.Generator().manual_seed(100 + case.seed)
     return [(torch.randn(case.size, N_IN, generator=g), torch.randint(0, N_OUT, (case.size,), generator=g))
@@ -833,8 +839,7 @@ def check_accumulation_update(fn: Callable[..., float], inputs: Sequence[StepCas
         for message, twin in wrong:
             if _same_params(got, twin()):
                 raise CheckError(symptom, where=where, mistake=message.format(k=k, size=case.size))
-        with torch.random.fork_rng(devices=[]):
-            before = _params(_model(case.seed))
+        before = _initial_params(case.seed)
         ratio = _update_ratio(got, want, before)
         raise CheckError(symptom, where=where, mistake=_divided_by(ratio, k) if ratio is not None else None)
     passed("accumulated_step (equals one large-batch step)", len(cases))
@@ -860,8 +865,11 @@ def check_accumulation_steps(fn: Callable[..., float], inputs: Sequence[StepCase
         _expect_step_after_all(step_at, n_losses, case.batches, what)
         want, _ = _large_batch(case)
         k = case.batches
-        number = _number(got)
-        divided = _divided_by(number / want, k) if number is not None and want else None
+
+        def divided_by(value: Any) -> str | None:
+            """The number the micro-batch losses were divided by, named, when ``value`` shows one."""
+            number = _number(value)
+            return _divided_by(number / want, k) if number is not None and want else None
         expect_close(got, want, what=f"{what}, the loss you returned", python_number=True, rtol=1e-4, mistakes=[
             Mistake(f"that is k = {k} times the mean: return the sum of the divided losses (loss / k), which is "
                     "the large batch's mean loss", lambda: want * k,
@@ -879,7 +887,7 @@ def check_accumulation_steps(fn: Callable[..., float], inputs: Sequence[StepCase
             Mistake(f"that is the sum of the micro-batch losses divided by the micro-batch size ({case.size}), "
                     f"not by k = {k}, the number of micro-batches: divide each loss by k",
                     lambda: want * k / case.size, where="look at what you divide each micro-batch's loss by"),
-            Mistake(divided or "", matches=lambda _: divided is not None,
+            Mistake(divided_by(got) or "", matches=lambda value: divided_by(value) is not None,
                     where="look at what you divide each micro-batch's loss by"),
         ])
     passed("accumulated_step (one step, the large batch's loss)", len(cases))
@@ -1471,8 +1479,7 @@ def check_train_epoch_on_device(fn: Callable[..., float], inputs: Sequence[StepC
                              "until then", where="look at how you add each loss to the running total",
                              mistake="add loss.detach() to the total: the total needs the loss's value, not its graph "
                                      "(a total built from the losses keeps every step's graph in memory)")
-        with torch.random.fork_rng(devices=[]):
-            before = _params(_model(case.seed))
+        before = _initial_params(case.seed)
         expect(not _same_params(run.params, before, atol=0, rtol=0),
                f"{what}: the parameters are unchanged after the epoch: no step updated them",
                where="look at the order of each batch's steps: zero_grad, forward, loss, backward, step",
@@ -1623,6 +1630,25 @@ def _train_what(case: TrainCase) -> str:
             f"batch_size={case.batch_size})")
 
 
+def _slow_train_variant(case: TrainCase, keep: int | None = None) -> list[Any]:
+    """slow_train's history on a fresh setup (its first ``keep`` training images only, when given), as patched by the caller."""
+    with torch.random.fork_rng(devices=[]):
+        train_x, train_y, *val = _train_data(case)
+        return ref.slow_train(_train_model(case.seed), train_x[:keep], train_y[:keep], *val, epochs=case.epochs,
+                              batch_size=case.batch_size)
+
+
+def _per_epoch_once(compute: Callable[[], list[float]]) -> Callable[[int], float]:
+    """``compute``'s value for one epoch, computing the whole list the first time it is asked for."""
+    cache: list[list[float]] = []
+
+    def at(epoch: int) -> float:
+        if not cache:
+            cache.append(compute())
+        return cache[0][epoch]
+    return at
+
+
 def _expect_same_training(fn: Callable[..., Any], case: TrainCase) -> None:
     """The learner's run gives slow_train's history and final weights (up to float rounding)."""
     what = _train_what(case)
@@ -1655,52 +1681,37 @@ def _expect_same_training(fn: Callable[..., Any], case: TrainCase) -> None:
            "one per epoch", where="look at what you return: one pair per epoch, as slow_train does")
     n_batches = math.ceil(case.n_train / case.batch_size)
     full = case.n_train - case.n_train % case.batch_size
-    dropped: list[Any] = []
-
-    def without_last_batch(epoch: int) -> float:
-        """Epoch ``epoch``'s loss when the last, smaller batch is left out (slow_train on the full batches only)."""
+    def without_last_batch() -> list[float]:
+        """Each epoch's loss when the last, smaller batch is left out (slow_train on the full batches only)."""
         if not 0 < full < case.n_train:
             raise ValueError("every batch is full")
-        if not dropped:
-            with torch.random.fork_rng(devices=[]):
-                d = _train_data(case)
-                dropped.extend(ref.slow_train(_train_model(case.seed), d[0][:full], d[1][:full], d[2], d[3],
-                                              epochs=case.epochs, batch_size=case.batch_size))
-        return dropped[epoch][0]
+        return [loss for loss, _ in _slow_train_variant(case, keep=full)]
 
-    never_cleared: list[Any] = []
+    def without_zero_grad() -> list[float]:
+        """Each epoch's loss when the gradients are never cleared (slow_train without zero_grad)."""
+        with mock.patch.object(torch.optim.Optimizer, "zero_grad", lambda *args, **kwargs: None):
+            return [loss for loss, _ in _slow_train_variant(case)]
 
-    def without_zero_grad(epoch: int) -> float:
-        """Epoch ``epoch``'s loss when the gradients are never cleared (slow_train without zero_grad)."""
-        if not never_cleared:
-            with torch.random.fork_rng(devices=[]), mock.patch.object(torch.optim.Optimizer, "zero_grad",
-                                                                        lambda *args, **kwargs: None):
-                never_cleared.extend(ref.slow_train(_train_model(case.seed), *_train_data(case), epochs=case.epochs,
-                                                    batch_size=case.batch_size))
-        return never_cleared[epoch][0]
-
-    per_sample: list[float] = []
-
-    def mean_per_sample(epoch: int) -> float:
-        """Epoch ``epoch``'s training loss as a mean per image (each batch's loss weighted by its size)."""
+    def mean_per_sample() -> list[float]:
+        """Each epoch's training loss as a mean per image (each batch's loss weighted by its size)."""
         if not 0 < full < case.n_train:
             raise ValueError("every batch is full: the two means are equal")
-        if not per_sample:
-            seen: list[tuple[float, int]] = []
-            real = nn.functional.cross_entropy
+        seen: list[tuple[float, int]] = []
+        real = nn.functional.cross_entropy
 
-            def recording(scores: torch.Tensor, targets: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-                out = real(scores, targets, *args, **kwargs)
-                seen.append((out.item(), len(targets)))
-                return out
+        def recording(scores: torch.Tensor, targets: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+            out = real(scores, targets, *args, **kwargs)
+            seen.append((out.item(), len(targets)))
+            return out
 
-            with torch.random.fork_rng(devices=[]), mock.patch.object(nn.functional, "cross_entropy", recording):
-                ref.slow_train(_train_model(case.seed), *_train_data(case), epochs=case.epochs,
-                               batch_size=case.batch_size)
-            for e in range(case.epochs):
-                batches = seen[e * n_batches:(e + 1) * n_batches]
-                per_sample.append(sum(value * size for value, size in batches) / sum(size for _, size in batches))
-        return per_sample[epoch]
+        with mock.patch.object(nn.functional, "cross_entropy", recording):
+            _slow_train_variant(case)
+        epochs = [seen[e * n_batches:(e + 1) * n_batches] for e in range(case.epochs)]
+        return [sum(value * size for value, size in batches) / sum(size for _, size in batches) for batches in epochs]
+
+    # each variant trains once, and only when a wrong loss asks for it
+    without_last_batch, without_zero_grad, mean_per_sample = (
+        _per_epoch_once(variant) for variant in (without_last_batch, without_zero_grad, mean_per_sample))
 
     try:
         for epoch, (pair, (loss, accuracy)) in enumerate(zip(got, want)):

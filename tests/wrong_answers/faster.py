@@ -1571,3 +1571,30 @@ CASES += [
     Reject(checks.check_fast_train_results, fast_train_never_zeroes, "gradients were never cleared"),
     Reject(checks.check_fast_train_results, fast_train_on_a_copy, "the model you were given has the weights it came"),
 ]
+
+
+def fast_train_drops_last_batch(model, images, digits, val_images, val_digits, epochs=2, batch_size=16):
+    # Only the full batches: the smaller last batch is never trained on (drop_last=True by hand)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, vx = (images - MEAN) / STD, (val_images - MEAN) / STD
+    full = len(images) // batch_size * batch_size
+    history = []
+    for _ in range(epochs):
+        model.train()
+        losses = []
+        for inputs, targets in zip(x[:full].split(batch_size), digits[:full].split(batch_size)):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.detach())
+        model.eval()
+        with torch.no_grad():
+            accuracy = (model(vx).argmax(1) == val_digits).float().mean().item()
+        history.append((torch.stack(losses).mean().item(), accuracy))
+    return history
+
+
+CASES += [
+    Reject(checks.check_fast_train_results, fast_train_drops_last_batch, "the last batch (the"),
+]
