@@ -40,6 +40,9 @@ DIRECT_CALLERS = {
     # a second, diagnostic call on "meta" copies of inputs the rules were already checked on (call compares values,
     # which a meta tensor does not have)
     "_meta_device_problem": "tensors",
+    # a second call, on copies of inputs the rules were already checked on, counting the values read into Python
+    # (the framework's own bookkeeping around a call would be counted too)
+    "_host_reads_problem": "tensors",
     # timing repeats of a call whose rules _expect_same_training already checked: the rules' own bookkeeping
     # (snapshots of the model) must not be timed
     "_cpu_seconds": "faster",

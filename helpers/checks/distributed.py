@@ -75,14 +75,18 @@ LAUNCHER_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "G
                       "MASTER_PORT")
 
 
+# Code in these folders (torch, and the course's helpers) reads launcher variables on its own behalf.
+_LIBRARY_DIRS = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The functions a read passes through on its way to os.environ (os.getenv, Mapping.get).
+_PASSING_FILES = (os.getenv.__code__.co_filename, MutableMapping.get.__code__.co_filename)
+
+
 def _asked_by_learner() -> bool:
     """The code that asked os.environ (past os.getenv and Mapping.get) is neither torch's nor the course's."""
-    library = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     frame = sys._getframe(2)
-    passing = (os.getenv.__code__.co_filename, MutableMapping.get.__code__.co_filename)
-    while frame is not None and frame.f_code.co_filename in passing:
+    while frame is not None and frame.f_code.co_filename in _PASSING_FILES:
         frame = frame.f_back
-    return frame is not None and not frame.f_code.co_filename.startswith(library)
+    return frame is not None and not frame.f_code.co_filename.startswith(_LIBRARY_DIRS)
 
 
 class _WatchedEnviron(MutableMapping):

@@ -11,6 +11,7 @@ import contextlib
 import functools
 import itertools
 import math
+import unittest.mock
 import warnings
 from typing import Any, Callable, Sequence
 
@@ -53,8 +54,29 @@ def _wrong_count(got: object, expected: torch.Tensor) -> bool:
     return isinstance(got, torch.Tensor) and got.dim() == 1 and len(got) != len(expected)
 
 
+@contextlib.contextmanager
+def _empty_filled(made: list[torch.Tensor]):
+    """torch.empty and empty_like, with their memory filled (NaN, or 77 for integers) rather than left as it was.
+
+    Uninitialised memory is often zeros, so a tensor from torch.empty can pass for one from torch.zeros by chance;
+    filled, it cannot. Each tensor made is recorded in ``made``.
+    """
+    real_empty, real_like = torch.empty, torch.empty_like
+
+    def fill(tensor: torch.Tensor) -> torch.Tensor:
+        made.append(tensor)
+        with torch.no_grad():
+            return tensor.fill_(math.nan if tensor.is_floating_point() or tensor.is_complex() else 77)
+
+    with unittest.mock.patch.object(torch, "empty", lambda *args, **kwargs: fill(real_empty(*args, **kwargs))), \
+            unittest.mock.patch.object(torch, "empty_like", lambda *args, **kwargs: fill(real_like(*args, **kwargs))):
+        yield
+
+
 def check_make_starter_tensors(fn: Callable[[], dict]) -> None:
-    got = call(fn)  # also catches torch.set_default_dtype(...) left changed for the whole notebook
+    made: list[torch.Tensor] = []
+    with _empty_filled(made):
+        got = call(fn)  # also catches torch.set_default_dtype(...) left changed for the whole notebook
     expected = ref.make_starter_tensors()
     expect(isinstance(got, dict), f"make_starter_tensors() should return a dict, not {describe(got)}",
            where="look at your return statement")
@@ -98,6 +120,12 @@ def check_make_starter_tensors(fn: Callable[[], dict]) -> None:
                                 where="look at the dtype of 'sevens'")],
     }
     for key, want in expected.items():
+        uninitialised = any(got[key] is tensor for tensor in made) and not torch.equal(got[key], want)
+        expect(not uninitialised,
+               f"starter tensor '{key}' comes from torch.empty (or empty_like), whose values are whatever was in that "
+               "memory before: zeros on some runs, anything on others (this check fills that memory with NaN to show "
+               "it)", where=f"look at the function that makes '{key}': does it set the values?",
+               mistake="torch.empty only reserves memory; torch.zeros sets every element to 0")
         expect_tensor(got[key], want, what=f"starter tensor '{key}'", mistakes=hints[key])
     passed("make_starter_tensors", len(expected))
 
@@ -717,6 +745,8 @@ def _class_means_examples() -> list[tuple[torch.Tensor, torch.Tensor, int]]:
     return [
         (torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 9.0]]), torch.tensor([0, 2, 0, 2]), 3),  # class 1 empty
         (_randn(6, 4, seed=11), torch.tensor([1, 0, 1, 1, 2, 0]), 3),
+        # more examples than 3 per class: a read per example shows apart from a check per class
+        (_randn(13, 3, seed=12), torch.tensor([2, 0, 2, 2, 1, 0, 2, 1, 2, 0, 0, 2, 1]), 3),
     ]
 
 
@@ -760,6 +790,54 @@ class _CpuMoves(TorchFunctionMode):
             if name == "cpu" or (name == "to" and any(torch.device(t).type == "cpu" for t in target)):
                 self.seen.append(f"a tensor to the CPU (.{name}({', '.join(repr(str(t)) for t in target)}))")
         return func(*args, **kwargs)
+
+
+class _HostReads(TorchFunctionMode):
+    """Records each time a tensor's values are read into Python (on a GPU, a copy to the CPU and a wait for it)."""
+
+    SCALAR = ("item", "__int__", "__float__", "__bool__", "__index__", "__complex__")
+    BULK = ("tolist", "numpy")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scalars = 0  # single values read: x.item(), int(x), if x.any():
+        self.bulk: list[str] = []  # whole tensors read: x.tolist(), x.numpy()
+        self.printing = 0  # inside print(tensor): a debugging line, not the computation
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in ("__repr__", "__str__", "__format__"):
+            self.printing += 1
+            try:
+                return func(*args, **(kwargs or {}))
+            finally:
+                self.printing -= 1
+        if args and isinstance(args[0], torch.Tensor) and not self.printing:
+            if name in self.SCALAR:
+                self.scalars += 1
+            elif name in self.BULK and args[0].numel() > 1:
+                self.bulk.append(f"a tensor of {args[0].numel()} values into Python with .{name}()")
+        return func(*args, **(kwargs or {}))
+
+
+def _host_reads_problem(fn: Callable, features: torch.Tensor, labels: torch.Tensor, num_classes: int) -> str | None:
+    """How the function copies the inputs' values into Python (a trip through the CPU on a GPU), or None.
+
+    A few single values (a check per class, such as ``if counts[c] > 0``) are not blamed; a read per example, or a
+    whole tensor read at once, is: that is the data itself making the trip.
+    """
+    reads = _HostReads()
+    try:
+        with warnings.catch_warnings(), reads:
+            warnings.simplefilter("ignore")
+            fn(features.clone(), labels.clone(), num_classes)
+    except Exception:  # noqa: BLE001 - the real call ran already; a second one that fails proves nothing here
+        return None
+    if reads.bulk:
+        return f"it copied {reads.bulk[0]}"
+    if len(labels) > 3 * num_classes and reads.scalars >= len(labels):
+        return f"it read {reads.scalars} single values into Python for {len(labels)} examples (one per example)"
+    return None
 
 
 def check_class_means(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor],
@@ -837,6 +915,16 @@ def check_class_means(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tens
                     lambda: sums / counts.clamp(min=1),
                     where="look at the shape of the counts when you divide: do they line up with the rows?"),
         ], given=features)
+        trip = _host_reads_problem(fn, features, labels, num_classes)
+        expect(trip is None, f"{what}: {trip}; the task asks for no trip through the CPU, and on a GPU each read "
+                             "copies values from the GPU to the CPU and waits for them",
+               where="look at each .tolist(), .numpy(), .item(), int(...) and float(...) of a tensor in your function, "
+                     "and at each tensor in an if",
+               mistake="count and sum with tensor operations on the device (a comparison with torch.arange, one_hot, "
+                       "bincount(labels, minlength=num_classes), index_add_): a label read into Python is a copy from "
+                       "the device" if trip is not None and "single values" in trip else
+                       "keep the values in tensors on their device: a list or a NumPy array made from a tensor is a "
+                       "copy of it on the CPU")
         problem = _meta_device_problem(fn, features, labels, num_classes)
         moved = problem is not None and "it moved" in problem
         expect(problem is None, f"{what}, with the same inputs on another device ('meta'): {problem}; "

@@ -646,7 +646,8 @@ check.check_batch_to(batch_to, inputs=[{"a": torch.ones(1), "b": torch.zeros(2, 
 #   of `features` labelled `c`, and a row of zeros for a class without examples.
 # - The result has `features`' dtype and is computed on `features`' device, with
 #   no trip through the CPU (on a GPU, copying the data over and back would cost
-#   more than the computation); the inputs are left as they are.
+#   more than the computation); the inputs are left as they are. Reading the
+#   labels into Python, all at once or one per example, is such a trip too.
 #
 # Try to do it without a Python loop over the N examples: with a million
 # examples, such a loop takes seconds where tensor operations take milliseconds.
