@@ -259,7 +259,8 @@ class Mistake:
             if self.matches is not None:
                 return bool(self.matches(got))
             if self.wrong_answer is not None:
-                return same_value(got, self.wrong_answer())
+                # bool() here: == on a NumPy array (a learner's return value) gives an array, not a truth value
+                return bool(same_value(got, self.wrong_answer()))
         except Exception:  # a mistake that cannot even be computed here is not this one
             return False
         return False
@@ -683,7 +684,10 @@ def expect_tensor(
                          mistake=found.message if found else cause)
 
     if not isinstance(got, torch.Tensor):
-        fail(f"{what} should return a tensor, but returned {describe(got)}", WHERE_TYPE)
+        fail(f"{what} should return a tensor, but returned {describe(got)}", WHERE_TYPE,
+             "a NumPy function (or .numpy()) gave you a NumPy array: work with torch operations, which keep the "
+             "tensor (and its device), or convert the result back with torch.from_numpy"
+             if type(got).__module__ == "numpy" else None)
     if got.shape != expected.shape:
         fail(f"{what} should have shape {list(expected.shape)}, but yours has shape {list(got.shape)}"
              + _example(got, expected, given), WHERE_SHAPE, _diagnose_shape(got, expected, given))
@@ -886,7 +890,9 @@ def _diagnose_shape(got: torch.Tensor, expected: torch.Tensor, given: torch.Tens
     if same_data and _close(got.squeeze(), expected.squeeze()):
         if got.dim() > expected.dim():
             return "the values are right but there is an extra dimension of size 1 (keepdim=True, or a missing squeeze)"
-        return "the values are right but a dimension of size 1 is missing (keepdim=True keeps it)"
+        return ("the values are right but a dimension of size 1 is missing: a reduction without keepdim=True drops "
+                "it, and so does squeeze() with no dim (it drops every dimension of size 1, those that are 1 only "
+                "because an input has one row)")
     if same_data:
         if not _close(got.flatten(), expected.flatten()):
             return None

@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import math
 import os
+import statistics
 import tempfile
 import weakref
 from pathlib import Path
@@ -339,12 +340,16 @@ def _default_clips() -> list[ClipSpec]:
 
 def _write_clips(folder: Path, clips: dict[str, np.ndarray]) -> None:
     """Write the clips in reverse name order, with file times that follow that order,
-    plus two files that are not clips (real folders have them too)."""
+    plus three files that are not clips (real folders have them too): the last a backup of a clip, whose name
+    holds ".npy" without ending in it."""
     for k, (name, array) in enumerate(sorted(clips.items(), reverse=True)):
         np.save(folder / name, array)
         os.utime(folder / name, (1_700_000_000 + k, 1_700_000_000 + k))
     (folder / "README.txt").write_text("these are not clips\n")
     (folder / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1")
+    name, array = sorted(clips.items())[0]
+    with open(folder / f"{name}.bak", "wb") as backup:  # a file object: np.save adds no .npy to its name
+        np.save(backup, array)
 
 
 def check_clip_dataset(cls: type, inputs: Sequence[ClipSpec] | None = None, part: str = "both") -> None:
@@ -369,10 +374,14 @@ def check_clip_dataset(cls: type, inputs: Sequence[ClipSpec] | None = None, part
             got_n = _length(dataset, "dataset")
             if got_n != n:
                 every = len(os.listdir(folder))
+                holding = sorted(name for name in os.listdir(folder) if ".npy" in name and not name.endswith(".npy"))
                 raise CheckError(f"len(dataset) is {got_n} for a folder of {every} files, {n} of them .npy clips; "
                                  f"expected {n}", where="look at which files __init__ keeps and what __len__ counts",
                                  mistake=(f"you counted every file in the folder ({every}), but only the {n} .npy "
-                                          "files are clips" if got_n == every else None))
+                                          "files are clips" if got_n == every else
+                                          f"the folder also holds {', '.join(holding)}: its name contains \".npy\" "
+                                          "but does not end in it, so it is not a .npy file; keep the names that end "
+                                          "in .npy" if holding and got_n == n + len(holding) else None))
             names = [path.name for path in expected.files]
             items = []
             with substitute(cls, fix_length=ref.fix_length):
@@ -647,10 +656,24 @@ def _image_set(n: int, size: int, seed: int) -> TensorDataset:
 
 def _sensor_set(n: int, size: int, seed: int) -> TensorDataset:
     """Raw sensor-like float32 images: readings around 1000 with a spread of about 0.3. sum(x**2) / n is then
-    near 10**6, so totals kept in float32 (about 7 significant digits) lose the variance entirely."""
+    near 10**6, so totals kept in float32 (about 7 significant digits) lose the variance entirely. The readings
+    drift upwards image by image (as a warming sensor's do), so batches differ in their means."""
     g = _gen(seed)
-    images = 1000 + torch.rand(n, 1, size, size, generator=g)
+    drift = torch.linspace(0.0, 0.5, n).view(n, 1, 1, 1)
+    images = 1000 + drift + torch.rand(n, 1, size, size, generator=g)
     return TensorDataset(images, torch.randint(0, 10, (n,), generator=g))
+
+
+def _std_squares_in_float32(dataset: Dataset, batch_size: int) -> float:
+    """The std from float64 totals of squares that were computed in float32 ((images * images).double())."""
+    total = total_sq = 0.0
+    count = 0
+    for images, _ in DataLoader(dataset, batch_size=batch_size):
+        total += images.double().sum().item()
+        total_sq += (images * images).double().sum().item()
+        count += images.numel()
+    mean = total / count
+    return math.sqrt(max(total_sq / count - mean ** 2, 0.0))
 
 
 def _large_offset(images: torch.Tensor) -> bool:
@@ -863,9 +886,19 @@ def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
                 matches=lambda _: isinstance(mean, float) and math.isclose(mean, images.mean().item(), rel_tol=1e-6),
                 where="look at the dtype your sums and sums of squares are computed in")] \
                 if _large_offset(images) else []
+            # squares taken in float32 and only then converted ((x * x).double()): the rounding is done before the
+            # float64 sum, and its small error can look like another mistake's, so it is tried first
+            squared_first = [Mistake(
+                "the squares were computed in float32 and converted to float64 only afterwards: with pixels around "
+                f"{float(images.mean()):.0f} each square is rounded to float32's 7 significant digits before the "
+                "sum, and the variance (a small difference of large numbers) loses its last digits. Convert the batch "
+                "first, then square (x = images.double(); x * x)",
+                lambda: _std_squares_in_float32(dataset, batch_size),
+                where="look at the dtype each square is computed in")] if _large_offset(images) else []
             if not is_sample_std:
                 expect_close(std, population, what=f"the std from {shown}", python_number=True,
-                             mistakes=_stats_mistakes(dataset, batch_size, "std", sum(batches)) + precision)
+                             mistakes=squared_first + _stats_mistakes(dataset, batch_size, "std", sum(batches))
+                             + precision)
     passed(f"mean_std ({part})" if part != "both" else "mean_std", len(inputs))
 
 
@@ -1115,6 +1148,9 @@ def check_choose_num_workers(fn: Callable[[dict], int], inputs: Sequence[dict] |
     inputs = inputs if inputs is not None else [
         {(0, False): 5200.0, (0, True): 5100.0, (2, False): 3900.0, (2, True): 4000.0},
         {(0, False): 800.0, (0, True): 820.0, (4, False): 2900.0, (4, True): 3100.0, (8, False): 2500.0},
+        # the fastest setting is not the best on average over pin_memory: the task asks for the fastest
+        {(0, False): 1000.0, (0, True): 1000.0, (2, False): 3000.0, (2, True): 600.0, (4, False): 2000.0,
+         (4, True): 1900.0, (6, False): 500.0},
     ]
     for speeds in inputs:
         shown = f"choose_num_workers({ {k: round(v) for k, v in speeds.items()} })"
@@ -1130,6 +1166,9 @@ def check_choose_num_workers(fn: Callable[[dict], int], inputs: Sequence[dict] |
                         f"you returned a throughput ({got:,.0f} images/s); return the num_workers of the fastest "
                         "setting" if isinstance(got, float) and got in speeds.values() else None))
         largest_key = max(speeds)[0]  # max() of a dict compares its keys, not its values
+        workers = {w for w, _ in speeds}
+        mean_of = {w: statistics.mean(v for (x, _), v in speeds.items() if x == w) for w in workers}
+        best_mean = max(mean_of, key=mean_of.get)
         compare = "compare the values (images per second, larger is faster): max(speeds, key=speeds.get)"
         expect(got == want, f"{shown} returned {got}; the fastest setting uses num_workers={want}", where=where,
                mistake=(f"that is the num_workers of the slowest setting, and also the largest num_workers in the "
@@ -1137,7 +1176,11 @@ def check_choose_num_workers(fn: Callable[[dict], int], inputs: Sequence[dict] |
                         "that is the num_workers of the slowest setting: the values are images per second, so "
                         "larger is faster" if got == slowest else
                         f"that is the largest num_workers in the table (max of a dict compares its keys): {compare}"
-                        if got == largest_key else None))
+                        if got == largest_key else
+                        f"that is the num_workers whose mean over the pin_memory settings is largest "
+                        f"({mean_of[got]:,.0f} images/s); the task asks for the num_workers of the single fastest "
+                        f"setting ({speeds[max(speeds, key=speeds.get)]:,.0f} images/s)"
+                        if got == best_mean != want else None))
     passed("choose_num_workers", len(inputs))
 
 
@@ -1185,7 +1228,9 @@ def _recordings_text(rng: np.random.Generator, n: int, classes: int, comments: b
 
 def _default_recordings() -> list[RecordingSpec]:
     rng = np.random.default_rng(9)
-    return [(_recordings_text(rng, 11, 3), 4, 0), (_recordings_text(rng, 7, 2, comments=False), 3, 5)]
+    return [(_recordings_text(rng, 11, 3), 4, 0), (_recordings_text(rng, 7, 2, comments=False), 3, 5),
+            # readings equal to the file's mean, in the middle of their recordings: exactly 0 once standardised
+            ("0,1,2,3\n1,2\n0,3,2,1\n", 2, 4)]
 
 
 def _epoch(loader: Any, shown: str) -> list[tuple]:
@@ -1195,6 +1240,12 @@ def _epoch(loader: Any, shown: str) -> list[tuple]:
     except CheckError:
         raise
     except Exception as error:
+        if isinstance(error, RuntimeError) and "stack expects each tensor to be equal size" in str(error):
+            raise CheckError(f"{shown}: iterating the loader raised {type(error).__name__}: {error}",
+                             where="look at the DataLoader's collate_fn: which function builds each batch?",
+                             mistake="without a collate_fn the DataLoader stacks the recordings as they are, and "
+                                     "recordings of different lengths cannot be stacked: pass a collate_fn that pads "
+                                     "them (exercise 5's collate_sequences does)") from error
         raise CheckError(f"{shown}: iterating the loader raised {type(error).__name__}: {error} (the file had been "
                          "overwritten after the loader was made)",
                          where="look at your dataset's __getitem__ and your collate function, and at when the file "
@@ -1222,6 +1273,17 @@ def _unbatch(batches: list[tuple], shown: str, batch_size: int) -> list[tuple[to
                f"{shown}: batch {k} of {len(batches)} holds {b} recordings; expected batch_size={batch_size} in every "
                "batch but the last", where="look at the DataLoader's batch_size")
         longest = int(lengths.max()) if b else 0
+        # lengths that count each row's nonzero values: a reading that is 0 itself (after standardising, one equal
+        # to the file's mean) goes uncounted, though readings follow it
+        nonzero = padded != 0
+        counted_nonzero = b > 0 and torch.equal(lengths, nonzero.sum(dim=1)) and bool(
+            (nonzero.flip(1).cumsum(1).flip(1).bool() & ~nonzero).any())
+        expect(not counted_nonzero,
+               f"{shown}: batch {k}'s lengths are {lengths.tolist()}, but a row holds a reading of 0 with readings "
+               "after it, and that 0 is not counted", where="look at how you compute the lengths",
+               mistake="your lengths count each padded row's nonzero values, and a reading can be 0 itself (after "
+                       "standardising, a reading equal to the file's mean is exactly 0): take each recording's "
+                       "length before padding")
         expect(padded.shape[1] == longest,
                f"{shown}: batch {k} is padded to {padded.shape[1]} readings, but its longest recording has "
                f"{longest}; expected padding to the longest recording of the batch", where=where)

@@ -531,8 +531,9 @@ def check_pick_scores(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
         expect_tensor(got, ref.pick_scores(scores, labels), given=scores, what=what,
                       mistakes=[_default_dtype_mistake(scores, ref.pick_scores(scores, labels), "scores"),
                                 Mistake("every value you picked comes from row 0 of scores (scores[0, labels[i]]): "
-                                        "the index given to gather needs one row per example, shape [N, 1], so that "
-                                        "row i picks with labels[i]",
+                                        "row i must pick with labels[i]. With gather the index needs one row per "
+                                        "example, shape [N, 1]; with torch.take (which reads scores flattened) each "
+                                        "label needs its row's offset, i * C",
                                         lambda: scores[0, labels] if scores.shape[0] > 1 else None,
                                         where="look at the shape of the index you give gather (or of the indices you "
                                               "index with)"),
@@ -610,7 +611,8 @@ Mistake("the values are right but the dtype is int64; losses want float32, "
 
 
 def check_normalize_rows(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
-    inputs = inputs if inputs is not None else [torch.tensor([[3.0, 4.0], [1.0, 0.0]]), _randn(4, 3, seed=8)]
+    # a negative value: a row's sum, the sum of its absolute values and its length all differ
+    inputs = inputs if inputs is not None else [torch.tensor([[3.0, -4.0], [1.0, 0.0]]), _randn(4, 3, seed=8)]
     for x in inputs:
         got = call(fn, x)
         expect_tensor(got, ref.normalize_rows(x), what=f"normalize_rows(x of shape {list(x.shape)})", given=x,
@@ -618,10 +620,18 @@ def check_normalize_rows(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Seq
                                         "length is its square root: torch.linalg.vector_norm(x, dim=1, keepdim=True)",
                                         lambda: x / (x ** 2).sum(dim=1, keepdim=True),
                                         where="look at what you divide by: the length, or its square?"),
-                                Mistake("you divided by each row's sum; length means the Euclidean norm, "
+                                Mistake("you divided by each row's sum"
+                                        + (" (or by the sum of its absolute values, the L1 norm: with no negative "
+                                           "values here the two agree)" if bool((x >= 0).all()) else "")
+                                        + "; length means the Euclidean norm, "
                                         "torch.linalg.vector_norm(x, dim=1, keepdim=True)",
                                         lambda: x / x.sum(dim=1, keepdim=True),
                                 where='look at what you divide by: which length?'),
+                                Mistake("you divided by the sum of each row's absolute values (the L1 norm, ord=1); "
+                                        "length means the Euclidean norm (ord=2, vector_norm's default): "
+                                        "torch.linalg.vector_norm(x, dim=1, keepdim=True)",
+                                        lambda: x / x.abs().sum(dim=1, keepdim=True),
+                                        where='look at what you divide by: which length?'),
                                 Mistake("you divided by the norm of the whole tensor; take one norm per row "
                                         "(dim=1, keepdim=True)", lambda: x / torch.linalg.vector_norm(x),
                                 where='look at the dim of the norm'),

@@ -1064,3 +1064,24 @@ CASES += [
     Reject(checks.check_make_starter_tensors, starter_zeros_from_empty, "comes from torch.empty"),
     Accept(checks.check_make_starter_tensors, starter_zeros_from_empty_then_zeroed),
 ]
+
+
+def pick_take_without_offsets(scores, labels):
+    # torch.take reads scores flattened: without each row's offset every label indexes row 0
+    return torch.take(scores, labels)
+
+
+def normalize_l1_on_negatives(x):
+    return x / torch.linalg.vector_norm(x, ord=1, dim=1, keepdim=True)
+
+
+def pairwise_bmm_squeeze_all(a, b):
+    # squeeze() drops the size-1 dims a single row gives, not only the batch dim it was meant for
+    return torch.bmm(a.unsqueeze(0), b.T.unsqueeze(0)).squeeze()
+
+
+CASES += [
+    Reject(checks.check_pick_scores, pick_take_without_offsets, "with torch.take (which reads scores flattened)"),
+    Reject(checks.check_normalize_rows, normalize_l1_on_negatives, "the sum of each row's absolute values (the L1"),
+    Reject(hidden_pairwise_dot, pairwise_bmm_squeeze_all, "squeeze() with no dim"),
+]
