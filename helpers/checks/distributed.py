@@ -20,10 +20,12 @@ picks.
 from __future__ import annotations
 
 import functools
+import inspect
 import multiprocessing
 import multiprocessing.connection
 import os
 import random
+import re
 import socket
 import sys
 import tempfile
@@ -243,9 +245,15 @@ def run_group(target: Callable[..., Any], *args: Any, world_size: int = 2, what:
                 raise report.result  # the rank's CheckError itself, every rung of its ladder
             if not any(sign in report.message for sign in gloo):
                 first = report.message.strip().splitlines()[0] if report.message.strip() else ""
-                raise CheckError(f"{what} raised {report.error} on rank {rank}: {first}",
-                                 where=f"look at the line that raised on rank {rank} (run your function for that "
-                                       "rank alone to see it) and at what differs between the ranks there")
+                # the same error on every rank: its cause is shared by the ranks, not a difference between them
+                everywhere = len(reports) > 1 and all(r is not None and r.error == report.error for r in reports)
+                raise CheckError(f"{what} raised {report.error} on every rank (rank {rank}: {first})" if everywhere
+                                 else f"{what} raised {report.error} on rank {rank}: {first}",
+                                 where="look at the line that raised (run your function for one rank alone to see "
+                                       "it): every rank raised it, so its cause is not what differs between them"
+                                 if everywhere else
+                                 f"look at the line that raised on rank {rank} (run your function for that rank "
+                                 "alone to see it) and at what differs between the ranks there")
     for rank, report in enumerate(reports):
         if report is not None and "Timed out waiting" in report.message:
             raise CheckError(f"{what} timed out after {collective_timeout_s:g} s on rank {rank}", where=_WHERE_HANG,
@@ -1409,6 +1417,18 @@ def _barrier_after_load(folder: str, world_size: int, failed: int | None = None)
             "there, on every rank")
 
 
+def _uncalled_get_rank(fn: Callable[..., Any]) -> str | None:
+    """The mistake when the function's source compares dist.get_rank itself (not its result) with a rank."""
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return None
+    if not re.search(r"get_rank\s*(==|!=|<=|>=|<|>|\bin\b)|(==|!=)\s*(dist\.)?get_rank\b(?!\s*\()", source):
+        return None
+    return ("dist.get_rank without parentheses is the function itself, which never equals a rank: no rank passes "
+            "the test. Call it: dist.get_rank() == 0")
+
+
 def _unmapped_load(rank: int, symptom: str) -> CheckError:
     """The failure for a rank that loaded the checkpoint without map_location."""
     return CheckError(f"save_and_load: on rank {rank}, {symptom} (the check's rank 0 saves as a GPU machine does: "
@@ -1433,6 +1453,12 @@ def check_save_and_load(fn: Callable[..., Any], inputs: Sequence[SaveCase] | Non
                 if report.error == "RuntimeError" and CUDA_LOAD_ERROR in report.message:
                     raise _unmapped_load(rank, "torch.load raised RuntimeError: "
                                                f"{report.message.strip().splitlines()[0]}")
+                saved = any({"save", "save-module"} & set(_events(folder, r)) for r in range(case.world_size))
+                if report.error == "FileNotFoundError" and not saved:
+                    return CheckError(f"save_and_load: rank {rank} could not load the checkpoint "
+                                      "(FileNotFoundError): no rank had saved it",
+                                      where="look at the condition around your torch.save: is it true on rank 0?",
+                                      mistake=_uncalled_get_rank(fn))
                 if rank > 0 and report.error == "FileNotFoundError":
                     early = (f"save_and_load: rank {rank} tried to load the file before rank 0 had written it "
                              "(FileNotFoundError)")
@@ -1455,7 +1481,7 @@ def check_save_and_load(fn: Callable[..., Any], inputs: Sequence[SaveCase] | Non
                                          "writing one file can corrupt it")
             expect(writers == [0], f"{what}: rank 0 never saved the model",
                    where="look at the condition around your torch.save, and what it saves",
-                   mistake="torch.save(model.state_dict(), path) on rank 0")
+                   mistake=_uncalled_get_rank(fn) or "torch.save(model.state_dict(), path) on rank 0")
             if "save-module" in results[0][1]:
                 raise CheckError(f"{what}: rank 0 saved the model object itself (torch.save(model, path)); the task "
                                  "saves model.state_dict(), the weights by name",
@@ -1476,9 +1502,16 @@ def check_save_and_load(fn: Callable[..., Any], inputs: Sequence[SaveCase] | Non
                                                   "them wait until the file is complete?",
                                      mistake=uneven or "call dist.barrier() between saving and loading")
                 if rank > 0 and "load" not in events:
-                    raise CheckError(f"{what}: rank {rank} never loaded the checkpoint",
-                                     where="look at the condition around your torch.load",
-                                     mistake="every rank must load it (after the barrier) to get rank 0's weights")
+                    other_way = all(torch.equal(weights[k], want) for k, want in _weights(case.seed).items())
+                    raise CheckError(f"{what}: rank {rank} never loaded the checkpoint"
+                                     + (" (it has rank 0's weights, so they came some other way: a broadcast?)"
+                                        if other_way else ""),
+                                     where="look at how the other ranks get the weights" if other_way else
+                                     "look at the condition around your torch.load",
+                                     mistake="the task has every rank read the file rank 0 wrote (after the "
+                                             "barrier): that is what a resumed run does, and it checks the file "
+                                             "itself" if other_way else
+                                             "every rank must load it (after the barrier) to get rank 0's weights")
                 own = _weights(case.seed + 100 + rank)
                 if rank > 0 and all(torch.equal(weights[k], own[k]) for k in own):
                     raise CheckError(f"{what}: rank {rank} called torch.load, but the model it was given still holds "
@@ -1542,6 +1575,8 @@ class _GlobalSeeds:
 
     def __init__(self) -> None:
         self.after_model: list[int] = []
+        self.seeds_before_model: list[int] = []  # the seeds set before the model was built
+        self.initial: dict[str, torch.Tensor] = {}  # the weights the model was built with
 
     def wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         built = [False]
@@ -1551,12 +1586,13 @@ class _GlobalSeeds:
             originals = torch.manual_seed, torch.random.manual_seed
 
             def spy(seed: Any, *more: Any, **options: Any) -> Any:
-                if built[0]:
-                    self.after_model.append(int(seed))
+                (self.after_model if built[0] else self.seeds_before_model).append(int(seed))
                 return originals[0](seed, *more, **options)
 
             def building() -> nn.Module:
                 model = make_model()
+                if not built[0]:
+                    self.initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
                 built[0] = True
                 return model
 
@@ -1582,7 +1618,7 @@ def _whole_target(rank: int, world_size: int, fn: Callable[..., Any], cases: lis
                          allow=Allow(global_rng=True, changed=(dataset,)))
         if isinstance(result, dict):
             result = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in result.items()}
-        out.append((result, dataset.order, seeds.after_model))
+        out.append((result, dataset.order, seeds.after_model, (seeds.seeds_before_model, seeds.initial)))
     return out
 
 
@@ -1714,6 +1750,10 @@ def _strided_reads(case: WholeCase, reads: list[list[int]]) -> int | None:
     return None
 
 
+_WHERE_ORDER = "look at which samples each rank takes in each step, in which order"
+_WHERE_LR = "look at the learning rate you give the optimizer, and at the loss: is either scaled by the world size?"
+
+
 def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] | None = None) -> None:
     """On every rank, ``fn`` reads only its share of the data and ends with the given single-process run's weights."""
     inputs = inputs or [WholeCase(), WholeCase(2, 12, 6, 2, 3)]
@@ -1744,21 +1784,29 @@ def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] 
                 ("the samples were not shuffled (index order every epoch): DistributedSampler shuffles by default; "
                  "shuffle=False turns that off", _single_run(case, case.batch_size, lambda epoch: list(range(case.n)))),
                 ("the weights are those of plain SGD: train_one_process's optimizer has momentum=0.9",
-                 _single_run(case, case.batch_size, lambda epoch: shuffled(case.seed + epoch)(epoch), momentum=0.0)),
+                 _single_run(case, case.batch_size, lambda epoch: shuffled(case.seed + epoch)(epoch), momentum=0.0),
+                 "look at the optimizer you make: its settings are train_one_process's"),
                 (f"the weights are those of a run with the learning rate divided by the world size (0.1 / "
                  f"{world_size}): the updates are {world_size} times too small. The gradients are averaged over the "
                  "ranks already (DistributedDataParallel does it): do not divide the loss or the learning rate by "
                  "the world size", _single_run(case, case.batch_size, lambda epoch: shuffled(case.seed + epoch)(epoch),
-                                               lr=0.1 / world_size)),
+                                               lr=0.1 / world_size), _WHERE_LR),
+                (f"the weights are those of a run with the learning rate multiplied by the world size (0.1 x "
+                 f"{world_size}): the updates are {world_size} times too large. The task trains to the single-process "
+                 "run's weights, with its learning rate: the gradients are averaged over the ranks, so each step "
+                 "is the one-process step", _single_run(case, case.batch_size,
+                                                        lambda epoch: shuffled(case.seed + epoch)(epoch),
+                                                        lr=0.1 * world_size), _WHERE_LR),
             ]
-            twins = [(message, twin) for message, twin in twins
+            twins = [(message, twin, where) for message, twin, where in
+                     ((*twin, _WHERE_ORDER) if len(twin) == 2 else twin for twin in twins)
                      if any(not torch.allclose(twin[k], expected[k], atol=1e-5) for k in expected)]
             what = (f"train_distributed(make_model, dataset of {case.n}, epochs={case.epochs}, "
                     f"batch_size={case.batch_size}, lr=0.1, seed={case.seed}) with {world_size} processes")
             results = []
             fixed = _strided_reads(case, [per_rank[rank][index][1] for rank in range(world_size)])
             for rank in range(world_size):
-                got, read, _ = per_rank[rank][index]
+                got, read, *_ = per_rank[rank][index]
                 reads = len(read)
                 expect(isinstance(got, dict), f"{what}: rank {rank} should return the model's state_dict(), "
                        f"but returned {describe(got)}",
@@ -1799,16 +1847,30 @@ def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] 
                                              "wrapper the model that computes the loss? By hand, is every .grad "
                                              "all-reduced and divided by the world size before optimizer.step()?")
             if any(not torch.allclose(results[0][k], expected[k], atol=1e-5) for k in expected):
+                before, initial = per_rank[0][index][3]
+                with torch.random.fork_rng(devices=[]):
+                    torch.manual_seed(case.seed)
+                    seeded = _whole_model(case)().state_dict()
+                # rank 0's initial weights are the ones every rank trains (DDP copies them from rank 0)
+                if initial and any(not torch.equal(initial[k], v) for k, v in seeded.items() if k in initial):
+                    seeded_with = (f" (the seeds set before it: {before})" if before else
+                                   " (no torch.manual_seed before it)")
+                    raise CheckError(f"{what}: rank 0's model started from other weights than the single-process "
+                                     f"run's, which seeds with torch.manual_seed({case.seed}) and then calls "
+                                     f"make_model(){seeded_with}",
+                                     where="look at the order of torch.manual_seed(seed) and make_model()",
+                                     mistake="seed torch's global generator with seed first, then build the model: "
+                                             "a model built before the seed (or with another seed) starts from other "
+                                             "weights" if case.seed not in before else None)
                 reads = [per_rank[rank][index][1] for rank in range(world_size)]
                 _expect_own_shares(what, case, reads)
                 _expect_steps(what, case, world_size, reads,
-                              next((message for message, twin in twins
+                              next((message for message, twin, _ in twins
                                     if all(torch.allclose(results[0][k], twin[k], atol=1e-5) for k in expected)), None)
                               or _own_block(case, reads))
             for key, want in expected.items():
-                mistakes = [Mistake(message, lambda twin=twin, key=key: twin[key],
-                                    where="look at which samples each rank takes in each step, in which order")
-                            for message, twin in twins]
+                mistakes = [Mistake(message, lambda twin=twin, key=key: twin[key], where=where)
+                            for message, twin, where in twins]
                 expect_tensor(results[0][key], want, what=f"{what}: the weights {key} after training, against the "
                               "single-process run's", mistakes=mistakes, atol=1e-5)
             for rank in range(world_size):

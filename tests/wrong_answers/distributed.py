@@ -1766,3 +1766,71 @@ CASES += [
                                                                 save_barrier_both_sides, save_other_ranks_load,
                                                                 save_atomically)],
 ]
+
+
+# From a third learner tester (lesson 08): messages that named a difference between the ranks, or a torch.load,
+# where there was none.
+def save_get_rank_uncalled(model, path):
+    if dist.get_rank == 0:  # the function itself, never 0: no rank saves
+        torch.save(model.state_dict(), path)
+    dist.barrier()
+    model.load_state_dict(torch.load(path, map_location="cpu"))
+
+
+def save_then_broadcast(model, path):
+    # the other ranks get rank 0's weights by broadcast and never read the file
+    if dist.get_rank() == 0:
+        torch.save(model.state_dict(), path)
+    dist.barrier()
+    for tensor in model.state_dict().values():
+        dist.broadcast(tensor, src=0)
+
+
+def epochs_shuffle_and_sampler(dataset, global_batch_size, epochs):
+    # DataLoader refuses shuffle=True with a sampler: the same ValueError on every rank
+    sampler = DistributedSampler(dataset)
+    loader = DataLoader(dataset, batch_size=global_batch_size // dist.get_world_size(), sampler=sampler, shuffle=True)
+    seen = []
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        seen.append([batch.tolist() for batch in loader])
+    return seen
+
+
+CASES += [
+    Reject(checks.check_save_and_load, save_get_rank_uncalled, "dist.get_rank without parentheses"),
+    Reject(checks.check_save_and_load, save_then_broadcast, "so they came some other way"),
+    Reject(checks.check_epoch_batches, epochs_shuffle_and_sampler, "raised ValueError on every rank"),
+]
+
+
+def _whole_run(model, dataset, epochs, batch_size, lr, seed):
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    sampler = DistributedSampler(dataset, shuffle=True, seed=seed)
+    loader = DataLoader(dataset, batch_size=batch_size // dist.get_world_size(), sampler=sampler)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for images, labels in loader:
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(images), labels).backward()
+            optimizer.step()
+    return model.module.state_dict()
+
+
+def whole_seeded_after_model(make_model, dataset, epochs, batch_size, lr, seed):
+    model = DistributedDataParallel(make_model())
+    torch.manual_seed(seed)  # too late: the model's weights are drawn already
+    return _whole_run(model, dataset, epochs, batch_size, lr, seed)
+
+
+def whole_lr_times_world_size(make_model, dataset, epochs, batch_size, lr, seed):
+    torch.manual_seed(seed)
+    model = DistributedDataParallel(make_model())
+    return _whole_run(model, dataset, epochs, batch_size, lr * dist.get_world_size(), seed)
+
+
+CASES += [
+    Reject(checks.check_train_distributed, whole_seeded_after_model, "seed torch's global generator with seed first"),
+    Reject(checks.check_train_distributed, whole_lr_times_world_size, "learning rate multiplied by the world size"),
+    Reject(checks.check_train_distributed, whole_without_momentum, "look at the optimizer you make"),
+]
