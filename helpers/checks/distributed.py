@@ -839,8 +839,10 @@ def _epoch_twins(case: EpochCase, world_size: int, rank: int) -> list[tuple[str,
         return [(f"rank {rank}'s order is that of a sampler seeded with its rank ({rank}): every rank must shuffle "
                  "with the same seed (the default, 0), or the ranks' shares overlap and some samples are never seen",
                  _sampler_batches(case, world_size, rank, rank, lambda e: e)), dropped]
-    return [("epoch e saw the order the sampler gives for epoch e + 1: set_epoch takes the loop's epoch, "
-             "counting from 0 (sampler.set_epoch(epoch))", _sampler_batches(case, world_size, rank, 0, lambda e: e + 1)),
+    return [("epoch e saw the order the sampler gives for epoch e + 1. The order comes from seed + epoch, so "
+             "either set_epoch was given epoch + 1 (it takes the loop's epoch, counting from 0: "
+             "sampler.set_epoch(epoch)), or the sampler was made with seed=1 (the task keeps the default, 0)",
+             _sampler_batches(case, world_size, rank, 0, lambda e: e + 1)),
             ("epoch e saw the order the sampler gives for epoch e - 1 (epoch 0's twice): set_epoch(epoch) ran after "
              "the epoch's batches were drawn, so each epoch reads the previous one's. Call it at the start of each "
              "epoch, before iterating the loader", _sampler_batches(case, world_size, rank, 0, lambda e: max(e - 1, 0))),

@@ -1834,3 +1834,19 @@ CASES += [
     Reject(checks.check_train_distributed, whole_lr_times_world_size, "learning rate multiplied by the world size"),
     Reject(checks.check_train_distributed, whole_without_momentum, "look at the optimizer you make"),
 ]
+
+
+def epochs_sampler_seed_one(dataset, global_batch_size, epochs):
+    # seed=1 gives, in epoch e, the order of epoch e + 1 under the default seed: the message names both causes
+    sampler = DistributedSampler(dataset, seed=1)
+    loader = DataLoader(dataset, batch_size=global_batch_size // dist.get_world_size(), sampler=sampler)
+    seen = []
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        seen.append([batch.tolist() for batch in loader])
+    return seen
+
+
+CASES += [
+    Reject(checks.check_epoch_batches, epochs_sampler_seed_one, "or the sampler was made with seed=1"),
+]
