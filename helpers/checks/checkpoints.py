@@ -24,6 +24,7 @@ import random
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Callable, Iterator, NamedTuple, NoReturn, Sequence
 from unittest import mock
 
@@ -350,6 +351,7 @@ def _call_loading(fn: Callable[..., Any], what: str, *args: Any, allow: Allow = 
     """
     _RNG_SETS.clear()
     _LOADED_INTO.clear()
+    _LOADED_WITH.clear()
     with mock.patch.object(torch, "load", wraps=torch.load) as spy, _rng_sets_recorded(), _load_targets_recorded():
         try:
             result = call(fn, *args, allow=allow)
@@ -405,6 +407,8 @@ def _rng_sets_recorded() -> Iterator[None]:
 
 # The objects whose load_state_dict ran during the last _call_loading (models, optimizers, schedulers)
 _LOADED_INTO: list[Any] = []
+# Each of those calls' object and the dict it was given
+_LOADED_WITH: list[tuple[Any, Any]] = []
 
 
 @contextmanager
@@ -422,6 +426,7 @@ def _load_targets_recorded() -> Iterator[None]:
 
         def recording(self, *args, _real=real, **kwargs):
             _LOADED_INTO.append(self)
+            _LOADED_WITH.append((self, args[0] if args else kwargs.get("state_dict")))
             return _real(self, *args, **kwargs)
 
         patches.append(mock.patch.object(cls, "load_state_dict", recording))
@@ -446,6 +451,20 @@ def _loaded_into_another(given: Any, kind: type) -> str | None:
             f"object to the name {word}")
 
 
+def _loaded_nothing(model: nn.Module) -> str | None:
+    """When the model's own load_state_dict ran with a dict that holds none of its keys (strict=False lets that
+    through): what to say."""
+    given = [state for target, state in _LOADED_WITH if target is model]
+    keys = set(model.state_dict())
+    if not given or any(isinstance(state, Mapping) and keys & set(state) for state in given):
+        return None
+    shown = sorted(given[0])[:4] if isinstance(given[0], Mapping) else None
+    return ("model.load_state_dict ran on your model, but the dict it was given holds none of the model's keys"
+            + (f" (its keys: {shown})" if shown else "")
+            + ", so nothing was loaded; strict=False let that pass silently. Give it the model's own entry, "
+              "checkpoint['model'] (and keep strict=True, which names any key that does not fit)")
+
+
 def check_load_checkpoint_states(fn: Callable[..., int], inputs: Sequence[Case] | None = None) -> None:
     """The model's weights and the optimizer's state come back."""
     inputs = inputs if inputs is not None else DEFAULT_CASES
@@ -457,7 +476,7 @@ def check_load_checkpoint_states(fn: Callable[..., int], inputs: Sequence[Case] 
         expect(not same_value(got, before) or same_value(before, want["model"]),
                f"{what}: the model's weights were not restored (they are those it had before the call)",
                where="look at what happens to checkpoint['model'] in your function",
-               mistake=_loaded_into_another(fresh.model, nn.Module)
+               mistake=_loaded_into_another(fresh.model, nn.Module) or _loaded_nothing(fresh.model)
                or "call model.load_state_dict(checkpoint['model']) on the model you were given (assigning to "
                   "a variable does not change it)")
         expect(same_value(got, want["model"]), f"{what}: the model's weights differ from the saved ones",
@@ -468,10 +487,16 @@ def check_load_checkpoint_states(fn: Callable[..., int], inputs: Sequence[Case] 
                mistake=_loaded_into_another(fresh.optimizer, torch.optim.Optimizer)
                or "call optimizer.load_state_dict(checkpoint['optimizer']). Without it the momentum buffers "
                   "start again from zero and the resumed run differs")
-        expect(same_value(fresh.optimizer.state_dict(), want["optimizer"]),
-               f"{what}: the optimizer's state differs from the saved one",
-               where="look at which entry of the checkpoint goes into the optimizer, and how",
-               mistake="use optimizer.load_state_dict(checkpoint['optimizer'])")
+        got_opt, want_opt = fresh.optimizer.state_dict(), want["optimizer"]
+        lrs = [g.get("lr") for g in got_opt["param_groups"]], [g.get("lr") for g in want_opt["param_groups"]]
+        only_lr = same_value(got_opt["state"], want_opt["state"]) and lrs[0] != lrs[1]
+        expect(same_value(got_opt, want_opt),
+               f"{what}: the optimizer's state differs from the saved one"
+               + (f": its momentum buffers are right, but its learning rate is {lrs[0]}, the saved one {lrs[1]}"
+                  if only_lr else ""),
+               where="look at what changes the learning rate after optimizer.load_state_dict (a scheduler.step()?)"
+               if only_lr else "look at which entry of the checkpoint goes into the optimizer, and how",
+               mistake=None if only_lr else "use optimizer.load_state_dict(checkpoint['optimizer'])")
     passed("load_checkpoint (model and optimizer)", len(inputs))
 
 
@@ -483,6 +508,15 @@ def check_load_checkpoint_resume(fn: Callable[..., int], inputs: Sequence[Case] 
         with _workspace() as folder:
             result, fresh, want, _ = _run_load(fn, case, folder)
             torch_rng = torch.get_rng_state()
+        got_epoch, want_epoch = fresh.scheduler.state_dict().get("last_epoch"), want["scheduler"].get("last_epoch")
+        ahead = (got_epoch - want_epoch if isinstance(got_epoch, int) and isinstance(want_epoch, int)
+                 and fresh.scheduler in _LOADED_INTO else 0)
+        expect(ahead <= 0,
+               f"{what}: the scheduler was restored and then stepped {ahead} more time(s): its last_epoch is "
+               f"{got_epoch}, the saved one {want_epoch}",
+               where="look at what your function does after scheduler.load_state_dict",
+               mistake="load_checkpoint only restores: the saved scheduler has taken its step for the saved epoch "
+                       "already, and the training loop steps it at the end of each epoch it runs")
         expect(same_value(fresh.scheduler.state_dict(), want["scheduler"]),
                f"{what}: the scheduler was not restored: its state differs from the saved one",
                where="look at what happens to checkpoint['scheduler'] in your function",

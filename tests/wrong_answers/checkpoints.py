@@ -1031,3 +1031,32 @@ CASES += [
     Reject(checks.check_resume_epochs, resumable_saves_only_a_new_best, "save a checkpoint at the end of every epoch"),
     Reject(checks.check_load_on_cpu, load_on_cpu_when_plain_load_fails, "calls torch.load without a map_location"),
 ]
+
+
+def load_whole_checkpoint_not_strict(path, model, optimizer, scheduler, generator):
+    # the whole checkpoint into the model: strict=False skips every key it does not know, so nothing loads
+    checkpoint = torch.load(path, map_location="cpu")
+    model.load_state_dict(checkpoint, strict=False)
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    scheduler.load_state_dict(checkpoint["scheduler"])
+    torch.set_rng_state(checkpoint["torch_rng"])
+    generator.set_state(checkpoint["loader_rng"])
+    return checkpoint["epoch"] + 1
+
+
+CASES += [
+    Reject(checks.check_load_checkpoint_states, load_whole_checkpoint_not_strict, "strict=False let that pass"),
+]
+
+
+def load_then_step_scheduler(path, model, optimizer, scheduler, generator):
+    # restores everything, then steps the scheduler once more: the learning rate moves one epoch ahead
+    epoch = ref.load_checkpoint(path, model, optimizer, scheduler, generator)
+    scheduler.step()
+    return epoch
+
+
+CASES += [
+    Reject(checks.check_load_checkpoint_states, load_then_step_scheduler, "momentum buffers are right, but its learning rate"),
+    Reject(checks.check_load_checkpoint_resume, load_then_step_scheduler, "restored and then stepped 1 more time(s)"),
+]
