@@ -351,6 +351,13 @@ def check_center_columns(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Seq
                                         lambda: x - x.mean(),
                                 where='look at the dim you reduce over'),
                                 *([offset] if offset is not None else []),
+                                Mistake("the means were computed in float32: the input is float64, and with values "
+                                        f"near {float(x.abs().mean()):.3g} float32's 7 significant digits lose "
+                                        "what centring keeps; compute in the input's dtype (x.mean(dim=0, "
+                                        "keepdim=True) on x itself)",
+                                        lambda: x - x.float().mean(dim=0, keepdim=True).to(x.dtype)
+                                        if x.dtype == torch.float64 else None,
+                                        where="look at the dtype your means are computed in"),
                                 Mistake("you also divided by the standard deviation (standardising); centring only "
                                         "subtracts each column's mean",
                                         matches=lambda t: isinstance(t, torch.Tensor) and t.shape == x.shape

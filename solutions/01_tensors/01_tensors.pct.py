@@ -477,7 +477,9 @@ check.check_center_columns(center_columns)
 ### BEGIN HIDDEN TESTS
 g = torch.Generator().manual_seed(104)
 check.check_center_columns(center_columns, inputs=[torch.randn(7, 5, generator=g) * 3 + 1, torch.tensor([[1.0, 2.0], [3.0, 6.0]]),
-                                                   torch.randn(4, 3, generator=g, dtype=torch.float64)])
+                                                   torch.randn(4, 3, generator=g, dtype=torch.float64),
+                                                   # float64 far from 0: a mean taken in float32 loses the centred values
+                                                   torch.randn(6, 2, generator=g, dtype=torch.float64) + 1e8])
 ### END HIDDEN TESTS
 
 # %% [markdown]

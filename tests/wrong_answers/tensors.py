@@ -707,7 +707,8 @@ def flatten_then_squeeze(x):
 def hidden_center_columns(fn):
     g = torch.Generator().manual_seed(104)
     checks.check_center_columns(fn, inputs=[torch.randn(7, 5, generator=g) * 3 + 1, torch.tensor([[1.0, 2.0], [3.0, 6.0]]),
-                                            torch.randn(4, 3, generator=g, dtype=torch.float64)])
+                                            torch.randn(4, 3, generator=g, dtype=torch.float64),
+                                            torch.randn(6, 2, generator=g, dtype=torch.float64) + 1e8])
 
 
 def center_as_float32(x):
@@ -1084,4 +1085,14 @@ CASES += [
     Reject(checks.check_pick_scores, pick_take_without_offsets, "with torch.take (which reads scores flattened)"),
     Reject(checks.check_normalize_rows, normalize_l1_on_negatives, "the sum of each row's absolute values (the L1"),
     Reject(hidden_pairwise_dot, pairwise_bmm_squeeze_all, "squeeze() with no dim"),
+]
+
+
+def center_mean_in_float32(x):
+    # the result keeps x's dtype, but the mean was taken in float32
+    return x - x.mean(dim=0, keepdim=True, dtype=torch.float32).to(x.dtype)
+
+
+CASES += [
+    Reject(hidden_center_columns, center_mean_in_float32, "the means were computed in float32"),
 ]
