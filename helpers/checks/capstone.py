@@ -430,7 +430,16 @@ def check_stack_dataset(fn: Callable, inputs: Sequence[tuple[int, ...]] | None =
                                  mistake=f"a DataLoader with drop_last=True (here batch_size={dropped[0]}) leaves out "
                                          "the last, shorter batch: keep it (drop_last=False, the default)"
                                  if dropped else None)
-        expect_tensor(got_images, images, what=f"{what}'s images", mistakes=[reordered, by_hand, stacked[0]])
+        no_channel = Mistake("the channel dimension (size 1) is gone: torch.cat of the single [1, 28, 28] images "
+                             "joins them along that dimension, into [N, 28, 28]; torch.stack adds the new first "
+                             "dimension for single images (torch.cat is for batches, which have it already). A "
+                             "squeeze() would drop it too",
+                             where="look at how the images are joined into one tensor",
+                             matches=lambda got: isinstance(got, torch.Tensor) and images.dim() == 4
+                             and images.shape[1] == 1 and got.shape == images[:, 0].shape
+                             and same_value(got, images[:, 0]))
+        expect_tensor(got_images, images, what=f"{what}'s images",
+                      mistakes=[reordered, by_hand, stacked[0], no_channel])
         whole_labels = Mistake("the labels are the first ones of the dataset the Subset was cut from "
                                "(dataset.dataset.targets), not the labels of the Subset's own items: a Subset picks "
                                "items of that dataset by its indices, in their order. Take the labels from the "
@@ -1148,9 +1157,51 @@ def _describe_return(result: Any) -> tuple[str, str | None] | None:
     return f"should return the trained model (an nn.Module), but returned {describe(result)}", None
 
 
+class _OutsideReads(Subset):
+    """The dataset a training Subset was cut from, recording each read of an item outside that Subset.
+
+    ``train_set.dataset`` holds every digit of the split, the validation digits too: a function that walks up to
+    it reads digits it was not given.
+    """
+
+    def __init__(self, base: Dataset, allowed: Sequence[int]) -> None:
+        super().__init__(base, range(len(base)))
+        self.allowed, self.outside = set(allowed), 0
+
+    def __getitem__(self, index: Any) -> Any:
+        self._count([index])
+        return super().__getitem__(index)
+
+    def __getitems__(self, indices: list[int]) -> list:
+        self._count(indices)
+        return super().__getitems__(indices)
+
+    def _count(self, indices: Sequence[Any]) -> None:
+        self.outside += sum(1 for i in indices if isinstance(i, int) and i not in self.allowed)
+
+
+def _watched_training_set(train_set: Dataset) -> tuple[Dataset, _OutsideReads | None]:
+    """``train_set`` with its parent dataset watched for reads outside it (when it is a Subset, as a graded one is)."""
+    if not isinstance(train_set, Subset):
+        return train_set, None
+    parent = _OutsideReads(train_set.dataset, train_set.indices)
+    return TrainingDigits(parent, train_set.indices), parent
+
+
+def _outside_reads_error(name: str, count: int) -> CheckError:
+    return CheckError(f"{name} read {count:,} digit(s) that are not in the train_set it was given, through "
+                      "train_set.dataset: the whole dataset the training part was cut from, the digits the grader "
+                      "validates on too",
+                      where="look at every dataset your function reads: only train_set's own items (train_set[i], or "
+                            "a DataLoader over train_set)",
+                      mistake="the rules allow the train_set you are given and nothing else: build your tensors or "
+                              "your DataLoader from train_set itself, not from train_set.dataset")
+
+
 def _train(fn: Callable, train_set: Dataset, budget_s: float, limit_s: float, threads: int, seed: int) -> TrainingResult:
     """Call ``fn(train_set, budget_s)`` under the grading conditions; never raises for the learner's mistakes."""
     name = getattr(fn, "__name__", "build_and_train")
+    train_set, parent = _watched_training_set(train_set)
     saved_threads = torch.get_num_threads()
     alarm = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
     model, error, left_threads = None, None, threads
@@ -1200,6 +1251,8 @@ def _train(fn: Callable, train_set: Dataset, budget_s: float, limit_s: float, th
         error = _held_out_read_error(name, watch.opened)
     elif watch.opened_training is not None:
         error = _training_files_read_error(name, watch.opened_training)
+    elif parent is not None and parent.outside:
+        error = _outside_reads_error(name, parent.outside)
     if error is None and cpu_used > limit_s:
         error = CheckError(f"{name} used {cpu_used:.1f} s of CPU time, more than the time limit of {limit_s:.0f} s (the "
                            f"{budget_s:.0f} s budget plus {limit_s / budget_s - 1:.0%})",

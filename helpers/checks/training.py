@@ -350,6 +350,10 @@ def check_accuracy(fn: Callable[[torch.Tensor, torch.Tensor], float],
             Mistake("you divided by the number of classes (logits.shape[1]); divide by the number of samples",
                     lambda: correct / logits.shape[1],
                     where="look at what you divide the count of correct predictions by"),
+            Mistake(f"you divided by logits.numel(), the number of scores ({len(targets)} samples x "
+                    f"{logits.shape[1]} classes = {logits.numel()}); divide by the number of samples, len(targets)",
+                    lambda: correct / logits.numel(),
+                    where="look at what you divide the count of correct predictions by"),
             Mistake("that is the number of correct predictions; divide by the number of samples for a fraction",
                     lambda: (logits.argmax(dim=1) == targets).sum().item(),
                     where="look at the last step: from the count of correct predictions to a fraction"),
@@ -754,6 +758,11 @@ def check_evaluate_values(fn: Callable[..., tuple[float, float]], inputs: Sequen
             Mistake("you summed the batch losses; divide by the number of samples",
                     lambda: sum(l for l, _, _ in trace),
                     where="look at the last step: from the total to a mean per sample"),
+            Mistake(f"you added each batch's mean loss and divided by the number of samples ({n}): a batch's mean "
+                    "is already divided by its size, so the sizes were divided out twice; add loss.item() * "
+                    "len(targets) for each batch, then divide by the number of samples",
+                    lambda: sum(l for l, _, _ in trace) / n,
+                    where="look at what you add to the total for each batch"),
             Mistake("you returned only the last batch's loss; average over every sample",
                     lambda: trace[-1][0],
                     where="look at where the loss you return is computed: inside the loop, or after it?"),

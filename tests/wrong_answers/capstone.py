@@ -828,7 +828,7 @@ CASES = [
     Reject(checks.check_stack_dataset, stack_labels_as_list, "the labels are a list of"),
     Reject(checks.check_stack_dataset, stack_shuffled, "in another order"),
     Reject(checks.check_stack_dataset, stack_float_labels, "should have dtype torch.int64"),
-    Reject(checks.check_stack_dataset, stack_without_channel, "a dimension of size 1 is missing"),
+    Reject(checks.check_stack_dataset, stack_without_channel, "the channel dimension (size 1) is gone"),
     Reject(checks.check_stack_dataset, stack_stored_pixels, "the dataset's stored pixels (.data) converted by hand"),
     Reject(checks.check_stack_dataset, stack_full_batches_only, "drop_last=True (here batch_size=100)"),
     Reject(checks.check_stack_dataset, stack_batches_side_by_side, "torch.cat joins them"),
@@ -1094,3 +1094,32 @@ CASES += [
     Accept(checks.check_random_shift, shift_by_offsets_any_shape),
 ]
 
+
+
+# From a third learner tester (lesson 10): a build_and_train that walks up from its train_set to the dataset it was
+# cut from passed every cell (it trained on the grader's validation digits too).
+def quick_peeks_at_parent(train_set, time_budget_s):
+    everything = train_set.dataset if isinstance(train_set, Subset) else train_set
+    return _linear(everything)
+
+
+def quick_reads_own_indices_of_parent(train_set, time_budget_s):
+    # the parent read only at the train_set's own indices: the same digits, so allowed
+    return _linear(Subset(train_set.dataset, train_set.indices))
+
+
+CASES += [
+    Reject(checks.check_build_and_train, quick_peeks_at_parent, "not in the train_set it was given"),
+    Accept(checks.check_build_and_train, quick_reads_own_indices_of_parent),
+]
+
+
+def stack_by_cat_of_items(dataset):
+    # torch.cat of single [1, 28, 28] images: joined along the channel dimension
+    pairs = [dataset[i] for i in range(len(dataset))]
+    return torch.cat([image for image, _ in pairs]), torch.tensor([label for _, label in pairs])
+
+
+CASES += [
+    Reject(checks.check_stack_dataset, stack_by_cat_of_items, "torch.cat of the single [1, 28, 28] images"),
+]
