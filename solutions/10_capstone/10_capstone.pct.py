@@ -77,14 +77,16 @@ BACKGROUND = (0.0 - MNIST_MEAN) / MNIST_STD  # a blank pixel after Normalize
 #
 # **Not allowed:** pretrained weights, or weights from any file; downloading
 # anything; reading MNIST's test split (`train=False`) or any digits other than the
-# `train_set` you are given (opening MNIST's training split again is one: it holds
-# the grader's 1,000 validation digits too); changing the number of threads. The
+# `train_set` you are given (opening MNIST's training split again is one, and so is
+# reading `train_set.dataset`, the dataset it was cut from: both hold the grader's
+# 1,000 validation digits too); changing the number of threads. The
 # grader has no GPU: train on the CPU. (DataLoader worker processes are allowed,
 # but their CPU time counts too, and starting them costs a second or two.)
 #
 # **Playing fair.** The held-out digits are loaded only while your notebook is
 # graded. The graded training notices when your function opens MNIST's files (of
-# the test split, or of the training split again), and then there is nothing to
+# the test split, or of the training split again) or reads digits of
+# `train_set.dataset` that are not in `train_set`, and then there is nothing to
 # grade: the capstone's 10 points are lost, with a message that says why.
 # Reading the held-out digits any other way is just as much against the rules,
 # easy for your instructor to find in your notebook, and pointless: your
