@@ -298,12 +298,14 @@ print(f"stopped by the timeout after about {round(time.perf_counter() - started)
 #
 # Each rank has computed the gradient of its own shard. Write
 # `average_gradients`, taking a model, that replaces every parameter's `.grad` with its
-# **mean over all ranks**, on every rank, in place.
+# **mean over all ranks**, on every rank. It changes the model's gradients and
+# returns nothing.
 #
 # Two graded cells: 2 processes (2 points), 3 processes (1 point).
 #
 # *Hint:* the collective of the first group above; it changes the tensor it is
-# given, in place. A parameter that took no part in the loss has `.grad` None.
+# given, in place. A parameter that took no part in the loss has `.grad` None, on
+# every rank alike.
 
 # %% solution="ex_average_gradients"
 def average_gradients(model: nn.Module) -> None:
