@@ -464,6 +464,7 @@ class _Moves(TorchFunctionMode):
     def __init__(self, shape: torch.Size) -> None:
         super().__init__()
         self.shape, self.targets = shape, []
+        self.methods: list[str] = []  # "to", "cuda" or "cpu", one per target
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206 - torch's protocol
         kwargs = kwargs or {}
@@ -472,6 +473,7 @@ class _Moves(TorchFunctionMode):
             target = _destination(name, args, kwargs)
             if target is not None:
                 self.targets.append(target)
+                self.methods.append(name)
         return func(*args, **kwargs)
 
 
@@ -544,7 +546,12 @@ def check_predict_digits(fn: Callable[..., torch.Tensor], inputs: Sequence[tuple
             raise failure(f"{what} returns the right predictions, but the model computed them on the CPU, not on "
                           f"device ({STAND_IN_DEVICE})",
                           where="follow the model and the images: where is each of them when the model is called?",
-                          mistake="the model was still in the host's memory when it was called, and so were the "
+                          mistake=f"your function moved the images to {moves.targets[0]}, not to the `device` it was "
+                                  f"given ({STAND_IN_DEVICE}): a name from outside the function (the notebook's "
+                                  "DEVICE?) holds the notebook's device, not the caller's. Move the model and the "
+                                  "images to the argument `device`"
+                          if "to" in moves.methods and all(t.type == "cpu" for t in moves.targets) else
+                                  "the model was still in the host's memory when it was called, and so were the "
                                   "images: moving the images to where the model is (or both to the CPU) makes the "
                                   "error go away without using the device. The task computes on `device`: move the "
                                   "model there (model.to(device) moves the module in place) and the images too "
