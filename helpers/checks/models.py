@@ -9,10 +9,13 @@ not match, a missing flatten), instead of a bare PyTorch traceback.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
 import inspect
 import warnings
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
+from unittest import mock
 
 import numpy as np
 import torch
@@ -705,12 +708,17 @@ def check_count_parameters(fn: Callable[[nn.Module, bool], int],
                                 if p.requires_grad or not trainable_only),
                     where="look at how your loop walks the model: does a Parameter held by two modules come up "
                           "twice?"),
-            Mistake("you counted none of the model's parameters. With trainable_only=False every parameter counts: "
-                    "look at the test that picks them (`p.requires_grad == trainable_only` keeps only frozen ones, "
-                    "and p.grad is None until a backward)"
+            Mistake("you counted none of the model's parameters. "
+                    + ("With trainable_only=False every parameter counts: look at the test that picks them "
+                       "(`p.requires_grad == trainable_only` keeps only frozen ones, p.grad is None until a "
+                       "backward, and the tensors of state_dict() are detached, so their requires_grad is False)"
+                       if not trainable_only else
+                       f"{want:,} of them are trainable: look at the test that picks them (p.grad is None until a "
+                       "backward, and the tensors of state_dict() are detached, so their requires_grad is False: "
+                       "ask model.parameters())")
                     + "".join(f"; or at the walk: {walk} give none here" for walk, total, missed
                               in _partial_walks(model, trainable_only) if missed and total == 0),
-                    lambda: 0 if not trainable_only and want else _not_this_mistake(),
+                    lambda: 0 if want else _not_this_mistake(),
                     where="look at which parameters your function keeps"),
             Mistake(f"with trainable_only=False you counted only the frozen parameters (requires_grad False, {frozen:,} "
                     "numbers): every parameter counts then. A test `p.requires_grad == trainable_only` keeps the "
@@ -851,12 +859,34 @@ def _embedding() -> nn.Module:
     return nn.Embedding(12, 5)
 
 
+def _other_convolutions() -> nn.Module:
+    """Convolutions that are not Conv2d: the task leaves them as they are."""
+    return nn.Sequential(nn.Conv1d(2, 3, 3), nn.Conv3d(1, 2, 2), nn.ConvTranspose2d(2, 2, 3))
+
+
+@contextlib.contextmanager
+def _init_targets(seen: list[torch.Tensor]) -> Iterator[None]:
+    """Record the tensor each nn.init function (kaiming_normal_, zeros_, ...) is given while open."""
+    def spying(real: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(real)
+        def spy(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+            seen.append(tensor)
+            return real(tensor, *args, **kwargs)
+        return spy
+
+    names = [n for n in dir(nn.init) if n.endswith("_") and not n.startswith("_") and callable(getattr(nn.init, n))]
+    with contextlib.ExitStack() as stack:
+        for name in names:
+            stack.enter_context(mock.patch.object(nn.init, name, spying(getattr(nn.init, name))))
+        yield
+
+
 def check_init_weights(fn: Callable[[nn.Module], None], inputs: Sequence[ModelFactory] | None = None) -> None:
     """``model.apply(fn)`` must give Kaiming-normal Conv2d/Linear weights, zero biases, other layers untouched."""
     inputs = inputs if inputs is not None else [_init_model, ref.LeNet]
     # and a layer on its own: layer.apply(fn) calls fn on the layer itself, which must initialise it; and a layer
     # with a weight that is neither (an embedding), which must stay as it was
-    for seed, factory in enumerate([*inputs, _single_layer, _embedding]):
+    for seed, factory in enumerate([*inputs, _single_layer, _embedding, _other_convolutions]):
         model = _off_default(_seeded(factory, seed), seed)
         kind = type(model).__name__
         before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -864,8 +894,10 @@ def check_init_weights(fn: Callable[[nn.Module], None], inputs: Sequence[ModelFa
         with warnings.catch_warnings(record=True) as caught, torch.random.fork_rng():
             warnings.simplefilter("always")
             torch.manual_seed(seed + 1)
+            initialised: list[torch.Tensor] = []
             try:
-                model.apply(lambda module: _init_one(fn, module))
+                with _init_targets(initialised):
+                    model.apply(lambda module: _init_one(fn, module))
             except CheckError as error:
                 if not isinstance(error.__cause__, Exception):
                     raise  # not written yet, or a rule of the framework broken: its own message
@@ -901,18 +933,31 @@ def check_init_weights(fn: Callable[[nn.Module], None], inputs: Sequence[ModelFa
                                      mistake="your init ignores the biases: set them to zero with "
                                              "nn.init.zeros_(m.bias)" if not changed else None)
                 if kind_of == "weight" and not changed:
+                    params = {id(p) for p in model.parameters()}
+                    copies = any(id(t) not in params for t in initialised) \
+                        and all(t is not module.weight for t in initialised)
                     raise CheckError(f"{what}: the {type(module).__name__} layer "
-                                     f"{repr(layer) if layer else 'itself'} kept its default weights",
-                                     where="look at the condition that picks the modules init_weights changes",
-                                     mistake="initialise every nn.Conv2d and nn.Linear "
+                                     f"{repr(layer) if layer else 'itself'} kept its default weights"
+                                     + (", though your nn.init calls ran: on other tensors than the layers' own"
+                                        if copies else ""),
+                                     where="look at the tensor you give the nn.init functions" if copies else
+                                     "look at the condition that picks the modules init_weights changes",
+                                     mistake="an nn.init function changes the tensor it is given, in place: "
+                                             "m.weight.clone() (or .data.clone(), or a new tensor) is a copy, and "
+                                             "the layer keeps its own weight. Pass m.weight itself" if copies else
+                                             "initialise every nn.Conv2d and nn.Linear "
                                              "(isinstance(m, (nn.Conv2d, nn.Linear)))")
             elif changed and kind_of in dict(module.named_parameters(recurse=False)):
                 raise CheckError(f"{what}: you changed '{key}' of an nn.{type(module).__name__}",
                                  where="look at the condition that picks the modules init_weights changes",
                                  mistake="only Conv2d and Linear layers should be re-initialised "
                                          + ("(a BatchNorm starts with weight 1 and bias 0)" if isinstance(module, _BN_TYPES)
-                                            else "(pick them by their type, isinstance(m, (nn.Conv2d, nn.Linear)), "
-                                                 "not by having a weight)"))
+                                            else f"(an nn.{type(module).__name__} is another kind of convolution: "
+                                                 "pick exactly nn.Conv2d and nn.Linear, isinstance(m, (nn.Conv2d, "
+                                                 "nn.Linear)), not every convolution)"
+                                            if isinstance(module, nn.modules.conv._ConvNd) else
+                                            "(pick them by their type, isinstance(m, (nn.Conv2d, nn.Linear)), "
+                                            "not by having a weight)"))
             elif changed and kind_of in dict(module.named_buffers(recurse=False)):
                 raise CheckError(f"{what}: the buffer '{key}' of a {type(module).__name__} changed; expected every "
                                  "module other than Conv2d and Linear left exactly as it was, buffers included",
@@ -1488,6 +1533,7 @@ def check_predict(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor],
         if training:
             still = sorted({name or "the model itself" for modes in modes_seen for name, on in modes.items() if on})
             by_hand = not any(modes[""] for modes in modes_seen)
+            only_itself = still == ["the model itself"]
             raise CheckError(
                 f"{what}: while the model ran, these modules were in training mode: {still[:3]}; expected every "
                 "module in eval mode (dropout active and batch norm using the batch's own statistics make the "
@@ -1495,6 +1541,9 @@ def check_predict(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor],
                 where="look at how predict switches the model to evaluation mode (section 8)",
                 mistake=("setting model.training = False changes only the top-level flag; model.eval() sets it on "
                          "every submodule" if by_hand else
+                         "every submodule was in eval mode but the model itself was not: switching its children "
+                         "(model.children(), or the layers one by one) leaves the model's own flag on. Call "
+                         "model.eval() on the model, which sets its own flag and every submodule's" if only_itself else
                          "you forgot model.eval() before predicting (a bare `model.eval`, without the parentheses, only "
                          "names the method and changes nothing)"))
         if rule_broken is not None:
@@ -1641,6 +1690,24 @@ def logits_shape_mistake(shape: Sequence[int], n: int, num_classes: int) -> str 
     return None
 
 
+def _materialise(model: nn.Module, in_channels: int, seed: int) -> None:
+    """Give lazy layers (nn.LazyLinear: no weights until the first forward) their weights, with one batch of zeros
+    run in eval mode (no running statistics change), so that the model's parameters can be counted and compared.
+    Every module's mode is left as it was; a model without lazy layers is not touched."""
+    if not any(isinstance(p, nn.parameter.UninitializedParameter) for p in model.parameters()):
+        return
+    modes = {m: m.training for m in model.modules()}
+    try:
+        with torch.no_grad(), torch.random.fork_rng():
+            torch.manual_seed(seed)
+            model.eval()(torch.zeros(2, in_channels, 28, 28))
+    except Exception:  # noqa: BLE001 - the forward checks below run it again and report what went wrong
+        pass
+    finally:
+        for module, training in modes.items():
+            module.training = training
+
+
 def check_build_classifier(fn: Callable[[int, int], nn.Module], inputs: Sequence[tuple[int, int]] | None = None) -> None:
     """build_classifier(in_channels, num_classes): [N, in_channels, 28, 28] -> [N, num_classes] raw logits for every
     N >= 1 in both modes; at most PARAMETER_BUDGET parameters; batch norm's behaviour (the batch matters in training
@@ -1656,6 +1723,7 @@ def check_build_classifier(fn: Callable[[int, int], nn.Module], inputs: Sequence
                where="look at what build_classifier returns",
                mistake=f"a class is not a model: create one from it, {model.__name__}(in_channels, num_classes)"
                if isinstance(model, type) else None)
+        _materialise(model, in_channels, seed=in_channels * 100 + num_classes)
         count = ref.count_parameters(model)
         expect(count <= PARAMETER_BUDGET,
                f"{shown} has {count:,} parameters; the budget is at most {PARAMETER_BUDGET:,}",
@@ -1738,6 +1806,8 @@ def _expect_new_model(fn: Callable[[int, int], nn.Module], first: nn.Module, in_
         torch.manual_seed(in_channels * 100 + num_classes)
         # task: "Creating a layer draws its first weights from PyTorch's global random generator"
         second = call(fn, in_channels, num_classes, allow=Allow(global_rng=True))
+    if isinstance(second, nn.Module):
+        _materialise(second, in_channels, seed=in_channels * 100 + num_classes)
     again = f"{shown} called twice"
     where = ("look at what build_classifier keeps between calls: a cache, a model or layers created outside the "
              "function")

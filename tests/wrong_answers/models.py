@@ -1758,3 +1758,48 @@ CASES += [
     Reject(checks.check_sequential_version, sequential_without_running_stats, "track_running_stats=False keeps no"),
     Reject(checks.check_predict, predict_names_eval_without_calling_it, "without the parentheses"),
 ]
+
+
+# From a third learner tester (lesson 04).
+def count_trainable_by_grad(model, trainable_only=False):
+    # "trainable" taken as having a gradient: None until a backward, so nothing counts
+    return sum(p.numel() for p in model.parameters() if p.grad is not None or not trainable_only)
+
+
+def init_every_convolution(m):
+    # every kind of convolution, where the task names nn.Conv2d
+    if isinstance(m, (nn.modules.conv._ConvNd, nn.Linear)):
+        nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+
+def init_weight_copy(m):
+    # kaiming_normal_ on a copy: the layer keeps its own weight
+    if isinstance(m, (nn.Conv2d, nn.Linear)):
+        nn.init.kaiming_normal_(m.weight.data.clone(), nonlinearity="relu")
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+
+def predict_children_in_eval(model, images):
+    for child in model.children():
+        child.eval()
+    with torch.no_grad():
+        return model(images).argmax(dim=1)
+
+
+def classifier_lazy_head(in_channels, num_classes):
+    # the head's input size left to nn.LazyLinear: its weights exist after the first forward
+    return nn.Sequential(nn.Conv2d(in_channels, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.LazyLinear(num_classes))
+
+
+CASES += [
+    Reject(checks.check_count_parameters, count_trainable_by_grad, "p.grad is None until a backward"),
+    Reject(checks.check_init_weights, init_every_convolution, "is another kind of convolution"),
+    Reject(checks.check_init_weights, init_weight_copy, "though your nn.init calls ran"),
+    Reject(checks.check_predict, predict_children_in_eval, "but the model itself was not"),
+    Accept(checks.check_build_classifier, classifier_lazy_head),
+]
