@@ -159,7 +159,8 @@ except RuntimeError as error:
 # - `conv2`: convolution, 6 -> 16 channels, 5 x 5 kernel
 # - `fc1`: linear, 16 * 5 * 5 -> 120; `fc2`: 120 -> 84; `fc3`: 84 -> 10
 #
-# and a `forward` that maps `[N, 1, 32, 32]` images to `[N, 10]` scores: each
+# and a `forward` that maps `[N, 1, 32, 32]` images to `[N, 10]` scores, calling
+# each layer as a module (`self.conv1(x)`, which runs its hooks: section 1): each
 # convolution is followed by ReLU and a 2 x 2 max-pool, then flatten, then
 # `fc1` and `fc2` each followed by ReLU, and `fc3` with nothing after it (the
 # raw scores, called **logits**).
