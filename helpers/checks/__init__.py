@@ -84,6 +84,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Callable, Iterable, Iterator, Sequence
+from unittest import mock
 
 import torch
 
@@ -91,6 +92,7 @@ __all__ = [
     "MODE_LAYERS",
     "Allow",
     "CheckError",
+    "backward_passes",
     "Mistake",
     "call",
     "call_unchanged",
@@ -1662,6 +1664,23 @@ from helpers.checks.devices import HostTensor, NotMovedError, host_collate  # no
 # The layers whose output depends on the training mode (dropout, batch norm): what a check names when a model
 # predicts in training mode
 MODE_LAYERS = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
+
+
+@contextlib.contextmanager
+def backward_passes() -> Iterator[list[int]]:
+    """Counts the backward passes autograd's engine runs inside the block (``counted[0]``): ``backward()``,
+    ``torch.autograd.grad`` and what is built on them (``torch.func``, ``torch.autograd.functional``), however the
+    notebook named them. Both public functions reach the engine through this one module global. Only calls made in
+    this process count: ask ``runs_here(fn)`` before reading a count as the learner's."""
+    runs = [0]
+    engine = torch.autograd._engine_run_backward
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        runs[0] += 1
+        return engine(*args, **kwargs)
+
+    with mock.patch.object(torch.autograd, "_engine_run_backward", counted):
+        yield runs
 
 
 def runs_here(fn: Any) -> bool:

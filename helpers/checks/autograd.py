@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-from helpers.checks import (Allow, CheckError, Mistake, call, describe, expect, expect_close, expect_tensor,
+from helpers.checks import (Allow, CheckError, Mistake, backward_passes, call, describe, expect, expect_close, expect_tensor,
                            expected_raise, passed, runs_here, same_tensor)
 from helpers.reference import autograd as ref
 
@@ -94,22 +94,6 @@ def _randn(*shape: int, seed: int = 0, dtype: torch.dtype = torch.float32) -> to
 
 
 @contextlib.contextmanager
-def _backward_passes() -> Iterator[list[int]]:
-    """Counts the backward passes autograd's engine runs inside the block: ``backward()``, ``torch.autograd.grad``
-    and what is built on them (``torch.func``, ``torch.autograd.functional``), however the notebook named them.
-    Both public functions reach the engine through this one module global."""
-    runs = [0]
-    engine = torch.autograd._engine_run_backward
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        runs[0] += 1
-        return engine(*args, **kwargs)
-
-    with mock.patch.object(torch.autograd, "_engine_run_backward", counted):
-        yield runs
-
-
-@contextlib.contextmanager
 def _optimizer_steps() -> Iterator[list[str]]:
     """The classes of the torch.optim optimizers stepped inside the block (PyTorch's global step hook)."""
     stepped: list[str] = []
@@ -158,7 +142,7 @@ def check_mean_square_grad(fn: Callable[[torch.Tensor], torch.Tensor],
     for x in inputs:
         n = x.numel()
         what = f"mean_square_grad(x of shape {list(x.shape)}, {x.dtype})"
-        with _backward_passes() as backward_passes:
+        with backward_passes() as backward_passes_run:
             got = _run(fn, x)
         expected = ref.mean_square_grad(x)
         at_new = [ref.mean_square_grad(fill(x)) for fill in (torch.ones_like, torch.zeros_like)]
@@ -186,7 +170,7 @@ def check_mean_square_grad(fn: Callable[[torch.Tensor], torch.Tensor],
                                         where="look at the tensor you differentiate with respect to: does it hold "
                                               "x's values?")])
         # task: "computed by autograd": the grader's stand-in runs the function elsewhere, where the kernel watches
-        expect(not runs_here(fn) or backward_passes[0] > 0,
+        expect(not runs_here(fn) or backward_passes_run[0] > 0,
                f"{what} returned the right values, but autograd never ran: no backward() and no "
                "torch.autograd.grad during the call",
                where="look at how your function gets the gradient",

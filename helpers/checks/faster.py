@@ -36,8 +36,8 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import CheckpointError
 
-from helpers.checks import WHERE_VALUES, Allow, CheckError, Mistake, call, describe, expect, expect_close, \
-    expect_tensor, passed, substitute
+from helpers.checks import WHERE_VALUES, Allow, CheckError, Mistake, backward_passes, call, describe, expect, expect_close, \
+    expect_tensor, passed, runs_here, substitute
 from helpers.reference import faster as ref
 
 # ---------------------------------------------------------------- synchronize
@@ -695,6 +695,7 @@ class AccumulationRun(NamedTuple):
     step_at: list[int]  # for each optimizer step, the number of losses loss_fn had computed before it
     losses: int  # the losses loss_fn computed in all
     largest: int  # the most samples one forward pass was given
+    backwards: int | None  # the backward passes run (None: the function ran elsewhere, where none could be counted)
 
 
 def _accumulation_run(step: Callable[..., Any], case: StepCase, stale: bool = True,
@@ -722,9 +723,11 @@ def _accumulation_run(step: Callable[..., Any], case: StepCase, stale: bool = Tr
             return nn.functional.cross_entropy(*args, **kwargs)
 
         # task: "makes one optimizer step from the list of k equal-sized (inputs, targets) micro-batches"
-        result = call(step, model, optimizer, loss_fn, micro,
-                      allow=Allow(changed=(model, optimizer))) if learner else step(model, optimizer, loss_fn, micro)
-        return AccumulationRun(result, _params(model), step_at, losses[0], largest[0])
+        with backward_passes() as backwards:
+            result = call(step, model, optimizer, loss_fn, micro,
+                          allow=Allow(changed=(model, optimizer))) if learner else step(model, optimizer, loss_fn, micro)
+        return AccumulationRun(result, _params(model), step_at, losses[0], largest[0],
+                               backwards[0] if runs_here(step) else None)
 
 
 def _expect_step_after_all(step_at: list[int], n_losses: int, k: int, what: str) -> None:
@@ -809,6 +812,13 @@ def check_accumulation_update(fn: Callable[..., float], inputs: Sequence[StepCas
                where="look at what you pass to the model: one micro-batch at a time, or several joined?",
                mistake="joining the micro-batches (torch.cat) gives the same step, but needs the memory of the large "
                        "batch, which is what accumulation avoids: forward and backward each micro-batch in turn")
+        expect(run.backwards is None or run.backwards >= case.batches or case.batches == 1,
+               f"{what}: backward ran {run.backwards} time(s) for {case.batches} micro-batches; accumulation runs "
+               "one backward per micro-batch",
+               where="look at where backward() is called: once per micro-batch, inside the loop?",
+               mistake="one backward on the sum of the micro-batches' losses gives the same step, but keeps every "
+                       "micro-batch's graph (its activations) in memory until then, the memory of the large batch "
+                       "that accumulation avoids: call (loss / k).backward() for each micro-batch in turn")
         _, want = _large_batch(case)
         if _same_params(got, want):
             continue
@@ -863,13 +873,25 @@ def check_accumulation_steps(fn: Callable[..., float], inputs: Sequence[StepCase
         expect(steps == 1, f"{what}: the optimizer stepped {steps} times; it must step exactly once",
                where="look at every optimizer.step() in your function")
         _expect_step_after_all(step_at, n_losses, case.batches, what)
-        want, _ = _large_batch(case)
+        want, want_params = _large_batch(case)
         k = case.batches
+        # the update right: the losses backward saw were divided right, and only the number returned is off
+        update_right = _same_params(run.params, want_params)
 
         def divided_by(value: Any) -> str | None:
             """The number the micro-batch losses were divided by, named, when ``value`` shows one."""
             number = _number(value)
-            return _divided_by(number / want, k) if number is not None and want else None
+            if number is None or not want:
+                return None
+            ratio = number / want
+            if update_right and ratio > 0 and math.isfinite(ratio) and ratio != 1:
+                factor = 1 / ratio if ratio < 1 else ratio
+                whole = abs(factor - round(factor)) < 1e-3 * factor
+                return (f"the step is right (the losses you backpropagated were divided by k), but the number you "
+                        f"return is {round(factor) if whole else f'{factor:.3g}'} times too "
+                        f"{'small' if ratio < 1 else 'large'}: the large batch's mean loss is the sum of the divided "
+                        "losses, with nothing more done to it")
+            return _divided_by(ratio, k)
         expect_close(got, want, what=f"{what}, the loss you returned", python_number=True, rtol=1e-4, mistakes=[
             Mistake(f"that is k = {k} times the mean: return the sum of the divided losses (loss / k), which is "
                     "the large batch's mean loss", lambda: want * k,
@@ -888,7 +910,8 @@ def check_accumulation_steps(fn: Callable[..., float], inputs: Sequence[StepCase
                     f"not by k = {k}, the number of micro-batches: divide each loss by k",
                     lambda: want * k / case.size, where="look at what you divide each micro-batch's loss by"),
             Mistake(divided_by(got) or "", matches=lambda value: divided_by(value) is not None,
-                    where="look at what you divide each micro-batch's loss by"),
+                    where="look at the number you return, and what you divide it by" if update_right else
+                    "look at what you divide each micro-batch's loss by"),
         ])
     passed("accumulated_step (one step, the large batch's loss)", len(cases))
 
@@ -1006,7 +1029,8 @@ def _record_arrivals(model: nn.Module) -> list[str]:
 
     def record(p: torch.Tensor) -> Callable[[torch.Tensor], None]:
         def hook(_: torch.Tensor) -> None:
-            arrivals.append("none" if p.grad is None else "zeros" if not p.grad.any() else "values")
+            with _uncounted():  # the check's own read, inside the learner's backward
+                arrivals.append("none" if p.grad is None else "zeros" if not p.grad.any() else "values")
         return hook
 
     for p in model.parameters():
@@ -1226,6 +1250,15 @@ def _weighted(out: torch.Tensor) -> torch.Tensor:
     return (out * weights).sum()
 
 
+def _entry_counted(forward: Callable[..., Any], order: list[int], index: int) -> Callable[..., Any]:
+    """``forward``, appending ``index`` to ``order`` each time it starts."""
+    @functools.wraps(forward)
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        order.append(index)
+        return forward(*args, **kwargs)
+    return counted
+
+
 def check_checkpointed_forward(fn: Callable[..., torch.Tensor], inputs: Sequence[CheckpointCase] | None = None) -> None:
     """Same output and gradients as the plain forward; every block recomputed in backward; works for inputs without grad."""
     cases = inputs if inputs is not None else [CheckpointCase(0, 5, 3, False), CheckpointCase(1, 4, 2, False)]
@@ -1235,8 +1268,10 @@ def check_checkpointed_forward(fn: Callable[..., torch.Tensor], inputs: Sequence
             blocks, x = _blocks(case), _ckpt_input(case)
             order: list[int] = []  # every block's forward, in the order they ran (forward, then recomputations)
             for i, block in enumerate(blocks):
-                # a pre-hook: recomputation stops early (inside forward) once it has rebuilt what backward needs
-                block.register_forward_pre_hook(lambda *_, i=i: order.append(i))  # returns None: input unchanged
+                # counted on entry: recomputation stops early (inside forward) once it has rebuilt what backward
+                # needs. The block's own forward is wrapped, not hooked, so that block(x) and a checkpoint given
+                # block.forward (which skips the hooks) both count
+                block.forward = _entry_counted(block.forward, order, i)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 out = call(fn, blocks, x)
@@ -1329,10 +1364,12 @@ def _expect_one_block_per_checkpoint(recomputed: list[int], n_blocks: int, what:
 _PRINTED = "print or f-string of a tensor"
 _SYNC_METHODS = {"item": ".item()", "cpu": ".cpu()", "tolist": ".tolist()", "numpy": ".numpy()",
                  "__float__": "float()", "__int__": "int()",
+                 # an if (or while, and, not) on a tensor asks for its truth value: a read (the notebook lists it)
+                 "__bool__": "an if on a tensor (bool())",
                  # printing or formatting a tensor reads its values too (the notebook lists print(t) as a sync point)
                  "__format__": _PRINTED, "__repr__": _PRINTED}
-_WHERE_SYNCS = ("look inside your loop for .item(), float(), .cpu() or .tolist(), and for a tensor printed or put in "
-                "an f-string (print(loss), f\"{loss}\")")
+_WHERE_SYNCS = ("look inside your loop for .item(), float(), .cpu() or .tolist(), for a tensor printed or put in "
+                "an f-string (print(loss), f\"{loss}\"), and for an if on a tensor (if torch.isfinite(loss):)")
 
 
 class SyncRead(NamedTuple):
@@ -1342,6 +1379,18 @@ class SyncRead(NamedTuple):
     requires_grad: bool  # the tensor read was still part of an autograd graph
     after_losses: int  # how many losses had been computed by then
     made_by: str = ""  # the autograd node that made the tensor read (NllLossBackward0: a loss itself, not a total)
+
+
+_CHECK_READING = [0]  # > 0 while the check itself reads a tensor inside the learner's call (a hook): not counted
+
+
+@contextlib.contextmanager
+def _uncounted() -> Iterator[None]:
+    _CHECK_READING[0] += 1
+    try:
+        yield
+    finally:
+        _CHECK_READING[0] -= 1
 
 
 @contextlib.contextmanager
@@ -1359,7 +1408,7 @@ def _counting_syncs(losses_so_far: Callable[[], int] = lambda: 0) -> Iterator[li
         original = getattr(torch.Tensor, name)
 
         def method(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            if depth[0] == 0 and not any(self is copy for copy in on_host):
+            if depth[0] == 0 and not _CHECK_READING[0] and not any(self is copy for copy in on_host):
                 seen.append(SyncRead(_SYNC_METHODS[name], self.requires_grad, losses_so_far(),
                                      type(self.grad_fn).__name__ if self.grad_fn is not None else ""))
             depth[0] += 1

@@ -894,7 +894,9 @@ if PEAK[name] and PEAK["baseline"]:
 # Write `accumulated_step(model, optimizer, loss_fn, micro_batches)` that makes
 # **one** optimizer step from the list of k equal-sized `(inputs, targets)`
 # micro-batches, the same step as one on all of them at once, and returns that
-# large batch's mean loss as a Python float. The gradients may hold leftovers
+# large batch's mean loss as a Python float. Run each micro-batch's forward and
+# backward in turn, so that only one micro-batch's activations are in memory at a
+# time. The gradients may hold leftovers
 # from earlier: clear them once, before the first micro-batch. Two graded
 # cells: the parameters equal one large-batch step (2 points); one optimizer
 # step and the right loss returned (2 points).
