@@ -350,8 +350,7 @@ def _call_loading(fn: Callable[..., Any], what: str, *args: Any, allow: Allow = 
     a GPU it would succeed, so a spy on torch.load also requires a map_location there.
     """
     _RNG_SETS.clear()
-    _LOADED_INTO.clear()
-    _LOADED_WITH.clear()
+    _LOADED.clear()
     with mock.patch.object(torch, "load", wraps=torch.load) as spy, _rng_sets_recorded(), _load_targets_recorded():
         try:
             result = call(fn, *args, allow=allow)
@@ -405,10 +404,14 @@ def _rng_sets_recorded() -> Iterator[None]:
         yield
 
 
-# The objects whose load_state_dict ran during the last _call_loading (models, optimizers, schedulers)
-_LOADED_INTO: list[Any] = []
-# Each of those calls' object and the dict it was given
-_LOADED_WITH: list[tuple[Any, Any]] = []
+# Each load_state_dict call during the last _call_loading: its object (a model, an optimizer or a scheduler) and
+# the dict it was given
+_LOADED: list[tuple[Any, Any]] = []
+
+
+def _loaded_into() -> list[Any]:
+    """The objects whose load_state_dict ran during the last _call_loading, in call order."""
+    return [target for target, _ in _LOADED]
 
 
 @contextmanager
@@ -425,8 +428,7 @@ def _load_targets_recorded() -> Iterator[None]:
         real = cls.__dict__["load_state_dict"]
 
         def recording(self, *args, _real=real, **kwargs):
-            _LOADED_INTO.append(self)
-            _LOADED_WITH.append((self, args[0] if args else kwargs.get("state_dict")))
+            _LOADED.append((self, args[0] if args else kwargs.get("state_dict")))
             return _real(self, *args, **kwargs)
 
         patches.append(mock.patch.object(cls, "load_state_dict", recording))
@@ -441,8 +443,8 @@ def _load_targets_recorded() -> Iterator[None]:
 
 def _loaded_into_another(given: Any, kind: type) -> str | None:
     """When load_state_dict ran on another object of ``kind`` than ``given`` (and never on it): what to say."""
-    others = [o for o in _LOADED_INTO if isinstance(o, kind) and o is not given]
-    if not others or any(o is given for o in _LOADED_INTO):
+    others = [o for o in _loaded_into() if isinstance(o, kind) and o is not given]
+    if not others or any(o is given for o in _loaded_into()):
         return None
     word = {nn.Module: "model", torch.optim.Optimizer: "optimizer"}.get(kind, "scheduler")
     return (f"your function called load_state_dict on another {word} ({type(others[0]).__name__} built inside it), "
@@ -454,7 +456,7 @@ def _loaded_into_another(given: Any, kind: type) -> str | None:
 def _loaded_nothing(model: nn.Module) -> str | None:
     """When the model's own load_state_dict ran with a dict that holds none of its keys (strict=False lets that
     through): what to say."""
-    given = [state for target, state in _LOADED_WITH if target is model]
+    given = [state for target, state in _LOADED if target is model]
     keys = set(model.state_dict())
     if not given or any(isinstance(state, Mapping) and keys & set(state) for state in given):
         return None
@@ -510,7 +512,7 @@ def check_load_checkpoint_resume(fn: Callable[..., int], inputs: Sequence[Case] 
             torch_rng = torch.get_rng_state()
         got_epoch, want_epoch = fresh.scheduler.state_dict().get("last_epoch"), want["scheduler"].get("last_epoch")
         ahead = (got_epoch - want_epoch if isinstance(got_epoch, int) and isinstance(want_epoch, int)
-                 and fresh.scheduler in _LOADED_INTO else 0)
+                 and any(o is fresh.scheduler for o in _loaded_into()) else 0)
         expect(ahead <= 0,
                f"{what}: the scheduler was restored and then stepped {ahead} more time(s): its last_epoch is "
                f"{got_epoch}, the saved one {want_epoch}",

@@ -1775,16 +1775,17 @@ def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] 
                 ("every epoch used the first epoch's order: the order is shuffled with seed + epoch, and the epoch "
                  "never changed it (with a DistributedSampler, call sampler.set_epoch(epoch) at the start of each "
                  "epoch)",
-                 _single_run(case, case.batch_size, lambda epoch: shuffled(case.seed)(0))),
+                 _single_run(case, case.batch_size, lambda epoch: shuffled(case.seed)(0)), _WHERE_ORDER),
                 (f"the steps took {world_size} x {case.batch_size} samples: each process loaded the whole "
                  f"batch_size; it should load batch_size // world_size = {case.batch_size // world_size}",
                  _single_run(case, case.batch_size * world_size,
-                             lambda epoch: shuffled(case.seed + epoch)(epoch))),
+                             lambda epoch: shuffled(case.seed + epoch)(epoch)), _WHERE_ORDER),
                 ("the samples came in the order of a sampler seeded with 0 + epoch, not with `seed` + epoch: "
                  "DistributedSampler(dataset, seed=...) takes the seed", _single_run(
-                     case, case.batch_size, lambda epoch: shuffled(epoch)(epoch))),
+                     case, case.batch_size, lambda epoch: shuffled(epoch)(epoch)), _WHERE_ORDER),
                 ("the samples were not shuffled (index order every epoch): DistributedSampler shuffles by default; "
-                 "shuffle=False turns that off", _single_run(case, case.batch_size, lambda epoch: list(range(case.n)))),
+                 "shuffle=False turns that off", _single_run(case, case.batch_size, lambda epoch: list(range(case.n))),
+                 _WHERE_ORDER),
                 ("the weights are those of plain SGD: train_one_process's optimizer has momentum=0.9",
                  _single_run(case, case.batch_size, lambda epoch: shuffled(case.seed + epoch)(epoch), momentum=0.0),
                  "look at the optimizer you make: its settings are train_one_process's"),
@@ -1800,8 +1801,7 @@ def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] 
                                                         lambda epoch: shuffled(case.seed + epoch)(epoch),
                                                         lr=0.1 * world_size), _WHERE_LR),
             ]
-            twins = [(message, twin, where) for message, twin, where in
-                     ((*twin, _WHERE_ORDER) if len(twin) == 2 else twin for twin in twins)
+            twins = [(message, twin, where) for message, twin, where in twins
                      if any(not torch.allclose(twin[k], expected[k], atol=1e-5) for k in expected)]
             what = (f"train_distributed(make_model, dataset of {case.n}, epochs={case.epochs}, "
                     f"batch_size={case.batch_size}, lr=0.1, seed={case.seed}) with {world_size} processes")
