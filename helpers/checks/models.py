@@ -13,6 +13,7 @@ import contextlib
 import copy
 import functools
 import inspect
+import math
 import warnings
 from typing import Any, Callable, Iterator, Sequence
 from unittest import mock
@@ -971,8 +972,23 @@ def check_init_weights(fn: Callable[[nn.Module], None], inputs: Sequence[ModelFa
                                  where="look at which nn.init function you call and its arguments (mode=), and "
                                        "how often it runs for each layer", mistake=message)
         for key, value in want.items():
-            expect_tensor(got[key], value, what=f"{what}: '{key}' (nn.init.kaiming_normal_ under the same seed)")
+            expect_tensor(got[key], value, what=f"{what}: '{key}' (nn.init.kaiming_normal_ under the same seed)",
+                          mistakes=_fan_in_mistakes(modules[key.rpartition(".")[0]], value))
     passed("init_weights", len(inputs))
+
+
+def _fan_in_mistakes(module: nn.Module, want: torch.Tensor) -> list[Mistake]:
+    """A Kaiming std computed by hand with a convolution's fan_in as its input channels only (weight.shape[1]):
+    every weight is sqrt(kernel height × width) times too large."""
+    if not isinstance(module, nn.Conv2d) or want.dim() != 4 or want.shape[2:].numel() == 1:
+        return []
+    factor = math.sqrt(want.shape[2:].numel())
+    return [Mistake(f"every weight is {factor:g} times too large, the square root of the kernel's "
+                    f"{want.shape[2]}x{want.shape[3]} size: a convolution's fan_in is in_channels × kernel height "
+                    "× kernel width (m.weight[0].numel()), not m.weight.shape[1] alone. "
+                    "nn.init.kaiming_normal_ computes it for you",
+                    lambda: want * factor,
+                    where="look at how you compute fan_in (or the std) for a Conv2d layer")]
 
 
 # --- exercises 5 and 6: a custom loss ------------------------------------------------------------
@@ -1274,12 +1290,14 @@ def _conv_block_variant(net: ref.ConvBlockNet, x: torch.Tensor, order: str) -> t
 
 _SETTINGS = {nn.Conv2d: ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups"),
              nn.MaxPool2d: ("kernel_size", "stride", "padding", "dilation"),
-             nn.BatchNorm2d: ("num_features", "eps", "affine", "track_running_stats")}
+             nn.BatchNorm2d: ("num_features", "eps", "momentum", "affine", "track_running_stats")}
 # What a batch norm built with a setting off its default loses
 _BN_SETTING_LOST = {
     "affine": "affine=False builds a batch norm without its learnable scale and shift (weight and bias)",
     "track_running_stats": "track_running_stats=False keeps no running statistics, so in eval mode it still "
                            "normalises with each batch's own",
+    "momentum": "momentum sets how far each training batch moves the running statistics that eval mode "
+                "normalises with, so another value changes the eval-mode output after training",
 }
 
 
@@ -1410,6 +1428,17 @@ def _expect_same_kinds(model: nn.Module) -> None:
     """When the output is wrong: a layer of another kind where ConvBlockNet has one (nn.AvgPool2d for its
     nn.MaxPool2d) is named, rather than only the values it changed."""
     layers = [(name, type(m)) for name, m in _layers(model).items() if not isinstance(m, nn.Identity)]
+    # what comes after the last Linear layer (a softmax, a sigmoid) has its own messages, from the output
+    last_linear = max((i for i, (_, kind) in enumerate(layers) if kind is nn.Linear), default=len(layers))
+    foreign = [(name, kind) for name, kind in layers[:last_linear] if kind not in _CONV_BLOCK_ORDER]
+    if len(layers) > len(_CONV_BLOCK_ORDER) and foreign:
+        name, kind = foreign[0]
+        raise CheckError(f"your nn.Sequential has a layer ConvBlockNet does not have: '{name}', an nn.{kind.__name__}, "
+                         "so the output differs from the original's",
+                         where=f"look at layer '{name}' of your nn.Sequential, compared with ConvBlockNet's __init__ "
+                               "and forward (the task asks for the same layers, in the same order)",
+                         mistake="dropout zeroes random values in training mode, and ConvBlockNet has none: keep "
+                                 "exactly its layers" if issubclass(kind, nn.modules.dropout._DropoutNd) else None)
     if len(layers) != len(_CONV_BLOCK_ORDER):
         return
     swapped = [(name, kind, want) for (name, kind), want in zip(layers, _CONV_BLOCK_ORDER) if kind is not want]

@@ -1,5 +1,6 @@
 """Lesson 04 Defining models: the reference passes, plausible wrong answers fail by name."""
 
+import math
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -1802,4 +1803,30 @@ CASES += [
     Reject(checks.check_init_weights, init_weight_copy, "though your nn.init calls ran"),
     Reject(checks.check_predict, predict_children_in_eval, "but the model itself was not"),
     Accept(checks.check_build_classifier, classifier_lazy_head),
+]
+
+
+def init_fan_in_channels_only(m):
+    # Kaiming's std by hand, with a convolution's fan_in taken as its input channels only
+    if isinstance(m, (nn.Conv2d, nn.Linear)):
+        with torch.no_grad():
+            m.weight.normal_(0.0, math.sqrt(2.0 / m.weight.shape[1]))
+            if m.bias is not None:
+                m.bias.zero_()
+
+
+def sequential_bn_momentum():
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8, momentum=0.01), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 14 * 14, 10))
+
+
+def sequential_extra_dropout():
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Dropout(0.2), nn.Linear(8 * 14 * 14, 10))
+
+
+CASES += [
+    Reject(checks.check_init_weights, init_fan_in_channels_only, "not m.weight.shape[1] alone"),
+    Reject(checks.check_sequential_version, sequential_bn_momentum, "has momentum=0.01"),
+    Reject(checks.check_sequential_version, sequential_extra_dropout, "a layer ConvBlockNet does not have: '5'"),
 ]
