@@ -11,6 +11,7 @@ import random
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Subset, TensorDataset
 
@@ -294,6 +295,18 @@ def test_a_crash_shows_small_argument_tensors_whole_and_large_ones_by_shape():
            "raised IndexError" in str(error)
     error = rejects(pick, torch.zeros(2, 2), labels=torch.tensor([[0.5, 1.0]]))
     assert "labels=tensor([[0.5, 1.]], dtype=torch.float32)) raised IndexError" in str(error)
+
+
+def test_a_crash_points_at_shapes_or_dtypes_by_what_the_error_says():
+    def layer(x, weight):
+        return F.linear(x, weight)
+
+    shapes = rejects(layer, torch.zeros(2, 3), torch.zeros(4, 2))
+    assert "mat1 and mat2 shapes cannot be multiplied" in str(shapes) and "size" in shapes.where
+    # this one names mat1 and mat2 too, but it is about dtypes
+    dtypes = rejects(layer, torch.zeros(2, 3, dtype=torch.float16), torch.zeros(4, 3))
+    assert "same dtype" in str(dtypes)
+    assert "print the .dtype" in dtypes.where, dtypes.where
 
 
 def test_drawing_from_the_global_generator_is_a_mistake_only_when_randomness_was_given():

@@ -335,6 +335,9 @@ def _invoke(fn: Callable[..., Any], args: tuple, kwargs: dict, tensors: dict[int
 
 # Where to look when the learner's code raised, by the words of the error; the default names the line.
 _WHERE_RAISED = (
+    # first: "mat1 and mat2 must have the same dtype" is about dtypes, though it names the matrices
+    (("same dtype", "scalar type"),
+     "look at the line that raised and print the .dtype of each tensor on it: two of them do not go together"),
     (("shape", "size of tensor", "dimension", "mat1 and mat2", "expand", "broadcast"),
      "look at the line that raised (listed below the message in a notebook): print the .shape of each tensor on it "
      "and compare them with what that operation needs"),

@@ -1057,11 +1057,22 @@ def _amp_run(fn: Callable[..., float], case: AmpCase, factor: float) -> AmpRun:
         # as in the lesson: a working scaler for float16, a disabled one (enabled=False) for bfloat16
         scaler = ScalerSpy(factor, enabled=case.dtype == torch.float16)
         inputs, targets = _amp_data(case)
+        given: list[torch.dtype] = []  # the dtype of what each forward pass was given
+        model.register_forward_pre_hook(lambda _, args: given.extend(a.dtype for a in args[:1]
+                                                                     if isinstance(a, torch.Tensor)))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             # task: "one training step with automatic mixed precision" (scaler.update() adapts the scaler)
-            result = call(fn, model, optimizer, loss_fn, inputs, targets, scaler, case.dtype,
-                          allow=Allow(changed=(model, optimizer, scaler)))
+            try:
+                result = call(fn, model, optimizer, loss_fn, inputs, targets, scaler, case.dtype,
+                              allow=Allow(changed=(model, optimizer, scaler)))
+            except CheckError as error:
+                if error.__cause__ is None or case.dtype not in given:
+                    raise
+                raise CheckError(str(error), where="look at what your function does to inputs before the forward "
+                                 "pass", mistake=f"the model was given inputs of dtype {case.dtype}: you cast them "
+                                 "yourself, while the model's weights stay float32. Leave the inputs as they are: "
+                                 "torch.autocast casts inside each operation that gains from it") from error.__cause__
         return AmpRun(result, _params(model), before, spy, scaler, steps[0], [str(w.message) for w in caught],
                       under_autocast, arrivals, cleared_at_step)
 

@@ -1637,3 +1637,18 @@ CASES += [
 ]
 
 
+
+
+def amp_inputs_cast_to_dtype(model, optimizer, loss_fn, inputs, targets, scaler, dtype):
+    # the inputs cast by hand instead of autocast: the float32 weights meet float16 inputs
+    optimizer.zero_grad()
+    loss = loss_fn(model(inputs.to(dtype)).float(), targets)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return loss.item()
+
+
+CASES += [
+    Reject(checks.check_amp_autocast, amp_inputs_cast_to_dtype, "you cast them yourself"),
+]
