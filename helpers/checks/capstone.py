@@ -446,7 +446,16 @@ def check_stack_dataset(fn: Callable, inputs: Sequence[tuple[int, ...]] | None =
                                "items (dataset[i], or a DataLoader over it)",
                                where="look at where the labels come from: the dataset's items, or an attribute",
                                matches=lambda got: _labels_of_whole(got, dataset))
-        expect_tensor(got_labels, labels, what=f"{what}'s labels", mistakes=[stacked[1], whole_labels])
+        # labels of shape [N, 1] come from stacking batches of one item, or from wrapping each label on its own (a
+        # one-element list or tensor per item): only a DataLoader with batch_size=1 makes the first likely
+        one_per_batch = any(size == 1 for size, _ in settings.loaders)
+        wrapped = Mistake("each label sits in a row of its own, shape [N, 1]: you collected one-element lists or "
+                          "tensors (a label is a plain int in each item). Collect the ints themselves, "
+                          "torch.tensor([label, ...]) gives the flat [N] tensor that cross_entropy expects",
+                          where="look at how each item's label is collected before it goes into the tensor",
+                          matches=lambda got: not one_per_batch and isinstance(got, torch.Tensor)
+                          and got.shape == (len(labels), 1) and same_value(got[:, 0].to(labels.dtype), labels))
+        expect_tensor(got_labels, labels, what=f"{what}'s labels", mistakes=[wrapped, stacked[1], whole_labels])
     passed("stack_dataset", len(inputs))
 
 

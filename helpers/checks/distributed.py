@@ -1049,6 +1049,27 @@ def _watching_all_reduce(built: list[dict[str, Any]]) -> Iterator[None]:
         dist.all_reduce = real
 
 
+@contextmanager
+def _watching_loss_targets(y: torch.Tensor, seen: list[list[int]]) -> Iterator[None]:
+    """While open, each nn.functional.mse_loss (nn.MSELoss calls it too) whose backward runs notes in ``seen``
+    which rows of ``y`` it was given as targets. A loss only looked at (logged, evaluated) is not training, and a loss written by
+    hand is not seen."""
+    real = nn.functional.mse_loss
+
+    def mse_loss(input: Any, target: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A002 - PyTorch's own names
+        loss = real(input, target, *args, **kwargs)
+        if isinstance(loss, torch.Tensor) and loss.requires_grad:
+            rows = _row_indices(target, y)
+            loss.register_hook(lambda grad: seen.append(rows))
+        return loss
+
+    nn.functional.mse_loss = mse_loss
+    try:
+        yield
+    finally:
+        nn.functional.mse_loss = real
+
+
 def _train_target(rank: int, world_size: int, fn: Callable[..., Any], cases: list[TrainCase]) -> list[Any]:
     out = []
     for case in cases:
@@ -1056,13 +1077,15 @@ def _train_target(rank: int, world_size: int, fn: Callable[..., Any], cases: lis
         make_model, built = _recording_factory(x)
         torch.manual_seed(1234 + rank)  # whatever state each process happens to have: only `seed` may matter
         _TIMELINE.clear()
-        with _watching_all_reduce(built):
+        targets: list[list[int]] = []
+        with _watching_all_reduce(built), _watching_loss_targets(y, targets):
             # task: "the model comes from make_model, built right after torch's global generator is seeded with seed"
             result = in_rank(fn, make_model, x, y, case.steps, case.seed, case.lr, allow=Allow(global_rng=True))
         if isinstance(result, dict):
             result = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in result.items()}
         for record in built:  # the records go back to the check's process; the models stay here
             record.pop("model", None)
+            record["loss_targets"] = targets
         out.append((result, built, list(_TIMELINE)))
     return out
 
@@ -1152,6 +1175,19 @@ def _expect_training_contract(what: str, case: TrainCase, rank: int, built: list
     if covered and covered != set(shard):
         raise CheckError(f"{what}: rank {rank}'s model trained on the samples {sorted(covered)} only; its shard is "
                          f"{shard}", where="look at which rows of inputs each rank gives its model")
+    for record in trained:
+        for rows in record.get("loss_targets", []):
+            if not rows or rows in record["forwards"] or not record["forwards"]:
+                continue
+            contiguous = rows == list(range(case.batch))[rank * len(shard):(rank + 1) * len(shard)]
+            shown = [r if r >= 0 else "?" for r in rows]
+            raise CheckError(f"{what}: rank {rank}'s model saw the samples {record['forwards'][0]}, but its loss "
+                             f"compared them with the targets of the samples {shown}",
+                             where="look at which rows of targets each rank gives the loss, next to the rows of "
+                                   "inputs it gives the model",
+                             mistake="pick the targets exactly as the inputs, so that each output meets its own "
+                                     "sample's target: targets[rank::world_size]"
+                                     + (" (yours are a contiguous block of the batch)" if contiguous else ""))
     return sum(len(record["forwards"]) for record in trained)
 
 

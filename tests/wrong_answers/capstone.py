@@ -1123,3 +1123,22 @@ def stack_by_cat_of_items(dataset):
 CASES += [
     Reject(checks.check_stack_dataset, stack_by_cat_of_items, "torch.cat of the single [1, 28, 28] images"),
 ]
+
+
+def stack_labels_wrapped(dataset):
+    # each label wrapped in a list of its own: labels of shape [N, 1]
+    images = torch.stack([dataset[i][0] for i in range(len(dataset))])
+    labels = torch.tensor([[dataset[i][1]] for i in range(len(dataset))])
+    return images, labels
+
+
+def stack_batches_of_one(dataset):
+    # batches of one item: the images joined right, the labels stacked side by side into [N, 1]
+    images, labels = zip(*DataLoader(dataset, batch_size=1))
+    return torch.cat(images), torch.stack(labels)
+
+
+CASES += [
+    Reject(checks.check_stack_dataset, stack_labels_wrapped, "each label sits in a row of its own"),
+    Reject(checks.check_stack_dataset, stack_batches_of_one, "torch.cat joins them"),
+]

@@ -1850,3 +1850,25 @@ def epochs_sampler_seed_one(dataset, global_batch_size, epochs):
 CASES += [
     Reject(checks.check_epoch_batches, epochs_sampler_seed_one, "or the sampler was made with seed=1"),
 ]
+
+
+def by_hand_targets_in_blocks(make_model, inputs, targets, steps, seed, lr):
+    # Wrong: the inputs dealt out like cards, the targets cut into contiguous blocks: outputs meet other targets
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    loss_fn = nn.MSELoss()
+    x, y = inputs[rank::world_size], targets.chunk(world_size)[rank]
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss_fn(model(x), y).backward()
+        ref.average_gradients(model)
+        optimizer.step()
+    return model.state_dict()
+
+
+CASES += [
+    Reject(checks.check_train_by_hand, by_hand_targets_in_blocks, "its loss compared them with the targets of the "
+                                                                  "samples [0, 1, 2"),
+]
