@@ -327,6 +327,26 @@ def _fresh_loader_state(case: Case) -> torch.Tensor:
     return torch.Generator().manual_seed(case.seed + 5000).get_state()
 
 
+class _WatchedGenerator(torch.Generator):
+    """A torch.Generator that notes every state set on it with set_state: a message can then tell a state that
+    was never set from one set and then undone."""
+
+    def __new__(cls, state: torch.Tensor) -> "_WatchedGenerator":  # torch.Generator's own takes a device
+        return super().__new__(cls)
+
+    def __init__(self, state: torch.Tensor) -> None:
+        super().__init__()
+        super().set_state(state)
+        self.states_set: list[Any] = []
+
+    def set_state(self, new_state: Any) -> Any:
+        self.states_set.append(new_state.clone() if isinstance(new_state, torch.Tensor) else new_state)
+        return super().set_state(new_state)
+
+
+_WatchedGenerator.__name__ = _WatchedGenerator.__qualname__ = "Generator"  # as a learner's message names it
+
+
 def _run_load(fn: Callable[..., Any], case: Case, folder: Path) -> tuple[Any, Setup, dict, dict]:
     """Save a reference checkpoint, then call ``fn`` on fresh objects, as a new process would."""
     s = _trained(case)
@@ -335,6 +355,7 @@ def _run_load(fn: Callable[..., Any], case: Case, folder: Path) -> tuple[Any, Se
     # written on a GPU machine: every tensor of the file names cuda:0, as the task warns
     path = make_cuda_checkpoint(folder / "checkpoint.pt", want)
     fresh = _setup(case, restart=True)
+    fresh = fresh._replace(generator=_WatchedGenerator(fresh.generator.get_state()))
     before = _state(fresh.model)
     what = f"{getattr(fn, '__name__', 'load_checkpoint')} on {case}"
     # task: "restore every state into the objects you are given", including the global random state
@@ -351,7 +372,10 @@ def _call_loading(fn: Callable[..., Any], what: str, *args: Any, allow: Allow = 
     """
     _RNG_SETS.clear()
     _LOADED.clear()
-    with mock.patch.object(torch, "load", wraps=torch.load) as spy, _rng_sets_recorded(), _load_targets_recorded():
+    # the notebook's DEVICE is the CPU here: a stand-in of its own shows a map_location that follows it
+    device = torch.device("cpu")
+    with mock.patch.object(torch, "load", wraps=torch.load) as spy, _rng_sets_recorded(), _load_targets_recorded(), \
+            substitute(fn, DEVICE=device):
         try:
             result = call(fn, *args, allow=allow)
         except CheckError as error:
@@ -366,6 +390,13 @@ def _call_loading(fn: Callable[..., Any], what: str, *args: Any, allow: Allow = 
                                  where="look at the load_state_dict calls: which object gets which entry",
                                  mistake=message) from None
             raise
+    maps = [c.kwargs.get("map_location", c.args[1] if len(c.args) > 1 else None) for c in spy.call_args_list]
+    expect(not any(m is device for m in maps),
+           f"{what}: torch.load was called with map_location=DEVICE, the notebook's device; the task asks for the "
+           "CPU on any machine",
+           where="look at the map_location you pass to torch.load",
+           mistake="DEVICE is the CPU only on a machine without a GPU: on one with a GPU, this loads every tensor "
+                   "onto the GPU. Pass map_location='cpu' (a model can move to a device later, with model.to)")
     unmapped = [c for c in spy.call_args_list if len(c.args) < 2 and c.kwargs.get("map_location") is None]
     expect(not unmapped, f"{what}: torch.load was called without map_location on a file saved on 'cuda:0'",
            where="look at how you call torch.load",
@@ -483,6 +514,17 @@ def check_load_checkpoint_states(fn: Callable[..., int], inputs: Sequence[Case] 
                   "a variable does not change it)")
         expect(same_value(got, want["model"]), f"{what}: the model's weights differ from the saved ones",
                where="look at which entry of the checkpoint goes into model.load_state_dict")
+        own = {id(p) for p in fresh.model.parameters()}
+        stepped = [p for group in fresh.optimizer.param_groups for p in group["params"]]
+        expect(all(id(p) in own for p in stepped),
+               f"{what}: the model's weights are right, but {sum(id(p) not in own for p in stepped)} of the "
+               f"{len(stepped)} tensors the optimizer updates are no longer the model's parameters: the next "
+               "optimizer.step() would not change the model",
+               where="look at how the weights go into the model: which Parameter objects the model holds afterwards",
+               mistake="the model now holds new Parameter objects (load_state_dict(..., assign=True) puts the "
+                       "checkpoint's tensors in the model, as does assigning model.weight = ...), while the "
+                       "optimizer keeps the old ones. Leave assign at its default (False), which copies the values "
+                       "into the model's own Parameters")
         expect(len(fresh.optimizer.state_dict()["state"]) > 0,
                f"{what}: the optimizer state was not restored: after your call it holds no momentum buffers",
                where="look at what happens to checkpoint['optimizer'] in your function",
@@ -519,6 +561,17 @@ def check_load_checkpoint_resume(fn: Callable[..., int], inputs: Sequence[Case] 
                where="look at what your function does after scheduler.load_state_dict",
                mistake="load_checkpoint only restores: the saved scheduler has taken its step for the saved epoch "
                        "already, and the training loop steps it at the end of each epoch it runs")
+        given = [state for target, state in _LOADED if target is fresh.scheduler]
+        changed_after = [key for key, value in fresh.scheduler.state_dict().items()
+                         if key in want["scheduler"] and not same_value(value, want["scheduler"][key])]
+        expect(not (given and isinstance(given[-1], Mapping) and same_value(given[-1].get("last_epoch"), want_epoch)
+                    and changed_after),
+               f"{what}: the scheduler was restored (scheduler.load_state_dict with the saved state), and then "
+               f"changed: its {', '.join(changed_after)} differ from the saved one"
+               + (f" (last_epoch is {got_epoch}, saved {want_epoch})" if "last_epoch" in changed_after else ""),
+               where="look at what your function does to the scheduler after scheduler.load_state_dict",
+               mistake="load_state_dict restores every part of the scheduler's state, last_epoch included: set "
+                       "nothing on it by hand afterwards")
         expect(same_value(fresh.scheduler.state_dict(), want["scheduler"]),
                f"{what}: the scheduler was not restored: its state differs from the saved one",
                where="look at what happens to checkpoint['scheduler'] in your function",
@@ -541,6 +594,16 @@ def check_load_checkpoint_resume(fn: Callable[..., int], inputs: Sequence[Case] 
                mistake="restore it with torch.set_rng_state(checkpoint['torch_rng']). Otherwise dropout draws "
                        "different masks than the uninterrupted run")
         loader_state = fresh.generator.get_state()
+        set_then_changed = (not same_value(loader_state, want["loader_rng"])
+                            and any(same_value(state, want["loader_rng"])
+                                    for state in getattr(fresh.generator, "states_set", [])))
+        expect(not set_then_changed,
+               f"{what}: your function set the loader generator's saved state (generator.set_state), but when it "
+               "returned the generator's state was another one",
+               where="look at what your function does to the generator after generator.set_state: a manual_seed "
+                     "(with its initial_seed() too) starts the stream again from a seed, and a draw moves it on",
+               mistake="set_state already restores everything, the seed included: touch the generator no more after "
+                       "it")
         expect(not same_value(loader_state, _fresh_loader_state(case)) or same_value(loader_state, want["loader_rng"]),
                f"{what}: the loader's random state was not restored: the generator you were given still holds the "
                "state it had before the call, so the data is shuffled in a different order than the uninterrupted "
@@ -709,6 +772,7 @@ def _run_resumable_as_is(fn: Callable[..., Any], case: Case) -> tuple[int, bool,
     with _workspace() as folder:
         path = folder / "run.pt"
         _RESUMED_FROM.clear()
+        _FINISHED.clear()
         first, second = _Counter(stop_after=case.interrupt_after, path=path), _Counter(first_seen=_RESUMED_FROM)
         s = _setup(case)
         crashed = False
@@ -731,7 +795,22 @@ def _run_resumable_as_is(fn: Callable[..., Any], case: Case) -> tuple[int, bool,
             _train(fn, r, case, path, second)
         except CheckError as error:
             _restart_failed(name, error)
+        # the finished job: what its file records, and what starting it once more runs (nothing is left)
+        _FINISHED[:] = [torch.load(path, map_location="cpu", weights_only=False).get("epoch")
+                        if path.exists() else None]
+        again = _Counter()
+        try:
+            _train(fn, _setup(case, restart=True), case, path, again)
+        except CheckError as error:  # told after what the runs before showed, by _expect_finished
+            _FINISHED.append(error)
+        else:
+            _FINISHED.append(again.calls)
         return first.calls, crashed, second.calls, _state(r.model), saved
+
+
+# After the last _run_resumable had run to the end: the epoch its checkpoint file recorded (None without a file),
+# then how many epochs a start after that ran (or the CheckError it raised)
+_FINISHED: list[Any] = []
 
 
 def _expect_epochs(case: Case, first: int, crashed: bool, second: int, saved: dict | None) -> None:
@@ -817,6 +896,34 @@ def _expect_epochs(case: Case, first: int, crashed: bool, second: int, saved: di
     del saved_before
 
 
+def _expect_finished(case: Case) -> None:
+    """A job that has finished leaves its checkpoint, recording the last epoch, and a start after that runs
+    nothing (from the last _run_resumable)."""
+    what, n = f"train_resumable on {case}", case.epochs
+    final, again = _FINISHED
+    expect(final is not None, f"{what}: when your function returned after all {n} epochs, no checkpoint file was "
+           "left at path",
+           where="look at what your function does with the file after the loop",
+           mistake="keep the checkpoint: a finished job that is started again finds it and has nothing left to run; "
+                   "without it, a second start trains everything again")
+    expect(final == n - 1, f"{what}: when your function returned after all {n} epochs (0 to {n - 1}), the "
+           f"checkpoint recorded epoch {final} as the last one finished",
+           where="look at where in the loop you save: the file must record each epoch once it has finished, the "
+                 "last one included",
+           mistake="save at the end of every epoch, right after run_epoch returns: a save at the start of the next "
+                   "epoch never comes for the last one" if final == n - 2 else None)
+    if isinstance(again, CheckError):
+        if (cause := _raised(again)) is None:
+            raise again
+        raise CheckError(f"train_resumable raised {type(cause).__name__} when started once more after all {n} epochs "
+                         f"had finished: {cause}",
+                         where="look at the path your function takes when the checkpoint records the last epoch: "
+                               "the loop runs no epoch then") from cause
+    expect(again == 0, f"{what}: started once more after all {n} epochs had finished, your function ran {again} "
+           "epoch(s); none were left",
+           where="look at what your function does when the checkpoint records the last epoch")
+
+
 def _second_interruption(fn: Callable[..., Any], case: Case) -> tuple[Any, int]:
     """Stop after ``interrupt_after`` epochs, restart and stop again after one more, restart to the end.
 
@@ -890,6 +997,7 @@ def check_resume_epochs(fn: Callable[..., None], inputs: Sequence[Case] | None =
             expect(last == case.epochs - k - 1, f"train_resumable on {case}: after a second stop and restart "
                    f"{last} epochs ran; {case.epochs - k - 1} were left",
                    where="look at the epoch number you save, and the epoch your loop starts at after loading")
+        _expect_finished(case)
     passed("train_resumable (epochs)", len(inputs))
 
 
@@ -912,11 +1020,17 @@ def check_resume_equal(fn: Callable[..., None], inputs: Sequence[Case] | None = 
         # the evidence: what the first resumed epoch started from, against the uninterrupted run at that epoch
         before, lost = _resume_evidence(case, _RESUMED_FROM[0], saved) if _RESUMED_FROM else ([], [])
         if before:
-            raise CheckError(f"{symptom}; the checkpoint saved after epoch {case.interrupt_after - 1}, before the "
+            steps, k = saved["scheduler"].get("last_epoch"), case.interrupt_after
+            extra_steps = "scheduler" in before and isinstance(steps, int) and steps > k
+            raise CheckError(f"{symptom}; the checkpoint saved after epoch {k - 1}, before the "
                              "stop, already differs from the uninterrupted run's at that point, in "
-                             + ", ".join(_PIECE_NAMES[key] for key in before),
-                             where="look at what your function does on the first run besides training and saving: "
-                                   "a reseed or an extra random draw changes the run before any stop")
+                             + ", ".join(_PIECE_NAMES[key] for key in before)
+                             + (f" (its scheduler had stepped {steps} times in {k} epochs)" if extra_steps else ""),
+                             where="look at every scheduler.step() in your function" if extra_steps else
+                                   "look at what your function does on the first run besides training and saving: "
+                                   "a reseed or an extra random draw changes the run before any stop",
+                             mistake="run_epoch steps the scheduler once at the end of each epoch already: step it "
+                                     "nowhere else" if extra_steps else None)
         if lost:
             pieces = ", ".join(_PIECE_NAMES[key] for key in lost)
             raise CheckError(f"{symptom}; when the first epoch after the restart began, these differed from the "
@@ -1109,7 +1223,10 @@ def _default_state_dicts() -> list[dict[str, torch.Tensor]]:
         torch.manual_seed(0)
         wrapped = nn.DataParallel(_Wrapped()).state_dict()
         plain = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2)).state_dict()
-    return [wrapped, plain]
+        # keys with and without the prefix, one without first, and a layer of the model's own named module_list
+        mixed = {"module_list.0.weight": torch.randn(2, 2), "module.layer.weight": torch.randn(3, 2),
+                 "norm.running_mean": torch.zeros(3), "module.layer.bias": torch.randn(3)}
+    return [wrapped, plain, mixed]
 
 
 def check_strip_module_prefix(fn: Callable[[dict], dict], inputs: Sequence[dict] | None = None) -> None:
@@ -1148,6 +1265,17 @@ def check_strip_module_prefix(fn: Callable[[dict], dict], inputs: Sequence[dict]
             expect(sorted(got_keys) != sorted(want), f"{what}: the keys are right but in a different order",
                    where="look at how you build the new dict: in which order are the keys added?",
                    mistake="keep the state_dict's order")
+            changed = next((i for i, (g, w) in enumerate(zip(got_keys, want)) if g != w), None) \
+                if len(got_keys) == len(want) else None
+            if changed is not None:
+                old_key = keys[changed]
+                raise CheckError(f"{what}: '{old_key}' became '{got_keys[changed]}'; expected "
+                                 f"'{list(want)[changed]}'",
+                                 where="look at the test that picks the keys to change, and how you change them",
+                                 mistake="only 'module.', with its dot, is the wrapper's prefix: a key such as "
+                                         f"'{old_key}' names a layer of the model itself (an attribute called "
+                                         f"{old_key.split('.')[0]}); test key.startswith('module.')"
+                                 if old_key.startswith("module") and not old_key.startswith("module.") else None)
             raise CheckError(f"{what}: the keys should be {list(want)[:4]}..., yours are {got_keys[:4]}...",
                              where="look at how you build each new key from the old one")
         for key in want:
@@ -1260,16 +1388,18 @@ def _play_jitter(fn: Callable[..., Any], case: JitterCase, folder: Path) -> tupl
     reported: list[int] = []
     kills = list(case.kills)
     unsaved: list[int] = []  # epochs reported to after_epoch while the file still held what it held before them
+    repeated: list[int] = []  # epochs reported once more after a restart, with nothing saved since
     for attempt in range(len(kills) + 1):
         run = jitter_run(case.seed if attempt == 0 else case.seed + 1000 * attempt)  # a restart: other seeds
         kill_at = kills[attempt] if attempt < len(kills) else None
         file_seen = [_file_bytes(path)]
 
         def after_epoch(epoch: int) -> None:
+            again = epoch in reported
             reported.append(epoch)
             now = _file_bytes(path)
             if now == file_seen[0]:
-                unsaved.append(epoch)
+                (repeated if again else unsaved).append(epoch)
             file_seen[0] = now
             if kill_at is not None and epoch == kill_at - 1:
                 raise _Killed(f"killed after epoch {epoch}")
@@ -1285,6 +1415,13 @@ def _play_jitter(fn: Callable[..., Any], case: JitterCase, folder: Path) -> tupl
                              f"but it returned; epochs {reported} were reported to after_epoch",
                              where="look at when you call after_epoch",
                              mistake="call after_epoch(epoch) after every epoch, once its checkpoint is saved")
+    _SCHEDULER_STEPS[:] = [run.scheduler.last_epoch]
+    if repeated:
+        raise CheckError(f"{name} on {case}: after a restart, your function reported epoch {repeated[0]} to "
+                         "after_epoch again, before running any epoch: it had been reported before the kill",
+                         where="look at what your function does right after loading the checkpoint",
+                         mistake="after_epoch(epoch) reports an epoch the run has just finished and saved; a restart "
+                                 "reports only the epochs it runs itself, from the one after the saved epoch")
     if unsaved:
         raise CheckError(f"{name} on {case}: when after_epoch({unsaved[0]}) was called, the file at path still held "
                          f"what it held before epoch {unsaved[0]} ran (nothing of that epoch was saved yet)",
@@ -1292,6 +1429,10 @@ def _play_jitter(fn: Callable[..., Any], case: JitterCase, folder: Path) -> tupl
                          mistake="after_epoch(epoch) comes once nothing of the epoch can be lost: the job may be "
                                  "killed inside it, so save the checkpoint first, then call after_epoch")
     return _state(run.model), reported
+
+
+# How many times the scheduler of the last run _play_jitter played had stepped when that run ended (its last_epoch)
+_SCHEDULER_STEPS: list[int] = []
 
 
 def _file_bytes(path: Path) -> bytes | None:
@@ -1316,10 +1457,15 @@ def check_train_jittered(fn: Callable[..., Any], inputs: Sequence[JitterCase] | 
         expect(reported == list(range(case.epochs)),
                f"{what}: a run that was never stopped reported epochs {reported} to after_epoch; expected "
                f"{list(range(case.epochs))}", where="look at your loop over the epochs and what you pass to after_epoch")
+        steps = _SCHEDULER_STEPS[0] if _SCHEDULER_STEPS else case.epochs
         expect(same_value(whole, want, atol=0, rtol=0),
                f"{what}: a run that was never stopped ends with other weights than {case.epochs} plain epochs of "
-               "check.jitter_epoch(run)", where="look for anything your function does besides training and saving",
-               mistake="reseeding a random stream, or an extra draw from one, changes the run itself")
+               "check.jitter_epoch(run)"
+               + (f"; its scheduler stepped {steps} times in {case.epochs} epochs" if steps != case.epochs else ""),
+               where="look for anything your function does besides training and saving",
+               mistake="jitter_epoch steps the scheduler once at the end of each epoch already: step it nowhere else"
+               if steps > case.epochs else "reseeding a random stream, or an extra draw from one, changes the run "
+               "itself" if steps == case.epochs else None)
         with _workspace() as folder, _python_random_kept():
             got, reported = _play_jitter(fn, case, folder)
         done, expected = 0, []

@@ -1060,3 +1060,151 @@ CASES += [
     Reject(checks.check_load_checkpoint_states, load_then_step_scheduler, "momentum buffers are right, but its learning rate"),
     Reject(checks.check_load_checkpoint_resume, load_then_step_scheduler, "restored and then stepped 1 more time(s)"),
 ]
+
+
+# ---------------------------------------------------------------- from a fourth learner tester
+
+
+def load_assigning_parameters(path, model, optimizer, scheduler, generator):
+    # assign=True: the model gets new Parameters, and the optimizer still steps the old ones
+    checkpoint = torch.load(path, map_location="cpu")
+    model.load_state_dict(checkpoint["model"], assign=True)
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    scheduler.load_state_dict(checkpoint["scheduler"])
+    torch.set_rng_state(checkpoint["torch_rng"])
+    generator.set_state(checkpoint["loader_rng"])
+    return checkpoint["epoch"] + 1
+
+
+def load_onto_the_notebook_device(path, model, optimizer, scheduler, generator):
+    # map_location=DEVICE: the CPU here, a GPU on a machine with one
+    checkpoint = torch.load(path, map_location=DEVICE)
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    scheduler.load_state_dict(checkpoint["scheduler"])
+    torch.set_rng_state(checkpoint["torch_rng"])
+    generator.set_state(checkpoint["loader_rng"])
+    return checkpoint["epoch"] + 1
+
+
+def load_then_set_last_epoch(path, model, optimizer, scheduler, generator):
+    # the scheduler restored, then its last_epoch overwritten with the saved epoch (one short)
+    start = ref.load_checkpoint(path, model, optimizer, scheduler, generator)
+    scheduler.last_epoch = start - 1
+    return start
+
+
+def load_then_reseed_generator(path, model, optimizer, scheduler, generator):
+    # the loader's state restored, then its stream started again from its seed
+    start = ref.load_checkpoint(path, model, optimizer, scheduler, generator)
+    generator.manual_seed(generator.initial_seed())
+    return start
+
+
+def resume_saving_at_epoch_start(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    # each epoch saves the one before it: the last epoch is never recorded
+    start = ref.load_checkpoint(path, model, optimizer, scheduler, generator) if Path(path).exists() else 0
+    loss = None
+    for epoch in range(start, epochs):
+        if epoch > start:
+            ref.save_checkpoint(path, model, optimizer, scheduler, generator, epoch - 1, loss)
+        loss = run_epoch(model, loader, optimizer, scheduler)
+
+
+def resume_deleting_when_done(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    # the checkpoint removed at the end: a second start trains everything again
+    ref.train_resumable(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch)
+    Path(path).unlink()
+
+
+def resume_stepping_scheduler_again(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    # run_epoch steps the scheduler already
+    start = ref.load_checkpoint(path, model, optimizer, scheduler, generator) if Path(path).exists() else 0
+    for epoch in range(start, epochs):
+        loss = run_epoch(model, loader, optimizer, scheduler)
+        scheduler.step()
+        ref.save_checkpoint(path, model, optimizer, scheduler, generator, epoch, loss)
+
+
+def resume_reports_last_loss(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    # a job started again once finished runs no epoch, and has no loss to report
+    start = ref.load_checkpoint(path, model, optimizer, scheduler, generator) if Path(path).exists() else 0
+    for epoch in range(start, epochs):
+        loss = run_epoch(model, loader, optimizer, scheduler)
+        ref.save_checkpoint(path, model, optimizer, scheduler, generator, epoch, loss)
+    print(f"finished, last loss {loss:.3f}")
+
+
+def inference_onto_the_notebook_device(path, model):
+    model.load_state_dict(torch.load(path, map_location=DEVICE)["model"])
+    return model.eval()
+
+
+def strip_module_without_dot(state_dict):
+    return {(k[7:] if k.startswith("module") else k): v for k, v in state_dict.items()}
+
+
+def strip_prefixed_first(state_dict):
+    prefixed = {k.removeprefix("module."): v for k, v in state_dict.items() if k.startswith("module.")}
+    return {**prefixed, **{k: v for k, v in state_dict.items() if not k.startswith("module.")}}
+
+
+def jittered_reports_saved_epoch_again(run, epochs, path, after_epoch):
+    # after a restart, the saved epoch is reported once more before the loop
+    model, optimizer, scheduler, _, generator = run
+    start = 0
+    if Path(path).exists():
+        checkpoint = torch.load(path, map_location="cpu")
+        model.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        scheduler.load_state_dict(checkpoint["scheduler"])
+        torch.set_rng_state(checkpoint["torch_rng"])
+        generator.set_state(checkpoint["loader_rng"])
+        random.setstate(checkpoint["python_rng"])
+        start = checkpoint["epoch"] + 1
+        after_epoch(checkpoint["epoch"])
+    for epoch in range(start, epochs):
+        loss = checks.jitter_epoch(run)
+        torch.save({"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(), "torch_rng": torch.get_rng_state(),
+                    "loader_rng": generator.get_state(), "python_rng": random.getstate(), "loss": loss}, path)
+        after_epoch(epoch)
+
+
+def jittered_steps_scheduler_again(run, epochs, path, after_epoch):
+    # jitter_epoch steps the scheduler already
+    model, optimizer, scheduler, _, generator = run
+    start = 0
+    if Path(path).exists():
+        checkpoint = torch.load(path, map_location="cpu")
+        model.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        scheduler.load_state_dict(checkpoint["scheduler"])
+        torch.set_rng_state(checkpoint["torch_rng"])
+        generator.set_state(checkpoint["loader_rng"])
+        random.setstate(checkpoint["python_rng"])
+        start = checkpoint["epoch"] + 1
+    for epoch in range(start, epochs):
+        loss = checks.jitter_epoch(run)
+        scheduler.step()
+        torch.save({"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(), "torch_rng": torch.get_rng_state(),
+                    "loader_rng": generator.get_state(), "python_rng": random.getstate(), "loss": loss}, path)
+        after_epoch(epoch)
+
+
+CASES += [
+    Reject(checks.check_load_checkpoint_states, load_assigning_parameters, "no longer the model's parameters"),
+    Reject(checks.check_load_checkpoint_states, load_onto_the_notebook_device, "map_location=DEVICE"),
+    Reject(checks.check_load_checkpoint_resume, load_then_set_last_epoch, "and then changed: its last_epoch"),
+    Reject(checks.check_load_checkpoint_resume, load_then_reseed_generator, "the generator's state was another one"),
+    Reject(checks.check_resume_epochs, resume_saving_at_epoch_start, "a save at the start of the next epoch never"),
+    Reject(checks.check_resume_epochs, resume_deleting_when_done, "no checkpoint file was left"),
+    Reject(checks.check_resume_epochs, resume_reports_last_loss, "raised UnboundLocalError when started once more"),
+    Reject(checks.check_resume_equal, resume_stepping_scheduler_again, "run_epoch steps the scheduler once"),
+    Reject(checks.check_load_for_inference, inference_onto_the_notebook_device, "map_location=DEVICE"),
+    Reject(checks.check_strip_module_prefix, strip_module_without_dot, "test key.startswith('module.')"),
+    Reject(checks.check_strip_module_prefix, strip_prefixed_first, "in a different order"),
+    Reject(checks.check_train_jittered, jittered_reports_saved_epoch_again, "reported epoch 1 to after_epoch again"),
+    Reject(checks.check_train_jittered, jittered_steps_scheduler_again, "step it nowhere else"),
+]
