@@ -309,6 +309,14 @@ def test_a_crash_points_at_shapes_or_dtypes_by_what_the_error_says():
     assert "print the .dtype" in dtypes.where, dtypes.where
 
 
+def test_a_missing_attribute_points_at_its_name_not_at_the_words_in_it():
+    def catches(x):
+        return torch.autograd.gradcheck.GradcheckError  # a function, not the module: no such attribute
+
+    error = rejects(catches, torch.zeros(1))
+    assert "has no attribute" in str(error) and "the name after the dot" in error.where, error.where
+
+
 def test_drawing_from_the_global_generator_is_a_mistake_only_when_randomness_was_given():
     def shuffles(order, generator=None):
         return torch.randperm(len(order)).tolist()  # ignores the generator it is given

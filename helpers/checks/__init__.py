@@ -371,6 +371,10 @@ def _where_raised(error: Exception) -> str:
         transposed = f"; b's last size is {cols}, which would line up: transpose b (b.T)" if cols == inner else ""
         return (f"look at the matrix product on the line that raised: a @ b needs a's last size to equal b's first "
                 f"size, and here a is {rows}x{inner} and b is {other_inner}x{cols}{transposed}")
+    if isinstance(error, AttributeError) and "has no attribute" in text:
+        # its words name the attribute ('gradcheck' is not about gradients): the name itself is what to look at
+        return ("look at the name after the dot on the line that raised: the object before it has no attribute of "
+                "that name (check its spelling, and what the object is: print(type(obj)))")
     for words, where in _WHERE_RAISED:
         if any(word.lower() in text.lower() for word in words):
             return where

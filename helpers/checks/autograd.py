@@ -755,7 +755,18 @@ def _close_to(got: Any, want: torch.Tensor) -> bool:
 def check_softplus_backward(fn: Callable, inputs: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None) -> None:
     inputs = inputs if inputs is not None else _softplus_examples()
     for x, grad_output in inputs:
-        got = _run(fn, x, grad_output)
+        try:
+            with torch.no_grad():  # as autograd runs a Function's backward (create_graph=False): recording off
+                got = _run(fn, x, grad_output)
+        except CheckError as error:
+            if "does not require grad" not in str(error.__cause__ or ""):
+                raise
+            raise CheckError(f"softplus_backward(x of shape {list(x.shape)}, grad_output), called with gradient "
+                             f"recording off: {error.symptom}",
+                             where="look at how you compute the derivative: with autograd inside your function?",
+                             mistake="autograd runs a Function's backward with gradient recording off (the check "
+                                     "calls your function that way too), so a graph built inside it records nothing: "
+                                     "compute the derivative with its formula") from error.__cause__
         precise = x.dtype == torch.float64  # task: "Keep the dtype of x": float64's precision, not only its name
         want = ref.softplus_backward(x, grad_output)
         if (precise and isinstance(got, torch.Tensor) and got.shape == want.shape and got.dtype == want.dtype
@@ -967,17 +978,27 @@ def _fit_examples() -> list[tuple[Callable, list[torch.Tensor], torch.Tensor, to
     line_start = _leaves(torch.tensor(0.5), torch.tensor(-1.0))
     # the target first met by the last allowed update: a loop that stops checking one update early misses it
     last = _descend(_line, line_start, x2, y2, 0.1, 12)
+    # two outputs per sample: y of shape [N, 2], whose mean squared error divides by N * 2
+    x3 = torch.linspace(-1, 1, 25)
+    y3 = torch.stack([2 * x3 + 1, 0.5 - x3], dim=1) + 0.1 * _randn(25, 2, seed=123)
     return [(_poly3, _leaves(torch.zeros(4)), x1, y1, 0.3, 0.02, 1000),
             (_line, line_start, x2, y2, 0.1, 0.1, 500),
-            (_line, line_start, x2, y2, 0.1, (last[-1][1] + last[-2][1]) / 2, 12)]
+            (_line, line_start, x2, y2, 0.1, (last[-1][1] + last[-2][1]) / 2, 12),
+            (_two_lines, _leaves(torch.zeros(2), torch.zeros(2)), x3, y3, 0.2, 0.03, 500)]
+
+
+def _two_lines(params: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """Two lines at once: column j is w[j] * x + b[j], predictions of shape [N, 2]."""
+    w, b = params
+    return x[:, None] * w + b
 
 
 def _descend(predict: Callable, params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor, lr: float,
              steps: int, *, zero: bool = True, reduce: str = "mean") -> list[tuple[list[torch.Tensor], float]]:
     """The gradient-descent path: (params, error) before each of ``steps`` updates and after the last.
 
-    ``zero=False`` never clears the gradients, ``reduce="sum"`` differentiates the summed squares:
-    the paths of two usual mistakes.
+    ``zero=False`` never clears the gradients, ``reduce="sum"`` differentiates the summed squares,
+    ``reduce="rows"`` their sum over len(y): the paths of usual mistakes.
     """
     current = _leaves(*params)
     path = []
@@ -989,7 +1010,7 @@ def _descend(predict: Callable, params: Sequence[torch.Tensor], x: torch.Tensor,
         if zero:
             for p in current:
                 p.grad = None
-        (squares.sum() if reduce == "sum" else squares.mean()).backward()
+        {"sum": squares.sum, "rows": lambda: squares.sum() / len(y)}.get(reduce, squares.mean)().backward()
         with torch.no_grad():
             for p in current:
                 p -= lr * p.grad
@@ -1121,6 +1142,10 @@ def check_fit_to_target(fn: Callable, inputs: Sequence[tuple] | None = None) -> 
                          _descend(predict, start, x, y, lr, max_steps, zero=False)),
                         ("you descended the sum of the squared errors; the task says their mean (the gradient of "
                          f"the sum is {y.numel()} times larger)", _descend(predict, start, x, y, lr, max_steps, reduce="sum"))]
+            if y.dim() > 1 and y[0].numel() > 1:
+                variants.append((f"you divided the summed squares by len(y) ({len(y)}, the rows); y has "
+                                 f"{y.numel()} elements, and their mean divides by all of them: use .mean()",
+                                 _descend(predict, start, x, y, lr, max_steps, reduce="rows")))
             for message, variant in variants:
                 if any(_same_params(params, p) for p, _ in variant):
                     raise CheckError(f"{what}: your final params are not on the path of plain gradient descent with "
@@ -1128,6 +1153,13 @@ def check_fit_to_target(fn: Callable, inputs: Sequence[tuple] | None = None) -> 
                                      where="look at the gradient each step uses: where it is cleared, and the loss "
                                            "it comes from",
                                      mistake=message)
+            earlier = [k for k in range(0, first) if _same_params(params, path[k][0])]
+            if earlier:
+                raise CheckError(f"{what}: your params are those after {earlier[0]} updates, whose error "
+                                 f"({path[earlier[0]][1]:.6g}) is still above the target {target}; gradient descent "
+                                 f"first reaches it after {first} updates",
+                                 where="look at the comparison that stops your loop: what exactly does it compare "
+                                       "with the target (a rounded error? < or <=?)")
             later = [k for k in range(first + 2, len(path)) if _same_params(params, path[k][0])]
             if later:
                 raise CheckError(f"{what}: your params are those of step {later[0]}, but the error was already at "

@@ -224,6 +224,8 @@ def check_binary_loss(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
         (torch.randn(4, 3, generator=g) * 2, torch.randint(0, 2, (4, 3), generator=g)),
         # large logits, confidently right and wrong: sigmoid(30.) rounds to 1.0 in float32 (numerical stability)
         (torch.tensor([30.0, -45.0, 25.0, -20.0, 60.0]), torch.tensor([0, 1, 1, 0, 1])),
+        # past exp's float32 range (about 88): exp(100.) is inf
+        (torch.tensor([100.0, -100.0, 95.0, -90.0]), torch.tensor([1, 0, 0, 1])),
     ]
     hints = [("can't be cast to the desired output type Long",
               "BCEWithLogitsLoss needs float targets; the labels are integers, so pass labels.float()"),
@@ -246,6 +248,12 @@ def check_binary_loss(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
         expect(got.grad_fn is not None,
                f"{what} is cut off from the graph (its grad_fn is None), so backward() could not reach the model",
                where="look for .item(), .detach() or a new tensor (torch.tensor(...)) between the loss and your return")
+        reaches = got.requires_grad and torch.autograd.grad(got.sum(), leaf, allow_unused=True)[0] is not None
+        expect(reaches, f"{what} has a graph, but it does not reach the logits it was given: backward() runs, and no "
+               "gradient reaches the model",
+               where="look for .detach(), .data or a new tensor made from the logits before the loss sees them",
+               mistake="pass the logits themselves to the loss: a detached copy with requires_grad_() starts a graph "
+                       "of its own, and the model's parameters get no gradient")
         with torch.no_grad():
             want = ref.binary_loss(logits, labels)
             mistakes = [
@@ -278,7 +286,8 @@ def check_binary_loss(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
                         where="look at which loss you use"),
             ]
             plain = got.detach()
-            if plain.shape == want.shape and want.numel() == 1 and not same_value(plain, want) and not any(
+            if plain.shape == want.shape and plain.dtype == want.dtype and want.numel() == 1 \
+                    and not same_value(plain, want) and not any(
                     m.explains(plain) for m in mistakes):
                 # one number against another: a ratio between them is no evidence of a constant factor
                 raise CheckError(f"{what} should be {want.item():.6g}, but yours is {plain.item():.6g}",
@@ -399,7 +408,7 @@ def _sgd(model: nn.Module) -> torch.optim.Optimizer:
 
 
 def _epoch_variant(zero_grad: bool = True, train_mode: bool = True, step: bool = True,
-                   plain_loss: bool = False) -> Callable[..., None]:
+                   plain_loss: bool = False, scale_by_size: bool = False, clip: float | None = None) -> Callable[..., None]:
     def run(model, loader, loss_fn, optimizer, device):
         if plain_loss:
             loss_fn = nn.functional.cross_entropy
@@ -410,10 +419,23 @@ def _epoch_variant(zero_grad: bool = True, train_mode: bool = True, step: bool =
             if zero_grad:
                 optimizer.zero_grad()
             loss = loss_fn(model(inputs), targets)
-            loss.backward()
+            (loss * len(targets) if scale_by_size else loss).backward()
+            if clip is not None:
+                nn.utils.clip_grad_norm_(model.parameters(), clip)
             if step:
                 optimizer.step()
     return run
+
+
+def _leftover_gradients(model: nn.Module, seed: int) -> list[bool]:
+    """Give every parameter a .grad of an earlier step, as a model handed over mid-training holds; returns a list
+    that records, as each gradient arrives in a backward pass, whether .grad still held values then."""
+    g = torch.Generator().manual_seed(seed)
+    arrivals: list[bool] = []
+    for p in model.parameters():
+        p.grad = torch.randn(p.shape, generator=g)
+        p.register_hook(lambda grad, p=p: arrivals.append(p.grad is not None and bool(p.grad.any())))
+    return arrivals
 
 
 class _Tag:
@@ -473,6 +495,7 @@ def _run_epoch(fn: Callable[..., Any], case: Case, *, dropout: bool, start_in_ev
         seen = _record_forward(model)
         loader, optimizer = _loader(case, host=True), _sgd(model)
         data = [t.clone() for t in loader.dataset.tensors]
+        arrivals = _leftover_gradients(model, case.seed)
         torch.manual_seed(10_000 + case.seed)
         # task: "each batch updates the parameters once through `optimizer`" and "Leave alone: the data, and the
         # caller's random streams except what dropout and the loader's shuffle draw" (and "may be left in training
@@ -483,6 +506,7 @@ def _run_epoch(fn: Callable[..., Any], case: Case, *, dropout: bool, start_in_ev
         _LAST_RNG[:] = [torch.get_rng_state()]
         _KEPT_GRAPHS[:] = [loss_fn.kept[0]]
         _LAST_PASSES[:] = [loader.passes]
+        _ADDED_TO_LEFTOVERS[:] = [any(arrivals)]
     name = getattr(fn, "__name__", "train_one_epoch")
     expect(all(torch.equal(a, b) for a, b in zip(data, loader.dataset.tensors)),
            f"{name} changed the data of the loader it was given (its dataset's tensors), which belong to the caller",
@@ -494,6 +518,7 @@ def _run_epoch(fn: Callable[..., Any], case: Case, *, dropout: bool, start_in_ev
 _LAST_RNG: list[torch.Tensor] = []
 _LAST_PASSES: list[int] = []  # how many passes the last _run_epoch's function made over its loader
 _KEPT_GRAPHS: list[bool] = []  # whether the last _run_epoch's function kept earlier batches' graphs alive
+_ADDED_TO_LEFTOVERS: list[bool] = []  # whether a backward of the last _run_epoch found .grad still holding values
 
 
 def _expect_rng_as_reference(got_rng: torch.Tensor, want_rng: torch.Tensor, what: str) -> None:
@@ -523,7 +548,7 @@ def check_train_one_epoch_updates(fn: Callable[..., float], inputs: Sequence[Cas
         expect(all(f.grad for f in seen),
                f"{what}: the forward pass ran without gradient tracking; training needs gradients",
                where="look at what surrounds the forward pass: a torch.no_grad() or inference_mode() block?")
-        got_rng, got_passes = _LAST_RNG[0], _LAST_PASSES[0]
+        got_rng, got_passes, leftovers = _LAST_RNG[0], _LAST_PASSES[0], _ADDED_TO_LEFTOVERS[0]
         _, want, want_seen = _run_epoch(ref.train_one_epoch, case, dropout=True, start_in_eval=True)
         ref_state = want
         _expect_rng_as_reference(got_rng, _LAST_RNG[0], what)
@@ -541,8 +566,26 @@ def check_train_one_epoch_updates(fn: Callable[..., float], inputs: Sequence[Cas
                     lambda: _run_epoch(_epoch_variant(plain_loss=True), case, dropout=True, start_in_eval=True)[1],
                     where="look at which function computes each batch's loss"),
         ]
+        mistakes += [
+            Mistake("each batch's loss was multiplied by its number of samples before backward, so every update is "
+                    "that many times too large: backward on the loss itself (the mean over the batch)",
+                    lambda: _run_epoch(_epoch_variant(scale_by_size=True), case, dropout=True, start_in_eval=True)[1],
+                    where="look at what you call backward() on"),
+            Mistake("the gradients were clipped (clip_grad_norm_) before each step; the task's epoch steps with the "
+                    "gradients as backward wrote them",
+                    matches=lambda got: any(same_value(got, _run_epoch(_epoch_variant(clip=c), case, dropout=True,
+                                                                       start_in_eval=True)[1]) for c in (1.0, 0.5, 5.0)),
+                    where="look at what happens to the gradients between backward() and step()"),
+        ]
         if not same_value(got, want):
             mistake = next((m for m in mistakes if m.explains(got)), None)
+            if mistake is None and leftovers:
+                raise CheckError(f"{what}: the model's parameters arrived holding gradients of an earlier step (.grad "
+                                 "not empty), and the first backward added this batch's gradients to them",
+                                 where="look at where in each batch you clear the gradients",
+                                 mistake="call optimizer.zero_grad() at the start of each batch, before backward: "
+                                         "cleared only after the step, the first update also uses whatever .grad held "
+                                         "when the epoch began")
             altered = next((i for i, (a, b) in enumerate(zip(seen, want_seen)) if a.inputs is not None
                             and b.inputs is not None and a.inputs.shape == b.inputs.shape
                             and not torch.equal(a.inputs.as_subclass(torch.Tensor), b.inputs.as_subclass(torch.Tensor))),

@@ -468,7 +468,8 @@ for lr in [1e-4, 0.05]:
 # loss (2 points).
 #
 # *Hint:* the check hands you a model with dropout that is still in evaluation
-# mode, and batches that fail loudly when they meet the model without being moved.
+# mode, whose parameters still hold the gradients of an earlier step, and batches
+# that fail loudly when they meet the model without being moved.
 
 # %% solution="ex_train_one_epoch"
 def train_one_epoch(

@@ -1497,3 +1497,62 @@ def fit_to_target_never_zeroed(predict, params, x, y, lr, target, max_steps):  #
 CASES += [
     Reject(checks.check_fit_to_target_edges, fit_to_target_never_zeroed, "so they are not its steps"),
 ]
+
+
+# ---------------------------------------------------------------- from a fourth learner tester
+
+
+def softplus_by_autograd_unguarded(x, grad_output):
+    # autograd inside backward, without enable_grad: autograd calls backward with recording off
+    leaf = x.detach().requires_grad_()
+    return torch.autograd.grad(torch.nn.functional.softplus(leaf), leaf, grad_outputs=grad_output)[0]
+
+
+def softplus_by_autograd_enabled(x, grad_output):
+    with torch.enable_grad():
+        leaf = x.detach().requires_grad_()
+        return torch.autograd.grad(torch.nn.functional.softplus(leaf), leaf, grad_outputs=grad_output)[0]
+
+
+def _fit(predict, params, x, y, lr, target, max_steps, loss_of=None, clear_after=False, rounded=False):
+    loss_of = loss_of or (lambda d: (d ** 2).mean())
+    for step in range(max_steps + 1):
+        loss = loss_of(predict(params, x) - y)
+        error = round(loss.item(), 3) if rounded else loss.item()
+        if error <= target:
+            return ((predict(params, x) - y) ** 2).mean().item()
+        if step == max_steps:
+            break
+        if not clear_after:
+            for p in params:
+                p.grad = None
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= lr * p.grad
+        if clear_after:
+            for p in params:
+                p.grad.zero_()
+    raise RuntimeError(f"{max_steps} steps did not reach {target}")
+
+
+def fit_sum_over_rows(predict, params, x, y, lr, target, max_steps):
+    # the mean written as sum / len(y): right only while y has one column
+    return _fit(predict, params, x, y, lr, target, max_steps, loss_of=lambda d: (d ** 2).sum() / len(y))
+
+
+def fit_clears_after_update(predict, params, x, y, lr, target, max_steps):
+    return _fit(predict, params, x, y, lr, target, max_steps, clear_after=True)
+
+
+def fit_rounded_error(predict, params, x, y, lr, target, max_steps):
+    return _fit(predict, params, x, y, lr, target, max_steps, rounded=True)
+
+
+CASES += [
+    Reject(checks.check_softplus_backward, softplus_by_autograd_unguarded, "called with gradient recording off"),
+    Accept(checks.check_softplus_backward, softplus_by_autograd_enabled),
+    Reject(checks.check_fit_to_target, fit_sum_over_rows, "you divided the summed squares by len(y)"),
+    Accept(checks.check_fit_to_target, fit_clears_after_update),  # the lesson's own recipe: clear after each update
+    Reject(checks.check_fit_to_target, fit_rounded_error, "is still above the target"),
+]

@@ -112,7 +112,7 @@ def predict_no_eval(model, images, device):
 
 
 def predict_cuda_method(model, images, device):
-    """Correct: .cuda() moves to the GPU the task's device names; the result copied back with .to(torch.device)."""
+    """Wrong: .cuda() ignores `device` (right only when the caller's device is the GPU); .to(torch.device) back."""
     model.cuda()
     model.train(False)
     with torch.no_grad():
@@ -1000,7 +1000,7 @@ CASES = [
     Reject(checks.check_predict_digits, predict_no_copy_back, "returns the right predictions, but on the device"),
     Reject(checks.check_predict_digits, predict_host_only, "the model computed them on the CPU, not on device"),
     Reject(checks.check_predict_digits, predict_no_eval, "(Dropout) in training mode"),
-    Accept(checks.check_predict_digits, predict_cuda_method),
+    Reject(checks.check_predict_digits, predict_cuda_method, "ignores the device argument: hard-coded cuda"),
 
     Accept(checks.check_small_cnn, ref.SmallCNN),
     Accept(checks.check_small_cnn, LazyCNN),
@@ -1023,7 +1023,7 @@ CASES = [
     Reject(checks.check_loss_from_table, table_int32, "but got Int"),
     Reject(checks.check_loss_from_table, table_not_shifted, "Target 10 is out of bounds"),
     Reject(checks.check_loss_from_table, table_clamped, "clamping moves label 10 onto class 9"),
-    Reject(checks.check_loss_from_table, table_modulo, "% 10 turns label 10 into class 0"),
+    Reject(checks.check_loss_from_table, table_modulo, "label 10 became class 0 and every other label kept its number"),
     Reject(checks.check_loss_from_table, table_detached, "backward() cannot follow"),
     Reject(checks.check_loss_from_table, table_in_place, "changed the tensor it was given as `label_column`"),
 
@@ -1303,4 +1303,127 @@ def predict_on_notebook_device(model, images, device):
 
 CASES += [
     Reject(checks.check_predict_digits, predict_on_notebook_device, "the notebook's DEVICE?"),
+]
+
+
+# From a fourth learner tester (lesson 09): the device argument, factories given device=, wrong causes named.
+def predict_hard_coded_cuda(model, images, device):
+    """Ignores `device`: .cuda() whatever the caller passes."""
+    model.cuda().eval()
+    with torch.no_grad():
+        return model(images.cuda()).argmax(dim=1).cpu()
+
+
+def predict_hard_coded_cuda_string(model, images, device):
+    """Ignores `device`: .to("cuda") whatever the caller passes."""
+    model.to("cuda")
+    model.eval()
+    with torch.no_grad():
+        logits = model(images.to("cuda"))
+    return logits.argmax(dim=1).cpu()
+
+
+def predict_as_tensor_device(model, images, device):
+    """Correct: the moved copy made by torch.as_tensor with device=."""
+    model.to(device).eval()
+    images = torch.as_tensor(images, device=device)
+    with torch.no_grad():
+        return model(images).argmax(dim=1).cpu()
+
+
+def predict_empty_like_copy(model, images, device):
+    """Correct: an empty tensor made on the device, then filled with copy_."""
+    model.to(device)
+    model.eval()
+    moved = torch.empty_like(images, device=device).copy_(images)
+    with torch.no_grad():
+        return model(moved).argmax(dim=1).to("cpu")
+
+
+def predict_images_follow_unmoved_model(model, images, device):
+    """The images go where the model's parameters are, but the model is never moved: all on the CPU."""
+    model.eval()
+    with torch.no_grad():
+        return model(images.to(next(model.parameters()).device)).argmax(dim=1).cpu()
+
+
+CASES += [
+    Reject(checks.check_predict_digits, predict_hard_coded_cuda, "ignores the device argument: hard-coded cuda"),
+    Reject(checks.check_predict_digits, predict_hard_coded_cuda_string, "ignores the device argument: hard-coded cuda"),
+    Accept(checks.check_predict_digits, predict_as_tensor_device),
+    Accept(checks.check_predict_digits, predict_empty_like_copy),
+    Reject(checks.check_predict_digits, predict_images_follow_unmoved_model,
+           "the model was never moved, and the images followed it"),
+]
+
+
+def table_where_ten_to_zero(logits, label_column):
+    """Maps label 10 to class 0 with torch.where and leaves the others unshifted."""
+    labels = label_column.squeeze(1).long()
+    return F.cross_entropy(logits, torch.where(labels == 10, 0, labels))
+
+
+CASES += [
+    Reject(checks.check_loss_from_table, table_where_ten_to_zero, "label 10 became class 0"),
+]
+
+
+def three_bugs_drop_last(model, train_set, test_set, epochs, lr):
+    """The three bugs fixed, but drop_last=True: each epoch's last, shorter batch is never trained on."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    history = []
+    model.train()
+    for _ in range(epochs):
+        for inputs, targets in DataLoader(train_set, batch_size=8, drop_last=True):
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            history.append(loss.item())
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for inputs, targets in DataLoader(test_set, batch_size=64):
+            correct += (model(inputs).argmax(dim=1) == targets).sum().item()
+    return history, correct / len(test_set)
+
+
+def fit_logs_loss_after_step(model, loader, epochs, lr):
+    """A correct step, then the loss recomputed under no_grad for logging: a second forward, after the update."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    model.train()
+    losses = []
+    for _ in range(epochs):
+        for inputs, targets in loader:
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            with torch.no_grad():
+                losses.append(F.cross_entropy(model(inputs), targets).item())
+    return losses
+
+
+def fit_step_before_backward(model, loader, epochs, lr):
+    """zero_grad moved into the loop, but step() before backward(): the weights change under the loss's graph."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    model.train()
+    losses = []
+    for _ in range(epochs):
+        optimizer.zero_grad()
+        for inputs, targets in loader:
+            loss = F.cross_entropy(model(inputs), targets)
+            optimizer.step()
+            loss.backward()
+            losses.append(loss.item())
+    return losses
+
+
+CASES += [
+    Reject(checks.check_train_and_evaluate, three_bugs_drop_last, "drop_last=True drops it"),
+    Reject(check_training, three_bugs_drop_last, "batches of 8 over 43 samples for 4 epochs take 24"),
+    Reject(check_history, three_bugs_drop_last, "drop_last=True drops it"),
+    Accept(check_evaluation, three_bugs_drop_last),
+    Reject(checks.check_fit, fit_logs_loss_after_step, "a second forward pass after step()"),
+    Reject(checks.check_fit, fit_step_before_backward, "optimizer.step() runs before loss.backward()"),
 ]

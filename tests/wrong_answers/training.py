@@ -994,7 +994,11 @@ ISSUE_18_CASES = [
     Reject(checks.check_fit_schedule, fit_without_zero_grad, "you forgot optimizer.zero_grad()"),
     *[Accept(check, answer) for check in (checks.check_train_one_epoch_updates, checks.check_train_one_epoch_loss,
                                            checks.check_train_one_epoch)
-      for answer in (epoch_model_zero_grad_and_keywords, epoch_zero_grad_at_end_with_print, epoch_float_of_loss)],
+      for answer in (epoch_model_zero_grad_and_keywords, epoch_float_of_loss)],
+    # gradients cleared only after the step: the first update adds the model's leftover gradients (a reversal of an
+    # earlier decision that accepted it, when no check handed over a model holding gradients)
+    Reject(checks.check_train_one_epoch_updates, epoch_zero_grad_at_end_with_print, "arrived holding gradients"),
+    Reject(checks.check_train_one_epoch_loss, epoch_zero_grad_at_end_with_print, "the parameter updates differ"),
     Reject(checks.check_train_one_epoch_updates, epoch_reseeds, "reseeded it"),
     Reject(checks.check_train_one_epoch_updates, epoch_extra_draw, "drew random numbers of its own"),
     Reject(checks.check_train_one_epoch_updates, epoch_shuffles_dataset_in_place, "changed"),
@@ -1450,4 +1454,59 @@ def evaluate_batch_means_over_samples(model, loader, loss_fn, device):
 CASES += [
     Reject(checks.check_accuracy, accuracy_over_numel, "you divided by logits.numel()"),
     Reject(checks.check_evaluate_values, evaluate_batch_means_over_samples, "the sizes were divided out twice"),
+]
+
+
+# ---------------------------------------------------------------- from a fourth learner tester
+
+
+def bce_detached_leaf(logits, labels):
+    # a loss of the right value on a copy of the logits: its graph never reaches the caller's
+    return nn.BCEWithLogitsLoss()(logits.detach().requires_grad_(), labels.float())
+
+
+def bce_log1p_exp(logits, labels):
+    # exact for moderate logits; exp overflows to inf past about 88 in float32
+    return (torch.log1p(torch.exp(logits)) - labels * logits).mean()
+
+
+def bce_float64(logits, labels):
+    return nn.functional.binary_cross_entropy_with_logits(logits.double(), labels.double())
+
+
+def epoch_loss_times_batch_size(model, loader, loss_fn, optimizer, device):
+    model.train()
+    total, count = 0.0, 0
+    for inputs, targets in loader:
+        inputs, targets = inputs.to(device), targets.to(device)
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        (loss * len(targets)).backward()
+        optimizer.step()
+        total += loss.item() * len(targets)
+        count += len(targets)
+    return total / count
+
+
+def epoch_clipped(model, loader, loss_fn, optimizer, device):
+    model.train()
+    total, count = 0.0, 0
+    for inputs, targets in loader:
+        inputs, targets = inputs.to(device), targets.to(device)
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        total += loss.item() * len(targets)
+        count += len(targets)
+    return total / count
+
+
+CASES += [
+    Reject(checks.check_binary_loss, bce_detached_leaf, "does not reach the logits it was given"),
+    Reject(checks.check_binary_loss, bce_log1p_exp, "the result is inf or nan"),
+    Reject(checks.check_binary_loss, bce_float64, "dtype"),
+    Reject(checks.check_train_one_epoch_updates, epoch_loss_times_batch_size, "multiplied by its number of samples"),
+    Reject(checks.check_train_one_epoch_updates, epoch_clipped, "the gradients were clipped"),
 ]
