@@ -567,7 +567,8 @@ def check_load_checkpoint_resume(fn: Callable[..., int], inputs: Sequence[Case] 
         expect(not (given and isinstance(given[-1], Mapping) and same_value(given[-1].get("last_epoch"), want_epoch)
                     and changed_after),
                f"{what}: the scheduler was restored (scheduler.load_state_dict with the saved state), and then "
-               f"changed: its {', '.join(changed_after)} differ from the saved one"
+               f"changed: its {', '.join(changed_after)} {'differs' if len(changed_after) == 1 else 'differ'} from the "
+               "saved state"
                + (f" (last_epoch is {got_epoch}, saved {want_epoch})" if "last_epoch" in changed_after else ""),
                where="look at what your function does to the scheduler after scheduler.load_state_dict",
                mistake="load_state_dict restores every part of the scheduler's state, last_epoch included: set "

@@ -545,9 +545,17 @@ def check_train_one_epoch_updates(fn: Callable[..., float], inputs: Sequence[Cas
                f"{what}: the model arrived in eval mode and its forward passes ran in eval mode: dropout stayed off "
                "while it trained", where="look at the model's mode before the first batch",
                mistake="you forgot model.train(): call it at the start of the epoch")
-        expect(all(f.grad for f in seen),
+        expect(any(f.grad for f in seen),
                f"{what}: the forward pass ran without gradient tracking; training needs gradients",
                where="look at what surrounds the forward pass: a torch.no_grad() or inference_mode() block?")
+        untracked = sum(not f.grad for f in seen)
+        expect(not untracked,
+               f"{what}: besides the forward passes that trained, your function ran {untracked} more without gradient "
+               "tracking",
+               where="look for a second model(...) call in your loop (a loss recomputed after the step, for a log?)",
+               mistake="each batch needs one forward pass, the one backward runs on: an extra one draws dropout "
+                       "masks of its own, so the later batches train with other masks, and a loss computed after "
+                       "the step is not the batch's training loss")
         got_rng, got_passes, leftovers = _LAST_RNG[0], _LAST_PASSES[0], _ADDED_TO_LEFTOVERS[0]
         _, want, want_seen = _run_epoch(ref.train_one_epoch, case, dropout=True, start_in_eval=True)
         ref_state = want

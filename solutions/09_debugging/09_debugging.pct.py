@@ -1128,21 +1128,21 @@ check.check_train_and_evaluate(train_and_evaluate)
 check.check_train_and_evaluate(train_and_evaluate, "training")
 ### BEGIN HIDDEN TESTS
 check.check_train_and_evaluate(train_and_evaluate, "training",
-                               inputs=[check.TrainCase(2, 64, 80, 3, 0.3), check.TrainCase(3, 32, 40, 6, 0.3)])
+                               inputs=[check.TrainCase(2, 64, 80, 3, 0.3), check.TrainCase(3, 35, 40, 6, 0.3)])
 ### END HIDDEN TESTS
 
 # %% graded="ex_three_bugs_evaluation_tests" points=2
 check.check_train_and_evaluate(train_and_evaluate, "evaluation")
 ### BEGIN HIDDEN TESTS
 check.check_train_and_evaluate(train_and_evaluate, "evaluation",
-                               inputs=[check.TrainCase(2, 64, 80, 3, 0.3), check.TrainCase(3, 32, 40, 6, 0.3)])
+                               inputs=[check.TrainCase(2, 64, 80, 3, 0.3), check.TrainCase(3, 35, 40, 6, 0.3)])
 ### END HIDDEN TESTS
 
 # %% graded="ex_three_bugs_history_tests" points=1
 check.check_train_and_evaluate(train_and_evaluate, "history")
 ### BEGIN HIDDEN TESTS
 check.check_train_and_evaluate(train_and_evaluate, "history",
-                               inputs=[check.TrainCase(2, 64, 80, 3, 0.3), check.TrainCase(3, 32, 40, 6, 0.3)])
+                               inputs=[check.TrainCase(2, 64, 80, 3, 0.3), check.TrainCase(3, 35, 40, 6, 0.3)])
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -1510,3 +1510,23 @@ CASES += [
     Reject(checks.check_train_one_epoch_updates, epoch_loss_times_batch_size, "multiplied by its number of samples"),
     Reject(checks.check_train_one_epoch_updates, epoch_clipped, "the gradients were clipped"),
 ]
+
+
+def epoch_logs_loss_after_step(model, loader, loss_fn, optimizer, device):
+    # a second forward under no_grad after the step, to log the loss
+    model.train()
+    total, count = 0.0, 0
+    for inputs, targets in loader:
+        inputs, targets = inputs.to(device), targets.to(device)
+        optimizer.zero_grad()
+        loss_fn(model(inputs), targets).backward()
+        optimizer.step()
+        with torch.no_grad():
+            total += loss_fn(model(inputs), targets).item() * len(targets)
+        count += len(targets)
+    return total / count
+
+
+CASES += [
+    Reject(checks.check_train_one_epoch_updates, epoch_logs_loss_after_step, "ran 3 more without gradient tracking"),
+]
