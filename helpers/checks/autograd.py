@@ -1257,6 +1257,13 @@ def check_fit_to_target_edges(fn: Callable, inputs: Sequence[tuple[str, tuple]] 
         symptom = (f"{what} returned {describe(got)}, but {max_steps} steps of gradient descent do not bring the "
                    f"error to {target:.4g} (it starts at {error:.6g}); expected a RuntimeError")
         if isinstance(got, float) and got <= target:  # it got there: by other steps than plain gradient descent's
+            beyond = _descend(predict, start, x, y, lr, max_steps + 1)
+            if _same_params(params, beyond[-1][0]):
+                raise CheckError(symptom + f"; your params are those after {max_steps + 1} updates",
+                                 where="look at the condition that lets your loop make one more update: when does it "
+                                       "give up?",
+                                 mistake=f"you made max_steps + 1 updates: the task allows at most max_steps "
+                                         f"({max_steps}), and then raises RuntimeError if the target is not met")
             raise CheckError(symptom, where="look at each update: plain gradient descent with lr, its gradients "
                                             "zeroed before each backward",
                              mistake="your steps reached the target where plain gradient descent does not, so they "
