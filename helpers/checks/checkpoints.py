@@ -34,7 +34,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from helpers.checks import (Allow, CheckError, call, describe, expect, passed, same_tensor, same_value,
                            substitute)
-from helpers.checks.devices import CUDA_LOAD_ERROR, save_as_on_device, storage_locations  # noqa: F401 - the lesson shows it
+from helpers.checks.devices import CUDA_LOAD_ERROR, playing_a_gpu_machine, save_as_on_device, storage_locations  # noqa: F401 - the lesson shows it
 from helpers.reference import checkpoints as ref
 
 N_FEATURES, N_CLASSES = 6, 3
@@ -1109,14 +1109,6 @@ def _names_a_gpu(location: Any) -> bool:
         return False
 
 
-@contextmanager
-def _playing_a_gpu_machine() -> Iterator[None]:
-    """While open, torch says a GPU is there (torch.cuda.is_available() is True, one device)."""
-    with mock.patch.object(torch.cuda, "is_available", return_value=True), \
-            mock.patch.object(torch.cuda, "device_count", return_value=1):
-        yield
-
-
 def _expect_cpu_on_a_gpu_machine(fn: Callable[[Path], dict], path: Path, what: str) -> None:
     """On a machine with a GPU, too, the map_location the learner passes must send the tensors to the CPU.
 
@@ -1124,7 +1116,7 @@ def _expect_cpu_on_a_gpu_machine(fn: Callable[[Path], dict], path: Path, what: s
     notebook sets it there), and torch.load's map_location is read from a spy, whether the load then works
     (a real GPU) or fails (no CUDA here).
     """
-    with substitute(fn, DEVICE=torch.device("cuda", 0)), _playing_a_gpu_machine(), \
+    with substitute(fn, DEVICE=torch.device("cuda", 0)), playing_a_gpu_machine(), \
             mock.patch.object(torch, "load", wraps=torch.load) as spy:
         try:
             call(fn, path)

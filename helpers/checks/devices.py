@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import types
+from unittest import mock
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -447,3 +448,12 @@ def save_as_on_device(path: str | Path, obj: Any, device: str = "cuda:0") -> Pat
         else:
             raise RuntimeError("save_as_on_device: torch.load without map_location should have failed here")
     return path
+
+
+@contextlib.contextmanager
+def playing_a_gpu_machine() -> Iterator[None]:
+    """While open, torch says a GPU is there (torch.cuda.is_available() is True, one device): code that picks its
+    device by asking shows what it would do on such a machine, where this grader may have none."""
+    with mock.patch.object(torch.cuda, "is_available", return_value=True), \
+            mock.patch.object(torch.cuda, "device_count", return_value=1):
+        yield

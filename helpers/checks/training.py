@@ -25,7 +25,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from helpers.checks import (Allow, CheckError, Mistake, call, describe, expect, expect_close, expect_tensor,
                            HostTensor, host_collate, modes, passed, same_value, substitute)
-from helpers.checks.devices import Placed, is_on_device, moved_to_cpu, outputs_on_device, unplaced
+from helpers.checks.devices import (Placed, is_on_device, moved_to_cpu, outputs_on_device, playing_a_gpu_machine,
+                                   unplaced)
 from helpers.reference import training as ref
 
 N_FEATURES, N_CLASSES = 6, 3
@@ -172,6 +173,7 @@ def check_to_class_targets(fn: Callable[[torch.Tensor], torch.Tensor], inputs: S
         torch.eye(3)[torch.tensor([1, 2, 0])],
         torch.eye(4)[torch.tensor([3, 0, 0, 2, 1])],
         torch.tensor([[0.1, 0.7, 0.2], [0.5, 0.3, 0.2], [0.2, 0.2, 0.6], [0.05, 0.9, 0.05]]),  # probability rows
+        torch.eye(5)[torch.tensor([4])],  # a batch of one: still a batch, shape [1]
     ]
     for one_hot in inputs:
         got = _call(fn, one_hot)
@@ -198,7 +200,9 @@ def check_to_class_targets(fn: Callable[[torch.Tensor], torch.Tensor], inputs: S
                     where="look at how you find each row's class: the position of its largest value"),
             Mistake("argmax without dim= indexes the flattened tensor: one number for the whole batch. Each row is "
                     "one sample, so use argmax(dim=1)",
-                    lambda: one_hot.argmax(), where="look at the arguments of argmax"),
+                    # (with one row it gives the right class, as a squeeze() does: the shape says which)
+                    matches=lambda t: len(one_hot) > 1 and same_value(t, one_hot.argmax()),
+                    where="look at the arguments of argmax"),
             Mistake("you took argmax over dim=0 (down the batch); each row is one sample, so use argmax(dim=1)",
                     lambda: one_hot.argmax(dim=0),
                     where="look at the dim= you reduce over"),
@@ -605,7 +609,7 @@ def check_train_one_epoch_updates(fn: Callable[..., float], inputs: Sequence[Cas
                                        "loader)) in your function",
                                  mistake="each pass over a shuffling loader draws a new order, so the pass that "
                                          "trained saw other batches than the epoch's first pass; go through the "
-                                         "loader once (len(loader.dataset) counts the samples without a pass)")
+                                         "loader once, and count the samples as the batches come (add len(targets) for each)")
             if mistake is None and altered is not None:
                 raise CheckError(f"{what}: after one epoch your parameters differ from the reference's: forward pass "
                                  f"{altered + 1} was given other values than the loader's batch",
@@ -1205,6 +1209,25 @@ def _moved_model(what: str, how: str) -> CheckError:
                               "images.to(next(model.parameters()).device)")
 
 
+def _expect_device_from_model(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor], case: Case, what: str) -> None:
+    """On a machine with a GPU (played: this grader may have none), a model on the CPU still gets its images on the
+    CPU: the device comes from the model, not from asking whether a GPU is there."""
+    with torch.random.fork_rng(devices=[]):
+        model = _model(case, dropout=True)
+    images = torch.randn(case.n, N_FEATURES, generator=torch.Generator().manual_seed(case.seed))
+    try:
+        with playing_a_gpu_machine(), torch.random.fork_rng(devices=[]):
+            _call(fn, model, images, allow=Allow(modes=True, global_rng=True))
+    except CheckError as error:
+        raise CheckError(f"{what}, on a machine with a GPU (torch.cuda.is_available() True; the check plays one) and "
+                         f"the model on the CPU: {error.symptom}",
+                         where="look at where your function gets the device from",
+                         mistake="you picked the device by asking whether a GPU is there, but the model may be on "
+                                 "another device (here the CPU): take the device from the model itself, "
+                                 "next(model.parameters()).device" if "cuda" in str(error.__cause__ or "").lower()
+                                 or "nvidia" in str(error.__cause__ or "").lower() else None) from error.__cause__
+
+
 def check_classify(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor], inputs: Sequence[Case] | None = None) -> None:
     """classify moves the images to the model's device (HostTensors fail if not), predicts in eval mode without
     gradients, and returns the classes."""
@@ -1238,6 +1261,8 @@ def check_classify(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor], inputs
         torch.set_rng_state(rng)
         if moved := moved_to_cpu(model):
             raise _moved_model(what, moved)
+        if case is inputs[0]:
+            _expect_device_from_model(fn, case, what)
         with torch.no_grad():
             want = reference(images).argmax(dim=1)
         expect(seen, f"{what}: the model was never called",
