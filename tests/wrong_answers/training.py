@@ -1549,3 +1549,23 @@ CASES += [
     Reject(checks.check_to_class_targets, targets_by_topk, "squeeze()"),
     Reject(checks.check_classify, classify_on_available_gpu, "take the device from the model itself"),
 ]
+
+
+def epoch_zero_grad_on_model_first(model, loader, loss_fn, optimizer, device):
+    # gradients cleared through the model, before each backward; the batch unpacked by a generator expression
+    model.train(True)
+    total, count = 0.0, 0
+    for batch in loader:
+        inputs, targets = (t.to(device) for t in batch)
+        model.zero_grad(set_to_none=False)
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        total += float(loss) * targets.shape[0]
+        count += targets.shape[0]
+    return total / count
+
+
+CASES += [Accept(check, epoch_zero_grad_on_model_first)
+          for check in (checks.check_train_one_epoch_updates, checks.check_train_one_epoch_loss,
+                        checks.check_train_one_epoch)]
