@@ -545,7 +545,13 @@ def check_train_one_epoch_updates(fn: Callable[..., float], inputs: Sequence[Cas
                where="look at your loop over the loader: does it run model(inputs) for every batch?")
         expect(not any(f.by_hand for f in seen), _by_hand_symptom(what, "train"), where=_WHERE_MODE,
                mistake=_by_hand(seen, "train"))
-        expect(all(f.training for f in seen),
+        in_eval = [i + 1 for i, f in enumerate(seen) if not f.training]
+        expect(not in_eval or len(in_eval) == len(seen),
+               f"{what}: the model arrived in eval mode, and forward pass(es) {in_eval[:5]} of {len(seen)} ran in eval "
+               "mode: dropout was off for them",
+               where="look at where in your function model.train() runs: before the first forward pass?",
+               mistake="model.train() must come before the first batch: call it once, at the start of the epoch")
+        expect(not in_eval,
                f"{what}: the model arrived in eval mode and its forward passes ran in eval mode: dropout stayed off "
                "while it trained", where="look at the model's mode before the first batch",
                mistake="you forgot model.train(): call it at the start of the epoch")

@@ -1569,3 +1569,23 @@ def epoch_zero_grad_on_model_first(model, loader, loss_fn, optimizer, device):
 CASES += [Accept(check, epoch_zero_grad_on_model_first)
           for check in (checks.check_train_one_epoch_updates, checks.check_train_one_epoch_loss,
                         checks.check_train_one_epoch)]
+
+
+def epoch_train_mode_at_end_of_loop(model, loader, loss_fn, optimizer, device):
+    # model.train() at the end of the loop body: the first batch trains in eval mode
+    total, count = 0.0, 0
+    for inputs, targets in loader:
+        inputs, targets = inputs.to(device), targets.to(device)
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * len(targets)
+        count += len(targets)
+        model.train()
+    return total / count
+
+
+CASES += [
+    Reject(checks.check_train_one_epoch_updates, epoch_train_mode_at_end_of_loop, "forward pass(es) [1] of"),
+]
