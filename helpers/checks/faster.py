@@ -1329,14 +1329,20 @@ def check_checkpointed_forward(fn: Callable[..., torch.Tensor], inputs: Sequence
                 expect(x.grad is not None, f"{what}: the input requires grad but got no gradient",
                        where="look for .detach() or a copy of the input before the first block")
                 expect_tensor(x.grad, want_x_grad, what=f"{what}: the input's gradient")
-            runs = [order.count(i) for i in range(len(blocks))]
-            once = [str(i) for i, n in enumerate(runs) if n < 2]
+            # recomputed: run again during backward (a block run twice in the forward pass is not)
+            once = [str(i) for i in range(len(blocks)) if i not in order[forward_runs:]]
+            twice_forward = forward_runs >= 2 * len(blocks)
             if len(once) == len(blocks):
-                raise CheckError(f"{what}: every block ran only once, so nothing was recomputed in backward and all "
-                                 "activations were stored as usual",
-                                 where="look at how each block is called in your loop",
-                                 mistake="wrap each block, x = checkpoint(block, x, use_reentrant=False)")
-            expect(not once, f"{what}: block(s) {', '.join(once)} ran only once (not checkpointed)",
+                raise CheckError(f"{what}: " + ("nothing was recomputed in backward: every block ran twice in the "
+                                                "forward pass, and the output you return comes from the plain "
+                                                "run, whose graph stores every activation" if twice_forward else
+                                                "every block ran only once, so nothing was recomputed in backward "
+                                                "and all activations were stored as usual"),
+                                 where="look at which tensor you return: the one your checkpointed loop built?"
+                                 if twice_forward else "look at how each block is called in your loop",
+                                 mistake="return the output of the checkpointed loop itself" if twice_forward else
+                                 "wrap each block, x = checkpoint(block, x, use_reentrant=False)")
+            expect(not once, f"{what}: block(s) {', '.join(once)} were not recomputed in backward (not checkpointed)",
                    where=f"look at how block(s) {', '.join(once)} are called",
                    mistake="wrap every block, x = checkpoint(block, x, use_reentrant=False)")
             _expect_one_block_per_checkpoint(order[forward_runs:], len(blocks), what)
