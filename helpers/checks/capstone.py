@@ -200,13 +200,17 @@ def _expect_random(fn: Callable) -> None:
                                      "some order (by source, by writer), so the validation part must be drawn at "
                                      "random (random_split, or a permutation from a seeded generator)")
         vals[seed] = frozenset(val)
-    if len(set(vals.values())) == 1:
-        seeds = " and ".join(map(str, RANDOMNESS_SEEDS))
+    same = next(((a, b) for i, a in enumerate(RANDOMNESS_SEEDS) for b in RANDOMNESS_SEEDS[i + 1:]
+                 if vals[a] == vals[b]), None)
+    if same is not None:
+        seeds = " and ".join(map(str, RANDOMNESS_SEEDS if len(set(vals.values())) == 1 else same))
         raise CheckError(f"make_validation_split(dataset of {n}, val_size={k}, seed=...) chose the same {k} validation "
                          f"items for seeds {seeds} (a random split does that with probability "
-                         f"{1 / math.comb(n, k) ** 2:.0e})",
+                         f"{1 / math.comb(n, k) ** (seeds.count(' and ')):.0e})",
                          where="look at where the seed argument is used",
-                         mistake="the split ignores its seed: seed the generator with the `seed` you are given")
+                         mistake="the split ignores its seed: seed the generator with the `seed` you are given"
+                         if len(set(vals.values())) == 1 else "different seeds must give different splits: seed the "
+                         "generator with the `seed` itself, not with a value computed from it that two seeds share")
 
 
 def _expect_no_repeats(what: str, train: list[int], val: list[int]) -> None:
@@ -661,8 +665,9 @@ def check_random_shift(fn: Callable, inputs: Sequence[ShiftCase] | None = None) 
 def _eval_model(seed: int) -> nn.Module:
     """A small classifier for [N, 1, 8, 8] whose training mode differs from its eval mode (batch norm, dropout)."""
     torch.manual_seed(seed)
-    model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Dropout(0.5),
-                          nn.Linear(4 * 6 * 6, 10))
+    # the head nested in a Sequential of its own: eval() reaches every module, setting the children's flags does not
+    model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(),
+                          nn.Sequential(nn.Dropout(0.5), nn.Linear(4 * 6 * 6, 10)))
     with torch.no_grad():
         for _ in range(3):  # running statistics of other data than the batches it will see
             model(torch.randn(32, 1, 8, 8) * 3 + 1)
@@ -835,8 +840,11 @@ def check_accuracy_on(fn: Callable, inputs: Sequence[tuple[int, int, int]] | Non
                              where="look at the mode the model is in when it predicts",
                              mistake="call model.eval() before predicting: batch norm and dropout behave differently "
                                      "in training mode")
-        changed = [k for k, v in model.state_dict().items() if k not in weights or not torch.equal(v, weights[k])]
-        expect(not changed, f"{what}: the model's {', '.join(changed[:3])} changed during the call",
+        changed = [k for k, v in model.state_dict().items() if k not in weights or v.dtype != weights[k].dtype
+                   or not torch.equal(v, weights[k])]
+        retyped = [k for k in changed if k in weights and model.state_dict()[k].dtype != weights[k].dtype]
+        expect(not changed, f"{what}: the model's {', '.join(changed[:3])} changed during the call"
+               + (f" (from {weights[retyped[0]].dtype} to {model.state_dict()[retyped[0]].dtype})" if retyped else ""),
                where="look for anything that writes into the model (an optimizer step, in-place updates)",
                mistake="the model belongs to the caller: measuring it must not change it")
         expect(not any(grad for grad, _ in seen),
