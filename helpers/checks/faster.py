@@ -45,7 +45,7 @@ from helpers.reference import faster as ref
 
 @contextlib.contextmanager
 def _patched_syncs(on_sync: Callable[[str, tuple, dict], None],
-                   cuda_available: bool | None = None) -> Iterator[_CurrentGpu]:
+                   cuda_available: bool | None = None, current_gpu: int = 0) -> Iterator[_CurrentGpu]:
     """While open, torch.cuda/mps/accelerator.synchronize call ``on_sync(kind, args, kwargs)`` instead.
 
     ``torch.cuda.device``, ``current_device`` and ``set_device`` are stand-ins too (a correct answer may select
@@ -53,6 +53,7 @@ def _patched_syncs(on_sync: Callable[[str, tuple, dict], None],
     """
     accelerator = "cuda" if cuda_available else "mps"
     current = _CurrentGpu()
+    current.index = current.initial = current_gpu  # the GPU the caller had selected before the call
 
     def spy(kind: str) -> Callable[..., None]:
         real = getattr(torch, kind).synchronize  # its parameters: the stand-in refuses what it refuses
@@ -87,7 +88,7 @@ class _CurrentGpu:
     """The current CUDA device of a stand-in machine with several GPUs (index 0 unless selected)."""
 
     def __init__(self) -> None:
-        self.index = 0
+        self.index = self.initial = 0
         self.set_by_learner = False
         self.refused: list[tuple[str, tuple, dict, Exception]] = []  # synchronize calls that raised, as the real ones
 
@@ -199,14 +200,17 @@ def check_synchronize(fn: Callable[[torch.device], None], inputs: Sequence[torch
     devices = inputs if inputs is not None else [torch.device("cpu"), torch.device("cuda"),
                                                  torch.device("cuda", 1), torch.device("mps")]
     # the CPU device also on a machine with CUDA: the device given decides, not what the machine has
-    runs = [(device, cuda) for device in devices
-            for cuda in ([False, True] if device.type == "cpu" else [device.type == "cuda"])]
-    for device, cuda_machine in runs:
+    # and a CUDA device without an index while the caller has selected GPU 1: it means the current GPU
+    runs = [(device, cuda, gpu) for device in devices
+            for cuda in ([False, True] if device.type == "cpu" else [device.type == "cuda"])
+            for gpu in ([0, 1] if device.type == "cuda" and device.index is None else [0])]
+    for device, cuda_machine, selected in runs:
         seen: list[tuple[str, tuple, dict]] = []
         what = f"synchronize({device!r})" + (" on a machine with CUDA" if device.type == "cpu" and cuda_machine
+                                              else f" while the caller has selected GPU {selected}" if selected
                                               else "")
         with _patched_syncs(lambda kind, args, kwargs: seen.append((kind, args, kwargs)),
-                            cuda_available=cuda_machine) as current:
+                            cuda_available=cuda_machine, current_gpu=selected) as current:
             try:
                 call(fn, device)
             except CheckError as error:  # a synchronize given the CPU device raises, as the real one does
@@ -216,9 +220,9 @@ def check_synchronize(fn: Callable[[torch.device], None], inputs: Sequence[torch
                 if not current.refused:
                     raise
                 _refused_sync(what, device, *current.refused[0])
-        if current.set_by_learner and current.index != 0:
+        if current.set_by_learner and current.index != current.initial:
             raise CheckError(f"{what} left GPU {current.index} selected (torch.cuda.set_device) for the rest of the "
-                             "program, which expects GPU 0 to stay the current one",
+                             f"program, which expects GPU {current.initial} to stay the current one",
                              where="look at torch.cuda.set_device: its choice outlives your function",
                              mistake="pass the device to torch.cuda.synchronize(device), or select it only inside "
                                      "a `with torch.cuda.device(device):` block, which restores the current GPU")
@@ -242,6 +246,15 @@ def check_synchronize(fn: Callable[[torch.device], None], inputs: Sequence[torch
                    where="look at what your function does when device.type == 'cuda'",
                    mistake="for a CUDA device call torch.cuda.synchronize(device), which waits until the GPU has "
                            "finished its queued work")
+            if device.index is None:
+                others = {i for i in (_sync_index(args, kwargs) for args, kwargs in cuda_calls)
+                          if isinstance(i, int) and i != current.initial}
+                expect(not others, f"{what} waited for GPU {min(others) if others else ''}, but a CUDA device "
+                       f"without an index means the current GPU (here GPU {current.initial})",
+                       where="look at the GPU index your function passes to synchronize",
+                       mistake="device.index is None for torch.device('cuda'), and `device.index or 0` (or a 0 "
+                               "written in) picks GPU 0 whatever GPU is current: pass the device itself, "
+                               "torch.cuda.synchronize(device), which waits for the current GPU when it has no index")
             if device.index is not None:
                 indices = {_sync_index(args, kwargs) for args, kwargs in cuda_calls}
                 called = "torch.accelerator" if all(kind == "accelerator" for kind in kinds) else "torch.cuda"

@@ -1222,7 +1222,7 @@ def fast_train_random_order(model, images, digits, val_images, val_digits, epoch
 CASES += [
     Accept(checks.check_synchronize, sync_select_then_current),
     Accept(checks.check_synchronize, sync_select_by_index),
-    Reject(checks.check_synchronize, sync_selects_gpu_zero, "not for GPU 1"),
+    Reject(checks.check_synchronize, sync_selects_gpu_zero, "waited for GPU 0, but a CUDA device without an index"),
     Reject(checks.check_synchronize, sync_sets_device, "left GPU 1 selected"),
     Reject(checks.check_scaled_learning_rate, lr_floor_of_product, "rounded base_lr * batch_size"),
     Reject(checks.check_accumulation_steps, accumulate_returns_first_loss, "the last micro-batch's loss only (not"),
@@ -1664,4 +1664,17 @@ def checkpoint_then_plain_output(blocks, inputs):
 
 CASES += [
     Reject(checks.check_checkpointed_forward, checkpoint_then_plain_output, "every block ran twice in the forward"),
+]
+
+
+def sync_index_or_zero(device):
+    # torch.device("cuda") has no index: `or 0` picks GPU 0, not the current GPU
+    if device.type == "cuda":
+        torch.cuda.synchronize(device.index or 0)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+CASES += [
+    Reject(checks.check_synchronize, sync_index_or_zero, "a CUDA device without an index means the current GPU"),
 ]
