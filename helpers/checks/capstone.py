@@ -949,6 +949,26 @@ def _expect_fresh_weights(fn: Callable, first: nn.Module, second: nn.Module) -> 
                where="look at where the initial weights come from",
                mistake="every call should start from fresh random weights, drawn from the global generator as the "
                        "caller left it: do not seed a generator inside build_model")
+        # a constant start (zeros, ones) is a design choice; the same random-looking values twice come from a seed
+        fixed = [name for (name, a), b in zip(first.named_parameters(), second.parameters())
+                 if a.shape == b.shape and a.numel() > 1 and torch.equal(a, b) and a.unique().numel() > 1]
+        expect(not fixed, f"{what} returned two models whose {', '.join(fixed[:3])} hold the same random-looking "
+               "values in two calls, with the global random generator in another state each time",
+               where=f"look at where the initial values of {fixed[0] if fixed else ''} come from",
+               mistake="a generator of your own seeded with a fixed number gives the same start on every call: "
+                       "draw from the global generator as the caller left it (the layers' own initialisation, or "
+                       "nn.init functions without a generator)")
+
+
+def _unregistered_layers(model: nn.Module) -> list[str]:
+    """The layers a module keeps in a plain list, tuple or dict attribute (where PyTorch does not register them)."""
+    found = []
+    for name, module in model.named_modules():
+        for attribute, value in vars(module).items():
+            items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+            if not attribute.startswith("_") and any(isinstance(item, nn.Module) for item in items):
+                found.append(f"{name + '.' if name else ''}{attribute}, a {type(value).__name__} of layers")
+    return found
 
 
 def check_build_model(fn: Callable, inputs: Sequence[int] | None = None) -> None:
@@ -971,6 +991,12 @@ def check_build_model(fn: Callable, inputs: Sequence[int] | None = None) -> None
         expect(any(True for _ in first.parameters()), f"{what}: the model has no parameters to train",
            where="look at how the layers are stored: as attributes of the module (self.x = nn.Linear(...)) or in "
                  "nn.Sequential / nn.ModuleList, not in a plain list")
+        hidden = _unregistered_layers(first)
+        expect(not hidden, f"{what}: the model keeps layers where PyTorch does not see them: {hidden[0] if hidden else None}",
+               where="look at how the layers are stored in __init__",
+               mistake="layers in a plain list, tuple or dict are not registered: their parameters are missing from "
+                       "model.parameters() (the optimizer never trains them) and .eval() or .to() never reach "
+                       "them. Use nn.ModuleList, nn.ModuleDict or nn.Sequential")
         _expect_fresh_weights(fn, first, second)
         g = torch.Generator().manual_seed(7)
         for n in sizes:
@@ -978,6 +1004,26 @@ def check_build_model(fn: Callable, inputs: Sequence[int] | None = None) -> None
             first.eval()
             out = _forward(first, x, what)
             _expect_logits(out, n, what)
+            with _KeptRandomState():
+                again = _forward(first, x, what)
+            expect(torch.equal(out, again), f"{what}: in eval mode, two calls on the same images gave different scores",
+                   where="look for randomness that eval mode does not switch off: F.dropout without "
+                         "training=self.training, torch.rand in forward",
+                   mistake="F.dropout(x, p) drops values in eval mode too unless given training=self.training; "
+                           "an nn.Dropout layer follows the model's mode itself")
+            if n > 1:
+                alone = _forward(first, x[:1], what)
+                expect(torch.allclose(alone[0], out[0], atol=1e-4, rtol=1e-3),
+                       f"{what}: in eval mode, an image's scores depend on the other images in its batch (the first "
+                       f"image alone scores {alone[0, :3].tolist()}..., in a batch of {n} {out[0, :3].tolist()}...)",
+                       where="look at forward: a layer created there (a new BatchNorm2d is in training mode, and uses "
+                             "each batch's statistics), or a statistic taken over the batch",
+                       mistake="create every layer in __init__, so that it is registered and model.eval() reaches it")
+            if n > 1 and bool((out >= 0).all()) and bool((out == 0).any()):
+                raise CheckError(f"{what}: no score is negative, and some are exactly 0: the scores are clipped at 0",
+                                 where="look at the model's last layer",
+                                 mistake="a ReLU after the last Linear layer clips the logits; CrossEntropyLoss wants "
+                                         "raw scores, negative ones included")
             if n > 1 and bool((out >= 0).all()) and torch.allclose(out.sum(dim=1), torch.ones(n), atol=1e-4):
                 raise CheckError(f"{what}: the scores of each image are positive and sum to 1 (probabilities), "
                                  "expected raw scores (logits)", where="look at the model's last layer",
@@ -1182,7 +1228,8 @@ class _OutsideReads(Subset):
     """
 
     def __init__(self, base: Dataset, allowed: Sequence[int]) -> None:
-        super().__init__(base, range(len(base)))
+        self.raw: list[str] = []  # the tensors of the whole dataset read directly (.data, .targets), by name
+        super().__init__(_RawReads(base, self.raw), range(len(base)))
         self.allowed, self.outside = set(allowed), 0
 
     def __getitem__(self, index: Any) -> Any:
@@ -1195,6 +1242,29 @@ class _OutsideReads(Subset):
 
     def _count(self, indices: Sequence[Any]) -> None:
         self.outside += sum(1 for i in indices if isinstance(i, int) and i not in self.allowed)
+
+
+class _RawReads(Dataset):
+    """A dataset up the chain of ``train_set.dataset``, noting in ``raw`` each tensor of it read directly (MNIST's
+    ``.data`` and ``.targets`` hold every digit, the grader's validation digits too). A dataset reached from it
+    (``.dataset`` again) is watched the same way; items read by index go through the watch above it."""
+
+    def __init__(self, base: Dataset, raw: list[str]) -> None:
+        self._base, self._raw = base, raw
+
+    def __len__(self) -> int:
+        return len(self._base)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._base[index]
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._base, name)
+        if isinstance(value, (torch.Tensor, np.ndarray)):
+            self._raw.append(name)
+        elif isinstance(value, Dataset):
+            return _RawReads(value, self._raw)
+        return value
 
 
 def _watched_training_set(train_set: Dataset) -> tuple[Dataset, _OutsideReads | None]:
@@ -1270,6 +1340,14 @@ def _train(fn: Callable, train_set: Dataset, budget_s: float, limit_s: float, th
         error = _training_files_read_error(name, watch.opened_training)
     elif parent is not None and parent.outside:
         error = _outside_reads_error(name, parent.outside)
+    elif parent is not None and parent.raw:
+        error = CheckError(f"{name} read train_set.dataset's .{parent.raw[0]} directly: the tensor of every digit of "
+                           "the dataset the training part was cut from, the digits the grader validates on too",
+                           where="look at every dataset your function reads: only train_set's own items (train_set[i], "
+                                 "or a DataLoader over train_set)",
+                           mistake="the rules allow the train_set you are given and nothing else: build your tensors "
+                                   "or your DataLoader from train_set itself, not from the .data or .targets of the "
+                                   "dataset it was cut from")
     if error is None and cpu_used > limit_s:
         error = CheckError(f"{name} used {cpu_used:.1f} s of CPU time, more than the time limit of {limit_s:.0f} s (the "
                            f"{budget_s:.0f} s budget plus {limit_s / budget_s - 1:.0%})",

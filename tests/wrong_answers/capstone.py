@@ -1176,3 +1176,97 @@ CASES += [
     Reject(checks.check_accuracy_on, accuracy_children_flags, "in training mode"),
     Reject(checks.check_accuracy_on, accuracy_in_float64, "(from torch.float32 to torch.float64)"),
 ]
+
+
+# From a fourth learner tester: the raw tensors of the dataset at the top of the chain, read directly
+def quick_reads_raw_tensors_of_parent(train_set, time_budget_s):
+    base = train_set
+    while not hasattr(base, "data"):
+        base = base.dataset
+    images = ((base.data[:8000].float() / 255.0 - 0.1307) / 0.3081).unsqueeze(1)
+    labels = torch.as_tensor(base.targets[:8000]).long()
+    return _linear(torch.utils.data.TensorDataset(images, labels))
+
+
+CASES += [
+    Reject(checks.check_build_and_train, quick_reads_raw_tensors_of_parent, "read train_set.dataset's .data directly"),
+]
+
+
+# From a fourth learner tester: build_model mistakes the contract's shapes did not show
+class _ListedLayers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = [nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten()]
+        self.head = nn.Linear(8, 10)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x)
+
+
+def model_layers_in_a_list():
+    return _ListedLayers()
+
+
+class _FunctionalDropout(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.head = nn.Linear(8, 10)
+
+    def forward(self, x):
+        return self.head(F.dropout(self.features(x), 0.3))
+
+
+def model_functional_dropout():
+    return _FunctionalDropout()
+
+
+class _NormMadeInForward(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 8, 3, padding=1, bias=False)
+        self.head = nn.Sequential(nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
+
+    def forward(self, x):
+        return self.head(nn.BatchNorm2d(8)(self.conv(x)))
+
+
+def model_norm_made_in_forward():
+    return _NormMadeInForward()
+
+
+def model_relu_at_the_end():
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(8, 10), nn.ReLU())
+
+
+def model_fixed_seed_init():
+    model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(8, 10))
+    g = torch.Generator().manual_seed(42)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.1)
+    return model
+
+
+def model_zero_init_head():
+    # a constant start for the last layer is a design choice, not a fixed seed
+    model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(8, 10))
+    nn.init.zeros_(model[-1].weight)
+    return model
+
+
+CASES += [
+    Reject(checks.check_build_model, model_layers_in_a_list, "layers, a list of layers"),
+    Reject(checks.check_build_model, model_functional_dropout, "two calls on the same images gave different scores"),
+    Reject(checks.check_build_model, model_norm_made_in_forward, "depend on the other images in its batch"),
+    Reject(checks.check_build_model, model_relu_at_the_end, "the scores are clipped at 0"),
+    Reject(checks.check_build_model, model_fixed_seed_init, "hold the same random-looking values"),
+    Accept(checks.check_build_model, model_zero_init_head),
+]
