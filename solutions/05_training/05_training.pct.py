@@ -159,6 +159,7 @@ check.check_to_class_targets(to_class_targets, inputs=[
     torch.eye(10)[torch.tensor([9, 3, 3, 0, 7, 1, 2, 8, 5, 4])],
     torch.softmax(torch.randn(6, 4, generator=g) * 3, dim=1),
     torch.eye(2)[torch.tensor([1, 0])],
+    torch.eye(3)[torch.tensor([2])],  # a batch of one
 ])
 ### END HIDDEN TESTS
 
