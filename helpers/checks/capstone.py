@@ -838,8 +838,8 @@ def check_accuracy_on(fn: Callable, inputs: Sequence[tuple[int, int, int]] | Non
                              f"({', '.join(kinds)}), and returned {got!r} "
                              f"where eval mode gives {expected!r}",
                              where="look at the mode the model is in when it predicts",
-                             mistake="call model.eval() before predicting: batch norm and dropout behave differently "
-                                     "in training mode")
+                             mistake="call model.eval() before predicting (with the parentheses: model.eval alone "
+                                     "does nothing): batch norm and dropout behave differently in training mode")
         changed = [k for k, v in model.state_dict().items() if k not in weights or v.dtype != weights[k].dtype
                    or not torch.equal(v, weights[k])]
         retyped = [k for k in changed if k in weights and model.state_dict()[k].dtype != weights[k].dtype]
