@@ -317,6 +317,15 @@ def test_a_missing_attribute_points_at_its_name_not_at_the_words_in_it():
     assert "has no attribute" in str(error) and "the name after the dot" in error.where, error.where
 
 
+def test_cudas_own_error_is_not_read_as_an_index_error():
+    def waits(device):
+        raise RuntimeError("Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and "
+                           "installed a driver from http://www.nvidia.com/Download/index.aspx")
+
+    error = rejects(waits, torch.device("cuda"))
+    assert "reached CUDA itself" in error.where, error.where
+
+
 def test_drawing_from_the_global_generator_is_a_mistake_only_when_randomness_was_given():
     def shuffles(order, generator=None):
         return torch.randperm(len(order)).tolist()  # ignores the generator it is given

@@ -335,7 +335,11 @@ def _invoke(fn: Callable[..., Any], args: tuple, kwargs: dict, tensors: dict[int
 
 # Where to look when the learner's code raised, by the words of the error; the default names the line.
 _WHERE_RAISED = (
-    # first: "mat1 and mat2 must have the same dtype" is about dtypes, though it names the matrices
+    # first: CUDA's own error on a machine without a GPU (its words hold a link to ".../index.aspx")
+    (("NVIDIA driver", "not compiled with CUDA"),
+     "look at the line that raised: it reached CUDA itself, and the machine that checks your code has no GPU. Use "
+     "the calls the task names: the check stands in for those"),
+    # "mat1 and mat2 must have the same dtype" is about dtypes, though it names the matrices
     (("same dtype", "scalar type"),
      "look at the line that raised and print the .dtype of each tensor on it: two of them do not go together"),
     (("shape", "size of tensor", "dimension", "mat1 and mat2", "expand", "broadcast"),
