@@ -104,8 +104,10 @@ __all__ = [
     "expect_tensor",
     "expect_type",
     "expect_value",
+    "GradientArrivals",
     "HostTensor",
     "host_collate",
+    "leftover_gradients",
     "modes",
     "passed",
     "same_tensor",
@@ -1692,6 +1694,44 @@ def backward_passes() -> Iterator[list[int]]:
 
     with mock.patch.object(torch.autograd, "_engine_run_backward", counted):
         yield runs
+
+
+class GradientArrivals:
+    """What each parameter's ``.grad`` held as its new gradient arrived in a backward pass, in arrival order.
+
+    The hook only copies ``.grad`` (a copy waits for nothing, so a check that counts host reads counts none); the
+    copies are read afterwards, by :meth:`kinds`, outside whatever the check watches during the call."""
+
+    def __init__(self) -> None:
+        self.held: list[torch.Tensor | None] = []
+
+    def kinds(self) -> list[str]:
+        """For each arrival: "none" (.grad was None), "zeros" (cleared to zeros) or "values" (leftovers that the new
+        gradient is added to)."""
+        return ["none" if grad is None else "values" if bool(grad.any()) else "zeros" for grad in self.held]
+
+    def added_to_leftovers(self) -> bool:
+        """Whether some gradient arrived while .grad still held values."""
+        return "values" in self.kinds()
+
+
+def leftover_gradients(model: torch.nn.Module, seed: int) -> GradientArrivals:
+    """Give every parameter a ``.grad`` from an earlier step, as a model handed over mid-training holds (random
+    values from a generator of its own seeded with ``seed``, the caller's streams untouched), and record what
+    ``.grad`` held each time a gradient arrived afterwards. A step that clears the gradients before backward finds
+    "none" or "zeros"; one that forgets finds "values", and its backward adds to them."""
+    generator = torch.Generator().manual_seed(seed)
+    arrivals = GradientArrivals()
+
+    def record(p: torch.Tensor) -> Callable[[torch.Tensor], None]:
+        def hook(_: torch.Tensor) -> None:
+            arrivals.held.append(None if p.grad is None else p.grad.detach().clone())
+        return hook
+
+    for p in model.parameters():
+        p.grad = torch.randn(p.shape, generator=generator)
+        p.register_hook(record(p))
+    return arrivals
 
 
 def runs_here(fn: Any) -> bool:

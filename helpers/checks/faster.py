@@ -37,7 +37,7 @@ from torch import nn
 from torch.utils.checkpoint import CheckpointError
 
 from helpers.checks import WHERE_VALUES, Allow, CheckError, Mistake, backward_passes, call, describe, expect, expect_close, \
-    expect_tensor, passed, runs_here, substitute
+    expect_tensor, leftover_gradients, passed, runs_here, substitute
 from helpers.reference import faster as ref
 
 # ---------------------------------------------------------------- synchronize
@@ -691,15 +691,6 @@ def _count_steps(optimizer: torch.optim.Optimizer) -> list[int]:
 # ---------------------------------------------------------------- gradient accumulation
 
 
-def _stale(model: nn.Module, seed: int) -> list[torch.Tensor]:
-    """Leftover gradients, as an earlier backward without zero_grad would leave them."""
-    g = torch.Generator().manual_seed(900 + seed)
-    grads = [torch.randn(p.shape, generator=g) for p in model.parameters()]
-    for p, grad in zip(model.parameters(), grads):
-        p.grad = grad.clone()
-    return grads
-
-
 class AccumulationRun(NamedTuple):
     """One accumulated step: what it returned and what the check saw."""
 
@@ -728,7 +719,7 @@ def _accumulation_run(step: Callable[..., Any], case: StepCase, stale: bool = Tr
 
         model.register_forward_pre_hook(note)
         if stale:
-            _stale(model, case.seed)
+            leftover_gradients(model, 900 + case.seed)  # an earlier step's gradients, as a model mid-training holds
         micro = _batches(case)
 
         def loss_fn(*args: Any, **kwargs: Any) -> torch.Tensor:  # cross_entropy, counted
@@ -1036,21 +1027,6 @@ class AmpRun(NamedTuple):
     cleared_at_step: list[bool]  # for each optimizer step: was every .grad None or zeros when it began?
 
 
-def _record_arrivals(model: nn.Module) -> list[str]:
-    """As each parameter's gradient arrives in backward: was its .grad None, zeros, or values (leftovers)?"""
-    arrivals: list[str] = []
-
-    def record(p: torch.Tensor) -> Callable[[torch.Tensor], None]:
-        def hook(_: torch.Tensor) -> None:
-            with _uncounted():  # the check's own read, inside the learner's backward
-                arrivals.append("none" if p.grad is None else "zeros" if not p.grad.any() else "values")
-        return hook
-
-    for p in model.parameters():
-        p.register_hook(record(p))
-    return arrivals
-
-
 def _amp_run(fn: Callable[..., float], case: AmpCase, factor: float) -> AmpRun:
     with torch.random.fork_rng(devices=[]):
         model, spy = _amp_model(case.seed)
@@ -1060,8 +1036,7 @@ def _amp_run(fn: Callable[..., float], case: AmpCase, factor: float) -> AmpRun:
         cleared_at_step: list[bool] = []
         optimizer.register_step_pre_hook(lambda opt, args, kwargs: cleared_at_step.append(all(
             p.grad is None or not bool(p.grad.any()) for group in opt.param_groups for p in group["params"])))
-        _stale(model, case.seed)  # an earlier step's gradients, which this step must not add to
-        arrivals = _record_arrivals(model)
+        arrivals = leftover_gradients(model, 900 + case.seed)  # an earlier step's, which this one must not add to
         under_autocast: list[bool] = []
 
         def loss_fn(*args: Any, **kwargs: Any) -> torch.Tensor:  # cross_entropy, watched
@@ -1087,7 +1062,7 @@ def _amp_run(fn: Callable[..., float], case: AmpCase, factor: float) -> AmpRun:
                                  "yourself, while the model's weights stay float32. Leave the inputs as they are: "
                                  "torch.autocast casts inside each operation that gains from it") from error.__cause__
         return AmpRun(result, _params(model), before, spy, scaler, steps[0], [str(w.message) for w in caught],
-                      under_autocast, arrivals, cleared_at_step)
+                      under_autocast, arrivals.kinds(), cleared_at_step)
 
 
 def _expect_fresh_gradients(arrivals: list[str], what: str, clear: str, cleared_at_step: Sequence[bool] = ()) -> None:
@@ -1411,18 +1386,6 @@ class SyncRead(NamedTuple):
     made_by: str = ""  # the autograd node that made the tensor read (NllLossBackward0: a loss itself, not a total)
 
 
-_CHECK_READING = [0]  # > 0 while the check itself reads a tensor inside the learner's call (a hook): not counted
-
-
-@contextlib.contextmanager
-def _uncounted() -> Iterator[None]:
-    _CHECK_READING[0] += 1
-    try:
-        yield
-    finally:
-        _CHECK_READING[0] -= 1
-
-
 @contextlib.contextmanager
 def _counting_syncs(losses_so_far: Callable[[], int] = lambda: 0) -> Iterator[list[SyncRead]]:
     """While open, every call of Tensor.item/cpu/tolist/numpy/float()/int() and every print or format is recorded.
@@ -1438,7 +1401,7 @@ def _counting_syncs(losses_so_far: Callable[[], int] = lambda: 0) -> Iterator[li
         original = getattr(torch.Tensor, name)
 
         def method(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            if depth[0] == 0 and not _CHECK_READING[0] and not any(self is copy for copy in on_host):
+            if depth[0] == 0 and not any(self is copy for copy in on_host):
                 seen.append(SyncRead(_SYNC_METHODS[name], self.requires_grad, losses_so_far(),
                                      type(self.grad_fn).__name__ if self.grad_fn is not None else ""))
             depth[0] += 1
@@ -1480,8 +1443,8 @@ def _epoch_run(fn: Callable[..., float], case: StepCase, learner: bool = True) -
     with torch.random.fork_rng(devices=[]):
         model = _model(case.seed)
         optimizer = torch.optim.SGD(model.parameters(), lr=LR)
-        _stale(model, case.seed)  # gradients from before the call: a correct epoch clears them before backward
-        arrivals = _record_arrivals(model)
+        # gradients from before the call: a correct epoch clears them before backward
+        arrivals = leftover_gradients(model, 900 + case.seed)
         batches = _batches(case)
         inputs, targets = batches[-1]  # a smaller last batch: the mean per batch and per sample then differ
         batches[-1] = (inputs[:_last_smaller(case)].clone(), targets[:_last_smaller(case)].clone())
@@ -1498,7 +1461,7 @@ def _epoch_run(fn: Callable[..., float], case: StepCase, learner: bool = True) -
             # task: "trains on every (inputs, targets) in batches"
             result = call(fn, model, optimizer, loss_fn, batches, allow=Allow(changed=(model, optimizer))) \
                 if learner else fn(model, optimizer, loss_fn, batches)
-        return EpochRun(result, _params(model), syncs, arrivals, len(list(model.parameters())), losses,
+        return EpochRun(result, _params(model), syncs, arrivals.kinds(), len(list(model.parameters())), losses,
                         [len(x) for x, _ in batches], empty_cache.call_count)
 
 

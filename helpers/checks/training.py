@@ -24,7 +24,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from helpers.checks import (Allow, CheckError, Mistake, call, describe, expect, expect_close, expect_tensor,
-                           HostTensor, host_collate, modes, passed, same_value, substitute)
+                           HostTensor, host_collate, leftover_gradients, modes, passed, same_value, substitute)
 from helpers.checks.devices import (Placed, is_on_device, moved_to_cpu, outputs_on_device, playing_a_gpu_machine,
                                    unplaced)
 from helpers.reference import training as ref
@@ -431,17 +431,6 @@ def _epoch_variant(zero_grad: bool = True, train_mode: bool = True, step: bool =
     return run
 
 
-def _leftover_gradients(model: nn.Module, seed: int) -> list[bool]:
-    """Give every parameter a .grad of an earlier step, as a model handed over mid-training holds; returns a list
-    that records, as each gradient arrives in a backward pass, whether .grad still held values then."""
-    g = torch.Generator().manual_seed(seed)
-    arrivals: list[bool] = []
-    for p in model.parameters():
-        p.grad = torch.randn(p.shape, generator=g)
-        p.register_hook(lambda grad, p=p: arrivals.append(p.grad is not None and bool(p.grad.any())))
-    return arrivals
-
-
 class _Tag:
     """A marker an autograd node holds on to: its weak reference dies when the node (and its graph) is freed."""
 
@@ -499,7 +488,7 @@ def _run_epoch(fn: Callable[..., Any], case: Case, *, dropout: bool, start_in_ev
         seen = _record_forward(model)
         loader, optimizer = _loader(case, host=True), _sgd(model)
         data = [t.clone() for t in loader.dataset.tensors]
-        arrivals = _leftover_gradients(model, case.seed)
+        arrivals = leftover_gradients(model, case.seed)  # a model handed over mid-training
         torch.manual_seed(10_000 + case.seed)
         # task: "each batch updates the parameters once through `optimizer`" and "Leave alone: the data, and the
         # caller's random streams except what dropout and the loader's shuffle draw" (and "may be left in training
@@ -510,7 +499,7 @@ def _run_epoch(fn: Callable[..., Any], case: Case, *, dropout: bool, start_in_ev
         _LAST_RNG[:] = [torch.get_rng_state()]
         _KEPT_GRAPHS[:] = [loss_fn.kept[0]]
         _LAST_PASSES[:] = [loader.passes]
-        _ADDED_TO_LEFTOVERS[:] = [any(arrivals)]
+        _ADDED_TO_LEFTOVERS[:] = [arrivals.added_to_leftovers()]
     name = getattr(fn, "__name__", "train_one_epoch")
     expect(all(torch.equal(a, b) for a, b in zip(data, loader.dataset.tensors)),
            f"{name} changed the data of the loader it was given (its dataset's tensors), which belong to the caller",
