@@ -48,8 +48,10 @@ class MemoryWatch:
     a forked worker costs only the pages it changed, a fresh interpreter everything it loaded.
     """
 
-    def __init__(self, pid: int, every_s: float = 0.2, include_root: bool = True) -> None:
+    def __init__(self, pid: int, every_s: float = 0.2, include_root: bool = True, ignore: frozenset[int] = frozenset()
+                 ) -> None:
         self.root, self.every_s, self.include_root = psutil.Process(pid), every_s, include_root
+        self.ignore = ignore  # processes not measured, with everything they start
         self.peak = self.recent_peak = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -63,6 +65,8 @@ class MemoryWatch:
                 return
             for process in processes:
                 try:
+                    if self.ignore and {process.pid, *(parent.pid for parent in process.parents())} & self.ignore:
+                        continue
                     total += process.memory_full_info().pss
                 except psutil.Error:  # it ended between the listing and the reading
                     pass
@@ -85,7 +89,9 @@ def run_one(path: Path) -> dict:
     for when ``execute`` returns, and it waited for its own processes (lesson 08's), so they count too.
     """
     start, before = time.perf_counter(), _children_cpu()
-    with MemoryWatch(os.getpid(), include_root=False) as memory:
+    # processes this one had started before (a test run's servers and kernels) are not the notebook's
+    earlier = frozenset(p.pid for p in psutil.Process().children(recursive=True))
+    with MemoryWatch(os.getpid(), include_root=False, ignore=earlier) as memory:
         execute(nbformat.read(path, as_version=4), path.parent)
     return {"seconds": time.perf_counter() - start, "cpu_seconds": _children_cpu() - before,
             "peak_bytes": memory.peak}
