@@ -386,7 +386,7 @@ def check_stack_dataset(fn: Callable, inputs: Sequence[tuple[int, ...]] | None =
     An input ``(n, seed)`` is a dataset of n digits; ``(n, seed, "part")`` is n digits picked in a shuffled order
     from a dataset twice as large (a Subset, as make_validation_split returns).
     """
-    inputs = inputs or [(1030, 0), (7, 1), (300, 2, "part")]
+    inputs = inputs or [(4099, 0), (7, 1), (300, 2, "part")]
     for n, seed, *kind in inputs:
         dataset = _ShuffledPart(n, seed) if kind == ["part"] else DigitImages(n, seed)
         images, labels = ref.stack_dataset(dataset)

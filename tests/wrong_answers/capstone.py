@@ -141,7 +141,7 @@ def stack_small_batches(dataset):
 
 
 def stack_full_batches_only(dataset):
-    """Drops the last, shorter batch (drop_last=True): 1000 of 1030 items."""
+    """Drops the last, shorter batch (drop_last=True): 4000 of 4099 items."""
     batches = list(DataLoader(dataset, batch_size=100, drop_last=True))
     return torch.cat([x for x, _ in batches]), torch.cat([y for _, y in batches])
 
@@ -1269,4 +1269,14 @@ CASES += [
     Reject(checks.check_build_model, model_relu_at_the_end, "the scores are clipped at 0"),
     Reject(checks.check_build_model, model_fixed_seed_init, "hold the same random-looking values"),
     Accept(checks.check_build_model, model_zero_init_head),
+]
+
+
+def stack_first_big_batch(dataset):
+    """One batch of 4096 taken as the whole dataset: right for any dataset up to 4096 items."""
+    return next(iter(DataLoader(dataset, batch_size=4096)))
+
+
+CASES += [
+    Reject(checks.check_stack_dataset, stack_first_big_batch, "hold the first 4096 of the 4099 items"),
 ]
