@@ -30,6 +30,9 @@ X = torch.tensor([[1.0, -2.0, 3.0], [0.5, 4.0, -1.0]])
     (torch.tensor([1.0, 0.0]), torch.tensor([1, 0]), torch.tensor([1, -2]), "turned it into floats"),
     ((X * 1.3).long(), X * 1.3, None, "truncated by a conversion to an integer type"),
     (torch.tensor([1.0, float("nan")]), torch.tensor([1.0, 1.0]), torch.tensor([0.0, 800.0]), "overflows"),
+    (X.softmax(1), X, None, "the softmax of the expected ones along dim 1"),
+    (X.log_softmax(0), X, None, "the log-softmax of the expected ones along dim 0"),
+    (X.sigmoid(), X, None, "the sigmoid of the expected ones"),
 ])
 def test_expect_tensor_names_the_relation(got, expected, given, message):
     with pytest.raises(CheckError) as error:
@@ -48,6 +51,13 @@ def test_one_element_shows_no_factor_and_no_offset(got, expected):
     assert "times the expected" not in str(error.value) and "off by the same amount" not in str(error.value)
     if got.item() == 97.0:
         assert "rounded down (floor)" in str(error.value), str(error.value)
+
+
+def test_values_that_only_resemble_an_activation_are_not_called_one():
+    scores = X.softmax(1)
+    with pytest.raises(CheckError) as error:  # probabilities, but of other scores
+        expect_tensor(scores, (X + torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])), what="f(x)")
+    assert "softmax" not in str(error.value) and "sigmoid" not in str(error.value), str(error.value)
 
 
 def test_positions_where_values_were_expected_are_named():

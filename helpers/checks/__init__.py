@@ -836,6 +836,19 @@ def _diagnose_values(got: torch.Tensor, expected: torch.Tensor, given: torch.Ten
     # transposed (square matrices, or the last two dimensions of a batch)
     if got.dim() >= 2 and got.shape[-1] == got.shape[-2] and _close(got, expected.transpose(-1, -2), atol, rtol):
         return "your result is the transpose of the expected one (rows and columns swapped)"
+    # an activation applied on top of the expected values: probabilities (or log-probabilities) where raw scores
+    # are wanted. The relation is exact, so it is stated; "scores" is the usual reason, so it is a question.
+    if expected.is_floating_point() and got.dim() >= 1:
+        for d in range(got.dim()):
+            if got.shape[d] < 2:
+                continue
+            for name, op in (("softmax", torch.softmax), ("log-softmax", torch.log_softmax)):
+                if _close(got, op(e, dim=d), atol, rtol):
+                    return (f"your values are the {name} of the expected ones along dim {d}: a {name} where raw "
+                            "scores (logits) are wanted? CrossEntropyLoss applies log-softmax itself")
+        if _close(got, torch.sigmoid(e), atol, rtol):
+            return ("your values are the sigmoid of the expected ones: a sigmoid where raw scores (logits) are "
+                    "wanted? BCEWithLogitsLoss applies it itself")
     # the right values, in the wrong place
     for d in range(got.dim()):
         if got.shape[d] < 2:

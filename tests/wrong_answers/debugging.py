@@ -1427,3 +1427,21 @@ CASES += [
     Reject(checks.check_fit, fit_logs_loss_after_step, "a second forward pass after step()"),
     Reject(checks.check_fit, fit_step_before_backward, "optimizer.step() runs before loss.backward()"),
 ]
+
+
+class SoftmaxOutputCNN(ref.SmallCNN):
+    """Ends with a softmax: probabilities where the designed network gives logits."""
+
+    def forward(self, images):
+        return torch.softmax(self.classifier(self.features(images).flatten(1)), dim=1)
+
+
+class LogSoftmaxOutputCNN(ref.SmallCNN):
+    def forward(self, images):
+        return nn.functional.log_softmax(super().forward(images), dim=-1)
+
+
+CASES += [
+    Reject(checks.check_small_cnn, SoftmaxOutputCNN, "your values are the softmax of the expected ones along dim 1"),
+    Reject(checks.check_small_cnn, LogSoftmaxOutputCNN, "the log-softmax of the expected ones along dim 1"),
+]
