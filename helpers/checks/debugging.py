@@ -1491,12 +1491,14 @@ def _three_bug_run(fn: Callable[..., Any], case: TrainCase) -> _Run:
 
 def _training_cause(got: _Run, want: _Run, case: TrainCase) -> tuple[str, str | None]:
     """Where to look and the named mistake for a training whose weights differ, from the evidence of the run."""
-    softmax = _three_bug_run(_softmax_training, case)
-    if same_value(_parameters(got.model), _parameters(softmax.model)):  # it trains exactly as with softmax
-        return ("the loss does not get low: compare what the training step feeds into cross_entropy with what "
-                "cross_entropy expects",
-                "cross_entropy applies log-softmax itself and wants raw logits; softmax before it squashes them, so "
-                "the loss cannot go low and the gradients are tiny. Pass the model's output to it directly")
+    for dim in (1, 0):  # the given program's softmax, or one moved to the other dim (across the batch)
+        softmax = _three_bug_run(_training_on_probabilities(F.cross_entropy, dim), case)
+        if same_value(_parameters(got.model), _parameters(softmax.model)):  # it trains exactly as with softmax
+            return ("the loss does not get low: compare what the training step feeds into cross_entropy with what "
+                    "cross_entropy expects",
+                    "cross_entropy applies log-softmax itself and wants raw logits; softmax before it squashes them"
+                    f"{' (here over dim 0, across the batch)' if dim == 0 else ''}, so the loss cannot go low and the "
+                    "gradients are tiny. Pass the model's output to it directly, with no softmax")
     if _same_training(got, _three_bug_run(_summed_training, case)):  # it trains exactly as with summed losses
         return ("the steps are too large: look at how cross_entropy combines the losses of a batch's samples",
                 "the loss is summed over each batch of 8 instead of averaged (reduction='sum'), so every step is 8 "
@@ -1558,9 +1560,10 @@ def _same_training(a: _Run, b: _Run) -> bool:
     return same_value(_parameters(a.model), _parameters(b.model))
 
 
-def _training_on_probabilities(loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Callable[..., None]:
-    """The training part, the rest fixed, with ``loss`` applied to softmax probabilities: the given program's
-    (cross_entropy) or a wrong fix of it (nll_loss)."""
+def _training_on_probabilities(loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], dim: int = 1
+                               ) -> Callable[..., None]:
+    """The training part, the rest fixed, with ``loss`` applied to softmax probabilities over ``dim``: the given
+    program's (cross_entropy) or a wrong fix of it (nll_loss, or the softmax moved to dim 0)."""
 
     def train(model: nn.Module, train_set: Dataset, test_set: Dataset, epochs: int, lr: float) -> None:
         optimizer = torch.optim.SGD(model.parameters(), lr=lr)
@@ -1568,7 +1571,7 @@ def _training_on_probabilities(loss: Callable[[torch.Tensor, torch.Tensor], torc
         for _ in range(epochs):
             for inputs, targets in DataLoader(train_set, batch_size=8):
                 optimizer.zero_grad()
-                loss(model(inputs).softmax(dim=1), targets).backward()
+                loss(model(inputs).softmax(dim=dim), targets).backward()
                 optimizer.step()
 
     return train
@@ -1585,7 +1588,6 @@ def _summed_training(model: nn.Module, train_set: Dataset, test_set: Dataset, ep
             optimizer.step()
 
 
-_softmax_training = _training_on_probabilities(F.cross_entropy)
 _probability_nll_training = _training_on_probabilities(F.nll_loss)
 
 

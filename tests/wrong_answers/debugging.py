@@ -1445,3 +1445,28 @@ CASES += [
     Reject(checks.check_small_cnn, SoftmaxOutputCNN, "your values are the softmax of the expected ones along dim 1"),
     Reject(checks.check_small_cnn, LogSoftmaxOutputCNN, "the log-softmax of the expected ones along dim 1"),
 ]
+
+
+def three_bugs_softmax_over_batch(model, train_set, test_set, epochs, lr):
+    """The other fixes made, but the softmax kept and moved to dim 0 (across the batch's samples)."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    history = []
+    model.train()
+    for _ in range(epochs):
+        for inputs, targets in DataLoader(train_set, batch_size=8):
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(inputs).softmax(dim=0), targets)
+            loss.backward()
+            optimizer.step()
+            history.append(loss.item())
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for inputs, targets in DataLoader(test_set, batch_size=64):
+            correct += (model(inputs).argmax(dim=1) == targets).sum().item()
+    return history, correct / len(test_set)
+
+
+CASES += [
+    Reject(check_training, three_bugs_softmax_over_batch, "softmax before it squashes them (here over dim 0, across"),
+]
