@@ -33,6 +33,7 @@ X = torch.tensor([[1.0, -2.0, 3.0], [0.5, 4.0, -1.0]])
     (X.softmax(1), X, None, "the softmax of the expected ones along dim 1"),
     (X.log_softmax(0), X, None, "the log-softmax of the expected ones along dim 0"),
     (X.sigmoid(), X, None, "the sigmoid of the expected ones"),
+    ((X - 0.5) / 2, X, None, "the expected one times 0.5, plus -0.25: a scale and a shift"),
 ])
 def test_expect_tensor_names_the_relation(got, expected, given, message):
     with pytest.raises(CheckError) as error:
@@ -51,6 +52,15 @@ def test_one_element_shows_no_factor_and_no_offset(got, expected):
     assert "times the expected" not in str(error.value) and "off by the same amount" not in str(error.value)
     if got.item() == 97.0:
         assert "rounded down (floor)" in str(error.value), str(error.value)
+
+
+def test_where_to_look_offers_the_example_only_when_one_is_shown():
+    with pytest.raises(CheckError) as small:
+        expect_tensor(X.exp(), X, what="f(x)")
+    with pytest.raises(CheckError) as large:
+        expect_tensor(torch.arange(20.0).exp(), torch.arange(20.0), what="f(x)")
+    assert "expected: " in str(small.value) and "work through the small example" in str(small.value)
+    assert "expected: " not in str(large.value) and "a small input of your own" in str(large.value), str(large.value)
 
 
 def test_values_that_only_resemble_an_activation_are_not_called_one():

@@ -664,6 +664,9 @@ WHERE_SHAPE = ("look at each operation that changes the shape: reductions (dim=,
 WHERE_DTYPE = "look at where the dtype is decided: literals (0 vs 0.0), dtype= arguments, conversions (.float(), .long())"
 WHERE_DEVICE = "look at where tensors are created (device=) or moved (.to(device))"
 WHERE_VALUES = "work through the small example by hand and compare each step of your code with it"
+# where no example is shown (the tensors are too large to read): the learner makes one
+WHERE_VALUES_LARGE = ("compare each step of your code with the task on a small input of your own, one whose answer "
+                      "you can work out by hand")
 WHERE_GRAPH = "look at the returned value: is it computed from tensors that require grad (a model's output, a loss)?"
 
 
@@ -714,8 +717,9 @@ def expect_tensor(
     if expected.device.type != "meta" and not same_value(got.to(expected.dtype), expected, atol, rtol):
         values = got.detach().to(expected.dtype)
         cause = _diagnose_values(values, expected, given, atol, rtol)
-        fail(f"{what} has the right shape and dtype but {_wrong_values(values, expected, atol, rtol)}"
-             + _example(values, expected, given), WHERE_VALUES,
+        example = _example(values, expected, given)
+        fail(f"{what} has the right shape and dtype but {_wrong_values(values, expected, atol, rtol)}" + example,
+             WHERE_VALUES if example else WHERE_VALUES_LARGE,
              None if cause is None or cause.startswith("wrong values") else cause)
     if found is not None:  # equal after a dtype conversion the check ignores, but a known mistake's answer
         fail(f"{what} is not the expected result", WHERE_VALUES)
@@ -866,6 +870,14 @@ def _diagnose_values(got: torch.Tensor, expected: torch.Tensor, given: torch.Ten
     offset = float((g - e).mean())
     if got.numel() >= 2 and abs(offset) > atol and _close(g, e + offset, atol, rtol):
         return f"every value is off by the same amount ({offset:+.4g})"
+    # a scale and a shift together (an offset alone, or a factor alone, is named above): the values normalised
+    # once more, or once less, than wanted
+    if got.numel() >= 3 and float(e.std()) > atol:
+        scale = float(((g - g.mean()) * (e - e.mean())).sum() / ((e - e.mean()) ** 2).sum())
+        shift = float(g.mean() - scale * e.mean())
+        if scale != 0 and not math.isclose(scale, 1.0, rel_tol=1e-4) and _close(g, scale * e + shift, atol, rtol):
+            return (f"every value is the expected one times {scale:.4g}, plus {shift:+.4g}: a scale and a shift that "
+                    "should not be there (a normalisation applied twice, or one left out?)")
     # wrong only on part of the input's domain
     wrong = ~torch.isclose(g, e, atol=atol, rtol=rtol)
     if isinstance(given, torch.Tensor) and given.shape == got.shape and given.device.type != "meta" \

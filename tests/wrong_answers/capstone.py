@@ -1280,3 +1280,16 @@ def stack_first_big_batch(dataset):
 CASES += [
     Reject(checks.check_stack_dataset, stack_first_big_batch, "hold the first 4096 of the 4099 items"),
 ]
+
+
+def stack_normalised_again(dataset):
+    """Normalises the images once more with MNIST's mean and std: the dataset's items are normalised already."""
+    from helpers.data import MNIST_MEAN, MNIST_STD
+
+    images, labels = zip(*DataLoader(dataset, batch_size=256))
+    return (torch.cat(images) - MNIST_MEAN) / MNIST_STD, torch.cat(labels)
+
+
+CASES += [
+    Reject(checks.check_stack_dataset, stack_normalised_again, "a scale and a shift that should not be there"),
+]
