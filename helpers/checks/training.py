@@ -15,6 +15,7 @@ changes what the rest of the learner's notebook draws.
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from typing import Any, Callable, NamedTuple, Sequence
@@ -293,11 +294,32 @@ def check_binary_loss(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
             if plain.shape == want.shape and plain.dtype == want.dtype and want.numel() == 1 \
                     and not same_value(plain, want) and not any(
                     m.explains(plain) for m in mistakes):
+                cap = _loss_cap(fn, hints)
                 # one number against another: a ratio between them is no evidence of a constant factor
                 raise CheckError(f"{what} should be {want.item():.6g}, but yours is {plain.item():.6g}",
-                                 where="look at which loss you use, what you pass it, and in which order")
+                                 where="look at which loss you use, what you pass it, and in which order"
+                                 if cap is None else "look at how you get from the logits to the loss for a logit far "
+                                                     "on the wrong side",
+                                 mistake=None if cap is None else
+                                 f"for one logit of 40 or of 80 with label 0 your loss is {cap:.4g} both times; the "
+                                 "loss is the logit itself there (40, then 80). Probabilities clamped away from 0 and 1 "
+                                 "(or a clamped log) cap the loss: compute it from the raw logits with "
+                                 "BCEWithLogitsLoss, which is stable without a clamp")
             expect_tensor(plain, want, what=what, mistakes=mistakes)
     passed("binary_loss", len(inputs))
+
+
+def _loss_cap(fn: Callable[..., Any], hints: Sequence[tuple[str, str]]) -> float | None:
+    """The value a binary loss stops growing at for one logit ever further on the wrong side (label 0), where the
+    true loss grows with the logit: what a clamp on the probabilities does. None when it keeps growing."""
+    values = []
+    for logit in (40.0, 80.0):
+        got = _call(fn, torch.tensor([logit], requires_grad=True), torch.tensor([0]), hints=hints)
+        if not isinstance(got, torch.Tensor) or got.numel() != 1:
+            return None
+        values.append(float(got.detach()))
+    capped = all(math.isfinite(v) for v in values) and math.isclose(values[0], values[1], rel_tol=1e-4)
+    return values[1] if capped else None
 
 
 # ---------------------------------------------------------------- accuracy
