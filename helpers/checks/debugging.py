@@ -1346,6 +1346,17 @@ def _mean_of_batches(seed: int, n: int, batch_size: int) -> float:
     return sum(scores) / len(scores)
 
 
+def _sorted_agreement(seed: int, n: int) -> float:
+    """The share of places where the predictions, sorted on their own, equal the labels, sorted on their own (eval
+    mode): what comparing the two after sorting each reports. Sorting pairs equal values, not samples."""
+    model, dataset = _test_setup(seed, n)
+    model.eval()
+    with torch.no_grad():
+        predictions = torch.cat([model(x).argmax(dim=1) for x, _ in DataLoader(dataset, n)])
+    labels = torch.cat([y for _, y in DataLoader(dataset, n)])
+    return (predictions.sort().values == labels.sort().values).float().mean().item()
+
+
 def check_dataset_accuracy(fn: Callable[..., float], inputs: Sequence[tuple[int, int, int]] | None = None) -> None:
     """The accuracy over the dataset in eval mode, predictions compared with the labels of the same samples."""
     inputs = inputs if inputs is not None else [(0, 30, 8), (1, 21, 5)]
@@ -1392,6 +1403,15 @@ def check_dataset_accuracy(fn: Callable[..., float], inputs: Sequence[tuple[int,
                                       f"{n % batch_size} samples of the smaller last batch weigh more than the others: "
                                       "count the right predictions over all batches and divide by the number of "
                                       "samples" if averaged else None)
+            if same_value(value, _sorted_agreement(seed, n)):
+                raise failure(f"{shows(value, expected)}: it is the share of places where the predictions, sorted on "
+                              "their own, equal the labels, sorted on their own",
+                              where="take one sample, find its prediction and the label it is compared with: are "
+                                    "they the same sample's?",
+                              mistake="sorting the predictions and the labels separately pairs equal values, not each "
+                                      "sample's prediction with its own label (it reports more than the model gets "
+                                      "right). Keep them in the same order instead: shuffle=False, or compare each "
+                                      "batch's predictions with that batch's labels")
             first = order[:batch_size]
             if first and sorted(order[:n]) == list(range(n)) and order[:n] != list(range(n)):
                 raise failure(f"{shows(value, expected)}; its loader read the samples in a shuffled order (the first "
