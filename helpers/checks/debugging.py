@@ -976,8 +976,19 @@ def _differs_grads(what: str, got: dict, want: dict) -> None:
     if not same_value(got["output"], want["output"]):
         raise failure(f"{what}: the output differs from x + sigmoid(gate(x)) * linear(x)",
                       where="compare each operation of forward with the formula")
+    missing = [k for k, v in got["parameter grads"].items() if v is None]
+    if missing:
+        hidden = all(k.startswith("linear.") for k in missing)  # the product hidden from autograd, the gate kept
+        others = [k for k, v in got["parameter grads"].items()
+                  if v is not None and not same_value(v, want["parameter grads"].get(k))]
+        raise failure(f"{what}: the output is right, but {', '.join(missing)} get no gradient"
+                      + (f", and {', '.join(others)} get other gradients" if others else ""),
+                      where="look for .data, detach(), no_grad or a copy without a graph inside forward",
+                      mistake="the product with self.linear(x) was made where autograd does not see it (an in-place "
+                              "change of h.data, say): the output is right, but linear gets no gradient and the gate's "
+                              "is sigmoid's alone. Compute the product as a new tensor (h = h * ...)" if hidden else None)
     raise failure(f"{what}: the output is right but the gradients differ",
-                  where="look for detach(), no_grad or a copy without a graph inside forward")
+                  where="look for .data, detach(), no_grad or a copy without a graph inside forward")
 
 
 # ---------------------------------------------------------------- 5. a training loop (silent)

@@ -1486,3 +1486,18 @@ CASES += [
     Reject(checks.check_dataset_accuracy, dataset_accuracy_sorted_separately,
            "sorting the predictions and the labels separately pairs equal values"),
 ]
+
+
+class GatedThroughData(checks.BrokenGatedBlock):
+    """Multiplies into h.data: the version counter stays, backward runs, and autograd never sees the product."""
+
+    def forward(self, x):
+        h = torch.sigmoid(self.gate(x))
+        h.data *= self.linear(x)
+        return h + x
+
+
+CASES += [
+    Reject(checks.check_gated_block, GatedThroughData, "linear.weight, linear.bias get no gradient, and gate.weight"),
+    Reject(checks.check_gated_block, GatedThroughData, "an in-place change of h.data"),
+]
