@@ -1258,6 +1258,42 @@ def _entry_counted(forward: Callable[..., Any], order: list[int], index: int) ->
     return counted
 
 
+def _nested_visits(blocks: nn.Sequential) -> dict[str, bool]:
+    """Watch how ``blocks`` is run: "whole" once a block is given what the Sequential itself returned, "stray" once
+    a layer inside a block runs outside its block's forward (what a loop over ``blocks.modules()`` does)."""
+    seen = {"whole": False, "stray": False}
+    active = [0]
+    whole = blocks.forward
+    made_by_whole: list[torch.Tensor] = []  # held, so that no id is reused
+
+    def run_whole(*args: Any, **kwargs: Any) -> Any:
+        out = whole(*args, **kwargs)
+        made_by_whole.append(out)
+        return out
+
+    def inside(forward: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if active[0] == 0 and args and any(args[0] is out for out in made_by_whole):
+                seen["whole"] = True
+            active[0] += 1
+            try:
+                return forward(*args, **kwargs)
+            finally:
+                active[0] -= 1
+        return run
+
+    def note(*_: Any) -> None:
+        seen["stray"] = seen["stray"] or active[0] == 0
+
+    blocks.forward = run_whole
+    for block in blocks:
+        block.forward = inside(block.forward)
+        for layer in block.modules():
+            if layer is not block:
+                layer.register_forward_pre_hook(note)
+    return seen
+
+
 def check_checkpointed_forward(fn: Callable[..., torch.Tensor], inputs: Sequence[CheckpointCase] | None = None) -> None:
     """Same output and gradients as the plain forward; every block recomputed in backward; works for inputs without grad."""
     cases = inputs if inputs is not None else [CheckpointCase(0, 5, 3, False), CheckpointCase(1, 4, 2, False)]
@@ -1271,13 +1307,25 @@ def check_checkpointed_forward(fn: Callable[..., torch.Tensor], inputs: Sequence
                 # needs. The block's own forward is wrapped, not hooked, so that block(x) and a checkpoint given
                 # block.forward (which skips the hooks) both count
                 block.forward = _entry_counted(block.forward, order, i)
+            visits = _nested_visits(blocks)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                out = call(fn, blocks, x)
                 what = f"checkpointed_forward({len(blocks)} blocks, input requires_grad={case.input_requires_grad})"
-                # task: "Output and gradients must equal the plain blocks(inputs)": the output keeps its graph
-                expect_tensor(out.detach() if isinstance(out, torch.Tensor) else out, want_out, what=what,
-                              check_dtype=True)
+                try:
+                    out = call(fn, blocks, x)
+                    # task: "Output and gradients must equal the plain blocks(inputs)": the output keeps its graph
+                    expect_tensor(out.detach() if isinstance(out, torch.Tensor) else out, want_out, what=what,
+                                  check_dtype=True)
+                except CheckError as error:
+                    if not (visits["whole"] or visits["stray"]):
+                        raise
+                    ran = ("the whole network (the Sequential you were given) ran as one step of your loop, and its "
+                           "blocks ran again after it" if visits["whole"] else
+                           "layers inside a block also ran on their own, outside their block")
+                    raise CheckError(error.symptom, where="look at what your loop goes over",
+                                     mistake=f"{ran}: blocks.modules() yields the Sequential itself, then every block, "
+                                             "then every layer inside them. Loop over the blocks alone (for block in "
+                                             "blocks, or blocks.children())") from error.__cause__
                 said = " ".join(str(w.message) for w in caught)
                 reentrant = "None of the inputs have requires_grad=True" in said
                 implicit = "use_reentrant parameter should be passed explicitly" in said

@@ -1678,3 +1678,27 @@ def sync_index_or_zero(device):
 CASES += [
     Reject(checks.check_synchronize, sync_index_or_zero, "a CUDA device without an index means the current GPU"),
 ]
+
+
+def checkpoint_over_modules(blocks, inputs):
+    """Loops over blocks.modules(): the Sequential itself first, then each block again on its output."""
+    x = inputs
+    for block in blocks.modules():
+        x = checkpoint(block, x, use_reentrant=False)
+    return x
+
+
+def checkpoint_over_nested_modules(blocks, inputs):
+    """Skips the Sequential itself, but modules() still yields each block's own layers after the block."""
+    x = inputs
+    for block in list(blocks.modules())[1:]:
+        x = checkpoint(block, x, use_reentrant=False)
+    return x
+
+
+CASES += [
+    Reject(checks.check_checkpointed_forward, checkpoint_over_modules, "the whole network (the Sequential you were "
+                                                                         "given) ran as one step of your loop"),
+    Reject(checks.check_checkpointed_forward, checkpoint_over_nested_modules, "layers inside a block also ran on "
+                                                                                "their own"),
+]
