@@ -121,3 +121,14 @@ def test_make_progress_shows_the_symptom_only():
     cell = NotebookNode(outputs=[NotebookNode(output_type="error", ename="CheckError", evalue=str(error))])
     assert _error(cell) == "f(1) is 3, expected 2 expected: [2]"
     assert checks.symptom_of(str(error)) == error.symptom
+
+
+def test_a_symptom_whose_numbers_change_at_every_run_still_climbs():
+    """State kept between calls (a list on a class) shows other numbers at every run: the ladder must still climb."""
+    shown = []
+    for size in (8, 13, 18):
+        error = CheckError(f"len(dataset) is {size} for a folder of 5 clips; expected 5", where="look at __init__",
+                           mistake="a list on the class is shared by every dataset")
+        shown.append("\n".join(error._render_traceback_()))
+    assert checks.WHERE_LABEL not in shown[0] and checks.WHERE_LABEL in shown[1]
+    assert "shared by every dataset" in shown[2]

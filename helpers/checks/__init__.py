@@ -129,7 +129,7 @@ MORE_HELP_AGAIN = "Run it once more to see the likely mistake."
 # Validate (and make progress) start a fresh kernel each time: the ladder is climbed in the notebook.
 MORE_HELP_VALIDATE = "Run this check in the notebook for hints: each run with the same failure shows one more."
 # Times each (exercise, symptom) failure was shown in this kernel: the ladder's rung.
-_SHOWN: dict[tuple[str | None, str], int] = {}
+_SHOWN: dict[tuple[str | None, str, str | None, str | None], int] = {}
 
 
 class CheckError(AssertionError):
@@ -180,8 +180,12 @@ class CheckError(AssertionError):
         return f"✘ {message}" if named else f"✘ {exercise}: {message}"
 
     def rung(self) -> int:
-        """How many hints to show now: one more each time this exercise fails with this symptom in this kernel."""
-        key = (self.exercise(), self.symptom)
+        """How many hints to show now: one more each time this exercise fails with this symptom in this kernel.
+
+        Numbers in the symptom do not make it another: an answer that keeps state between calls (a list on its
+        class, say) shows other numbers at every run, and its learner must still be able to climb. The hints do:
+        another wrong answer with other hints starts again at the bottom."""
+        key = (self.exercise(), re.sub(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?", "#", self.symptom), self.where, self.mistake)
         _SHOWN[key] = _SHOWN.get(key, 0) + 1
         return min(_SHOWN[key] - 1, len(self.hints()))
 
