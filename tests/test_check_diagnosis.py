@@ -204,3 +204,10 @@ def test_a_one_place_shift_of_padding_is_stated_without_guessing_an_index():
     values = torch.tensor([3.0, 1.0, 2.0, 4.0, 5.0])
     with pytest.raises(CheckError, match=r"shifted by one position along dim 0 \(an off-by-one index\?\)"):
         expect_tensor(values.roll(1), values, what="f(x)")
+
+
+def test_a_small_example_shows_tiny_values_as_they_are_not_as_zeros():
+    x = torch.tensor([0.1, -1.0, 1e-7, 2.0])
+    with pytest.raises(CheckError) as error:
+        expect_tensor(x[x > 1e-6], x[x > 0], what="positive_values(x)", given=x)
+    assert "expected: [0.1, 1e-07, 2.0]" in str(error.value), str(error.value)

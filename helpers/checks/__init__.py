@@ -765,10 +765,22 @@ def _close(a: torch.Tensor, b: torch.Tensor, atol: float = 1e-5, rtol: float = 1
 
 
 def _show(t: torch.Tensor) -> str:
+    """The values as a list, floats to 4 decimals; a value that would show as 0.0 but is not keeps 4 significant
+    digits (1e-07 is not 0.0: a learner reading "expected 0.0" would chase zeros that are not there)."""
     values = t.detach().cpu()
-    if values.is_floating_point():
-        values = values.double().round(decimals=4)
-    return str(values.tolist())
+    if not values.is_floating_point():
+        return str(values.tolist())
+    exact = values.double()
+    rounded = exact.round(decimals=4)
+    tiny = (rounded == 0) & (exact != 0)
+    if not tiny.any():
+        return str(rounded.tolist())
+
+    def shown(value: Any, exact_value: Any) -> Any:
+        if isinstance(value, list):
+            return [shown(v, e) for v, e in zip(value, exact_value)]
+        return float(f"{exact_value:.4g}") if value == 0 and exact_value != 0 else value
+    return str(shown(rounded.tolist(), exact.tolist()))
 
 
 def _example(got: torch.Tensor, expected: torch.Tensor, given: torch.Tensor | None) -> str:
