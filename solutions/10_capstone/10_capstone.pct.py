@@ -422,7 +422,8 @@ plt.show()
 #   subtracts the mean anyway, and has its own shift.
 # - End with a global pooling (`nn.AdaptiveMaxPool2d(1)` or `AdaptiveAvgPool2d(1)`)
 #   and one `nn.Linear(channels, 10)`: few parameters, little to overfit.
-# - No softmax at the end: `CrossEntropyLoss` wants raw scores (logits).
+# - No softmax or log-softmax at the end: `CrossEntropyLoss` wants raw scores (logits)
+#   and applies log-softmax itself.
 #
 # ### Exercise 5 (2 points): `build_model`
 #
