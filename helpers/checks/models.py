@@ -502,11 +502,55 @@ def _check_layers(cls: Any, name: str, reference_cls: Callable[[], nn.Module], s
                where="look at forward's return statement")
         expect(list(out.shape) == [n, 10],
                f"{name}'s output for a batch of {n} images of {size}x{size} has shape {list(out.shape)}; expected "
-               f"[{n}, 10] (one row of 10 logits per image)", where="look at how forward flattens",
-               mistake=("you flattened the batch dimension too; flatten everything but dimension 0"
-                        if n == 1 and list(out.shape) == [10] else None))
+               f"[{n}, 10] (one row of 10 logits per image)",
+               where=("look at what in forward can drop dimension 0 when it has size 1: the flatten, and any "
+                      "squeeze() (the last line included)" if n == 1 and list(out.shape) == [10] else
+                      "look at how forward flattens"),
+               mistake=logits_shape_mistake(out.shape, n, 10))
     _expect_same_layers(model, reference, name, _randn(2, 1, size, size, seed=2))
     passed(f"{name} layers ({ref.count_parameters(reference):,} parameters)", len(batch_sizes) + 1)
+
+
+class _DropoutCalls(TorchFunctionMode):
+    """Records whether a dropout function ran with training=True (its default) while active."""
+
+    _NAMES = {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dropping = False
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", "").rstrip("_") in self._NAMES:
+            training = kwargs.get("training", args[2] if len(args) > 2 else True)
+            self.dropping = self.dropping or bool(training)
+        return func(*args, **kwargs)
+
+
+def _expect_no_randomness_in_eval(model: nn.Module, x: torch.Tensor, name: str) -> None:
+    """The task's network has nothing random: in eval mode two calls on the same input agree. A dropout function
+    called with training=True in eval mode (F.dropout's default) is named when it is seen."""
+    if not _random_in_eval(model, x):
+        return
+    saved = {m: m.training for m in model.modules()}
+    spy = _DropoutCalls()
+    try:
+        with torch.random.fork_rng(), torch.no_grad(), spy:
+            model.eval()(x.clone())
+    except Exception:  # noqa: BLE001 - the symptom stands without the name of the cause
+        pass
+    finally:
+        for module, training in saved.items():
+            module.training = training
+    raise CheckError(
+        f"{name}(x of shape {list(x.shape)}), with the reference's weights, gave different outputs in two calls on "
+        "the same input, even in eval mode; expected the same output on every call (the task's network "
+        "has nothing random)",
+        where="look for randomness in forward: a dropout, or a random draw (torch.rand, torch.randn...)",
+        mistake="forward calls F.dropout (or another dropout function) without training=self.training, so it drops "
+                "values in eval mode too: its training argument defaults to True. The task's network has no dropout: "
+                "remove it" if spy.dropping else None)
 
 
 def _check_forward(cls: Any, name: str, reference_cls: Callable[[], nn.Module],
@@ -517,9 +561,12 @@ def _check_forward(cls: Any, name: str, reference_cls: Callable[[], nn.Module],
         _run(model, x.clone(), name, reference)  # with the learner's own weights first: a shape error names its layer
         _expect_same_layers(model, reference, name, x)
         model.load_state_dict(reference.state_dict())
-        out, fired = _run(model, x.clone(), name, reference)
+        with torch.random.fork_rng():  # a fixed seed: a model that draws random numbers fails the same way each run
+            torch.manual_seed(0)
+            out, fired = _run(model, x.clone(), name, reference)
         want = reference(x)  # with its graph, as a model's output has: the graph rule compares like with like
         _expect_hooks_ran(model, fired, same_value(out, want), name)
+        _expect_no_randomness_in_eval(model, x, name)
         expect_tensor(out, want, what=f"{name}(x of shape {list(x.shape)}) with the reference's weights",
                       mistakes=_forward_mistakes(reference, x) + _model_mistakes(model, x)
                       + _trace_mistakes(model, reference, x))
@@ -650,19 +697,82 @@ def _partial_walks(model: nn.Module, trainable_only: bool) -> list[tuple[str, in
     return walked
 
 
+def _scaled_classifier_float64() -> nn.Module:
+    """A model in float64 (8 bytes a number): counting bytes / 4 as numbers gives twice the count."""
+    return _ScaledClassifier().double()
+
+
+class _OneWalk:
+    """The generator model.parameters() returns, noting a walk started after it was used up: a generator can be
+    walked once, so a second loop over it sees nothing."""
+
+    def __init__(self, params: Iterator[nn.Parameter], reused: list[bool]) -> None:
+        self.params, self.reused, self.done = params, reused, False
+
+    def __iter__(self) -> "_OneWalk":
+        if self.done:
+            self.reused[0] = True
+        return self
+
+    def __next__(self) -> nn.Parameter:
+        try:
+            return next(self.params)
+        except StopIteration:
+            self.done = True
+            raise
+
+
+@contextlib.contextmanager
+def _watching_parameter_walks(model: nn.Module) -> Iterator[list[bool]]:
+    """While open, ``model.parameters()`` returns a :class:`_OneWalk`; yields [whether one was walked again]."""
+    reused = [False]
+    model.parameters = lambda *args, **kwargs: _OneWalk(nn.Module.parameters(model, *args, **kwargs), reused)
+    try:
+        yield reused
+    finally:
+        del model.parameters
+
+
+def _bytes_over_four(params: Sequence[nn.Parameter]) -> int:
+    """The count that bytes / 4 gives, right only where every parameter is float32 (4 bytes a number)."""
+    if all(p.dtype == torch.float32 for p in params):
+        return _not_this_mistake()
+    return sum(p.nbytes // 4 for p in params)
+
+
 def check_count_parameters(fn: Callable[[nn.Module, bool], int],
                            inputs: Sequence[tuple[ModelFactory, bool]] | None = None) -> None:
     inputs = inputs if inputs is not None else [(ref.MnistNet, False), (_frozen_bn_model, False),
-                                                (_frozen_bn_model, True), (_ScaledClassifier, False),
+                                                (_frozen_bn_model, True), (_scaled_classifier_float64, False),
                                                 (_TiedDecoder, False)]
     for factory, trainable_only in inputs:
         model = _seeded(factory, 0)
         kind = type(model).__name__
         frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
-        what = f"count_parameters({kind}{' with a frozen layer' if frozen else ''}, trainable_only={trainable_only})"
-        got = call(fn, model, trainable_only=trainable_only)
+        dtypes = sorted({str(p.dtype).removeprefix("torch.") for p in model.parameters()})
+        in_dtype = f" in {', '.join(dtypes)}" if dtypes and dtypes != ["float32"] else ""
+        what = (f"count_parameters({kind}{in_dtype}{' with a frozen layer' if frozen else ''}, "
+                f"trainable_only={trainable_only})")
+        with _watching_parameter_walks(model) as walked_again:
+            got = call(fn, model, trainable_only=trainable_only)
         want = ref.count_parameters(model, trainable_only)
+        chosen = [p for p in model.parameters() if p.requires_grad or not trainable_only]
+        largest = max(model.named_parameters(), key=lambda item: item[1].dim(), default=("", torch.zeros(1)))
         mistakes = [
+            Mistake("model.parameters() returns a generator, which can be walked only once: your second loop over "
+                    "the same generator saw no parameters at all. Call model.parameters() again for each walk, or "
+                    "keep a list, params = list(model.parameters())",
+                    matches=lambda _: walked_again[0],
+                    where="look at where your function loops over model.parameters() a second time"),
+            Mistake("bytes / 4 counts the numbers only in a float32 tensor (4 bytes each); these parameters are "
+                    f"{', '.join(dtypes)}. Use p.numel(), the number of elements whatever the dtype",
+                    lambda: _bytes_over_four(chosen),
+                    where="look at what you add up for each parameter"),
+            Mistake(f"len(p) is the size of a tensor's first dimension only (for {largest[0]}, shape "
+                    f"{list(largest[1].shape)}: {len(largest[1]) if largest[1].dim() else 1}), not its number of "
+                    "elements: use p.numel()",
+                    lambda: sum(len(p) for p in chosen) if largest[0] else _not_this_mistake(),
+                    where="look at what you add up for each parameter"),
             Mistake("you counted parameter tensors, not the numbers in them: add up p.numel() for every p",
                     lambda: len(list(model.parameters())),
                     where="look at what you add up for each parameter"),
@@ -807,6 +917,11 @@ _INIT_VARIANTS = [
                                              "nn.init.kaiming_normal_, which suits ReLU networks"),
     (_init_variant(nn.init.xavier_uniform_), "that is Xavier (Glorot) initialisation; the task asks for "
                                               "nn.init.kaiming_normal_, which suits ReLU networks"),
+    *[(_init_variant(lambda w, init=init: init(w, gain=nn.init.calculate_gain("relu"))),
+       f"that is Xavier (Glorot) initialisation ({init.__name__}) with ReLU's gain sqrt(2): its std, gain x "
+       "sqrt(2 / (fan_in + fan_out)), averages the inputs and outputs per unit, where Kaiming's, sqrt(2 / fan_in), "
+       "takes fan_in alone (the two agree only when fan_in equals fan_out). Use nn.init.kaiming_normal_(m.weight, "
+       "nonlinearity=\"relu\")") for init in (nn.init.xavier_normal_, nn.init.xavier_uniform_)],
     (_init_looping_modules, "model.apply already calls your function once for every module: do not loop over "
                             "module.modules() inside it (each layer was initialised several times)"),
 ]
@@ -830,13 +945,31 @@ def _init_one(fn: Callable[[nn.Module], None], module: nn.Module) -> None:
     call(fn, module, allow=Allow(changed=(module,), global_rng="draws"))
 
 
-def _expect_same_parameters(model: nn.Module, originals: dict[str, nn.Parameter], kind: str) -> None:
+def _expect_same_parameters(model: nn.Module, originals: dict[str, nn.Parameter], kind: str,
+                            tensors: dict[str, torch.Tensor]) -> None:
     """The task: init_weights changes the layers' parameters in place, so every parameter is still the object it
-    was (an optimizer built before holds those objects), with its requires_grad unchanged."""
+    was (an optimizer built before holds those objects), with its requires_grad unchanged, and with its dtype and
+    device (``tensors``: each parameter's data before). A same-dtype tensor swapped in through ``.data`` is accepted:
+    the optimizer's Parameter objects are kept."""
     now = dict(model.named_parameters())
     for key, original in originals.items():
         current = now.get(key)
         layer, _, attribute = key.rpartition(".")
+        old = tensors[key]
+        moved = [f"{what} {getattr(old, what)} -> {getattr(current, what)}" for what in ("dtype", "device")
+                 if current is original and getattr(old, what) != getattr(current, what)]
+        if moved:
+            raise CheckError(
+                f"{kind}.apply(init_weights): '{key}' is still the layer's own Parameter, but it now holds a new tensor "
+                f"of another {' and '.join(m.split()[0] for m in moved)} ({'; '.join(moved)}); expected its own "
+                "tensor, filled in place",
+                where=f"look at how init_weights sets the {attribute} of "
+                      + (f"layer '{layer}'" if layer else "the layer") + f": an assignment to module.{attribute}.data "
+                      "swaps in the tensor you built, with that tensor's dtype and device",
+                mistake=f"`module.{attribute}.data = ...` with a tensor made by torch.empty(shape), torch.zeros(shape) "
+                        "(or torch.randn(shape)) puts a float32 tensor on the CPU in the layer, whatever its dtype "
+                        "and device (a model on the GPU gets CPU weights). Fill the parameter itself: "
+                        f"nn.init.kaiming_normal_(module.weight, nonlinearity=\"relu\"), nn.init.zeros_(module.bias)")
         if current is not original:
             raise CheckError(
                 f"{kind}.apply(init_weights): '{key}' is " + ("gone" if current is None else "a new Parameter object")
@@ -892,6 +1025,7 @@ def check_init_weights(fn: Callable[[nn.Module], None], inputs: Sequence[ModelFa
         kind = type(model).__name__
         before = {k: v.clone() for k, v in model.state_dict().items()}
         originals = dict(model.named_parameters())  # the objects themselves: held, so that no id is reused
+        tensors = {k: p.detach() for k, p in originals.items()}  # their data before: dtype and device
         with warnings.catch_warnings(record=True) as caught, torch.random.fork_rng():
             warnings.simplefilter("always")
             torch.manual_seed(seed + 1)
@@ -914,7 +1048,7 @@ def check_init_weights(fn: Callable[[nn.Module], None], inputs: Sequence[ModelFa
                where="look at the names of the nn.init functions you call",
                mistake="you used a deprecated init function without the trailing underscore: the in-place versions "
                        "(nn.init.kaiming_normal_, nn.init.zeros_) are the current API")
-        _expect_same_parameters(model, originals, kind)
+        _expect_same_parameters(model, originals, kind, tensors)
         got = model.state_dict()
         want = _state_after(factory, ref.init_weights, seed)
         if same_value(dict(got), want):
@@ -974,7 +1108,25 @@ def check_init_weights(fn: Callable[[nn.Module], None], inputs: Sequence[ModelFa
         for key, value in want.items():
             expect_tensor(got[key], value, what=f"{what}: '{key}' (nn.init.kaiming_normal_ under the same seed)",
                           mistakes=_fan_in_mistakes(modules[key.rpartition(".")[0]], value))
+    _expect_dtype_kept(fn)
     passed("init_weights", len(inputs))
+
+
+def _float64_layer() -> nn.Module:
+    return nn.Linear(6, 3).double()
+
+
+def _expect_dtype_kept(fn: Callable[[nn.Module], None]) -> None:
+    """A layer in float64 keeps its dtype through init_weights: a tensor swapped in through ``.data``, made without
+    the parameter's dtype and device (torch.empty(shape)), shows here, where float32 layers cannot show it. Only
+    the parameters are compared: the values drawn in float64 are another stream than in float32."""
+    layer = _seeded(_float64_layer, 5)
+    originals = dict(layer.named_parameters())
+    tensors = {k: p.detach() for k, p in originals.items()}
+    with torch.random.fork_rng():
+        torch.manual_seed(6)
+        layer.apply(lambda module: _init_one(fn, module))
+    _expect_same_parameters(layer, originals, "Linear(6, 3) in float64", tensors)
 
 
 def _fan_in_mistakes(module: nn.Module, want: torch.Tensor) -> list[Mistake]:
@@ -1024,6 +1176,13 @@ def _smoothing_mistakes(logits: torch.Tensor, targets: torch.Tensor, smoothing: 
                                  * log_probs[:, :int(targets.max()) + 1]).sum(dim=1))
                 if int(targets.max()) + 1 < n_classes else _not_this_mistake(),
                 where="look at how many classes your smoothed target has"),
+        Mistake("in your smoothed target the true class gets 1 - smoothing, without its own share smoothing / C: "
+                "(1 - smoothing) * one_hot + smoothing / C gives it 1 - smoothing + smoothing / C. scatter_ (or an "
+                "assignment) writes 1 - smoothing over the smoothing / C already there: add it instead, or write "
+                "1 - smoothing + smoothing / C",
+                lambda: reduce((1 - smoothing - smoothing / n_classes) * nll + smoothing * -log_probs.mean(dim=1))
+                if smoothing != 0 else _not_this_mistake(),
+                where="look at the value the true class gets in your smoothed target"),
         Mistake("the weights are swapped: the true class gets (1 - smoothing), the uniform part gets smoothing",
                 lambda: reduce(smoothing * nll + (1 - smoothing) * (-log_probs.mean(dim=1))),
                 where="look at the two weights, (1 - smoothing) and smoothing: which part gets which?"),
@@ -1166,6 +1325,8 @@ def check_label_smoothing_loss(cls: Any, inputs: Sequence[tuple[float, str]] | N
     last = inputs[-1]
     for loss_fn, (smoothing, reduction) in zip(losses, inputs):
         # graded with the reference label_smoothing_cross_entropy, should forward call the learner's (exercise 5)
+        ran: list[bool] = []
+        handle = loss_fn.register_forward_hook(lambda *_: ran.append(True))
         with substitute(cls, label_smoothing_cross_entropy=_reused_loss(logits, targets)):
             try:
                 got = call(loss_fn, logits, targets)
@@ -1194,6 +1355,9 @@ def check_label_smoothing_loss(cls: Any, inputs: Sequence[tuple[float, str]] | N
                         f"look at the line of forward that raised (below) and the shapes it combines: logits "
                         f"{list(logits.shape)} (samples, classes), targets {list(targets.shape)}")) from cause
                 raise
+            finally:
+                handle.remove()
+        _expect_forward_ran(cls, bool(ran), f"LabelSmoothingLoss(smoothing={smoothing}, reduction='{reduction}')")
         shared = Mistake("your instances share their settings: each one computes with the settings of the last one "
                          f"created (smoothing={last[0]}, reduction='{last[1]}'). Store them on the instance, "
                          "self.smoothing = smoothing, not on the class",
@@ -1239,6 +1403,24 @@ def check_label_smoothing_loss(cls: Any, inputs: Sequence[tuple[float, str]] | N
     for smoothing, reduction in inputs:
         _expect_positional_settings(cls, smoothing, reduction, logits, targets)
     passed("LabelSmoothingLoss", len(inputs))
+
+
+def _expect_forward_ran(cls: Any, ran: bool, shown: str) -> None:
+    """The task: the module's forward(logits, targets) returns the loss. Called as loss_fn(logits, targets),
+    nn.Module.__call__ runs forward with the hooks around it: a forward hook on the instance must have fired."""
+    if ran:
+        return
+    own_call = next((c for c in cls.__mro__ if c is not nn.Module and "__call__" in vars(c)), None) \
+        if isinstance(cls, type) else None
+    has_forward = getattr(cls, "forward", None) is not nn.Module.forward
+    raise CheckError(
+        f"{shown}(logits, targets) returned without running forward through nn.Module's __call__: a forward hook "
+        "registered on the instance never ran" + ("" if has_forward else ", and the class has no forward method"),
+        where="look at which method of your class computes the loss: forward, or __call__?",
+        mistake=None if own_call is None else
+        f"your class defines __call__ {'around' if has_forward else 'instead of'} forward: nn.Module's own __call__ is "
+        "what runs forward, with the hooks around it, and overriding it skips them. Put the computation in "
+        "forward(self, logits, targets) and do not define __call__")
 
 
 def _expect_positional_settings(cls: Any, smoothing: float, reduction: str, logits: torch.Tensor,
@@ -1405,6 +1587,21 @@ def _expect_same_order(model: nn.Module) -> None:
         return
     shown = ", ".join(k.__name__ for k in kinds)
     want = ", ".join(k.__name__ for k in _CONV_BLOCK_ORDER)
+    # a whole network inside the Sequential: a module with layers of its own and its own forward (not a container)
+    whole = next(((n, m) for n, m in model.named_children() if any(True for _ in m.children())
+                  and not isinstance(m, (nn.Sequential, nn.ModuleList, nn.ModuleDict))
+                  and type(m).forward is not nn.Module.forward), None)
+    if whole is not None:
+        name, inner = whole
+        network = type(inner).__name__
+        raise CheckError(
+            f"your nn.Sequential gives the original's output, but its layer '{name}' is a whole {network}, whose own "
+            f"forward runs inside it; expected ConvBlockNet's layers themselves, in the order {want}",
+            where="look at what you pass to nn.Sequential(...): one module, or the layers one by one?",
+            mistake=f"nn.Sequential({network}()) wraps the network, it does not take it apart: its layers "
+                    f"({', '.join(type(m).__name__ for m in inner.children())}) run through {network}.forward, which "
+                    "applies F.relu and torch.flatten as function calls. List the layers themselves, with nn.ReLU() "
+                    "and nn.Flatten() where that forward calls F.relu and torch.flatten")
     mistake = None
     if sorted(kinds, key=str) == sorted(_CONV_BLOCK_ORDER, key=str):
         moved = [k.__name__ for k, w in zip(kinds, _CONV_BLOCK_ORDER) if k is not w]
@@ -1533,6 +1730,9 @@ def check_predict(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor],
             reference.eval()
             logits = reference(images)
         want = logits.argmax(dim=1)
+        n = images.shape[0]
+        # a batch of one after a batch of several passed: what drops the batch dim only when it is 1 is a squeeze
+        squeezed_only = n == 1 and any(other.shape[0] > 1 for _, other in inputs[:seed])
         seen: list[tuple[bool, bool]] = []
         modes_seen: list[dict[str, bool]] = []
 
@@ -1563,13 +1763,20 @@ def check_predict(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor],
             still = sorted({name or "the model itself" for modes in modes_seen for name, on in modes.items() if on})
             by_hand = not any(modes[""] for modes in modes_seen)
             only_itself = still == ["the model itself"]
+            # every module in eval mode once predict returned: the switch came, but after the forward pass
+            eval_after = not any(sub.training for sub in model.modules())
             raise CheckError(
                 f"{what}: while the model ran, these modules were in training mode: {still[:3]}; expected every "
                 "module in eval mode (dropout active and batch norm using the batch's own statistics make the "
                 "predictions random)" + (f" ({rule_broken.symptom})" if rule_broken is not None else ""),
-                where="look at how predict switches the model to evaluation mode (section 8)",
+                where="look at where predict calls model.eval(): before or after the forward pass?" if eval_after
+                and not by_hand else "look at how predict switches the model to evaluation mode (section 8)",
                 mistake=("setting model.training = False changes only the top-level flag; model.eval() sets it on "
                          "every submodule" if by_hand else
+                         "the model was in eval mode when predict returned, but it ran in training mode: model.eval() "
+                         "came after the forward pass, when dropout had already dropped values and batch norm had "
+                         "used (and updated) the batch's statistics. Call model.eval() before model(images)"
+                         if eval_after else
                          "every submodule was in eval mode but the model itself was not: switching its children "
                          "(model.children(), or the layers one by one) leaves the model's own flag on. Call "
                          "model.eval() on the model, which sets its own flag and every submodule's" if only_itself else
@@ -1601,9 +1808,20 @@ def check_predict(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor],
             Mistake("argmax must run over the classes (dim=1), one answer per image; dim=0 runs over the batch",
                     lambda: logits.argmax(dim=0),
                     where="look at the dim= of argmax"),
+            Mistake("for a batch of one image the batch dimension disappeared: squeeze() without a dim drops every "
+                    "dimension of size 1, the batch's included, so the logits became [C] and argmax gave one number "
+                    "(shape []) instead of shape [1]. Take argmax(dim=1) of the logits as they are (or squeeze only "
+                    "the dims you mean)",
+                    lambda: logits.squeeze().argmax(dim=-1) if n == 1 else _not_this_mistake(),
+                    where="look at what predict does to the logits before argmax: a squeeze()?"),
             Mistake("argmax without dim= indexes the flattened tensor; use logits.argmax(dim=1)",
-                    lambda: logits.argmax(),
+                    lambda: logits.argmax() if not squeezed_only else _not_this_mistake(),
                     where="look at the arguments of argmax"),
+            Mistake("the softmax ran over dim=0, across the batch: each class's column then sums to 1 over the "
+                    "images, which changes which class is largest in a row. The largest logit of a row is the "
+                    "prediction: argmax(dim=1) of the logits (a softmax over dim=1, the classes, keeps it)",
+                    lambda: F.softmax(logits, dim=0).argmax(dim=1),
+                    where="look at the dim= of the softmax before argmax"),
             Mistake("those are the largest logits themselves (max's values); the prediction is where they are, the "
                     "class index: argmax(dim=1), or max(dim=1).indices",
                     lambda: logits.max(dim=1).values, where="look at which of max's two results you return"),
@@ -1746,8 +1964,9 @@ def check_build_classifier(fn: Callable[[int, int], nn.Module], inputs: Sequence
         shown = f"build_classifier({in_channels}, {num_classes})"
         with torch.random.fork_rng():
             torch.manual_seed(in_channels * 100 + num_classes)
-            # task: "Creating a layer draws its first weights from PyTorch's global random generator"
-            model = call(fn, in_channels, num_classes, allow=Allow(global_rng=True))
+            # task: "Creating the layers draws from PyTorch's global random generator: that is expected": drawing,
+            # not reseeding it (torch.manual_seed inside resets the caller's random stream)
+            model = call(fn, in_channels, num_classes, allow=Allow(global_rng="draws"))
         expect(isinstance(model, nn.Module), f"{shown} returned {describe(model)}; expected an nn.Module",
                where="look at what build_classifier returns",
                mistake=f"a class is not a model: create one from it, {model.__name__}(in_channels, num_classes)"
@@ -1833,8 +2052,8 @@ def _expect_new_model(fn: Callable[[int, int], nn.Module], first: nn.Module, in_
             param.add_(0.5)  # what training does, as far as this rule goes: the values move
     with torch.random.fork_rng():
         torch.manual_seed(in_channels * 100 + num_classes)
-        # task: "Creating a layer draws its first weights from PyTorch's global random generator"
-        second = call(fn, in_channels, num_classes, allow=Allow(global_rng=True))
+        # task: "Creating the layers draws from PyTorch's global random generator: that is expected" (drawing only)
+        second = call(fn, in_channels, num_classes, allow=Allow(global_rng="draws"))
     if isinstance(second, nn.Module):
         _materialise(second, in_channels, seed=in_channels * 100 + num_classes)
     again = f"{shown} called twice"

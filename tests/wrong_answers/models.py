@@ -1830,3 +1830,135 @@ CASES += [
     Reject(checks.check_sequential_version, sequential_bn_momentum, "has momentum=0.01"),
     Reject(checks.check_sequential_version, sequential_extra_dropout, "a layer ConvBlockNet does not have: '5'"),
 ]
+
+
+# --- the learner-tester's wrong answers (t04e) ---------------------------------------------------
+
+
+def count_bytes_over_four(model, trainable_only=False):
+    # bytes / 4 is the number of elements only for float32 parameters
+    return sum(p.nbytes // 4 for p in model.parameters() if p.requires_grad or not trainable_only)
+
+
+def count_reused_generator(model, trainable_only=False):
+    params = model.parameters()
+    total = sum(p.numel() for p in params)
+    if trainable_only:
+        return sum(p.numel() for p in params if p.requires_grad)  # the generator is used up: 0
+    return total
+
+
+def count_len_of_each(model, trainable_only=False):
+    return sum(len(p) for p in model.parameters() if p.requires_grad or not trainable_only)
+
+
+def count_with_a_list(model, trainable_only=False):
+    """Correct: the parameters kept in a list, walked twice."""
+    params = list(model.parameters())
+    total = sum(p.numel() for p in params)
+    return sum(p.numel() for p in params if p.requires_grad) if trainable_only else total
+
+
+def init_replaces_data(m):
+    # same Parameter objects, but new tensors swapped in through .data (made on the CPU in float32)
+    if isinstance(m, (nn.Conv2d, nn.Linear)):
+        m.weight.data = nn.init.kaiming_normal_(torch.empty(m.weight.shape), nonlinearity="relu")
+        if m.bias is not None:
+            m.bias.data = torch.zeros(m.bias.shape)
+
+
+def init_copies_into_data(m):
+    """Correct: new values copied into the parameters' own tensors."""
+    if isinstance(m, (nn.Conv2d, nn.Linear)):
+        new = nn.init.kaiming_normal_(torch.empty_like(m.weight), nonlinearity="relu")
+        with torch.no_grad():
+            m.weight.copy_(new)
+            if m.bias is not None:
+                m.bias.zero_()
+
+
+def init_xavier_relu_gain(m):
+    if isinstance(m, (nn.Conv2d, nn.Linear)):
+        nn.init.xavier_normal_(m.weight, gain=nn.init.calculate_gain("relu"))
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+
+def smoothing_scatter_without_share(logits, targets, smoothing=0.1, reduction="mean"):
+    log_p = F.log_softmax(logits, dim=1)
+    dist = torch.full_like(log_p, smoothing / logits.shape[1])
+    dist.scatter_(1, targets.unsqueeze(1), 1 - smoothing)  # the mistake: overwrites the true class's s / C
+    loss = -(dist * log_p).sum(dim=1)
+    return {"mean": loss.mean, "sum": loss.sum}.get(reduction, lambda: loss)()
+
+
+class LabelSmoothingLossOwnCall(nn.Module):
+    def __init__(self, smoothing=0.1, reduction="mean"):
+        super().__init__()
+        self.smoothing, self.reduction = smoothing, reduction
+
+    def __call__(self, logits, targets):  # the mistake: __call__ instead of forward (hooks never run)
+        return F.cross_entropy(logits, targets, label_smoothing=self.smoothing, reduction=self.reduction)
+
+
+def predict_softmax_over_batch(model, images):
+    model.eval()
+    with torch.no_grad():
+        return F.softmax(model(images), dim=0).argmax(dim=1)
+
+
+def predict_eval_afterwards(model, images):
+    with torch.no_grad():
+        logits = model(images)
+    model.eval()  # the mistake: too late, the model ran in training mode
+    return logits.argmax(dim=1)
+
+
+def predict_squeezed(model, images):
+    model.eval()
+    with torch.no_grad():
+        return model(images).squeeze().argmax(dim=-1)
+
+
+def sequential_wraps_network():
+    return nn.Sequential(ref.ConvBlockNet())
+
+
+def classifier_reseeds(in_channels, num_classes):
+    torch.manual_seed(0)  # the mistake: resets the caller's random stream
+    return nn.Sequential(nn.Conv2d(in_channels, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, num_classes))
+
+
+class LeNetFunctionalDropout(ref.LeNet):
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = F.dropout(F.relu(self.fc1(torch.flatten(x, 1))), 0.5)  # training=True by default: random in eval too
+        return self.fc3(F.relu(self.fc2(x)))
+
+
+class LeNetSqueezedLogits(ref.LeNet):
+    def forward(self, x):
+        return super().forward(x).squeeze()  # [10] for a batch of one
+
+
+CASES += [
+    Reject(checks.check_count_parameters, count_bytes_over_four, "bytes / 4 counts the numbers only in a float32"),
+    Reject(checks.check_count_parameters, count_reused_generator, "can be walked only once"),
+    Reject(checks.check_count_parameters, count_len_of_each, "len(p) is the size of a tensor's first dimension"),
+    Accept(checks.check_count_parameters, count_with_a_list),
+    Reject(checks.check_init_weights, init_replaces_data, "but it now holds a new tensor of another dtype"),
+    Accept(checks.check_init_weights, init_copies_into_data),
+    Reject(checks.check_init_weights, init_xavier_relu_gain, "with ReLU's gain sqrt(2)"),
+    Reject(checks.check_label_smoothing_cross_entropy, smoothing_scatter_without_share,
+           "without its own share smoothing / C"),
+    Reject(checks.check_label_smoothing_loss, LabelSmoothingLossOwnCall, "your class defines __call__ instead of forward"),
+    Reject(checks.check_predict, predict_softmax_over_batch, "the softmax ran over dim=0, across the batch"),
+    Reject(checks.check_predict, predict_eval_afterwards, "model.eval() came after the forward pass"),
+    Reject(checks.check_predict, predict_squeezed, "squeeze() without a dim drops every dimension of size 1"),
+    Reject(checks.check_sequential_version, sequential_wraps_network, "is a whole ConvBlockNet"),
+    Reject(checks.check_build_classifier, classifier_reseeds, "reset a global random generator (torch.manual_seed(0))"),
+    Reject(checks.check_lenet_forward, LeNetFunctionalDropout, "without training=self.training, so it drops"),
+    Reject(checks.check_lenet_layers, LeNetSqueezedLogits, "a squeeze() without a dim (anywhere in forward)"),
+]
