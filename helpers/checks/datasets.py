@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import math
 import os
+import re
 import statistics
 import tempfile
 import weakref
@@ -97,81 +98,146 @@ def _not_converted(value: Any) -> bool:
 
 # ---------------------------------------------------------------- PointsDataset
 
+def _squeezed(dataset: Any, features: list, labels: list) -> str | None:
+    """What squeeze() dropped, when ``dataset`` holds the features (or labels) as a tensor whose dimensions of size
+    1 are gone (one sample, or one feature per sample), or None."""
+    n, d = len(labels), len(features[0]) if features else 0
+    for what, full in (("features", torch.tensor(features, dtype=torch.float64)),
+                       ("labels", torch.tensor(labels, dtype=torch.float64))):
+        if 1 not in full.shape:
+            continue
+        for name, value in getattr(dataset, "__dict__", {}).items():
+            if isinstance(value, torch.Tensor) and value.shape == full.squeeze().shape and value.numel() == full.numel() \
+                    and torch.equal(value.detach().double().flatten(), full.flatten()):
+                dropped = ("N (one sample) and D (one feature)" if n == 1 and d == 1 and what == "features" else
+                           "N (one sample)" if n == 1 else "D (one feature per sample)")
+                return (f"self.{name} holds the {what} with shape {list(value.shape)}, not {list(full.shape)}: "
+                        f"squeeze() drops every dimension of size 1, here {dropped}. Convert without squeeze(): "
+                        "features stay [N, D] and labels [N] whatever N and D are")
+    return None
+
+
+def _expect_own_data(cls: type, dataset: Any, n: int, n_features: int) -> None:
+    """A second PointsDataset, of other data, built after ``dataset``, leaves ``dataset`` as it was."""
+    before_n = _length(dataset, "dataset")
+    before = _item(dataset, 0, before_n, "dataset") if before_n > 0 else None
+    m = n + 1
+    call(cls, [[-9.5] * n_features for _ in range(m)], [7] * m)
+    after_n = _length(dataset, "dataset")
+    after = _item(dataset, 0, after_n, "dataset") if after_n > 0 else None
+    changed = (f"len(dataset) went from {before_n} to {after_n}" if after_n != before_n else
+               f"dataset[0] went from {describe(before)} to {describe(after)}" if not same_value(before, after) else
+               None)
+    if changed is not None:
+        raise CheckError(f"building a second PointsDataset (of {m} other samples) changed the first one, of {n} "
+                         f"samples: {changed}; expected each dataset to keep its own data",
+                         where="look at where __init__ stores the tensors: on self, or on the class "
+                               "(PointsDataset.x = ..., or a list defined in the class body)",
+                         mistake="state kept between instances: data stored on the class is shared by every "
+                                 "dataset, so the newest one's data replaces (or joins) every other's; store it on "
+                                 "self (self.features = ..., self.labels = ...)")
+
+
 def check_points_dataset(cls: type, inputs: Sequence[tuple[list, list]] | None = None) -> None:
     inputs = inputs if inputs is not None else [
         ([[0.5, 1.0], [2.0, -1.0], [3.5, 0.0]], [0, 1, 1]),
-        ([[1, 2, 3], [4, 5, 6], [7, 8, 9], [10, 11, 12], [13, 14, 15]], [2, 0, 1, 0, 2]),
+        ([[1], [4], [7], [10], [13]], [2, 0, 1, 0, 2]),  # one feature per sample: [N, 1], which squeeze() drops
     ]
     _expect_class(cls, "PointsDataset")
     checks = 0
     for features, labels in inputs:
         given_features, given_labels = [list(row) for row in features], list(labels)
         dataset = call(cls, given_features, given_labels)
-        expected = ref.PointsDataset(features, labels)
-        # The caller's lists change after __init__: a dataset that converted them once does not notice;
-        # one that kept the lists (and converts in __getitem__, on every read) does.
-        given_features[0][0], given_labels[0] = 1000.0, 1000
-        n, n_features = len(expected), len(features[0])
-        got_n = _length(dataset, "dataset")
-        if got_n != n:
-            raise CheckError(f"len(dataset) is {got_n} for {n} samples of {n_features} features; expected {n}",
-                             where="look at what __len__ counts: samples, which is how many indices __getitem__ "
-                                   "accepts",
-                             mistake=("__len__ counts one too many, so dataset[n] would raise IndexError"
-                                      if got_n == n + 1 else
-                                      "__len__ counts one too few, so the last sample is never read"
-                                      if got_n == n - 1 and got_n != n_features else
-                                      "that is the number of features per sample: count samples (the labels)"
-                                      if got_n == n_features and got_n != n - 1 else
-                                      f"that is both the number of features per sample and one less than the number "
-                                      f"of samples: count the samples (the labels), all {n} of them"
-                                      if got_n == n_features else None))
-        for i in range(n):
-            item = _item(dataset, i, n, "dataset")
-            expect(isinstance(item, (tuple, list)) and len(item) == 2,
-                   f"dataset[{i}] is {describe(item)}; expected a pair (features, label)",
-                   where="look at what __getitem__ returns")
-            x, y = item
-            if i == 0 and ((isinstance(x, torch.Tensor) and x.numel() > 0 and x.flatten()[0].item() == 1000.0)
-                           or (isinstance(y, torch.Tensor) and y.numel() == 1 and y.item() == 1000)):
-                raise CheckError("dataset[0] changed when the caller changed the lists after creating the "
-                                 "dataset; expected the dataset to be independent of the caller's lists",
-                                 where="look at when the lists become tensors",
-                                 mistake="your dataset keeps the Python lists and converts them in __getitem__, "
-                                         "again on every read; convert both lists to tensors once, in __init__")
-            if isinstance(x, torch.Tensor) and _not_converted(y):
-                kept = i == 0 and y == 1000  # the caller's list, changed after __init__, shows through
-                raise CheckError(f"dataset[{i}] holds a Tensor (the features) and a Python {type(y).__name__} (the label, "
-                                 f"{y!r}); expected two tensors, the label a 0-d int64 tensor",
-                                 where="look at how the label reaches __getitem__'s return: indexing a tensor gives "
-                                       "a 0-d tensor, while .item(), int() or indexing a Python list give a number",
-                                 mistake="your dataset keeps the caller's list of labels and indexes it; convert the "
-                                         "labels to a tensor once, in __init__" if kept else
-                                 "return the label as the tensor indexing gives, without turning it into a Python "
-                                 "number (no .item() or int()), and make sure the labels were converted to a tensor "
-                                 "in __init__")
-            if _not_converted(x) or _not_converted(y):
-                raise CheckError(f"dataset[{i}] holds a {type(x).__name__} and a {type(y).__name__}; expected two "
-                                 "tensors", where="look at __init__: where the lists become tensors",
-                                 mistake="you forgot to convert the lists to tensors; do it once in __init__, with "
-                                         "the dtype the task names")
-            want_x, want_y = expected[i]
-            if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.dim() == 0 and y.dim() == 1:
-                raise CheckError(f"dataset[{i}] is (a 0-d tensor, a tensor of shape {list(y.shape)}); expected "
-                                 "(features, label)", where="look at the order of the pair __getitem__ returns",
-                                 mistake="dataset[i] is (label, features); return (features, label)")
-            expect_tensor(x, want_x, what=f"dataset[{i}][0], the features",
-                          mistakes=[Mistake("the features are int64 because the lists held integers: "
-                                            "convert with torch.tensor(features, dtype=torch.float32), "
-                                            "since layers compute in float32",
-                                            lambda: torch.tensor(features)[i],
-                                            where="look at how the features are turned into a tensor (its dtype)")])
-            expect_tensor(y, want_y, what=f"dataset[{i}][1], the label",
-                          mistakes=[Mistake("labels are class indices and must be int64 (torch.long), which "
-                                            "is what CrossEntropyLoss expects", lambda: want_y.float(),
-                                            where="look at how the label is turned into a tensor (its dtype)")])
-            checks += 1
+        try:
+            checks += _check_points(cls, dataset, features, labels, given_features, given_labels)
+        except CheckError as error:
+            squeezed = _squeezed(dataset, features, labels)
+            if squeezed is None or not any(word in error.symptom for word in ("shape", "len(", "raised")):
+                raise
+            raise CheckError(error.symptom, where="look at the squeeze() in __init__",
+                             mistake=squeezed) from error.__cause__
     passed("PointsDataset", checks)
+
+
+def _check_points(cls: type, dataset: Any, features: list, labels: list, given_features: list,
+                  given_labels: list) -> int:
+    """The checks of one input of check_points_dataset; the number of samples checked."""
+    checks = 0
+    expected = ref.PointsDataset(features, labels)
+    # The caller's lists change after __init__: a dataset that converted them once does not notice;
+    # one that kept the lists (and converts in __getitem__, on every read) does.
+    given_features[0][0], given_labels[0] = 1000.0, 1000
+    n, n_features = len(expected), len(features[0])
+    got_n = _length(dataset, "dataset")
+    if got_n != n:
+        raise CheckError(f"len(dataset) is {got_n} for {n} samples of {n_features} features; expected {n}",
+                         where="look at what __len__ counts: samples, which is how many indices __getitem__ "
+                               "accepts",
+                         mistake=("__len__ counts one too many, so dataset[n] would raise IndexError"
+                                  if got_n == n + 1 else
+                                  "__len__ counts one too few, so the last sample is never read"
+                                  if got_n == n - 1 and got_n != n_features else
+                                  "that is the number of features per sample: count samples (the labels)"
+                                  if got_n == n_features and got_n != n - 1 else
+                                  f"that is both the number of features per sample and one less than the number "
+                                  f"of samples: count the samples (the labels), all {n} of them"
+                                  if got_n == n_features else None))
+    for i in range(n):
+        item = _item(dataset, i, n, "dataset")
+        expect(isinstance(item, (tuple, list)) and len(item) == 2,
+               f"dataset[{i}] is {describe(item)}; expected a pair (features, label)",
+               where="look at what __getitem__ returns")
+        x, y = item
+        if i == 0 and ((isinstance(x, torch.Tensor) and x.numel() > 0 and x.flatten()[0].item() == 1000.0)
+                       or (isinstance(y, torch.Tensor) and y.numel() == 1 and y.item() == 1000)):
+            raise CheckError("dataset[0] changed when the caller changed the lists after creating the "
+                             "dataset; expected the dataset to be independent of the caller's lists",
+                             where="look at when the lists become tensors",
+                             mistake="your dataset keeps the Python lists and converts them in __getitem__, "
+                                     "again on every read; convert both lists to tensors once, in __init__")
+        if isinstance(x, torch.Tensor) and _not_converted(y):
+            kept = i == 0 and y == 1000  # the caller's list, changed after __init__, shows through
+            raise CheckError(f"dataset[{i}] holds a Tensor (the features) and a Python {type(y).__name__} (the label, "
+                             f"{y!r}); expected two tensors, the label a 0-d int64 tensor",
+                             where="look at how the label reaches __getitem__'s return: indexing a tensor gives "
+                                   "a 0-d tensor, while .item(), int() or indexing a Python list give a number",
+                             mistake="your dataset keeps the caller's list of labels and indexes it; convert the "
+                                     "labels to a tensor once, in __init__" if kept else
+                             "return the label as the tensor indexing gives, without turning it into a Python "
+                             "number (no .item() or int()), and make sure the labels were converted to a tensor "
+                             "in __init__")
+        if _not_converted(x) or _not_converted(y):
+            raise CheckError(f"dataset[{i}] holds a {type(x).__name__} and a {type(y).__name__}; expected two "
+                             "tensors", where="look at __init__: where the lists become tensors",
+                             mistake="you forgot to convert the lists to tensors; do it once in __init__, with "
+                                     "the dtype the task names")
+        want_x, want_y = expected[i]
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.dim() == 0 and y.dim() == 1:
+            raise CheckError(f"dataset[{i}] is (a 0-d tensor, a tensor of shape {list(y.shape)}); expected "
+                             "(features, label)", where="look at the order of the pair __getitem__ returns",
+                             mistake="dataset[i] is (label, features); return (features, label)")
+        expect_tensor(x, want_x, what=f"dataset[{i}][0], the features",
+                      mistakes=[Mistake("the features are int64 because the lists held integers: "
+                                        "convert with torch.tensor(features, dtype=torch.float32), "
+                                        "since layers compute in float32",
+                                        lambda: torch.tensor(features)[i],
+                                        where="look at how the features are turned into a tensor (its dtype)"),
+                                _slice_mistake(want_x, "features")])
+        expect_tensor(y, want_y, what=f"dataset[{i}][1], the label",
+                      mistakes=[Mistake("labels are class indices and must be int64 (torch.long), which "
+                                        "is what CrossEntropyLoss expects", lambda: want_y.float(),
+                                        where="look at how the label is turned into a tensor (its dtype)"),
+                                _slice_mistake(want_y, "labels")])
+        checks += 1
+    _expect_own_data(cls, dataset, n, n_features)
+    return checks
+
+
+def _slice_mistake(want: torch.Tensor, name: str) -> Mistake:
+    """Row i of ``name`` returned as a one-row slice, t[i:i + 1]: the right values with a dimension of size 1 more."""
+    return Mistake(f"that is a one-row slice of the {name} ([1, ...]): a slice such as {name}[i:i + 1] keeps the "
+                   f"dimension it slices, even for one row; index with {name}[i], which drops it",
+                   lambda: want.unsqueeze(0), where="look at how __getitem__ indexes the tensors")
 
 
 # ---------------------------------------------------------------- uninitialised memory
@@ -249,12 +315,30 @@ def check_fix_length(fn: Callable[[torch.Tensor, int], torch.Tensor],
     expect(chosen, f"no inputs to test for part={part!r}",
            where="look at the inputs the check was called with (its part= argument)")
     for signal, length in chosen:
-        with _filled_empty():
-            got = call(fn, signal, length)
+        try:
+            with _filled_empty():
+                got = call(fn, signal, length)
+        except CheckError as error:
+            # resize_ on the caller's signal: PyTorch refuses to grow a storage it does not own
+            if not (isinstance(error.__cause__, RuntimeError) and "resize" in str(error.__cause__).lower()):
+                raise
+            raise CheckError(error.symptom, where="look at the resize_ call: it works on the tensor it is called on",
+                             mistake="resize_ changes the caller's tensor in place (here its memory cannot grow, "
+                                     "hence the error): the signal belongs to the caller, who still uses it. Build a "
+                                     "new tensor instead: F.pad(signal, (0, length - len(signal))), or torch.cat "
+                                     "with zeros") from error.__cause__
         n = len(signal)
         expect_tensor(got, ref.fix_length(signal, length), what=f"fix_length(signal of {n} samples, {length})",
                       given=signal if n == length else None,
                       mistakes=[_unwritten_mistake(lambda t: [t[n:]] if t.dim() == 1 else []),
+                                Mistake(f"your result is empty for a signal that already has length={length} "
+                                        "samples: a crop written signal[:-(n - length)] ends at -0 when n == length, "
+                                        "and -0 is 0, so it is signal[:0], empty. Crop with signal[:length], which "
+                                        "keeps the whole signal when nothing is to be cropped",
+                                        matches=lambda t: isinstance(t, torch.Tensor) and t.shape == (0,)
+                                        and n == length > 0,
+                                        where="look at the slice you crop with, for a signal of exactly length "
+                                              "samples"),
                                 Mistake("you kept the last samples; crop from the start, signal[:length]",
                                         lambda: signal[-length:] if n > length else None,
                                         where="look at which end of the signal you keep when it is too long"),
@@ -273,6 +357,11 @@ def check_fix_length(fn: Callable[[torch.Tensor, int], torch.Tensor],
                                 Mistake("you filled the missing samples by repeating the signal from its start; "
                                         "the task pads with zeros",
                                         lambda: signal.repeat(length // n + 1)[:length] if 0 < n < length else None,
+                                        where="look at what fills the samples after the end of a short signal"),
+                                Mistake("you filled the missing samples with the signal's last value (replicate "
+                                        "padding); the task pads with zeros",
+                                        lambda: torch.cat([signal, signal[-1:].repeat(length - n)])
+                                        if 0 < n < length and signal[-1] != 0 else None,
                                         where="look at what fills the samples after the end of a short signal"),
                                 Mistake("your last sample is 0 where the signal has a value: you cropped one sample "
                                         "too many (signal[:length - 1]) and a zero took its place; keep "
@@ -352,6 +441,18 @@ def _write_clips(folder: Path, clips: dict[str, np.ndarray]) -> None:
         np.save(backup, array)
 
 
+def _expect_same_len(dataset: Any, before: int, other: str) -> None:
+    """len(dataset) is still ``before`` now that another ClipDataset (``other``) was built."""
+    after = _length(dataset, "dataset")
+    expect(after == before,
+           f"len(dataset) was {before}; after another ClipDataset was built ({other}), it is {after}; expected a "
+           "dataset's len to change only with its own folder",
+           where="look at where __init__ keeps the file list: on self, or on the class (a list in the class body)",
+           mistake="state kept between instances: a file list that lives on the class (files = [] in the class "
+                   "body, or ClipDataset.files = ...) is shared by every ClipDataset, so each __init__ changes "
+                   "every dataset's; make the list in __init__ and store it on self (self.files = sorted(...))")
+
+
 def check_clip_dataset(cls: type, inputs: Sequence[ClipSpec] | None = None, part: str = "both") -> None:
     """``part``: "len" tests __len__ and that every index returns (tensor, int);
     "items" also compares every clip and label with the answer key."""
@@ -373,6 +474,10 @@ def check_clip_dataset(cls: type, inputs: Sequence[ClipSpec] | None = None, part
             n = len(expected)
             got_n = _length(dataset, "dataset")
             if got_n != n:
+                # a second dataset of the same folder: a list kept on the class grows with every dataset built
+                with substitute(cls, fix_length=ref.fix_length):
+                    call(cls, folder, length, list(classes))
+                _expect_same_len(dataset, got_n, f"of the same folder, {n} clips")
                 every = len(os.listdir(folder))
                 holding = sorted(name for name in os.listdir(folder) if ".npy" in name and not name.endswith(".npy"))
                 raise CheckError(f"len(dataset) is {got_n} for a folder of {every} files, {n} of them .npy clips; "
@@ -433,6 +538,13 @@ def check_clip_dataset(cls: type, inputs: Sequence[ClipSpec] | None = None, part
                 expect(isinstance(label, int) and not isinstance(label, bool),
                        f"dataset[{i}][1] is {describe(label)}; expected the class index (an int)",
                        where="look at how the label is computed from the file name")
+            # a dataset of another folder, built once this one's items were read: a file list kept on the class
+            # (a list in the class body, or ClipDataset.files = ...) changes every dataset's
+            with tempfile.TemporaryDirectory(prefix="check-clips-other-") as other:
+                np.save(Path(other) / f"{classes[0]}_other.npy", np.zeros(3, dtype=np.float32))
+                with substitute(cls, fix_length=ref.fix_length):
+                    call(cls, Path(other), length, list(classes))
+            _expect_same_len(dataset, n, "of another folder, 1 clip")
             if part == "len":
                 checks += 1
                 continue
@@ -515,7 +627,15 @@ def _padded_mistakes(batch: list[torch.Tensor], want: torch.Tensor) -> list[Mist
         return (isinstance(t, torch.Tensor) and t.dim() == want.dim() and t.shape[0] == len(batch)
                 and t.shape[1] >= longest and torch.equal(t[:, :longest].to(want.dtype), want))
 
+    first = len(batch[0]) if batch else 0
     return [
+        Mistake(f"the padded batch is as wide as the first sequence ({first}), not as the longest ({longest}): "
+                "the sequences of a batch come in any order; take the width from all of them, "
+                "max(len(s) for s in batch)",
+                matches=lambda t: isinstance(t, torch.Tensor) and first < longest and t.dim() == want.dim()
+                and t.shape[0] == len(batch) and t.shape[1] == first
+                and torch.equal(t.to(want.dtype), want[:, :first]),
+                where="look at where the number of columns comes from"),
         Mistake("you padded on the left; put the zeros at the end of each sequence (right side)",
                 lambda: _left_padded(batch),
                 where="look at which end of each row the sequence is copied to"),
@@ -586,7 +706,12 @@ def check_pad_collate(fn: Callable[[list[torch.Tensor]], tuple[torch.Tensor, tor
         _expect_order("pad_collate", (padded, lengths), (want_padded, want_lengths), ("padded", "lengths"))
         if part in ("both", "padded"):
             expect_tensor(padded, want_padded, what=f"the padded batch for sequences of lengths {shown}",
-                          mistakes=_padded_mistakes(batch, want_padded))
+                          mistakes=[*_padded_mistakes(batch, want_padded),
+                                    Mistake("your rows are the sequences sorted by length, longest first; keep the "
+                                            "batch's order (row i is sequence i, as the lengths are): sorting is "
+                                            "only for pack_padded_sequence with enforce_sorted=True",
+                                            matches=lambda t: _sorted_longest_first(t, batch),
+                                            where="look at the order in which the sequences go into the batch")])
         if part in ("both", "lengths"):
             expect_tensor(lengths, want_lengths, what=f"the lengths returned for sequences of lengths {shown}",
                           mistakes=_lengths_mistakes(shown, want_padded.shape[1], padded=want_padded))
@@ -604,6 +729,23 @@ def _sorted_longest_first(got: Any, sequences: list[torch.Tensor]) -> bool:
                                                                              descending=True)], batch_first=True)))
 
 
+def _explain_feature_padding(error: CheckError, sequences: list[torch.Tensor]) -> None:
+    """Name F.pad(s, (0, k)) on [T, F] sequences: the pair pads the last dim (features), so stacking the results
+    fails with sizes that show it, [T, F + longest - T]."""
+    cause = error.__cause__
+    if not (isinstance(cause, RuntimeError) and "stack expects each tensor to be equal size" in str(cause)):
+        return
+    longest = max(len(s) for s in sequences)
+    padded_features = {(len(s), s.shape[1] + longest - len(s)) for s in sequences if s.dim() == 2}
+    got = {tuple(int(v) for v in shape.split(", ")) for shape in re.findall(r"\[(\d+(?:, \d+)*)\]", str(cause))}
+    if not got or not got <= padded_features:
+        return
+    raise CheckError(error.symptom, where="look at which dimension your padding extends",
+                     mistake="F.pad's pairs start from the last dimension: (0, k) adds k features to each time step "
+                             "of a [T, F] sequence, not k time steps. Pad the time steps with (0, 0, 0, k), or let "
+                             "pad_sequence(..., batch_first=True) do it") from cause
+
+
 def check_collate_sequences(fn: Callable[[list[tuple[torch.Tensor, int]]], tuple],
                             inputs: Sequence[list[tuple[torch.Tensor, int]]] | None = None) -> None:
     g = _gen(5)
@@ -616,14 +758,26 @@ def check_collate_sequences(fn: Callable[[list[tuple[torch.Tensor, int]]], tuple
         sequences = [s for s, _ in batch]
         want_padded, want_lengths, want_labels = ref.collate_sequences(batch)
         shapes = [list(s.shape) for s in sequences]
-        with _filled_empty():
-            padded, lengths, labels = _pair(call(fn, batch), "collate_sequences", 3)
+        try:
+            with _filled_empty():
+                padded, lengths, labels = _pair(call(fn, batch), "collate_sequences", 3)
+        except CheckError as error:
+            _explain_feature_padding(error, sequences)
+            raise
         _expect_order("collate_sequences", (padded, lengths, labels), (want_padded, want_lengths, want_labels),
                       ("padded", "lengths", "labels"))
         expect_tensor(padded, want_padded, what=f"the padded batch for sequences of shapes {shapes}",
                       mistakes=[Mistake("pad_sequence puts time first by default ([longest, batch, ...]); "
                                         "pass batch_first=True", lambda: pad_sequence(sequences),
                                         where="look at the pad_sequence call's arguments"),
+                                Mistake(".T reverses every dimension of a tensor: on pad_sequence's time-first "
+                                        "[longest, batch, features] it gives [features, batch, longest], not "
+                                        "[batch, longest, features] (for 1-D sequences the two agree). Pass "
+                                        "batch_first=True to pad_sequence (or swap only the first two dims, "
+                                        "transpose(0, 1))",
+                                        lambda: pad_sequence(sequences).permute(2, 1, 0)
+                                        if want_padded.dim() == 3 else _not_this(),
+                                        where="look at how the time-first result is turned into batch-first"),
                                 *_padded_mistakes(sequences, want_padded),
                                 Mistake("your rows are the sequences sorted by length, longest first; keep the "
                                         "batch's order (row i is sample i, as the labels are): sorting is only for "
@@ -645,12 +799,12 @@ def check_collate_sequences(fn: Callable[[list[tuple[torch.Tensor, int]]], tuple
 
 # ---------------------------------------------------------------- mean_std
 
-def _image_set(n: int, size: int, seed: int) -> TensorDataset:
+def _image_set(n: int, size: int, seed: int, channels: int = 1) -> TensorDataset:
     """Images in [0, 1] that get brighter with the index, so per-image and per-batch
     statistics differ clearly from those over all pixels."""
     g = _gen(seed)
     brightness = torch.linspace(0.1, 0.9, n).view(n, 1, 1, 1)
-    images = (torch.rand(n, 1, size, size, generator=g) * brightness).clamp(0, 1)
+    images = (torch.rand(n, channels, size, size, generator=g) * brightness).clamp(0, 1)
     return TensorDataset(images, torch.randint(0, 10, (n,), generator=g))
 
 
@@ -692,8 +846,19 @@ def _stats_mistakes(dataset: TensorDataset, batch_size: int, which: str, fetched
                       f"your DataLoader gave {fetched} of the {n} images; go through every image",
                       matches=lambda _: fetched is not None and 0 < fetched < n,
                       where="look at the DataLoader you build and at your loop over it")]
+    # n counted as batch_size images for every batch: the last, smaller batch counted as a full one
+    full = len(batches) * batch_size * pixels
+    full_mean = float(images.sum()) / full
+    counted_full = [Mistake(f"that is what n = batch_size x batches x pixels gives: {len(batches)} batches of "
+                            f"batch_size={batch_size}, but the last batch holds only {short} images, so n counts "
+                            f"{len(batches) * batch_size - n} images that are not there; add each batch's own count "
+                            "(images.numel())", lambda: value if short else _not_this(),
+                            where="look at what your count n adds up per batch")
+                    for value in ((full_mean if which == "mean" else
+                                   math.sqrt(max(float(images.square().sum()) / full - full_mean ** 2, 0.0))),)]
     if which == "mean":
-        return [Mistake("you averaged the per-batch means, but the last batch is smaller, so its pixels count "
+        return [*counted_full,
+                Mistake("you averaged the per-batch means, but the last batch is smaller, so its pixels count "
                         "too much: add up sums and pixel counts over all batches, then divide once",
                         lambda: sum(b.mean().item() for b in batches) / len(batches),
                         where="look at how the batches' results are combined: per batch, or by running totals?"),
@@ -707,11 +872,16 @@ def _stats_mistakes(dataset: TensorDataset, batch_size: int, which: str, fetched
                 *unseen]
     per_image = [torch.stack([img.std(correction=c) for img in images]).mean().item() for c in (0, 1)]
     per_batch = [sum(b.std(correction=c).item() for b in batches) / len(batches) for c in (0, 1)]
+    # each batch's std weighted by its number of pixels: still misses how much the batches differ
+    per_batch += [sum(b.std(correction=c).item() * b.numel() for b in batches) / images.numel() for c in (0, 1)]
+    # the root of the mean per-image variance: misses how much images differ from each other
+    per_image_rms = [images.flatten(1).var(dim=1, correction=c).mean().sqrt().item() for c in (0, 1)]
     per_pixel = [images.std(dim=0, correction=c).mean().item() for c in (0, 1)]
     within = sum(float((b - b.mean()).square().sum()) for b in batches)  # each pixel from its own batch's mean
     pooled = [math.sqrt(within / (images.numel() - c)) for c in (0, 1)]
     return [
         *unseen,
+        *counted_full,
         *[Mistake("you measured each pixel's distance from its own batch's mean: that misses how much the batch "
                   "means differ from each other. Measure every pixel from the one mean of all pixels (a first pass "
                   "for the mean, or running sums of x and x**2)", (lambda v=v: v),
@@ -720,8 +890,13 @@ def _stats_mistakes(dataset: TensorDataset, batch_size: int, which: str, fetched
         *[Mistake("you computed a std per image and averaged them: that misses how much images differ from "
                   "each other. Compute one std over all pixels of all images", (lambda v=v: v),
                   where="look at which pixels each std is computed over") for v in per_image],
-        *[Mistake("you averaged per-batch stds; compute one std over all pixels (accumulate the sum of "
-                  "squares across batches)", (lambda v=v: v),
+        *[Mistake("that is the square root of the mean of the per-image variances: each image's variance is "
+                  "measured from its own mean, which misses how much images differ from each other. Compute one "
+                  "std over all pixels of all images", (lambda v=v: v),
+                  where="look at which pixels each variance is computed over") for v in per_image_rms],
+        *[Mistake("you averaged per-batch stds (each measured from its own batch's mean, which misses how much "
+                  "the batches differ); compute one std over all pixels (accumulate the sum of squares across "
+                  "batches)", (lambda v=v: v),
                   where="look at how the batches' results are combined: per batch, or by running totals?")
           for v in per_batch if len(batches) > 1],
         *[Mistake("you took the std across images at each pixel position, then averaged: compute one std "
@@ -823,8 +998,9 @@ def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
     """``part``: "mean" or "std" tests only that number. Either form of the std is accepted:
     dividing by the pixel count, or by the count minus one (what tensor.std() does)."""
     _check_part(part, ("both", "mean", "std"))
+    # task: "every pixel of every image": images of any shape, colour ones ([3, H, W]) too
     inputs = inputs if inputs is not None else [(_image_set(25, 6, 0), 10), (_image_set(12, 5, 1), 4),
-                                                (_image_set(22, 3, 2), 4), (_sensor_set(60, 8, 3), 8)]
+                                                (_image_set(22, 3, 2, channels=3), 4), (_sensor_set(60, 8, 3), 8)]
     for dataset, batch_size in inputs:
         images = dataset.tensors[0].double()
         shown = f"mean_std({len(dataset)} images of shape {list(images.shape[1:])}, batch_size={batch_size})"
@@ -835,8 +1011,22 @@ def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
         # task: "Go through it with DataLoader(dataset, batch_size=batch_size)": iterating a DataLoader built
         # without a generator draws its base seed from the global generator, so that draw is allowed.
         held: list[int] = []
-        with substitute(fn, DataLoader=_holding_spy(held)), memory:
-            got = call(fn, spy, batch_size, allow=Allow(global_rng=True))
+        try:
+            with substitute(fn, DataLoader=_holding_spy(held)), memory:
+                got = call(fn, spy, batch_size, allow=Allow(global_rng=True))
+        except CheckError as error:
+            # sums over some dims only (dim=(0, 2, 3)) keep one total per channel: .item() refuses more than one
+            channels = images.shape[1] if images.dim() >= 4 else 1
+            if not (channels > 1 and isinstance(error.__cause__, RuntimeError)
+                    and f"Tensor with {channels} elements cannot be converted to Scalar" in str(error.__cause__)):
+                raise
+            cause = error.__cause__
+            raise CheckError(f"{shown} raised {type(cause).__name__}: {cause}",
+                             where=f"look at the dims your totals sum over: these images have "
+                                                  f"{channels} channels ({list(images.shape[1:])}), and a sum over "
+                                                  "some dims only (dim=(0, 2, 3)) keeps one total per channel; the "
+                                                  "task's totals run over every pixel of every image (images.sum())"
+                             ) from error.__cause__
         # task: "never hold more than one batch of images at a time" (the loop variable holds one while the next
         # is fetched; more than two means earlier batches were kept)
         if held and max(held) > 2:
@@ -902,10 +1092,36 @@ def check_mean_std(fn: Callable[[Dataset, int], tuple[float, float]],
     passed(f"mean_std ({part})" if part != "both" else "mean_std", len(inputs))
 
 
+# ---------------------------------------------------------------- state kept between calls
+
+def _module_generators(fn: Any) -> list[str]:
+    """The names of the module-level torch.Generator objects ``fn``'s code (or a function nested in it) reads: one
+    generator made once, at import, that every call draws from, so each call goes on where the last one stopped."""
+    namespace = getattr(fn, "__globals__", None)
+    if not isinstance(namespace, dict):
+        return []
+    names, codes = [], [getattr(fn, "__code__", None)]
+    while codes:
+        code = codes.pop()
+        if code is None:
+            continue
+        names += [name for name in code.co_names
+                  if isinstance(namespace.get(name), torch.Generator) and name not in names]
+        codes += [const for const in code.co_consts if hasattr(const, "co_names")]
+    return names
+
+
 # ---------------------------------------------------------------- split_train_val
 
 def _indices(subset: Any) -> list[int]:
     return list(subset.indices) if isinstance(subset, Subset) else []
+
+
+def _numpy_split(n: int, seed: int, train: Subset, val: Subset) -> bool:
+    """The parts are a NumPy permutation of range(n), seeded with ``seed``, cut in two (either way round)."""
+    got = _indices(train) + _indices(val)
+    orders = [np.random.default_rng(seed).permutation(n).tolist(), np.random.RandomState(seed).permutation(n).tolist()]
+    return any(got == order or _indices(val) + _indices(train) == order for order in orders)
 
 
 def check_split_train_val(fn: Callable[[Dataset, float, int], tuple[Subset, Subset]],
@@ -959,10 +1175,18 @@ def check_split_train_val(fn: Callable[[Dataset, float, int], tuple[Subset, Subs
                          f"rounded up; the task's int() rounds down, to {n_val}" if rounded else None))
         again = call(fn, dataset, fraction, seed)
         if _indices(again[1]) != _indices(val) or _indices(again[0]) != _indices(train):
+            kept = _module_generators(fn)
             raise CheckError(f"{shown}, called twice, gave two different splits (validation indices starting "
                              f"{_indices(val)[:5]} and {_indices(again[1])[:5]}); the same seed must give the same "
-                             "split", where="look at how the generator you shuffle with is seeded",
-                             mistake="the shuffle does not depend on the seed alone: the generator is never seeded "
+                             "split" + (f"; your function draws from {kept[0]}, a generator made once at module "
+                                        "level" if kept else ""),
+                             where="look at how the generator you shuffle with is seeded"
+                                   + (", and where it is made" if kept else ""),
+                             mistake=f"state kept between calls: {kept[0]} is made once, when the cell runs, so each "
+                                     "call draws where the previous one stopped (and a seed given later does not "
+                                     "restart it); make a new generator in every call, "
+                                     "torch.Generator().manual_seed(seed)" if kept else
+                                     "the shuffle does not depend on the seed alone: the generator is never seeded "
                                      "with seed (a new Generator starts from a fixed default, g.seed() from the "
                                      "clock); make it with torch.Generator().manual_seed(seed)")
         other = call(fn, dataset, fraction, seed + 1)
@@ -985,8 +1209,10 @@ def check_split_train_val(fn: Callable[[Dataset, float, int], tuple[Subset, Subs
                 mistake=("your validation part is the start of the shuffled order and training the rest (what "
                          "random_split with the lengths [n_val, n_train] gives); the task's split is "
                          "random_split's with [n_train, n_val]: training takes the first n_train of the shuffled "
-                         "order, validation the last n_val" if _indices(train) == list(swapped[1].indices)
-                         else None))
+                         "order, validation the last n_val" if _indices(train) == list(swapped[1].indices) else
+                         f"that is the split a NumPy permutation seeded with {seed} gives: NumPy's generator draws "
+                         "other numbers than PyTorch's for the same seed; use random_split with "
+                         "torch.Generator().manual_seed(seed)" if _numpy_split(n, seed, train, val) else None))
     passed("split_train_val", len(inputs))
 
 
@@ -1067,6 +1293,16 @@ def check_make_loaders(fn: Callable[..., tuple[DataLoader, DataLoader]],
                                "== 'cuda' misses a GPU given with its index; device.type is 'cuda' for every CUDA GPU")
             if 0 in which:
                 train = got[0]
+                if not isinstance(train.sampler, RandomSampler):
+                    epochs = [[i for batch in _order(train) for i in batch] for _ in range(2)]
+                    # a sampler that is one shuffled list of indices: the same order, epoch after epoch
+                    expect(epochs[0] == sorted(epochs[0]) or epochs[0] != epochs[1],
+                           f"{shown}): the training loader gives the same shuffled order every epoch (both epochs "
+                           f"start {epochs[0][:6]}); expected a new order every epoch",
+                           where="look at the training loader's sampler: one list of indices is one order, repeated",
+                           mistake="a permutation drawn once and passed as sampler= repeats itself every epoch; let "
+                                   "the DataLoader shuffle (shuffle=True, generator=...), which draws a new order "
+                                   "for every pass")
                 expect(isinstance(train.sampler, RandomSampler),
                        f"{shown}): the training loader gives the samples in the dataset's order; expected a shuffled "
                        "order", where="look at the training loader's shuffle setting")
@@ -1082,14 +1318,18 @@ def check_make_loaders(fn: Callable[..., tuple[DataLoader, DataLoader]],
                 second = _order(second_loader)
                 if order != second:
                     shared = _shared_generator(train, second_loader)
+                    kept = _module_generators(fn)
                     raise CheckError(f"{shown}): two training loaders built with the same seed, both built before "
                                      f"either is iterated, shuffle differently ({order[0]} and {second[0]} first); "
-                                     "expected the same order",
+                                     "expected the same order"
+                                     + ("; both draw from one and the same generator object" if shared else "")
+                                     + (f" ({kept[0]}, made once at module level)" if shared and kept else ""),
                                      where="look at how the training loader's shuffle is seeded, and where its "
                                            "generator is made",
-                                     mistake="the two loaders share one generator object (made once, outside the "
-                                             "function, and reseeded on every call): iterating one moves the other's "
-                                             "order. Make a new torch.Generator() in every call" if shared else
+                                     mistake="state kept between calls: the two loaders share one generator object, "
+                                             "made once outside the function (and perhaps reseeded on every call), "
+                                             "so iterating one moves the other's order. Make a new "
+                                             "torch.Generator().manual_seed(seed) in every call" if shared else
                                      "the shuffle is not seeded: give the DataLoader its own generator "
                                      "seeded with seed (generator=)" if train.generator is None else None)
                 if not torch.equal(before, torch.get_rng_state()):
@@ -1154,7 +1394,20 @@ def check_choose_num_workers(fn: Callable[[dict], int], inputs: Sequence[dict] |
     ]
     for speeds in inputs:
         shown = f"choose_num_workers({ {k: round(v) for k, v in speeds.items()} })"
-        got = call(fn, speeds)
+        try:
+            got = call(fn, speeds)
+        except CheckError as error:
+            # a key written into the code (the settings of the notebook's own table), which this table lacks
+            missing = error.__cause__.args[0] if isinstance(error.__cause__, KeyError) and error.__cause__.args \
+                else None
+            if missing is None or missing in speeds:
+                raise
+            raise CheckError(f"{shown} raised KeyError: {missing!r} is not a key of this table, whose keys are "
+                             f"{sorted(speeds)}",
+                             where="look at the keys your code looks up in speeds",
+                             mistake="your code names settings of one table (the one measured in the notebook); "
+                                     "the table it is given may hold others: read the settings from the table "
+                                     "itself, max(speeds, key=speeds.get)") from error.__cause__
         want = ref.choose_num_workers(speeds)
         slowest = min(speeds, key=speeds.get)[0]
         where = "look at what you compare (the values are images per second) and what you return (the key's first part)"
@@ -1200,6 +1453,12 @@ def check_loading_share(fn: Callable[[float, float], float],
             Mistake("that is a percentage; return a fraction between 0 and 1",
                     lambda: 100 * load_ms / (load_ms + step_ms),
                     where="look at the scale of what you return: a fraction, not a percentage"),
+            Mistake("that is the share rounded down to a whole number: // is floor division, which drops the "
+                    "fraction; divide with /", lambda: load_ms // (load_ms + step_ms),
+                    where="look at the division operator"),
+            *[Mistake(f"that is the share rounded to {digits} decimals; return it unrounded (round only when you "
+                      "print it)", (lambda digits=digits: round(load_ms / (load_ms + step_ms), digits)),
+                      where="look at what happens to the share before it is returned") for digits in range(1, 5)],
         ])
     passed("loading_share", len(inputs))
 
@@ -1400,6 +1659,15 @@ def _quoted(text: str) -> list[str]:
     return [part for part in text.split("'")[1::2] if part]
 
 
+def _dataset_size(loader: DataLoader) -> int | None:
+    """len(loader.dataset), or None when it has none that works."""
+    try:
+        size = len(loader.dataset)
+    except Exception:
+        return None
+    return size if isinstance(size, int) else None
+
+
 def check_recording_loader(fn: Callable[[Path, int, int], DataLoader],
                            inputs: Sequence[RecordingSpec] | None = None) -> None:
     """make_recording_loader(path, batch_size, seed): every recording once per epoch, standardised with the file's
@@ -1427,9 +1695,20 @@ def check_recording_loader(fn: Callable[[Path, int, int], DataLoader],
                         _explain_parse_failure(error, text, shown)
                         raise
 
-            loader, twin, other = build(seed), build(seed), build(seed + 1)
+            loader = build(seed)
             expect(isinstance(loader, DataLoader), f"{shown} returned {describe(loader)}; expected a DataLoader",
                    where=WHERE_RETURN)
+            size = _dataset_size(loader)
+            twin, other = build(seed), build(seed + 1)
+            grown = _dataset_size(loader)
+            expect(size == grown,
+                   f"{shown}: the loader's dataset held {size} recordings; after two more loaders were made, of the "
+                   f"same file, it holds {grown}; expected each loader's dataset to keep the file's {n}",
+                   where="look at where your dataset keeps its recordings: on self, or in a list defined in the "
+                         "class body or at module level",
+                   mistake="state kept between instances: a list defined on the class (rows = [] in the class body) "
+                           "or at module level is one list shared by every dataset, and each __init__ adds to it; "
+                           "make a new list in __init__ (self.rows = [...])")
             path.write_text("0,not a number\n")  # the file changes once the loaders exist: they must not read it again
             before = torch.get_rng_state()
             with substitute(fn, pad_collate=ref.pad_collate, collate_sequences=ref.collate_sequences,

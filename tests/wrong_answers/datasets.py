@@ -1734,3 +1734,257 @@ def fix_length_numpy(signal, length):
 CASES += [
     Reject(checks.check_fix_length, fix_length_numpy, "gave you a NumPy array"),
 ]
+
+
+# ---------------------------------------------------------------- from a learner-tester's answers (lesson 03)
+
+
+class PointsOnClass(Dataset):
+    """Wrong: the tensors are stored on the class, so the newest dataset's data replaces every other's."""
+
+    x = None
+    y = None
+
+    def __init__(self, features, labels):
+        PointsOnClass.x = torch.tensor(features, dtype=torch.float32)
+        PointsOnClass.y = torch.tensor(labels, dtype=torch.int64)
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, index):
+        return self.x[index], self.y[index]
+
+
+class PointsSqueezed(ref.PointsDataset):
+    """Wrong: squeeze() "cleans" the shape, and drops D when there is one feature per sample."""
+
+    def __init__(self, features, labels):
+        self.features = torch.tensor(features, dtype=torch.float32).squeeze()
+        self.labels = torch.tensor(labels, dtype=torch.int64).squeeze()
+
+
+class PointsSliceRow(ref.PointsDataset):
+    """Wrong: a one-row slice keeps the dimension it slices: [1, D] and [1]."""
+
+    def __getitem__(self, index):
+        return self.features[index:index + 1], self.labels[index:index + 1]
+
+
+def fix_length_crop_negative_end(signal, length):
+    # signal[:-0] is empty when the signal is already `length` long
+    n = len(signal)
+    if n >= length:
+        return signal[:-(n - length)]
+    return F.pad(signal, (0, length - n))
+
+
+def fix_length_resize_in_place(signal, length):
+    n = len(signal)
+    if n >= length:
+        return signal[:length]
+    signal.resize_(length)
+    signal[n:] = 0
+    return signal
+
+
+def fix_length_replicate_pad(signal, length):
+    n = len(signal)
+    if n >= length:
+        return signal[:length]
+    return torch.cat([signal, signal[-1:].repeat(length - n)])
+
+
+class ClipsFilesOnClass(ref.ClipDataset):
+    """Wrong: a list in the class body, appended to by every __init__."""
+
+    files = []
+
+    def __init__(self, folder, length, classes):
+        for path in sorted(Path(folder).glob("*.npy")):
+            self.files.append(path)
+        self.length, self.classes = length, list(classes)
+
+
+class ClipsAssignedOnClass(ref.ClipDataset):
+    """Wrong: the file list is assigned to the class, so the newest dataset's list is every dataset's."""
+
+    def __init__(self, folder, length, classes):
+        ClipsAssignedOnClass.files = sorted(Path(folder).glob("*.npy"))
+        self.length, self.classes = length, list(classes)
+
+
+def pad_collate_first_width(batch):
+    # the width of the first sequence, as if the batch were sorted longest first
+    longest = len(batch[0])
+    padded = torch.zeros(len(batch), longest, dtype=batch[0].dtype)
+    for i, s in enumerate(batch):
+        n = min(len(s), longest)
+        padded[i, :n] = s[:n]
+    return padded, torch.tensor([len(s) for s in batch])
+
+
+def pad_collate_sorted(batch):
+    ordered = sorted(batch, key=len, reverse=True)
+    return pad_sequence(ordered, batch_first=True), torch.tensor([len(s) for s in batch])
+
+
+def collate_sequences_dot_t(batch):
+    # .T reverses every dimension: right for 1-D sequences only
+    sequences, labels = zip(*batch)
+    return pad_sequence(list(sequences)).T, torch.tensor([len(s) for s in sequences]), torch.tensor(labels)
+
+
+def collate_sequences_pad_last_dim(batch):
+    # F.pad's (0, k) pads the last dimension: the features of a [T, F] sequence
+    sequences, labels = zip(*batch)
+    longest = max(len(s) for s in sequences)
+    padded = torch.stack([F.pad(s, (0, longest - len(s))) for s in sequences])
+    return padded, torch.tensor([len(s) for s in sequences]), torch.tensor(labels)
+
+
+def mean_std_count_full_batches(dataset, batch_size=1000):
+    # n counts batch_size images for every batch, the last (smaller) one too
+    total = total_sq = 0.0
+    batches, per_image = 0, 1
+    for images, _ in DataLoader(dataset, batch_size=batch_size):
+        x = images.double()
+        total += x.sum().item()
+        total_sq += (x ** 2).sum().item()
+        batches += 1
+        per_image = x[0].numel()
+    n = batches * batch_size * per_image
+    mean = total / n
+    return mean, max(total_sq / n - mean ** 2, 0.0) ** 0.5
+
+
+def mean_std_weighted_batch_std(dataset, batch_size=1000):
+    total = std_sum = 0.0
+    n = 0
+    for images, _ in DataLoader(dataset, batch_size=batch_size):
+        x = images.double()
+        total += x.sum().item()
+        std_sum += x.std(correction=0).item() * x.numel()
+        n += x.numel()
+    return total / n, std_sum / n
+
+
+def mean_std_image_variances(dataset, batch_size=1000):
+    # the mean of per-image means (right for images of one size), the root of the mean per-image variance
+    means, variances = [], []
+    for images, _ in DataLoader(dataset, batch_size=batch_size):
+        x = images.double().flatten(1)
+        means.append(x.mean(dim=1).sum().item())
+        variances.append(x.var(dim=1, correction=0).sum().item())
+    return sum(means) / len(dataset), (sum(variances) / len(dataset)) ** 0.5
+
+
+def mean_std_per_channel(dataset, batch_size=1000):
+    # assumes 1-channel [B, 1, H, W] batches: one total per channel
+    total = total_sq = 0.0
+    n = 0
+    for images, _ in DataLoader(dataset, batch_size=batch_size):
+        x = images.double()
+        total += x.sum(dim=(0, 2, 3)).item()
+        total_sq += (x ** 2).sum(dim=(0, 2, 3)).item()
+        n += x.shape[0] * x.shape[2] * x.shape[3]
+    mean = total / n
+    return mean, max(total_sq / n - mean ** 2, 0.0) ** 0.5
+
+
+_SPLIT_GENERATOR = None
+
+
+def split_module_generator(dataset, val_fraction, seed):
+    # one generator, made (and seeded) by the first call only
+    global _SPLIT_GENERATOR
+    if _SPLIT_GENERATOR is None:
+        _SPLIT_GENERATOR = torch.Generator().manual_seed(seed)
+    n_val = int(len(dataset) * val_fraction)
+    train, val = random_split(dataset, [len(dataset) - n_val, n_val], generator=_SPLIT_GENERATOR)
+    return train, val
+
+
+def split_numpy_permutation(dataset, val_fraction, seed):
+    n = len(dataset)
+    n_val = int(n * val_fraction)
+    order = np.random.default_rng(seed).permutation(n).tolist()
+    return Subset(dataset, order[:n - n_val]), Subset(dataset, order[n - n_val:])
+
+
+_LOADER_GENERATOR = torch.Generator().manual_seed(0)
+
+
+def loaders_module_generator(train_set, val_set, batch_size, seed, device):
+    pin = device.type == "cuda"
+    return (DataLoader(train_set, batch_size=batch_size, shuffle=True, drop_last=True, pin_memory=pin,
+                       generator=_LOADER_GENERATOR),
+            DataLoader(val_set, batch_size=batch_size, pin_memory=pin))
+
+
+def loaders_fixed_permutation(train_set, val_set, batch_size, seed, device):
+    # one permutation, drawn once: the same order every epoch
+    pin = device.type == "cuda"
+    order = torch.randperm(len(train_set), generator=torch.Generator().manual_seed(seed)).tolist()
+    return (DataLoader(train_set, batch_size=batch_size, sampler=order, drop_last=True, pin_memory=pin),
+            DataLoader(val_set, batch_size=batch_size, pin_memory=pin))
+
+
+class _RecordingsOnClass(Dataset):
+    rows = []  # one list, shared by every dataset
+
+    def __init__(self, rows):
+        self.rows.extend(rows)
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        return self.rows[i]
+
+
+def recordings_rows_on_class(path, batch_size, seed):
+    rows = _standardised(_read_recordings(path))
+    return DataLoader(_RecordingsOnClass(rows), batch_size=batch_size, shuffle=True, collate_fn=ref.collate_sequences,
+                      generator=torch.Generator().manual_seed(seed))
+
+
+def workers_hard_coded_keys(speeds):
+    # the settings of the notebook's own table
+    return 2 if speeds[2, False] > speeds[0, False] else 0
+
+
+def share_floor_division(load_ms, step_ms):
+    return load_ms // (load_ms + step_ms)
+
+
+def share_rounded(load_ms, step_ms):
+    return round(load_ms / (load_ms + step_ms), 2)
+
+
+CASES += [
+    Reject(checks.check_points_dataset, PointsOnClass, "data stored on the class is shared by every dataset"),
+    Reject(checks.check_points_dataset, PointsSqueezed, "here D (one feature per sample)"),
+    Reject(checks.check_points_dataset, PointsSliceRow, "a one-row slice of the features"),
+    Reject(checks.check_fix_length, fix_length_crop_negative_end, "ends at -0 when n == length"),
+    Reject(checks.check_fix_length, fix_length_resize_in_place, "resize_ changes the caller's tensor in place"),
+    Reject(checks.check_fix_length, fix_length_replicate_pad, "the signal's last value (replicate padding)"),
+    Reject(checks.check_clip_dataset, ClipsFilesOnClass, "a file list that lives on the class"),
+    Reject(checks.check_clip_dataset, ClipsAssignedOnClass, "a file list that lives on the class"),
+    Reject(checks.check_pad_collate, pad_collate_first_width, "as wide as the first sequence (4), not as the longest"),
+    Reject(checks.check_pad_collate, pad_collate_sorted, "row i is sequence i, as the lengths are"),
+    Reject(checks.check_collate_sequences, collate_sequences_dot_t, ".T reverses every dimension"),
+    Reject(checks.check_collate_sequences, collate_sequences_pad_last_dim, "F.pad's pairs start from the last"),
+    Reject(checks.check_mean_std, mean_std_count_full_batches, "n = batch_size x batches x pixels"),
+    Reject(checks.check_mean_std, mean_std_weighted_batch_std, "each measured from its own batch's mean"),
+    Reject(checks.check_mean_std, mean_std_image_variances, "the mean of the per-image variances"),
+    Reject(checks.check_mean_std, mean_std_per_channel, "keeps one total per channel"),
+    Reject(checks.check_split_train_val, split_module_generator, "a generator made once at module level"),
+    Reject(checks.check_split_train_val, split_numpy_permutation, "a NumPy permutation seeded with"),
+    Reject(checks.check_make_loaders, loaders_module_generator, "both draw from one and the same generator object"),
+    Reject(checks.check_make_loaders, loaders_fixed_permutation, "the same shuffled order every epoch"),
+    Reject(checks.check_recording_loader, recordings_rows_on_class, "after two more loaders were made"),
+    Reject(checks.check_choose_num_workers, workers_hard_coded_keys, "is not a key of this table"),
+    Reject(checks.check_loading_share, share_floor_division, "// is floor division"),
+    Reject(checks.check_loading_share, share_rounded, "the share rounded to 2 decimals"),
+]
