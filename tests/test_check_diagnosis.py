@@ -211,3 +211,10 @@ def test_a_small_example_shows_tiny_values_as_they_are_not_as_zeros():
     with pytest.raises(CheckError) as error:
         expect_tensor(x[x > 1e-6], x[x > 0], what="positive_values(x)", given=x)
     assert "expected: [0.1, 1e-07, 2.0]" in str(error.value), str(error.value)
+
+
+def test_integers_wrong_by_a_tiny_relative_amount_get_a_message_not_a_crash():
+    x = torch.tensor([-2, 0, 3, 2**40 + 3])
+    with pytest.raises(CheckError) as error:  # 2**40 against 2**40 + 3: close by rtol, yet not equal
+        expect_tensor(torch.relu(x.float()).long(), torch.relu(x), what="relu(x)", given=x)
+    assert "at flat index 3 it is 1099511627776, expected 1099511627779" in str(error.value), str(error.value)

@@ -904,7 +904,7 @@ def _diagnose_values(got: torch.Tensor, expected: torch.Tensor, given: torch.Ten
             if region.any() and not region.all() and torch.equal(wrong, region):
                 return (f"your values are right except where the input is {name} "
                         f"({int(wrong.sum())} of {wrong.numel()} elements): that part of the domain needs another look")
-    if wrong.sum() < wrong.numel() and got.numel() > 1:
+    if wrong.any() and wrong.sum() < wrong.numel() and got.numel() > 1:
         index = int(wrong.flatten().nonzero()[0])
         return (f"wrong values: at flat index {index} it is {got.flatten()[index].item():.6g}, expected "
                 f"{expected.flatten()[index].item():.6g} ({int(wrong.sum())} of {wrong.numel()} elements are wrong)")

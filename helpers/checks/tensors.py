@@ -11,6 +11,7 @@ import contextlib
 import functools
 import itertools
 import math
+import re
 import unittest.mock
 import warnings
 from typing import Any, Callable, Sequence
@@ -48,6 +49,15 @@ def _evenly_spaced(got: object, start: float, step: float | None = None) -> bool
     steps = got.double().diff()
     return abs(float(got[0]) - start) < 1e-6 and bool(torch.allclose(steps, steps[0].expand_as(steps), atol=1e-5)) \
         and (step is None or abs(float(steps[0]) - step) < 1e-6)
+
+
+def _geometric(got: object) -> bool:
+    """A 1-D tensor of positive values, each a constant multiple (not 1) of the one before: what logspace gives."""
+    if not isinstance(got, torch.Tensor) or got.dim() != 1 or len(got) < 3 or not got.is_floating_point() \
+            or got.device.type == "meta" or not bool((got > 0).all()):
+        return False
+    ratios = got.double()[1:] / got.double()[:-1]
+    return abs(float(ratios[0]) - 1) > 1e-3 and bool(torch.allclose(ratios, ratios[0].expand_as(ratios), rtol=1e-4))
 
 
 def _wrong_count(got: object, expected: torch.Tensor) -> bool:
@@ -114,7 +124,13 @@ def check_make_starter_tensors(fn: Callable[[], dict]) -> None:
                          "of gaps between them",
                          matches=lambda t: _wrong_count(t, expected["grid"]) and _evenly_spaced(t, 0.0)
                          and abs(float(t[-1]) - 1) < 1e-6,
-                         where="look at the `steps` you pass to the call that makes 'grid': what does it count?")],
+                         where="look at the `steps` you pass to the call that makes 'grid': what does it count?"),
+                 Mistake("your grid is spaced evenly in the exponent, not in value: each point is a constant "
+                         "multiple of the one before, as torch.logspace(start, end, steps) makes (10**start to "
+                         "10**end; logspace(0, 1, 5) runs from 1 to 10); evenly spaced points from 0 to 1 are "
+                         "torch.linspace(0, 1, steps=5)",
+                         matches=_geometric,
+                         where="look at which function makes 'grid': linspace, or logspace?")],
         "sevens": [Mistake("torch.full infers int64 from 7; ask for dtype=torch.int32",
                            lambda: torch.full((2, 2), 7),
                                 where="look at the dtype of 'sevens'")],
@@ -240,8 +256,12 @@ def _recording_squeezes(fn: Callable, squeezed: list) -> Callable:
     return recorded
 
 
+_FIXED_SHAPE = re.compile(r"shape '\[(-?\d+), (-?\d+)\]' is invalid for input of size (\d+)")
+
+
 def check_flatten_batch(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
-    inputs = inputs if inputs is not None else [_randn(3, 2, 4), _randn(4, 3, 5, seed=2).transpose(1, 2)]
+    # a 4-D input too ("[N, d1, d2, ...]"), transposed so that it is not contiguous
+    inputs = inputs if inputs is not None else [_randn(3, 2, 4), _randn(4, 3, 5, 2, seed=2).transpose(1, 2)]
     for x in inputs:
         label = f"flatten_batch(x of shape {list(x.shape)}{'' if x.is_contiguous() else ', not contiguous'})"
         squeezed: list[tuple[list[int], list[int]]] = []
@@ -264,6 +284,14 @@ def check_flatten_batch(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequ
                                        "the memory layout (section 4)",
                                  mistake="view() needs a contiguous tensor and this one is not (it was transposed). "
                                          "Use reshape or flatten(start_dim=1)") from None
+            asked = _FIXED_SHAPE.search(str(cause)) if isinstance(cause, RuntimeError) else None
+            if asked and x.dim() > 3 and int(asked.group(2)) == x.shape[1] * x.shape[2]:
+                raise CheckError(f"{label} raised RuntimeError: {str(cause).splitlines()[0][:120]}",
+                                 where="look at the sizes you give reshape (or view): where does each come from?",
+                                 mistake=f"the size you merged into is x.shape[1] * x.shape[2] ({asked.group(2)}), "
+                                         f"which holds every dimension after the batch only for a 3-D input; this x "
+                                         f"has {x.dim()} dimensions. flatten(start_dim=1) or reshape(x.shape[0], -1) "
+                                         "merges all of them, however many there are") from cause
             raise
         expect_tensor(got, ref.flatten_batch(x), what=label, given=x,
                       mistakes=[Mistake("you flattened the batch dimension too; keep dimension 0 and flatten the rest",
@@ -374,8 +402,23 @@ def check_pairwise_dot(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
         (_randn(2, 5, seed=3), _randn(2, 5, seed=4)),
     ]
     for a, b in inputs:
-        got = call(fn, a, b)
-        expect_tensor(got, ref.pairwise_dot(a, b), what=f"pairwise_dot(a {list(a.shape)}, b {list(b.shape)})", given=a,
+        what = f"pairwise_dot(a {list(a.shape)}, b {list(b.shape)})"
+        try:
+            got = call(fn, a, b)
+        except CheckError as error:
+            cause = error.__cause__
+            text = str(cause).splitlines()[0] if isinstance(cause, RuntimeError) else ""
+            # einsum's own words: b's first size (M) met a's last (D) under one subscript, so b was read as [D, M]
+            if text.startswith("einsum()") and a.shape[1] != b.shape[0] and f"has size {b.shape[0]} for operand 1" in text \
+                    and f"previously seen size {a.shape[1]}" in text:
+                raise CheckError(f"{what} raised RuntimeError: {text[:160]}",
+                                 where="look at the subscripts you give einsum for b: which one names D?",
+                                 mistake=f"your subscripts read b as [D, M] (as in 'nd,dm->nm'), but b is [M, D] "
+                                         f"([{b.shape[0]}, {b.shape[1]}]), one row per vector like a: give b the "
+                                         "subscripts 'md', torch.einsum('nd,md->nm', a, b), which is a @ b.T"
+                                 ) from cause
+            raise
+        expect_tensor(got, ref.pairwise_dot(a, b), what=what, given=a,
                       mistakes=[Mistake("those are cosine similarities: the rows were divided by their lengths; "
                                         "the task asks for the plain dot products, a @ b.T",
                                         lambda: torch.nn.functional.normalize(a, dim=1)
@@ -384,6 +427,17 @@ def check_pairwise_dot(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
                                 Mistake("your result is transposed: row i should hold a[i]'s dot products, so compute a @ b.T",
                                         lambda: b @ a.T,
                                 where='look at which operand comes first in the product'),
+                                Mistake("every element of yours is a[i].sum() * b[j].sum(), the product of the two "
+                                        "rows' sums (torch.outer of the row sums): that multiplies every element of "
+                                        "a[i] with every element of b[j]; a dot product multiplies the matching "
+                                        "elements only, then sums: (a[i] * b[j]).sum(), for all pairs a @ b.T",
+                                        lambda: torch.outer(a.sum(1), b.sum(1)),
+                                        where="look at where you sum: before multiplying, or after?"),
+                                Mistake("you multiplied a by b itself (a @ b, or einsum 'nd,dm->nm'), which pairs "
+                                        "a[i] with the columns of b; b holds one vector per row, like a, so "
+                                        "transpose it: a @ b.T (einsum 'nd,md->nm')",
+                                        lambda: a @ b if b.shape[0] == b.shape[1] else None,
+                                        where="look at how b enters the product: its rows, or its columns?"),
                                 Mistake("that is the elementwise product; a dot product sums it over D: use a @ b.T",
                                         lambda: a * b,
                                 where='look at the operator: elementwise or matrix product?')])
@@ -401,6 +455,18 @@ def _default_dtype_mistake(x: torch.Tensor, expected: torch.Tensor, name: str = 
                    "from Python numbers (torch.tensor(a_list), .tolist(), .item()) gets the default dtype; select "
                    f"from {name} itself (or pass dtype={name}.dtype)", matches=matches,
                    where=f"look at how the result tensor is made: from {name}, or from Python numbers?")
+
+
+def _raise_view_error(error: CheckError, what: str, fix: str) -> None:
+    """Raise a CheckError naming view() when the learner's code raised view's error on a non-contiguous input."""
+    cause = error.__cause__
+    if isinstance(cause, RuntimeError) and not isinstance(cause, CheckError) \
+            and "view size is not compatible with input tensor's size and stride" in str(cause):
+        raise CheckError(f"{what} raised RuntimeError: {str(cause).splitlines()[0][:120]}",
+                         where="look at the operation that changes the shape, and at what it needs from the memory "
+                               "layout (section 4)",
+                         mistake="view() needs a contiguous tensor (elements stored in row order), and this one is "
+                                 f"not (it is a transposed view): use {fix}") from cause
 
 
 def _positions_of(mask: torch.Tensor) -> list[torch.Tensor]:
@@ -427,11 +493,19 @@ def _holds_positions(got: object, x: torch.Tensor) -> bool:
 
 def check_positive_values(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
     # an int32 input too: the selected values keep x's dtype, which the defaults (float32, int64) would hide
-    inputs = inputs if inputs is not None else [torch.tensor([[1.0, -2.0, 0.0], [3.0, 0.0, -1.0]]), _randn(3, 4, seed=5),
+    # a transposed view too (not contiguous): "in their original order" is x's own order, whatever its memory
+    inputs = inputs if inputs is not None else [torch.tensor([[1.0, -2.0, 0.0], [3.0, 0.0, -1.0]]),
+                                                _randn(4, 3, seed=5).T,
                                                 torch.tensor([[4, -1], [0, 9]], dtype=torch.int32)]
     for x in inputs:
-        got = call(fn, x)
-        expect_tensor(got, ref.positive_values(x), what=f"positive_values(x of shape {list(x.shape)}, {x.dtype})",
+        what = f"positive_values(x of shape {list(x.shape)}, {x.dtype}{'' if x.is_contiguous() else ', not contiguous'})"
+        try:
+            got = call(fn, x)
+        except CheckError as error:
+            _raise_view_error(error, what, "reshape(-1) or flatten() (they copy when they must), or index x with "
+                                           "the mask directly: x[x > 0]")
+            raise
+        expect_tensor(got, ref.positive_values(x), what=what,
                       given=x,
                       mistakes=[_default_dtype_mistake(x, ref.positive_values(x)),
                                 Mistake("your result holds positions (indices) into the input, where the "
@@ -441,6 +515,13 @@ def check_positive_values(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Se
                                         matches=lambda t: _holds_positions(t, x),
                                         where="look at what your result holds: where the positive values are, or "
                                               "the values themselves?"),
+                                Mistake("you indexed x with the coordinates that nonzero() (or argwhere()) gives: "
+                                        "one row [i, j, ...] per positive element, and a [k, x.dim()] integer "
+                                        "tensor used as an index picks whole slices of x along dim 0 by each of "
+                                        "those numbers, not the elements; index with the boolean mask itself: "
+                                        "x[x > 0] (or x[torch.nonzero(x > 0, as_tuple=True)], one index per dim)",
+                                        lambda: x[torch.nonzero(x > 0)],
+                                        where="look at what you index x with: a boolean mask, or coordinates?"),
                                 Mistake("you kept the zeros too; the task asks for strictly positive values (x > 0)",
                                         lambda: x[x >= 0],
                                 where='look at the comparison in your mask'),
@@ -481,15 +562,32 @@ def _nan_at_minus_inf(x: torch.Tensor, got: Any) -> bool:
         and bool(got[torch.isneginf(x)].isnan().all())
 
 
+def _float32_trip_mistake(x: torch.Tensor) -> Mistake:
+    """An integer x converted to float32 and back: the dtype is right, the integers above 2**24 are not."""
+    def through_float32() -> torch.Tensor | None:
+        if x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
+            return None
+        big = x.abs() > 2 ** 24
+        return ref.relu(x.to(torch.float32)).to(x.dtype) if bool(big.any()) else None
+
+    return Mistake("your integers above 2**24 (16777216) came back changed: a trip through float32 loses integers "
+                   "above 2**24, since float32 keeps 24 bits of a number (2**40 + 3 comes back as 2**40); keep x's "
+                   "integer dtype all the way: torch.where(x > 0, x, 0) or x.clamp(min=0), with no .float()",
+                   through_float32, where="look at every conversion of x (.float(), .to(...)) on the way to the result")
+
+
 def check_relu(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
     # the integer input: torch.where keeps x's dtype only if the other branch is an int (or zeros_like(x))
     # the infinite input: "0 elsewhere" holds for -inf too, where arithmetic on the mask makes nan
+    # 2**40 + 3 in the integer input: "for every value" holds for integers float32 cannot hold (above 2**24)
     inputs = inputs if inputs is not None else [torch.tensor([[1.0, -2.0], [0.5, -0.1]]), _randn(2, 3, 4, seed=6),
-                                                torch.tensor([-2, 0, 3]),
+                                                torch.tensor([-2, 0, 3, 2 ** 40 + 3]),
                                                 torch.tensor([-math.inf, -1.5, 0.0, 2.5, math.inf])]
     for x in inputs:
         got = call(fn, x)
-        expect_tensor(got, ref.relu(x), what=f"relu(x of shape {list(x.shape)}, {x.dtype})", given=x,
+        # integers are compared exactly: a tolerance relative to 2**40 would call 2**40 "close" to 2**40 + 3
+        exact = {} if x.is_floating_point() else {"atol": 0, "rtol": 0}
+        expect_tensor(got, ref.relu(x), what=f"relu(x of shape {list(x.shape)}, {x.dtype})", given=x, **exact,
                       mistakes=[Mistake("that is 1/0 (the mask), not the values: torch.where(x > 0, x, 0)",
                                         lambda: (x > 0).to(x.dtype),
                                 where='look at what you put where the mask is True'),
@@ -502,7 +600,8 @@ def check_relu(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torc
                                         where="look at how your code makes the zeros: by arithmetic, or by picking?"),
                                 Mistake("you returned only the positive values; relu keeps x's shape, with 0 "
                                         "where x <= 0", lambda: x[x > 0],
-                                where="look at the shape the task asks for (x's shape)")])
+                                where="look at the shape the task asks for (x's shape)"),
+                                _float32_trip_mistake(x)])
     passed("relu", len(inputs))
 
 
@@ -512,20 +611,30 @@ def _label_used_as_row(text: str, labels: torch.Tensor, n_rows: int) -> bool:
         and any(f"index {v} " in text + " " for v in labels.tolist() if v >= n_rows)
 
 
+def _flat_pick_by_rows(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor | None:
+    """scores flattened, indexed with i * N + labels[i]: each row's offset counted in rows (N), not columns (C)."""
+    n, c = scores.shape
+    return scores.flatten()[torch.arange(n) * n + labels] if n != c else None
+
+
 def check_pick_scores(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
                       inputs: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None) -> None:
     inputs = inputs if inputs is not None else [
         (torch.arange(12.0).reshape(3, 4), torch.tensor([0, 3, 1])),
-        (_randn(5, 3, seed=7), torch.tensor([2, 2, 0, 1, 0])),
+        (_randn(3, 5, seed=7).T, torch.tensor([2, 2, 0, 1, 0])),  # a transposed view: not contiguous
         (_randn(1, 3, seed=9), torch.tensor([2])),  # a batch of one: squeeze() without a dim drops N too
         (_randn(4, 2, seed=10).double(), torch.tensor([1, 0, 0, 1])),  # picking scores keeps their dtype
     ]
     for scores, labels in inputs:
-        what = (f"pick_scores(scores {list(scores.shape)} {scores.dtype}, labels {labels.tolist()[:8]}"
+        what = (f"pick_scores(scores {list(scores.shape)} {scores.dtype}"
+                f"{'' if scores.is_contiguous() else ' (not contiguous)'}, labels {labels.tolist()[:8]}"
                 f"{' ...' if len(labels) > 8 else ''})")
         try:
             got = call(fn, scores, labels)
         except CheckError as error:
+            _raise_view_error(error, what, "reshape(-1) or flatten() (they copy when they must), torch.take (which "
+                                           "reads any tensor in row order), or no flattening at all: "
+                                           "scores.gather(1, labels[:, None]).squeeze(1)")
             cause = error.__cause__
             if not isinstance(cause, IndexError | RuntimeError) or isinstance(cause, CheckError):
                 raise
@@ -544,6 +653,13 @@ def check_pick_scores(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
                                         lambda: scores[0, labels] if scores.shape[0] > 1 else None,
                                         where="look at the shape of the index you give gather (or of the indices you "
                                               "index with)"),
+                                Mistake(f"you offset row i by i * {scores.shape[0]}, the number of rows N: in the "
+                                        f"flattened scores each row is C = {scores.shape[1]} values long, so row i "
+                                        "starts at i * C: torch.arange(N) * C + labels (or gather along dim 1, with "
+                                        "no offsets at all)",
+                                        lambda: _flat_pick_by_rows(scores, labels),
+                                        where="look at the offset you add to each label to find its row in the "
+                                              "flattened scores"),
                                 Mistake("you gathered along dim 0: element i is scores[labels[i], 0], a label used "
                                         "as a row number; the labels pick columns, so gather along dim 1",
                                         lambda: scores.gather(0, labels.unsqueeze(1)).squeeze(1),
@@ -579,13 +695,25 @@ def _labels_as_rows(labels: torch.Tensor, num_classes: int) -> torch.Tensor:
     return out
 
 
+def _shows_empty_fill(got: object, expected: torch.Tensor, made: list[torch.Tensor]) -> bool:
+    """A wrong result holding what _empty_filled put in torch.empty's memory (NaN, or 77 for integers), when the
+    function made a tensor with torch.empty: values it never set."""
+    if not made or not isinstance(got, torch.Tensor) or got.device.type == "meta" or got.is_complex() \
+            or (got.shape == expected.shape and got.dtype == expected.dtype and torch.equal(got, expected)):
+        return False
+    with torch.no_grad():
+        return bool((got == 77).any()) or (got.is_floating_point() and bool(got.isnan().any()))
+
+
 def check_one_hot(fn: Callable[[torch.Tensor, int], torch.Tensor],
                   inputs: Sequence[tuple[torch.Tensor, int]] | None = None) -> None:
     inputs = inputs if inputs is not None else [(torch.tensor([0, 2, 1, 2]), 3), (torch.tensor([4]), 6)]
     for labels, num_classes in inputs:
         what = f"one_hot(labels {labels.tolist()}, {num_classes})"
+        made: list[torch.Tensor] = []
         try:
-            got = call(fn, labels, num_classes)
+            with _empty_filled(made):
+                got = call(fn, labels, num_classes)
         except CheckError as error:
             cause = error.__cause__
             if not isinstance(cause, IndexError | RuntimeError) or isinstance(cause, CheckError):
@@ -596,13 +724,27 @@ def check_one_hot(fn: Callable[[torch.Tensor, int], torch.Tensor],
                                      "example); a label picks the column of its own row: row i, column labels[i]"
                              if _label_used_as_row(text, labels, len(labels)) else None) from cause
         pairing = "pair row i with labels[i]: out[torch.arange(N), labels] = 1, or index the rows of torch.eye"
-        expect_tensor(got, ref.one_hot(labels, num_classes), what=what,
+        expected = ref.one_hot(labels, num_classes)
+        expect(not _shows_empty_fill(got, expected, made),
+               f"{what}: your result comes from torch.empty (or empty_like), whose values are whatever was in that "
+               "memory before: zeros on some runs, anything on others (this check fills that memory with NaN to show "
+               "it)", where="look at how you make the tensor you put the ones in: does something set every other "
+                             "value to 0?",
+               mistake="torch.empty only reserves memory (uninitialised: it does not zero it); torch.zeros sets "
+                       "every element to 0")
+        expect_tensor(got, expected, what=what,
                       mistakes=[Mistake("every row of yours has a 1 in every column that appears among the labels, "
                                         "not only in its own label's column: that is what out[:, labels] = 1 does "
                                         f"(the ':' takes every row for each label); {pairing}",
                                         lambda: _every_label_in_every_row(labels, num_classes)
                                         if len(labels.unique()) > 1 else None,
                                         where="look at how the row index and the label are paired"),
+                                Mistake("you scattered along dim 0: with the index labels[:, None] (shape [N, 1]), "
+                                        "scatter_(0, index, 1.0) sets out[labels[i], 0], so the labels pick rows "
+                                        "and only column 0 gets ones; scatter along dim=1, "
+                                        "out.scatter_(1, labels[:, None], 1.0), sets out[i, labels[i]]",
+                                        lambda: torch.zeros(len(labels), num_classes).scatter_(0, labels[:, None], 1.0),
+                                        where="look at the dim you scatter along"),
                                 Mistake(f"the labels were used as row numbers (out[labels] = 1 fills whole rows); "
                                         f"a label picks a column: {pairing}",
                                         lambda: _labels_as_rows(labels, num_classes),
@@ -617,11 +759,32 @@ Mistake("the values are right but the dtype is int64; losses want float32, "
     passed("one_hot", len(inputs))
 
 
+def _norm_plus_eps_mistake(x: torch.Tensor, got: object) -> Mistake | None:
+    """When ``got`` is x divided by each row's norm plus one small constant (an eps against dividing by zero)."""
+    if not isinstance(got, torch.Tensor) or got.shape != x.shape or x.dim() != 2 or not got.is_floating_point() \
+            or not x.is_floating_point() or got.device.type == "meta" or x.device.type == "meta":
+        return None
+    g, v = got.detach().double(), x.double()
+    norms = torch.linalg.vector_norm(v, dim=1, keepdim=True)
+    used = (g.abs() > 1e-6) & (v.abs() > 1e-6)
+    if not bool(used.any()) or not bool((norms > 0).all()):
+        return None
+    eps = float((v[used] / g[used] - norms.expand_as(v)[used]).median())
+    if not 1e-7 < eps < 0.5 * float(norms.min()) or not torch.allclose(g, v / (norms + eps), atol=1e-6, rtol=1e-5):
+        return None
+    return Mistake(f"you divided each row by its norm plus {eps:.2g} (an eps against dividing by zero), so every "
+                   "row's length is a little under 1; the task asks for length 1: divide by the norm itself (to "
+                   "guard a row of zeros, clamp the norm with clamp(min=eps), which leaves every other row exact, "
+                   "or use F.normalize(x, dim=1), which does that)",
+                   matches=lambda _: True, where="look at what you add to the norm before dividing")
+
+
 def check_normalize_rows(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
     # a negative value: a row's sum, the sum of its absolute values and its length all differ
     inputs = inputs if inputs is not None else [torch.tensor([[3.0, -4.0], [1.0, 0.0]]), _randn(4, 3, seed=8)]
     for x in inputs:
         got = call(fn, x)
+        eps = _norm_plus_eps_mistake(x, got)
         expect_tensor(got, ref.normalize_rows(x), what=f"normalize_rows(x of shape {list(x.shape)})", given=x,
                       mistakes=[Mistake("you divided by each row's squared length (the sum of squares); the "
                                         "length is its square root: torch.linalg.vector_norm(x, dim=1, keepdim=True)",
@@ -645,6 +808,19 @@ def check_normalize_rows(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Seq
                                 Mistake("you divided by the column norms (dim=0); rows run along dim=1",
                                         lambda: x / torch.linalg.vector_norm(x, dim=0, keepdim=True),
                                 where='look at the dim of the norm'),
+                                Mistake("you divided each row by its largest absolute value (the max norm, "
+                                        "ord=inf): that makes the largest entry +1 or -1, not the row's length 1; "
+                                        "length means the Euclidean norm: torch.linalg.vector_norm(x, dim=1, "
+                                        "keepdim=True)",
+                                        lambda: x / x.abs().amax(dim=1, keepdim=True),
+                                        where="look at what you divide by: which length?"),
+                                Mistake("you divided every row by the same number, the largest row length "
+                                        f"({float(torch.linalg.vector_norm(x.double(), dim=1).max()):.4g}), so only "
+                                        "that row gets length 1; divide each row by its own length: "
+                                        "torch.linalg.vector_norm(x, dim=1, keepdim=True), with no .max()",
+                                        lambda: x / torch.linalg.vector_norm(x, dim=1, keepdim=True).max(),
+                                        where="look at what happens to the row lengths before you divide"),
+                                *([eps] if eps is not None else []),
                                 Mistake("the row norms have shape [N] without keepdim=True, so they broadcast along "
                                         "the columns (row i was divided by the norm of row j); keep the dimension: "
                                         "vector_norm(x, dim=1, keepdim=True)",
@@ -759,12 +935,40 @@ def check_batch_to(fn: Callable[[dict, torch.device], dict], inputs: Sequence[di
 # ---------------------------------------------------------------- put it together: class means
 
 def _class_means_examples() -> list[tuple[torch.Tensor, torch.Tensor, int]]:
+    # float64 far from 0 in the second: each class's +1e8 and -1e8 rows cancel, so its mean is small while its sum
+    # passes through 1e8, where float32 (7 significant digits) loses the mean altogether
+    offsets = torch.tensor([1e8, 1e8, -1e8, 0.0, 0.0, -1e8], dtype=torch.float64)[:, None]
     return [
-        (torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 9.0]]), torch.tensor([0, 2, 0, 2]), 3),  # class 1 empty
-        (_randn(6, 4, seed=11), torch.tensor([1, 0, 1, 1, 2, 0]), 3),
+        # class 1 empty; classes of 3 and 1 examples: a count off by one is no constant factor
+        (torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [9.0, 13.0]]), torch.tensor([0, 2, 0, 0]), 3),
+        (_randn(6, 4, seed=11).double() + offsets, torch.tensor([1, 0, 1, 1, 2, 0]), 3),
         # more examples than 3 per class: a read per example shows apart from a check per class
         (_randn(13, 3, seed=12), torch.tensor([2, 0, 2, 2, 1, 0, 2, 1, 2, 0, 0, 2, 1]), 3),
     ]
+
+
+def _only_first_column(got: object, expected: torch.Tensor) -> bool:
+    """Column 0 right and every other column 0, where the expected ones are not: an index of one column."""
+    if not isinstance(got, torch.Tensor) or got.shape != expected.shape or got.dim() != 2 or got.shape[1] < 2 \
+            or got.device.type == "meta" or not got.is_floating_point():
+        return False
+    rest = expected[:, 1:]
+    return bool((got[:, 1:] == 0).all()) and bool((rest != 0).any()) and _close_to(got[:, :1], [expected[:, :1]])
+
+
+def _through_float32(got: object, features: torch.Tensor, expected: torch.Tensor) -> bool:
+    """Wrong means that are all float32 numbers, off by no more than float32's rounding of float64 features that
+    float32 cannot hold (values above 2**24): the work went through float32."""
+    if features.dtype != torch.float64 or not isinstance(got, torch.Tensor) or got.shape != expected.shape \
+            or got.dtype not in (torch.float32, torch.float64) or got.device.type == "meta":
+        return False
+    largest = float(features.abs().max())
+    if largest < 2 ** 24 or _close_to(got, [expected]):
+        return False
+    g = got.detach().double()
+    spacing = 2.0 ** (math.frexp(largest)[1] - 24)  # float32's step between neighbours near the largest value
+    return bool(torch.equal(g, g.float().double())) \
+        and float((g - expected).abs().max()) <= 4 * len(features) * spacing
 
 
 def _meta_device_problem(fn: Callable, features: torch.Tensor, labels: torch.Tensor, num_classes: int) -> str | None:
@@ -883,11 +1087,23 @@ def check_class_means(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tens
             counts_by_columns = not sized_by_labels and features_dim not in (None, num_classes) \
                 and "size of tensor" in str(cause) and f"({features_dim})" in str(cause) \
                 and f"({num_classes})" in str(cause)
+            # the error's sizes show a label indexing a tensor with one row per example (N), fewer than the classes
+            n = len(labels)
+            rows_per_example = not sized_by_labels and not counts_by_columns and n < num_classes \
+                and f"out of bounds for dimension 0 with size {n}" in str(cause)
             raise CheckError(f"{what} raised {type(cause).__name__}: {str(cause).splitlines()[0][:160]}"
                              + (f" (here class(es) {empty} have no examples)" if empty and not counts_by_columns
                                 else ""),
-                             where=error.where,
-                             mistake=f"a tensor sized from the labels has {from_labels} entries (the largest label + "
+                             where="look at the size of each tensor you index (or add into) by class: how many rows "
+                                   "does it have?" if rows_per_example else error.where,
+                             mistake=f"a label indexed a tensor with {n} row{'s' if n != 1 else ''}, one per "
+                                     "example: here there are fewer "
+                                     f"examples ({n}) than classes ({num_classes}). A tensor of sums (or counts) per "
+                                     "class needs num_classes rows: make it with torch.zeros(num_classes, D, "
+                                     "dtype=features.dtype, device=features.device), not from features "
+                                     "(zeros_like(features[:num_classes]) has only N rows when N < num_classes)"
+                             if rows_per_example else
+                                     f"a tensor sized from the labels has {from_labels} entries (the largest label + "
                                      f"1), not num_classes = {num_classes}: bincount without minlength=, "
                                      "labels.max() + 1 and unique() all miss the empty classes after the largest "
                                      "label" if sized_by_labels else
@@ -915,6 +1131,18 @@ def check_class_means(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tens
                     != features.dtype and g.shape == sums.shape and g.device.type != "meta"
                     and _close_to(g, [expected]),
                     where="look at the dtype of each tensor your function makes or converts"),
+            Mistake("each class's sum was divided by its count + 1: scatter_reduce(..., reduce=\"mean\") (or "
+                    "index_reduce_) with include_self=True, the default, counts the 0 already in the output as one "
+                    "more value of every class; pass include_self=False (and if you added 1 to the counts to avoid "
+                    "dividing by zero, use counts.clamp(min=1) instead)",
+                    lambda: sums / (counts + 1)[:, None],
+                    where="look at how many values each class's mean is taken over"),
+            Mistake("only column 0 of your result holds the class means; the other columns are 0: scatter_add_ (and "
+                    "scatter_reduce) along dim 0 with the index labels[:, None] (shape [N, 1]) writes only where the "
+                    "index has entries, column 0. Give the index features' shape, labels[:, None].expand_as(features), "
+                    "or use index_add_(0, labels, features), which takes the [N] labels as they are",
+                    matches=lambda g: _only_first_column(g, expected),
+                    where="look at the shape of the index you give scatter_add_ (or scatter_reduce)"),
             Mistake(f"you divided every class's sum by the number of examples ({len(labels)}); "
                     "a mean divides by that class's own count", lambda: sums / len(labels),
                     where="look at what you divide each class's sum by"),
@@ -931,6 +1159,12 @@ def check_class_means(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tens
                     "line up with the rows (shape [C, 1]), not with the columns",
                     lambda: sums / counts.clamp(min=1),
                     where="look at the shape of the counts when you divide: do they line up with the rows?"),
+            Mistake(f"the means were computed in float32: the features are {features.dtype}, and with values near "
+                    f"{float(features.abs().max()):.3g} float32's 7 significant digits lose what a class's mean keeps "
+                    "(your values are all float32 numbers); compute in the features' dtype: make each tensor with "
+                    "dtype=features.dtype, and convert nothing with .float()",
+                    matches=lambda g: _through_float32(g, features, expected),
+                    where="look at the dtype of each tensor your function makes or converts"),
         ], given=features)
         trip = _host_reads_problem(fn, features, labels, num_classes)
         expect(trip is None, f"{what}: {trip}; the task asks for no trip through the CPU, and on a GPU each read "

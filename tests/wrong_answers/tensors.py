@@ -1096,3 +1096,137 @@ def center_mean_in_float32(x):
 CASES += [
     Reject(hidden_center_columns, center_mean_in_float32, "the means were computed in float32"),
 ]
+
+
+# From a fourth learner tester (lesson 01): wrong answers the default inputs let through (a float32 round trip of
+# integers and of float64 features, view on a non-contiguous input, a 4-D batch), and messages that named no cause.
+def relu_through_float32(x):
+    return torch.relu(x.float()).to(x.dtype)  # the dtype comes back, 2**40 + 3 does not
+
+
+def positive_flat_view(x):
+    flat = x.view(-1)  # raises on a transposed x
+    return flat[flat > 0]
+
+
+def positive_by_coordinates(x):
+    return x[torch.nonzero(x > 0)]  # coordinates as one index into dim 0: whole rows
+
+
+def pick_flat_view(scores, labels):
+    n, c = scores.shape
+    return scores.view(-1)[torch.arange(n) * c + labels]  # raises on transposed scores
+
+
+def pick_flat_offset_by_rows(scores, labels):
+    n = scores.shape[0]
+    return scores.flatten()[torch.arange(n) * n + labels]  # a row is C values long, not N
+
+
+def means_float32_round_trip(features, labels, num_classes):
+    f = features.float()
+    members = (labels[:, None] == torch.arange(num_classes, device=f.device)).float()
+    return ((members.T @ f) / members.sum(0).clamp(min=1)[:, None]).to(features.dtype)
+
+
+def means_scatter_reduce_include_self(features, labels, num_classes):
+    out = features.new_zeros(num_classes, features.shape[1])
+    return out.scatter_reduce(0, labels[:, None].expand_as(features), features, reduce="mean")  # include_self=True
+
+
+def means_scatter_add_one_column(features, labels, num_classes):
+    sums = features.new_zeros(num_classes, features.shape[1])
+    sums.scatter_add_(0, labels[:, None], features)  # an index of one column fills column 0 only
+    counts = features.new_zeros(num_classes).index_add_(0, labels, torch.ones_like(features[:, 0]))
+    return sums / counts.clamp(min=1)[:, None]
+
+
+def means_sums_sized_from_features(features, labels, num_classes):
+    sums = torch.zeros_like(features[:num_classes])  # N rows when N < num_classes
+    sums.index_add_(0, labels, features)
+    counts = torch.zeros_like(features[:num_classes, 0]).index_add_(0, labels, torch.ones_like(features[:, 0]))
+    return sums / counts.clamp(min=1)[:, None]
+
+
+def means_loop_over_present_labels(features, labels, num_classes):
+    # a loop over the classes present (at most num_classes), with boolean masks: the meta device has no kernel for
+    # unique() or masks, so the meta run proves nothing, and the task does not ask for one; it reads no labels into
+    # Python, and its few reads (one per class) are those of means_skip_empty_with_any
+    out = torch.zeros(num_classes, features.shape[1], dtype=features.dtype, device=features.device)
+    for c in labels.unique():
+        out[c] = features[labels == c].mean(0)
+    return out
+
+
+def one_hot_from_empty(labels, num_classes):
+    out = torch.empty(len(labels), num_classes)  # uninitialised: often zeros, not always
+    out[torch.arange(len(labels)), labels] = 1.0
+    return out
+
+
+def one_hot_from_empty_zeroed(labels, num_classes):
+    out = torch.empty(len(labels), num_classes).zero_()
+    out[torch.arange(len(labels)), labels] = 1.0
+    return out
+
+
+def one_hot_scatter_dim0(labels, num_classes):
+    return torch.zeros(len(labels), num_classes).scatter_(0, labels[:, None], 1.0)
+
+
+def normalize_plus_eps(x):
+    return x / (torch.linalg.vector_norm(x, dim=1, keepdim=True) + 1e-3)
+
+
+def normalize_by_max_abs(x):
+    return x / x.abs().amax(dim=1, keepdim=True)
+
+
+def normalize_by_largest_row_norm(x):
+    return x / torch.linalg.vector_norm(x, dim=1, keepdim=True).max()
+
+
+def starter_grid_logspace():
+    return {**ref.make_starter_tensors(), "grid": torch.logspace(0, 1, 5)}
+
+
+def dot_einsum_b_as_columns(a, b):
+    return torch.einsum("nd,dm->nm", a, b)
+
+
+def dot_outer_of_sums(a, b):
+    return torch.outer(a.sum(1), b.sum(1))
+
+
+def square_pairwise_dot(fn):
+    # b square: a @ b has the expected shape, so only the values show the missing transpose
+    g = torch.Generator().manual_seed(106)
+    checks.check_pairwise_dot(fn, inputs=[(torch.randn(3, 2, generator=g, dtype=torch.float64),
+                                           torch.randn(2, 2, generator=g, dtype=torch.float64))])
+
+
+CASES += [
+    Reject(checks.check_relu, relu_through_float32, "a trip through float32 loses integers above 2**24"),
+    Reject(checks.check_positive_values, positive_flat_view, "view() needs a contiguous tensor (elements stored"),
+    Reject(checks.check_positive_values, positive_by_coordinates, "the coordinates that nonzero() (or argwhere())"),
+    Reject(checks.check_pick_scores, pick_flat_view, "view() needs a contiguous tensor (elements stored"),
+    Reject(checks.check_pick_scores, pick_flat_offset_by_rows, "the number of rows N: in the flattened scores"),
+    Reject(checks.check_class_means, means_float32_round_trip, "7 significant digits lose what a class's mean keeps"),
+    Reject(checks.check_class_means, means_scatter_reduce_include_self, "with include_self=True, the default"),
+    Reject(checks.check_class_means, means_scatter_add_one_column, "only column 0 of your result holds the class"),
+    Reject(hidden_class_means, means_sums_sized_from_features, "fewer examples (1) than classes (3)"),
+    Accept(checks.check_class_means, means_loop_over_present_labels),
+    Accept(hidden_class_means, means_loop_over_present_labels),
+    Reject(checks.check_one_hot, one_hot_from_empty, "torch.empty only reserves memory (uninitialised"),
+    Accept(checks.check_one_hot, one_hot_from_empty_zeroed),
+    Reject(checks.check_one_hot, one_hot_scatter_dim0, "you scattered along dim 0"),
+    Reject(checks.check_flatten_batch, flatten_3d_only, "x.shape[1] * x.shape[2] (15)"),
+    Reject(hidden_flatten_batch, flatten_3d_only, "only for a 3-D input; this x has 4 dimensions"),
+    Reject(checks.check_normalize_rows, normalize_plus_eps, "its norm plus 0.001 (an eps"),
+    Reject(checks.check_normalize_rows, normalize_by_max_abs, "its largest absolute value (the max norm"),
+    Reject(checks.check_normalize_rows, normalize_by_largest_row_norm, "the largest row length (5)"),
+    Reject(checks.check_make_starter_tensors, starter_grid_logspace, "spaced evenly in the exponent"),
+    Reject(checks.check_pairwise_dot, dot_einsum_b_as_columns, "your subscripts read b as [D, M]"),
+    Reject(square_pairwise_dot, dot_einsum_b_as_columns, "you multiplied a by b itself"),
+    Reject(checks.check_pairwise_dot, dot_outer_of_sums, "the product of the two rows' sums"),
+]
