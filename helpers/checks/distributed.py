@@ -238,7 +238,7 @@ def run_group(target: Callable[..., Any], *args: Any, world_size: int = 2, what:
     gloo = ("Timed out waiting", "Connection closed by peer", "Connection reset by peer", "Broken pipe")
     for rank, report in enumerate(reports):
         if report is not None and report.error:
-            named = explain(rank, report) if explain else None
+            named = (explain(rank, report) if explain else None) or _known_error(what, rank, report)
             if named:
                 raise named if isinstance(named, CheckError) else CheckError(named)
             if report.error == "CheckError":
@@ -269,6 +269,37 @@ def run_group(target: Callable[..., Any], *args: Any, world_size: int = 2, what:
             raise CheckError(f"{what}: rank {rank} ended without finishing",
                              where="look for sys.exit(), exit() or os._exit() in your code: did it exit the process?")
     return [report.result for report in reports]
+
+
+# How a rank that tried to use a GPU fails here: CUDA cannot start in a process forked from one that touched it,
+# a machine without a GPU has no driver, and DDP refuses device_ids for a model on the CPU.
+_GPU_SIGNS = ("Cannot re-initialize CUDA in forked subprocess", "Found no NVIDIA driver", "No CUDA GPUs are available",
+              "Torch not compiled with CUDA enabled", "CUDA driver initialization failed", "invalid device ordinal",
+              "device_ids and output_device arguments only work with")
+_DAEMON_CHILDREN = "daemonic processes are not allowed to have children"
+
+
+def _known_error(what: str, rank: int, report: _Report) -> CheckError | None:
+    """An exception whose cause the message itself tells: a rank that used a GPU, or that started processes."""
+    first = report.message.strip().splitlines()[0] if report.message.strip() else ""
+    if any(sign in report.message for sign in _GPU_SIGNS):
+        why = (" (they are forked from the notebook's process, and CUDA cannot start in a forked process once its "
+               "parent has touched it)" if "forked subprocess" in report.message else
+               " (this machine has no usable GPU)" if "device_ids" not in report.message else "")
+        return CheckError(f"{what} raised {report.error} on rank {rank}: {first}",
+                          where="look for .to(rank), .cuda(), device=... and device_ids=[...] in your function",
+                          mistake=f"these ranks run on the CPU with the Gloo backend{why}: keep the model and the "
+                                  "data on the CPU and leave out device_ids. The GPU recipe (model.to(local_rank), "
+                                  "device_ids=[local_rank]) is for one process per GPU, started with NCCL by a "
+                                  "launcher such as torchrun")
+    if _DAEMON_CHILDREN in report.message:
+        return CheckError(f"{what} raised {report.error} on rank {rank}: {first}: the rank tried to start a "
+                          "process of its own",
+                          where="look at the arguments of your DataLoader: num_workers",
+                          mistake="the ranks here are daemon processes, which cannot start child processes, and a "
+                                  "DataLoader with num_workers > 0 starts worker processes to load the batches: use "
+                                  "num_workers=0 (the default), so that each rank loads its own batches itself")
+    return None
 
 
 def in_rank(fn: Callable[..., Any], *args: Any, allow: Allow = Allow()) -> Any:
@@ -491,6 +522,30 @@ class _Exchanges(NamedTuple):
     reduces: int = 0      # dist.reduce calls (the result reaches one rank only)
     broadcasts: int = 0   # dist.broadcast calls (one rank's tensor copied to all)
     reduced: tuple = ()   # the parameters whose .grad itself all_reduce was given
+    unwaited: int = 0     # all_reduce(..., async_op=True) calls whose work handle was never waited on
+
+
+class _WatchedWork:
+    """The work handle of an ``async_op=True`` collective, noting whether the code waited on it (wait(),
+    synchronize(), or its future); everything else goes to the real handle."""
+
+    def __init__(self, work: Any) -> None:
+        self._work, self.waited = work, False
+
+    def wait(self, *args: Any, **kwargs: Any) -> Any:
+        self.waited = True
+        return self._work.wait(*args, **kwargs)
+
+    def synchronize(self, *args: Any, **kwargs: Any) -> Any:
+        self.waited = True
+        return self._work.synchronize(*args, **kwargs)
+
+    def get_future(self, *args: Any, **kwargs: Any) -> Any:
+        self.waited = True  # waited on through the future (torch.futures.wait_all, future.wait())
+        return self._work.get_future(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._work, name)
 
 
 def _all_reduce_kind(tensor: Any, named: list[tuple[str, nn.Parameter]]) -> tuple[str, str | None]:
@@ -515,6 +570,7 @@ def _grad_target(rank: int, world_size: int, fn: Callable[[nn.Module], None], ca
         named = list(model.named_parameters())
         seen: dict[str, Any] = {"calls": 0, "on_grads": 0, "on_weights": 0, "reduces": 0, "broadcasts": 0,
                                 "reduced": ()}
+        handles: list[_WatchedWork] = []
 
         def all_reduce(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
             if tensor is None:
@@ -525,7 +581,11 @@ def _grad_target(rank: int, world_size: int, fn: Callable[[nn.Module], None], ca
             seen["on_weights"] += kind == "weight"
             if name is not None:
                 seen["reduced"] = (*seen["reduced"], name)
-            return real_all_reduce(tensor, *args, **kwargs)
+            work = real_all_reduce(tensor, *args, **kwargs)
+            if work is not None and (kwargs.get("async_op") or (len(args) >= 3 and args[2])):
+                handles.append(_WatchedWork(work))
+                return handles[-1]
+            return work
 
         def reduce(*args: Any, **kwargs: Any) -> Any:
             seen["reduces"] += 1
@@ -541,7 +601,12 @@ def _grad_target(rank: int, world_size: int, fn: Callable[[nn.Module], None], ca
             in_rank(fn, model, allow=Allow(changed=(model,)))
         finally:
             dist.all_reduce, dist.reduce, dist.broadcast = real_all_reduce, real_reduce, real_broadcast
-        out.append((own, _grads(model), _Exchanges(**seen)))
+        seen["unwaited"] = sum(not handle.waited for handle in handles)
+        grads = _grads(model)  # what the code left, read before the handles it left are waited on below
+        for handle in handles:
+            if not handle.waited:
+                handle._work.wait()  # before the next case's collectives, and before the group ends
+        out.append((own, grads, _Exchanges(**seen)))
     return out
 
 
@@ -622,6 +687,17 @@ def check_average_gradients(fn: Callable[[nn.Module], None], inputs: Sequence[Gr
                                if v is not None)
                 for rank in range(world_size):
                     own, got, exchanges = per_rank[rank][index]
+                    if exchanges.unwaited:
+                        raise CheckError(
+                            f"average_gradients(model) with {world_size} processes: on rank {rank}, "
+                            f"{exchanges.unwaited} dist.all_reduce(..., async_op=True) call(s) returned a work handle "
+                            "that was never waited on (no .wait()) before the function returned: the gradients it left "
+                            "depend on how far each exchange had got",
+                            where="look at what you do with what dist.all_reduce returns",
+                            mistake="with async_op=True, all_reduce returns at once, before the sum has arrived, and "
+                                    "the tensor is read (divided, returned) while the exchange may still be writing "
+                                    "it: call .wait() on the handle it returns before using the tensor, or leave out "
+                                    "async_op (the plain call returns once the sum is there)")
                     for name, want in expected.items():
                         what = f"with {world_size} processes, rank {rank}'s {name}.grad"
                         if want is None:  # took no part in the loss: nothing to average (zeros are as good)
@@ -685,7 +761,11 @@ class ShardCase(NamedTuple):
 
 
 def _shard_target(rank: int, world_size: int, fn: Callable[..., Any], cases: list[ShardCase]) -> list[Any]:
-    return [in_rank(fn, case.n, rank, world_size, case.epoch, case.seed) for case in cases]
+    """Every case's answer, then every case's answer again (the same calls in the same order): an answer that
+    depends only on its arguments is the same both times."""
+    first = [in_rank(fn, case.n, rank, world_size, case.epoch, case.seed) for case in cases]
+    again = [in_rank(fn, case.n, rank, world_size, case.epoch, case.seed) for case in cases]
+    return list(zip(first, again))
 
 
 def _as_index_list(value: Any) -> list[int] | None:
@@ -709,12 +789,37 @@ def _shuffled(n: int, seed: int) -> list[int]:
     return torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
 
 
+def _expect_same_again(what: str, case: ShardCase, world_size: int, got: list[list[int]], both: list[list[tuple]],
+                       index: int, cases: list[ShardCase]) -> None:
+    """The same call, made again after every case had been called once, gives the same indices; when it does not,
+    the order comes from something kept between calls (a generator seeded once), and a wrong answer says so."""
+    for rank in range(world_size):
+        first, again = got[rank], _as_index_list(both[rank][index][1])
+        if first == ref.shard_indices(case.n, rank, world_size, case.epoch, case.seed) or first == again:
+            continue
+        shown = what.replace("rank=r", f"rank={rank}")
+        right_at_zero = [c for i, c in enumerate(cases) if c.epoch == 0 and i < index
+                         and both[rank][i][0] == ref.shard_indices(c.n, rank, world_size, 0, c.seed)]
+        matched = (f". An earlier call for epoch 0, shard_indices(n={right_at_zero[0].n}, rank={rank}, world_size="
+                   f"{world_size}, epoch=0, seed={right_at_zero[0].seed}), matched DistributedSampler's; this later "
+                   f"one does not" if right_at_zero else "")
+        raise CheckError(f"{shown} should give {ref.shard_indices(case.n, rank, world_size, case.epoch, case.seed)}, "
+                         f"but gave {first}, and {describe(both[rank][index][1]) if again is None else again} when called again "
+                         f"with the same arguments{matched}",
+                         where="look at where your generator is made and seeded: inside the function, on every call?",
+                         mistake="the order depends on something kept between calls (a generator seeded once, at "
+                                 "module level or on the first call, goes on drawing new orders): seed a new "
+                                 "generator with seed + epoch inside every call, torch.Generator().manual_seed(seed "
+                                 "+ epoch), so that the same arguments always give the same indices")
+
+
 def check_shard_indices(fn: Callable[..., list[int]], inputs: Sequence[ShardCase] | None = None) -> None:
     """Every rank's ``fn(n, rank, world_size, epoch, seed)`` equals DistributedSampler's indices for it."""
     inputs = inputs or [ShardCase(12, 2, 0, 0), ShardCase(12, 2, 1, 0), ShardCase(7, 2, 0, 0), ShardCase(1, 3, 0, 2)]
     checks = 0
     for world_size, cases in _by_world_size(inputs).items():
-        per_rank = run_group(_shard_target, fn, cases, world_size=world_size, what="shard_indices")
+        both = run_group(_shard_target, fn, cases, world_size=world_size, what="shard_indices")
+        per_rank = [[first for first, _ in calls] for calls in both]
         for index, case in enumerate(cases):
             n, epoch, seed = case.n, case.epoch, case.seed
             what = f"shard_indices(n={n}, rank=r, world_size={world_size}, epoch={epoch}, seed={seed})"
@@ -723,8 +828,17 @@ def check_shard_indices(fn: Callable[..., list[int]], inputs: Sequence[ShardCase
                 expect(value is not None, f"{what.replace('rank=r', f'rank={rank}')} should return a list of ints, "
                        f"but returned {_not_a_list_of_ints(per_rank[rank][index])}",
                        where="look at the type of what you return: a tensor becomes a list of ints with .tolist()")
+            _expect_same_again(what, case, world_size, got, both, index, cases)
             lengths = [len(value) for value in got]
             per = -(-n // world_size)
+            if not n % world_size and set(lengths) == {n // world_size + 1}:
+                raise CheckError(f"{what}: every rank got {lengths[0]} indices, one more than its share: {n} divides "
+                                 f"evenly among {world_size} ranks, {n // world_size} each, with no padding",
+                                 where="look at how you compute the padded length",
+                                 mistake="the padded length is n rounded up to a multiple of world_size: "
+                                         "ceil(n / world_size) * world_size, -(-n // world_size) * world_size in "
+                                         "integers; (n // world_size + 1) * world_size is one index per rank too many "
+                                         "when n divides evenly")
             if len(set(lengths)) > 1:
                 longer = per * world_size - n > n
                 raise CheckError(f"{what}: the ranks got different numbers of indices ({lengths}). Then one rank runs "
@@ -802,14 +916,57 @@ def _as_batches(value: Any) -> list[list[list[int]]] | None:
     return epochs
 
 
+class _SamplerUse(NamedTuple):
+    """What a rank's code did with DistributedSamplers: how many it made, which ones (numbered in the order they
+    were made) were told an epoch with set_epoch, and which ones were iterated (by a DataLoader, or directly)."""
+
+    made: int = 0
+    told: tuple = ()
+    iterated: tuple = ()
+
+
+@contextmanager
+def _watching_samplers(use: dict[str, Any]) -> Iterator[None]:
+    """While open, DistributedSampler's construction, set_epoch and iteration are noted in ``use`` (see
+    :class:`_SamplerUse`)."""
+    real_init, real_set_epoch, real_iter = (DistributedSampler.__init__, DistributedSampler.set_epoch,
+                                            DistributedSampler.__iter__)
+    numbers: dict[int, int] = {}
+
+    def number(sampler: Any) -> int:
+        return numbers.setdefault(id(sampler), len(numbers))
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        use["made"] += 1
+        number(self)
+
+    def set_epoch(self: Any, epoch: int) -> None:
+        use["told"] = (*use["told"], number(self))
+        return real_set_epoch(self, epoch)
+
+    def iterate(self: Any) -> Any:
+        use["iterated"] = (*use["iterated"], number(self))
+        return real_iter(self)
+
+    DistributedSampler.__init__, DistributedSampler.set_epoch, DistributedSampler.__iter__ = init, set_epoch, iterate
+    try:
+        yield
+    finally:
+        DistributedSampler.__init__, DistributedSampler.set_epoch, DistributedSampler.__iter__ = (
+            real_init, real_set_epoch, real_iter)
+
+
 def _epoch_target(rank: int, world_size: int, fn: Callable[..., Any], cases: list[EpochCase]) -> list[tuple]:
     out = []
     for case in cases:
         dataset = list(range(case.n))
+        use: dict[str, Any] = {"made": 0, "told": (), "iterated": ()}
         # task: "builds a DistributedSampler(dataset) ... and a DataLoader": a DataLoader's iterator draws its
         # base seed from torch's global generator
-        got = in_rank(fn, dataset, case.global_batch_size, case.epochs, allow=Allow(global_rng=True))
-        out.append((got, ref.epoch_batches(dataset, case.global_batch_size, case.epochs)))
+        with _watching_samplers(use):
+            got = in_rank(fn, dataset, case.global_batch_size, case.epochs, allow=Allow(global_rng=True))
+        out.append((got, ref.epoch_batches(dataset, case.global_batch_size, case.epochs), _SamplerUse(**use)))
     return out
 
 
@@ -861,7 +1018,7 @@ def check_epoch_batches(fn: Callable[..., Any], inputs: Sequence[EpochCase] | No
             what = (f"epoch_batches(list(range({case.n})), global_batch_size={case.global_batch_size}, "
                     f"epochs={case.epochs}) with {world_size} processes")
             for rank in range(world_size):
-                raw, want = per_rank[rank][index]
+                raw, want, use = per_rank[rank][index]
                 got = _as_batches(raw)
                 if got is None:
                     batch = next((b for epoch in raw for b in epoch), None) if isinstance(raw, (list, tuple)) and all(
@@ -900,6 +1057,17 @@ def check_epoch_batches(fn: Callable[..., Any], inputs: Sequence[EpochCase] | No
                                      where="look at what shuffles the samples: the sampler's arguments",
                                      mistake="nothing shuffled them: DistributedSampler(dataset) shuffles by default; "
                                              "shuffle=False turns that off")
+                unread = sorted(set(use.told) - set(use.iterated))
+                if case.epochs > 1 and all(epoch == seen[0] for epoch in seen[1:]) and unread and use.iterated:
+                    raise CheckError(f"{what}: rank {rank} saw the same shuffled order {seen[0]} in every epoch, "
+                                     f"expected a new order each epoch; {use.made} DistributedSampler(s) were made, "
+                                     f"and set_epoch went to {len(unread)} that nothing ever iterated",
+                                     where="look at which sampler your DataLoader was built with, and which one you "
+                                           "call set_epoch on",
+                                     mistake="the DataLoader still iterates the sampler it was built with, whose epoch "
+                                             "never changed: a sampler made afterwards is not the loader's. Keep one "
+                                             "sampler and call its set_epoch(epoch) each epoch (or build a new "
+                                             "DataLoader with each new sampler)")
                 if case.epochs > 1 and all(epoch == seen[0] for epoch in seen[1:]):
                     raise CheckError(f"{what}: rank {rank} saw the same shuffled order {seen[0]} in every epoch, "
                                      "expected a new order each epoch",
@@ -926,6 +1094,14 @@ def check_epoch_batches(fn: Callable[..., Any], inputs: Sequence[EpochCase] | No
                                      "not full) or on the DistributedSampler (it drops the samples that do not "
                                      "divide evenly among the ranks, here this rank's last one); the task's sampler "
                                      "and loader keep their defaults (drop_last=False)")
+                if not use.made:
+                    raise CheckError(f"{what}: rank {rank} should see the batches {want}, but saw {got}: these are "
+                                     "not the order of a DistributedSampler, and the function made none",
+                                     where="look at what decides which samples this rank loads, and in which order",
+                                     mistake="the task builds DistributedSampler(dataset) and gives it to the "
+                                             "DataLoader (sampler=sampler): its order (shuffled with seed 0 + epoch, "
+                                             "then dealt out to the ranks) is the one every rank must see; a Subset "
+                                             "of your own or a loader with shuffle=True orders the samples otherwise")
                 for cause, twin in _epoch_twins(case, world_size, rank):
                     if got == twin:
                         raise CheckError(f"{what}: rank {rank} should see the batches {want}, but saw {got}",
@@ -951,8 +1127,16 @@ class TrainCase(NamedTuple):
 
 
 def make_regressor() -> nn.Module:
-    """The model every rank builds in the training checks: 3 inputs, 2 outputs."""
-    return nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 2))
+    """The model every rank builds in the training checks: 3 inputs, 2 outputs, and one buffer (a constant that
+    takes no part in the forward), so that a returned state dict without the buffers shows: the contract returns
+    "the model's parameters and buffers by name"."""
+    model = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 2))
+    model[2].register_buffer("scale", torch.ones(2))
+    return model
+
+
+def _buffer_names() -> list[str]:
+    return [name for name, _ in make_regressor().named_buffers()]
 
 
 def _train_data(case: TrainCase) -> tuple[torch.Tensor, torch.Tensor]:
@@ -1070,6 +1254,29 @@ def _watching_loss_targets(y: torch.Tensor, seen: list[list[int]]) -> Iterator[N
         nn.functional.mse_loss = real
 
 
+@contextmanager
+def _watching_ddp() -> Iterator[None]:
+    """While open, building a DistributedDataParallel wrapper notes "ddp-built" in the rank's timeline, and calling
+    it (its forward) "ddp-forward"."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    real_init, real_forward = DistributedDataParallel.__init__, DistributedDataParallel.forward
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        _TIMELINE.append("ddp-built")
+        real_init(self, *args, **kwargs)
+
+    def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _TIMELINE.append("ddp-forward")
+        return real_forward(self, *args, **kwargs)
+
+    DistributedDataParallel.__init__, DistributedDataParallel.forward = init, forward
+    try:
+        yield
+    finally:
+        DistributedDataParallel.__init__, DistributedDataParallel.forward = real_init, real_forward
+
+
 def _train_target(rank: int, world_size: int, fn: Callable[..., Any], cases: list[TrainCase]) -> list[Any]:
     out = []
     for case in cases:
@@ -1078,7 +1285,7 @@ def _train_target(rank: int, world_size: int, fn: Callable[..., Any], cases: lis
         torch.manual_seed(1234 + rank)  # whatever state each process happens to have: only `seed` may matter
         _TIMELINE.clear()
         targets: list[list[int]] = []
-        with _watching_all_reduce(built), _watching_loss_targets(y, targets):
+        with _watching_all_reduce(built), _watching_loss_targets(y, targets), _watching_ddp():
             # task: "the model comes from make_model, built right after torch's global generator is seeded with seed"
             result = in_rank(fn, make_model, x, y, case.steps, case.seed, case.lr, allow=Allow(global_rng=True))
         if isinstance(result, dict):
@@ -1192,9 +1399,11 @@ def _expect_training_contract(what: str, case: TrainCase, rank: int, built: list
 
 
 def _check_training(fn: Callable[..., Any], inputs: Sequence[TrainCase], name: str, extra: Callable[[TrainCase], list],
-                    exchanges_gradients: bool = False) -> int:
+                    exchanges_gradients: bool = False, through_wrapper: bool = False) -> int:
     """Every rank's weights equal the whole-batch run; ``exchanges_gradients``: the ranks all-reduced gradients, not
-    only weights (the contract of train_by_hand: the weights alone cannot show what the ranks exchanged)."""
+    only weights (the contract of train_by_hand: the weights alone cannot show what the ranks exchanged);
+    ``through_wrapper``: wrong weights from a DistributedDataParallel wrapper that was built but never called are
+    named (train_ddp)."""
     checks = 0
     for world_size, cases in _by_world_size(inputs).items():
         per_rank = run_group(_train_target, fn, cases, world_size=world_size, what=name)
@@ -1213,6 +1422,14 @@ def _check_training(fn: Callable[..., Any], inputs: Sequence[TrainCase], name: s
                                      where="look at which model's state_dict() you return",
                                      mistake="that is the DDP wrapper's state_dict; return "
                                              "ddp_model.module.state_dict(), the plain model's")
+                missing = sorted(set(expected) - set(got))
+                if missing and set(got) < set(expected) and set(missing) <= set(_buffer_names()):
+                    raise CheckError(f"{what}: rank {rank} returned the keys {sorted(got)}: the model's buffer(s) "
+                                     f"{missing} are missing (the model's state_dict() has {sorted(expected)})",
+                                     where="look at what you return: the parameters only, or the state dict?",
+                                     mistake="named_parameters() (or parameters()) leaves out the buffers; the "
+                                             "contract returns the model's parameters and buffers by name, which is "
+                                             "model.state_dict()")
                 expect(set(got) == set(expected), f"{what}: rank {rank} returned the keys {sorted(got)}, expected the "
                        f"model's {sorted(expected)}",
                        where="look at which model's state_dict() you return")
@@ -1229,6 +1446,17 @@ def _check_training(fn: Callable[..., Any], inputs: Sequence[TrainCase], name: s
                                      mistake=(f"the model ran {forwards[rank]} training forward and backward passes, "
                                               "but no optimizer step changed its weights: give the optimizer the "
                                               "parameters of the model you train" if forwards[rank] else None))
+                wrong = next((k for k in expected if not torch.allclose(got[k], expected[k], atol=1e-5)), None)
+                if (through_wrapper and wrong is not None and forwards[rank] and "ddp-built" in timeline
+                        and "ddp-forward" not in timeline):
+                    raise CheckError(f"{what}: rank {rank}'s {wrong} after training is not the one-process run's on the "
+                                     f"whole batch; rank {rank} wrapped its model in DistributedDataParallel, but its "
+                                     f"{forwards[rank]} training forward(s) never called the wrapper",
+                                     where="look at which model computes the outputs in each step",
+                                     mistake="the forward must call the DDP wrapper, ddp_model(x): a forward through "
+                                             "the inner model (ddp_model.module(x), or the model you wrapped) skips "
+                                             "DDP's gradient averaging, so each rank stepped with its own shard's "
+                                             "gradient")
                 early = _averaged_before_backward(timeline)
                 for key, want in expected.items():
                     mistakes = []
@@ -1320,7 +1548,7 @@ def check_train_ddp(fn: Callable[..., Any], inputs: Sequence[TrainCase] | None =
                 (_MOMENTUM.format(lr=case.lr), _simulated(case, momentum=0.9))]
 
     with torch.random.fork_rng(devices=[]):
-        checks = _check_training(fn, inputs, "train_ddp", twins)
+        checks = _check_training(fn, inputs, "train_ddp", twins, through_wrapper=True)
     passed("train_ddp", checks)
 
 
@@ -1354,15 +1582,16 @@ _SYNCS = ("all_reduce", "broadcast", "broadcast_object_list", "all_gather", "all
           "scatter", "recv")  # other collectives that can hold a rank until rank 0 gets there
 
 
-def _wait_for_the_others(folder: str, world_size: int) -> None:
+def _wait_for_the_others(folder: str, world_size: int, releasing: frozenset | set = frozenset(_RELEASING)) -> None:
     """Hold rank 0's write until another rank has loaded (or is waiting, or finished): a missing barrier then
     shows every time. A rank's first event is "start"; 10 s after every rank started, rank 0 goes on anyway
-    (a rank waiting somewhere the spies do not see), and never later than the collectives' timeout allows."""
+    (a rank waiting somewhere the spies do not see), and never later than the collectives' timeout allows.
+    ``releasing``: the events of another rank that let rank 0 go on."""
     started_all = None
     give_up = time.monotonic() + COLLECTIVE_TIMEOUT_S / 2 + 10
     while time.monotonic() < give_up:
         events = [_events(folder, r) for r in range(1, world_size)]
-        if any(_RELEASING & set(e) for e in events):
+        if any(releasing & set(e) for e in events):
             return
         if started_all is None and all(events):
             started_all = time.monotonic()
@@ -1404,12 +1633,34 @@ def _save_target(rank: int, world_size: int, fn: Callable[..., Any], case: SaveC
             return real_syncs[name](*args, **kwargs)
         return collective
 
+    checkpoint = os.path.abspath(Path(folder) / "model.pt")
+    real_removes = {name: getattr(os, name) for name in ("remove", "unlink")}  # Path.unlink calls os.unlink
+
+    def deleting(name: str) -> Callable[..., Any]:
+        def delete(path: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                target = os.path.abspath(os.fspath(path))
+            except TypeError:  # not a path (a file descriptor): not the checkpoint
+                target = None
+            try:
+                return real_removes[name](path, *args, **kwargs)
+            finally:  # noted once the file is gone (or the attempt failed), so that rank 0 starts after it
+                if target == checkpoint:
+                    _record(folder, rank, "delete")
+        return delete
+
     torch.save, torch.load, dist.barrier = save, load, barrier
     for name in _SYNCS:
         setattr(dist, name, sync(name))
+    for name in real_removes:
+        setattr(os, name, deleting(name))
     model = nn.Linear(4, 3)
     model.load_state_dict(_weights(case.seed if rank == 0 else case.seed + 100 + rank))
     _record(folder, rank, "start")
+    if rank == 0:
+        # rank 0 starts once another rank has gone ahead (deleted the checkpoint, reached a barrier, loaded...): a
+        # delete of the file by another rank, not kept apart from rank 0's save by a barrier, then shows every time
+        _wait_for_the_others(folder, world_size, _RELEASING | {"delete"})
     try:
         # task: "every rank loads the file into its `model`"
         in_rank(fn, model, Path(folder) / "model.pt", allow=Allow(changed=(model,)))
@@ -1418,6 +1669,8 @@ def _save_target(rank: int, world_size: int, fn: Callable[..., Any], case: SaveC
         torch.save, torch.load, dist.barrier = real_save, real_load, real_barrier
         for name, real in real_syncs.items():
             setattr(dist, name, real)
+        for name, real in real_removes.items():
+            setattr(os, name, real)
     return {k: v.detach().clone() for k, v in model.state_dict().items()}, _events(folder, rank)
 
 
@@ -1453,6 +1706,31 @@ def _barrier_after_load(folder: str, world_size: int, failed: int | None = None)
     return (f"{who} called dist.barrier() only after loading the file{shown}: a barrier after the load makes no "
             "rank wait for the file. The barrier must come after the save and before the load: call dist.barrier() "
             "there, on every rank")
+
+
+def _unordered_delete(folder: str, world_size: int) -> CheckError | None:
+    """A rank other than 0 that deleted the checkpoint with no barrier (or other collective) between its delete and
+    rank 0's save: it could have deleted the new file. Rank 0 saves after its b-th collective; a delete before
+    rank r's (k + 1)-th collective comes surely before that save only when b > k."""
+    events = [_events(folder, r) for r in range(world_size)]
+    syncs = {"barrier", "sync"}
+    saves = [i for i, event in enumerate(events[0]) if event in ("save", "save-module")]
+    if not saves:
+        return None
+    before_save = sum(event in syncs for event in events[0][:saves[0]])
+    for rank in range(1, world_size):
+        for i, event in enumerate(events[rank]):
+            if event == "delete" and sum(e in syncs for e in events[rank][:i]) >= before_save:
+                return CheckError(f"save_and_load: rank {rank} deleted the checkpoint file at the path, and no "
+                                  "barrier stood between its delete and rank 0's save: nothing keeps the delete from "
+                                  "running after the save, deleting the new checkpoint before the loads after the "
+                                  "barrier (which of the two comes first is down to timing)",
+                                  where="look at which ranks touch the file before the barrier, and the `if` around "
+                                        "each line",
+                                  mistake="only rank 0 touches the file (removing the older one, if you do, and "
+                                          "saving): put the delete inside `if dist.get_rank() == 0:`; the other ranks "
+                                          "only wait at dist.barrier(), then load")
+    return None
 
 
 def _uncalled_get_rank(fn: Callable[..., Any]) -> str | None:
@@ -1492,6 +1770,8 @@ def check_save_and_load(fn: Callable[..., Any], inputs: Sequence[SaveCase] | Non
                     raise _unmapped_load(rank, "torch.load raised RuntimeError: "
                                                f"{report.message.strip().splitlines()[0]}")
                 saved = any({"save", "save-module"} & set(_events(folder, r)) for r in range(case.world_size))
+                if report.error == "FileNotFoundError" and (deleted := _unordered_delete(folder, case.world_size)):
+                    return deleted
                 if report.error == "FileNotFoundError" and not saved:
                     return CheckError(f"save_and_load: rank {rank} could not load the checkpoint "
                                       "(FileNotFoundError): no rank had saved it",
@@ -1527,6 +1807,9 @@ def check_save_and_load(fn: Callable[..., Any], inputs: Sequence[SaveCase] | Non
                                  mistake="a pickled module needs its class's code to load (and weights_only=False, "
                                          "which runs whatever the file holds); a state_dict loads into any model "
                                          "of that shape")
+            deleted = _unordered_delete(folder, case.world_size)
+            if deleted:
+                raise deleted
             unmapped = [rank for rank, (_, events) in enumerate(results) if "load-unmapped" in events]
             if unmapped:  # a grader with CUDA loads such a file without an error: the spy sees it there
                 raise _unmapped_load(unmapped[0], "torch.load was called without map_location")
@@ -1729,6 +2012,37 @@ def _own_block(case: WholeCase, reads: list[list[int]]) -> str | None:
             "does")
 
 
+def _drawn_in_turn(n: int, seed: int) -> Callable[[int], list[int]]:
+    """Epoch -> order, when every epoch's order is the next randperm of one generator seeded once with ``seed``."""
+    generator = torch.Generator().manual_seed(seed)
+    orders: list[list[int]] = []
+
+    def order(epoch: int) -> list[int]:
+        while len(orders) <= epoch:
+            orders.append(torch.randperm(n, generator=generator).tolist())
+        return orders[epoch]
+    return order
+
+
+def _block_of_order(case: WholeCase, reads: list[list[int]]) -> str | None:
+    """The mistake when every rank read, in every epoch, a contiguous block of the epoch's order (rank r: the
+    positions r * share to (r + 1) * share - 1), in batches of its own."""
+    world_size, share = len(reads), case.n // len(reads)
+    if world_size < 2 or any(len(read) != share * case.epochs for read in reads):
+        return None
+    for epoch in range(case.epochs):
+        order = _shuffled(case.n, case.seed + epoch)
+        if any(read[epoch * share:(epoch + 1) * share] != order[rank * share:(rank + 1) * share]
+               for rank, read in enumerate(reads)):
+            return None
+    per = case.batch_size // world_size
+    return (f"each rank took a contiguous block of the whole epoch's order (rank r: the positions r * {share} to "
+            f"(r + 1) * {share} - 1 of randperm with seed + epoch) and cut it into batches of {per}: the ranks' "
+            f"batches in one step then come from different parts of the epoch, not from the one-process run's batch "
+            f"of {case.batch_size}. Deal each batch out to the ranks (DistributedSampler deals the epoch's order out "
+            f"like cards, order[rank::world_size], and a DataLoader cuts that into batches)")
+
+
 def _is_subsequence(part: list[int], order: list[int]) -> bool:
     remaining = iter(order)
     return all(index in remaining for index in part)
@@ -1819,6 +2133,11 @@ def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] 
                 ("the samples came in the order of a sampler seeded with 0 + epoch, not with `seed` + epoch: "
                  "DistributedSampler(dataset, seed=...) takes the seed", _single_run(
                      case, case.batch_size, lambda epoch: shuffled(epoch)(epoch)), _WHERE_ORDER),
+                ("epoch 0's order is right and the later epochs' are not: they are the next draws of one generator "
+                 "seeded once with `seed` (randperm called again on the same generator). The order of epoch e is "
+                 "randperm with a generator seeded with seed + e: seed a new generator with seed + epoch every epoch "
+                 "(DistributedSampler(dataset, seed=seed) with sampler.set_epoch(epoch) does)",
+                 _single_run(case, case.batch_size, _drawn_in_turn(case.n, case.seed)), _WHERE_ORDER),
                 ("the samples were not shuffled (index order every epoch): DistributedSampler shuffles by default; "
                  "shuffle=False turns that off", _single_run(case, case.batch_size, lambda epoch: list(range(case.n))),
                  _WHERE_ORDER),
@@ -1905,7 +2224,7 @@ def check_train_distributed(fn: Callable[..., Any], inputs: Sequence[WholeCase] 
                 _expect_steps(what, case, world_size, reads,
                               next((message for message, twin, _ in twins
                                     if all(torch.allclose(results[0][k], twin[k], atol=1e-5) for k in expected)), None)
-                              or _own_block(case, reads))
+                              or _own_block(case, reads) or _block_of_order(case, reads))
             for key, want in expected.items():
                 mistakes = [Mistake(message, lambda twin=twin, key=key: twin[key], where=where)
                             for message, twin, where in twins]

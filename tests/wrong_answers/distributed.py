@@ -1872,3 +1872,245 @@ CASES += [
     Reject(checks.check_train_by_hand, by_hand_targets_in_blocks, "its loss compared them with the targets of the "
                                                                   "samples [0, 1, 2"),
 ]
+
+
+# ---------------------------------------------------------------- what the learner-tester found (lesson 08, round e)
+
+def by_hand_parameters_only(make_model, inputs, targets, steps, seed, lr):
+    # Wrong: the contract returns the parameters and the buffers by name; named_parameters() leaves out the buffers
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(inputs[rank::world_size]), targets[rank::world_size]).backward()
+        ref.average_gradients(model)
+        optimizer.step()
+    return {name: p.detach().clone() for name, p in model.named_parameters()}
+
+
+def save_every_rank_deletes_first(model, path):
+    # Wrong: every rank removes the older file, with no barrier between a delete and rank 0's save: a late delete
+    # removes the new checkpoint
+    if os.path.exists(path):
+        os.remove(path)
+    if dist.get_rank() == 0:
+        torch.save(model.state_dict(), path)
+    dist.barrier()
+    model.load_state_dict(torch.load(path, map_location="cpu"))
+
+
+def save_rank_zero_deletes_first(model, path):  # right: only rank 0 touches the file
+    if dist.get_rank() == 0:
+        Path(path).unlink(missing_ok=True)
+        torch.save(model.state_dict(), path)
+    dist.barrier()
+    model.load_state_dict(torch.load(path, map_location="cpu"))
+
+
+def save_every_rank_deletes_behind_a_barrier(model, path):  # right, if roundabout: the deletes come before the save
+    if os.path.exists(path):
+        os.remove(path)
+    dist.barrier()
+    if dist.get_rank() == 0:
+        torch.save(model.state_dict(), path)
+    dist.barrier()
+    model.load_state_dict(torch.load(path, map_location="cpu"))
+
+
+def whole_with_loader_workers(make_model, dataset, epochs, batch_size, lr, seed):
+    # Wrong here: the ranks are daemon processes, which cannot start DataLoader workers
+    torch.manual_seed(seed)
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    sampler = DistributedSampler(dataset, seed=seed)
+    loader = DataLoader(dataset, batch_size=batch_size // dist.get_world_size(), sampler=sampler, num_workers=2)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for images, labels in loader:
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(images), labels).backward()
+            optimizer.step()
+    return model.module.state_dict()
+
+
+def average_async_never_waited(model):
+    # Wrong: async_op=True returns a work handle at once; the division reads the gradient before the sum is there
+    for p in model.parameters():
+        if p.grad is not None:
+            dist.all_reduce(p.grad, async_op=True)
+            p.grad /= dist.get_world_size()
+
+
+def average_async_waited(model):  # right: every handle is waited on before the gradients are used
+    handles = [(p, dist.all_reduce(p.grad, async_op=True)) for p in model.parameters() if p.grad is not None]
+    for p, handle in handles:
+        handle.wait()
+        p.grad /= dist.get_world_size()
+
+
+def ddp_gpu_recipe(make_model, inputs, targets, steps, seed, lr):
+    # Wrong here: the ranks run on the CPU with Gloo; the GPU recipe moves the model to cuda:rank
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model().to(rank)
+    ddp = DistributedDataParallel(model, device_ids=[rank])
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(ddp(inputs[rank::world_size].to(rank)), targets[rank::world_size].to(rank)).backward()
+        optimizer.step()
+    return model.state_dict()
+
+
+def ddp_device_ids_on_cpu(make_model, inputs, targets, steps, seed, lr):
+    # Wrong here: device_ids is for a model on a GPU
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    ddp = DistributedDataParallel(make_model(), device_ids=[rank])
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(ddp(inputs[rank::world_size]), targets[rank::world_size]).backward()
+        optimizer.step()
+    return ddp.module.state_dict()
+
+
+def ddp_forward_through_module(make_model, inputs, targets, steps, seed, lr):
+    # Wrong: the forward skips the wrapper, so DDP never averages the gradients
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    ddp = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(ddp.module(inputs[rank::world_size]), targets[rank::world_size]).backward()
+        optimizer.step()
+    return ddp.module.state_dict()
+
+
+def ddp_forward_through_plain_model(make_model, inputs, targets, steps, seed, lr):
+    # Wrong: the model is wrapped, but the forward goes through the model itself
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = make_model()
+    ddp = DistributedDataParallel(model)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(inputs[rank::world_size]), targets[rank::world_size]).backward()
+        optimizer.step()
+    return model.state_dict()
+
+
+def epochs_new_sampler_old_loader(dataset, global_batch_size, epochs):
+    # Wrong: a new sampler each epoch, but the loader still iterates the first one (whose epoch never changes)
+    sampler = DistributedSampler(dataset)
+    loader = DataLoader(dataset, batch_size=global_batch_size // dist.get_world_size(), sampler=sampler)
+    seen = []
+    for epoch in range(epochs):
+        sampler = DistributedSampler(dataset)
+        sampler.set_epoch(epoch)
+        seen.append([batch.tolist() for batch in loader])
+    return seen
+
+
+def epochs_strided_subset_shuffled(dataset, global_batch_size, epochs):
+    # Wrong: no DistributedSampler; a strided Subset shuffled by the loader is another order
+    from torch.utils.data import Subset
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    mine = Subset(dataset, list(range(rank, len(dataset), world_size)))
+    seen = []
+    for epoch in range(epochs):
+        loader = DataLoader(mine, batch_size=global_batch_size // world_size, shuffle=True,
+                            generator=torch.Generator().manual_seed(epoch))
+        seen.append([batch.tolist() for batch in loader])
+    return seen
+
+
+def shard_one_too_many(n, rank, world_size, epoch, seed=0):
+    # Wrong: (n // world_size + 1) * world_size pads one index per rank too many when n divides evenly
+    indices = torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch)).tolist()
+    total = (n // world_size + 1) * world_size
+    while len(indices) < total:
+        indices += indices[:total - len(indices)]
+    return indices[rank:total:world_size]
+
+
+_SHARD_GENERATOR = torch.Generator().manual_seed(0)
+
+
+def shard_generator_seeded_once(n, rank, world_size, epoch, seed=0):
+    # Wrong: a generator seeded once, at module level: epoch 0's draw is right, the later calls draw new orders
+    indices = torch.randperm(n, generator=_SHARD_GENERATOR).tolist()
+    total = -(-n // world_size) * world_size
+    while len(indices) < total:
+        indices += indices[:total - len(indices)]
+    return indices[rank::world_size]
+
+
+def whole_generator_seeded_once(make_model, dataset, epochs, batch_size, lr, seed):
+    # Wrong: one generator seeded once with seed; epoch e draws its next order instead of seeding seed + e
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(seed)
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    generator = torch.Generator().manual_seed(seed)
+    for _ in range(epochs):
+        order = torch.randperm(len(dataset), generator=generator).tolist()
+        for start in range(0, len(order), batch_size):
+            items = [dataset[i] for i in order[start + rank:start + batch_size:world_size]]
+            x, y = torch.stack([a for a, _ in items]), torch.tensor([b for _, b in items])
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+    return model.module.state_dict()
+
+
+def whole_block_of_the_epoch(make_model, dataset, epochs, batch_size, lr, seed):
+    # Wrong: each rank takes a contiguous block of the whole epoch's order, not its share of each batch
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    per, n = batch_size // world_size, len(dataset)
+    torch.manual_seed(seed)
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    for epoch in range(epochs):
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch)).tolist()
+        mine = order[rank * n // world_size:(rank + 1) * n // world_size]
+        for start in range(0, len(mine), per):
+            items = [dataset[i] for i in mine[start:start + per]]
+            x, y = torch.stack([a for a, _ in items]), torch.tensor([b for _, b in items])
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+    return model.module.state_dict()
+
+
+CASES += [
+    Reject(checks.check_train_by_hand, by_hand_parameters_only, "the model's buffer(s) ['2.scale'] are missing"),
+    Reject(checks.check_save_and_load, save_every_rank_deletes_first, "no barrier stood between its delete and rank "
+                                                                      "0's save"),
+    Accept(checks.check_save_and_load, save_rank_zero_deletes_first),
+    Accept(checks.check_save_and_load, save_every_rank_deletes_behind_a_barrier),
+    Reject(checks.check_train_distributed, whole_with_loader_workers, "cannot start child processes, and a "
+                                                                      "DataLoader with num_workers > 0"),
+    Reject(checks.check_average_gradients, average_async_never_waited, "returned a work handle that was never waited "
+                                                                       "on"),
+    Accept(checks.check_average_gradients, average_async_waited),
+    Reject(checks.check_train_ddp, ddp_gpu_recipe, "these ranks run on the CPU with the Gloo backend"),
+    Reject(checks.check_train_ddp, ddp_device_ids_on_cpu, "keep the model and the data on the CPU and leave out "
+                                                          "device_ids"),
+    Reject(checks.check_train_ddp, ddp_forward_through_module, "training forward(s) never called the wrapper"),
+    Reject(checks.check_train_ddp, ddp_forward_through_plain_model, "the forward must call the DDP wrapper"),
+    Reject(checks.check_epoch_batches, epochs_new_sampler_old_loader, "the DataLoader still iterates the sampler it "
+                                                                      "was built with"),
+    Reject(checks.check_epoch_batches, epochs_strided_subset_shuffled, "not the order of a DistributedSampler, and "
+                                                                       "the function made none"),
+    Reject(checks.check_shard_indices, shard_one_too_many, "one more than its share: 12 divides evenly"),
+    Reject(checks.check_shard_indices, shard_generator_seeded_once, "matched DistributedSampler's; this later one "
+                                                                    "does not"),
+    Reject(checks.check_train_distributed, whole_generator_seeded_once, "the next draws of one generator seeded once"),
+    Reject(checks.check_train_distributed, whole_block_of_the_epoch, "each rank took a contiguous block of the whole "
+                                                                     "epoch's order"),
+]
