@@ -25,7 +25,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from helpers.checks import (Allow, CheckError, Mistake, call, describe, expect, expect_mode, expect_tensor,
-                           passed, same_value, substitute)
+                           passed, runs_here, same_value, substitute)
 from helpers.reference import models as ref
 
 ModelFactory = Callable[[], nn.Module]
@@ -753,7 +753,9 @@ def check_count_parameters(fn: Callable[[nn.Module, bool], int],
         in_dtype = f" in {', '.join(dtypes)}" if dtypes and dtypes != ["float32"] else ""
         what = (f"count_parameters({kind}{in_dtype}{' with a frozen layer' if frozen else ''}, "
                 f"trainable_only={trainable_only})")
-        with _watching_parameter_walks(model) as walked_again:
+        # the watch is an attribute on the model: only where the learner's code runs here (in the grader, the
+        # model is sent to the kernel, whose own run of this check watches it)
+        with _watching_parameter_walks(model) if runs_here(fn) else contextlib.nullcontext([False]) as walked_again:
             got = call(fn, model, trainable_only=trainable_only)
         want = ref.count_parameters(model, trainable_only)
         chosen = [p for p in model.parameters() if p.requires_grad or not trainable_only]
