@@ -1230,3 +1230,17 @@ CASES += [
     Reject(square_pairwise_dot, dot_einsum_b_as_columns, "you multiplied a by b itself"),
     Reject(checks.check_pairwise_dot, dot_outer_of_sums, "the product of the two rows' sums"),
 ]
+
+
+def dot_transpose_matmul(a, b):
+    """Correct: the transpose taken with .mT, then a matrix product."""
+    return a @ b.mT
+
+
+CASES += [
+    Accept(square_pairwise_dot, ref.pairwise_dot),
+    Accept(square_pairwise_dot, dot_einsum),
+    Accept(square_pairwise_dot, dot_broadcast),
+    Accept(square_pairwise_dot, dot_transpose_matmul),
+    Reject(square_pairwise_dot, dot_outer_of_sums, "the product of the two rows' sums"),
+]
