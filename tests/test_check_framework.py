@@ -15,8 +15,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Subset, TensorDataset
 
-from helpers.checks import (Allow, CheckError, Mistake, call, call_unchanged, expect_close, expect_tensor, expect_type,
-                            expect_value)
+from helpers.checks import (Allow, CheckError, Mistake, call, call_unchanged, differs_between_calls, expect_close,
+                            expect_tensor, expect_type, expect_value, tensor_mistake)
 
 
 def rejects(fn, *args, allow=Allow(), **kwargs) -> CheckError:
@@ -656,3 +656,44 @@ def test_a_crash_shows_the_arguments_as_they_were_given():
 
     error = rejects(grows_then_fails, torch.tensor([1.0, 2.0, 3.0]))
     assert "grows_then_fails(tensor([1., 2., 3.], dtype=torch.float32)) raised ValueError: boom" in str(error)
+
+
+class _Noisy(nn.Module):
+    def forward(self, x):
+        return x + torch.randn_like(x)
+
+
+class _FunctionalDropout(nn.Module):
+    def forward(self, x):
+        return F.dropout(x, 0.5)  # training=True by default, whatever the mode
+
+
+class _Crashes(nn.Module):
+    def forward(self, x):
+        raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize("model, eval_mode, differ, dropout_on", [
+    (nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.5)), False, True, True),   # dropout in training mode
+    (nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.5)), True, False, False),  # eval mode switches it off
+    (_FunctionalDropout(), True, True, True),                                # on in eval mode too: named
+    (_Noisy(), True, True, False),                                           # random, with no dropout to blame
+    (nn.Linear(8, 8), False, False, False),
+    (_Crashes(), True, False, False),                                        # another mistake, for the check
+], ids=["dropout-train", "dropout-eval", "functional-dropout", "noise", "deterministic", "crash"])
+def test_differs_between_calls_tells_randomness_and_names_dropout_only_when_seen(model, eval_mode, differ, dropout_on):
+    model.train()
+    x = torch.randn(4, 8)
+    states = torch.get_rng_state(), random.getstate(), np.random.get_state()[1].copy()
+    calls = differs_between_calls(model, x, eval_mode=eval_mode)
+    assert (bool(calls), calls.dropout_on) == (differ, dropout_on)
+    assert all(m.training for m in model.modules())  # each module's mode put back
+    assert torch.equal(torch.get_rng_state(), states[0]) and random.getstate() == states[1]
+    assert np.array_equal(np.random.get_state()[1], states[2])
+
+
+def test_tensor_mistake_reads_the_values_as_expect_tensor_does():
+    logits = torch.randn(6, 10, generator=torch.Generator().manual_seed(3))
+    assert "softmax" in tensor_mistake(logits.softmax(dim=1), logits)
+    assert tensor_mistake(logits.clone(), logits) is None  # right: nothing to name
+    assert tensor_mistake(logits + torch.randn(6, 10), logits) is None  # wrong, with no relation to name

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from helpers.checks import CheckError
+from helpers.checks import CheckError, differs_between_calls
 from helpers.checks import capstone as checks
 from helpers.reference import capstone as ref
 
@@ -182,8 +182,9 @@ def test_a_model_random_in_eval_mode_is_noticed_and_the_random_state_kept():
 
     images, model = torch.randn(16, 1, 28, 28), ref.build_model().eval()
     state = torch.get_rng_state()
-    assert checks._random_in_eval(AlwaysDropout().eval(), images)
-    assert not checks._random_in_eval(model, images)
+    calls = differs_between_calls(AlwaysDropout().eval(), images, eval_mode=True)
+    assert calls and calls.dropout_on
+    assert not differs_between_calls(model, images, eval_mode=True)
     assert torch.equal(torch.get_rng_state(), state)
 
 

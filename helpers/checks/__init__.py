@@ -93,6 +93,9 @@ __all__ = [
     "Allow",
     "CheckError",
     "backward_passes",
+    "CallToCall",
+    "differs_between_calls",
+    "FUNCTIONAL_DROPOUT_IN_EVAL",
     "Mistake",
     "call",
     "call_unchanged",
@@ -114,6 +117,7 @@ __all__ = [
     "same_value",
     "substitute",
     "symptom_of",
+    "tensor_mistake",
 ]
 
 
@@ -668,8 +672,8 @@ WHERE_SHAPE = ("look at each operation that changes the shape: reductions (dim=,
 WHERE_DTYPE = "look at where the dtype is decided: literals (0 vs 0.0), dtype= arguments, conversions (.float(), .long())"
 WHERE_DEVICE = "look at where tensors are created (device=) or moved (.to(device))"
 WHERE_VALUES = "work through the small example by hand and compare each step of your code with it"
-# where no example is shown (the tensors are too large to read): the learner makes one
-WHERE_VALUES_LARGE = ("compare each step of your code with the task on a small input of your own, one whose answer "
+# where no example is shown (a number, or tensors too large to read): the learner makes one
+WHERE_VALUES_NO_EXAMPLE = ("compare each step of your code with the task on a small input of your own, one whose answer "
                       "you can work out by hand")
 WHERE_GRAPH = "look at the returned value: is it computed from tensors that require grad (a model's output, a loss)?"
 
@@ -723,11 +727,23 @@ def expect_tensor(
         cause = _diagnose_values(values, expected, given, atol, rtol)
         example = _example(values, expected, given)
         fail(f"{what} has the right shape and dtype but {_wrong_values(values, expected, atol, rtol)}" + example,
-             WHERE_VALUES if example else WHERE_VALUES_LARGE,
+             WHERE_VALUES if example else WHERE_VALUES_NO_EXAMPLE,
              None if cause is None or cause.startswith("wrong values") else cause)
     if found is not None:  # equal after a dtype conversion the check ignores, but a known mistake's answer
-        fail(f"{what} is not the expected result", WHERE_VALUES)
+        fail(f"{what} is not the expected result", WHERE_VALUES_NO_EXAMPLE)
     expect_no_graph(got, expected, what=what, allow=allow)
+
+
+def tensor_mistake(got: Any, expected: torch.Tensor, *, given: torch.Tensor | None = None,
+                   mistakes: Sequence[Mistake] = ()) -> str | None:
+    """The mistake :func:`expect_tensor` would name for ``got`` against ``expected`` (a softmax on top, a constant
+    factor, transposed...), or None when it names none or ``got`` is right. For a check whose own symptom says more
+    than expect_tensor's, but which still wants the framework's reading of the values."""
+    try:
+        expect_tensor(got, expected, what="the output", given=given, mistakes=mistakes)
+    except CheckError as error:
+        return error.mistake
+    return None
 
 
 def _wrong_values(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str:
@@ -1007,7 +1023,7 @@ def expect_close(
             cause = ("yours is a whole number, the expected one rounded down: an integer division (//) or an int() "
                      "on the way drops the fraction; divide with /")
         raise CheckError(f"{what} should be {expected:.6g}, but yours is {number:.6g}",
-                         where=where or WHERE_VALUES, mistake=found.message if found else cause)
+                         where=where or WHERE_VALUES_NO_EXAMPLE, mistake=found.message if found else cause)
     if isinstance(got, torch.Tensor) and not number_or_tensor:
         raise CheckError(f"{what} should be a Python number, but is {describe(got)} (its value, {number:.6g}, is right)",
                          where=WHERE_TYPE,
@@ -1056,7 +1072,7 @@ def expect_value(got: Any, expected: Any, *, what: str, mistakes: Sequence[Mista
     if not same_value(got, expected, atol, rtol):
         found = _first_explained(got, mistakes)
         raise CheckError(f"{what} should be {describe(expected)}, but yours is {describe(got)}",
-                         where=found.where if found and found.where else WHERE_VALUES,
+                         where=found.where if found and found.where else WHERE_VALUES_NO_EXAMPLE,
                          mistake=found.message if found else None)
     expect_no_graph(got, expected, what=what, allow=allow)
 
@@ -1737,6 +1753,76 @@ def backward_passes() -> Iterator[list[int]]:
         yield runs
 
 
+# What a check says when a dropout function runs with its default training=True in eval mode (seen by
+# ``differs_between_calls``): one wording for every lesson
+FUNCTIONAL_DROPOUT_IN_EVAL = ("F.dropout(x, p) drops values in eval mode too unless given training=self.training: its "
+                              "training argument defaults to True (an nn.Dropout layer follows the model's mode itself)")
+
+
+class _DropoutCalls(torch.overrides.TorchFunctionMode):
+    """Records whether a dropout function ran with training=True (its default) while active."""
+
+    _NAMES = {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dropping = False
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", "").rstrip("_") in self._NAMES:
+            training = kwargs.get("training", args[2] if len(args) > 2 else True)
+            self.dropping = self.dropping or bool(training)
+        return func(*args, **kwargs)
+
+
+@dataclass
+class CallToCall:
+    """What two calls of a model on the same input showed (:func:`differs_between_calls`)."""
+
+    differ: bool = False  # the two outputs differ: randomness in forward, or a layer built anew at every call
+    dropout_on: bool = False  # a dropout function ran with training=True (F.dropout's default) during the calls
+
+    def __bool__(self) -> bool:
+        return self.differ
+
+
+def differs_between_calls(model: torch.nn.Module, x: torch.Tensor, *, eval_mode: bool = False) -> CallToCall:
+    """Call ``model`` twice on the same input, each call without gradients after a seed of its own, and say whether
+    the outputs differ (true as a bool) and whether a dropout function ran switched on.
+
+    With ``eval_mode`` the model is put in eval mode for the calls. The global random states (torch's, CUDA's,
+    Python's, NumPy's) and every module's training flag are put back afterwards, so the notebook sees no trace. A
+    call that crashes or returns no tensor counts as no difference: that is another mistake, which the check's own
+    comparison reports. Outputs within the usual tolerance count as equal (a GPU may sum in another order)."""
+    import numpy as np
+
+    modes = {module: module.training for module in model.modules()}
+    python, numpy_state = random.getstate(), np.random.get_state()
+    spy, outputs = _DropoutCalls(), []
+    try:
+        with torch.random.fork_rng(), torch.no_grad(), spy:
+            if eval_mode:
+                model.eval()
+            for seed in (1, 2):
+                torch.manual_seed(seed)
+                random.seed(seed)
+                np.random.seed(seed)
+                outputs.append(model(x.clone()))
+    except Exception:  # noqa: BLE001 - a crash is not this mistake; the check's comparison reports it
+        return CallToCall()
+    finally:
+        random.setstate(python)
+        np.random.set_state(numpy_state)
+        for module, training in modes.items():
+            module.training = training
+    first, second = outputs
+    if not (isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)):
+        return CallToCall()
+    differ = first.shape == second.shape and not same_value(first, second)
+    return CallToCall(differ=differ, dropout_on=differ and spy.dropping)
+
+
 class GradientArrivals:
     """What each parameter's ``.grad`` held as its new gradient arrived in a backward pass, in arrival order.
 
@@ -1756,22 +1842,24 @@ class GradientArrivals:
         return "values" in self.kinds()
 
 
-def leftover_gradients(model: torch.nn.Module, seed: int) -> GradientArrivals:
+def leftover_gradients(model: torch.nn.Module, seed: int, *, record: bool = True) -> GradientArrivals:
     """Give every parameter a ``.grad`` from an earlier step, as a model handed over mid-training holds (random
     values from a generator of its own seeded with ``seed``, the caller's streams untouched), and record what
     ``.grad`` held each time a gradient arrived afterwards. A step that clears the gradients before backward finds
-    "none" or "zeros"; one that forgets finds "values", and its backward adds to them."""
+    "none" or "zeros"; one that forgets finds "values", and its backward adds to them. With ``record=False`` only
+    the gradients are given (a check that reads the effect on the weights needs no copies)."""
     generator = torch.Generator().manual_seed(seed)
     arrivals = GradientArrivals()
 
-    def record(p: torch.Tensor) -> Callable[[torch.Tensor], None]:
+    def recorder(p: torch.Tensor) -> Callable[[torch.Tensor], None]:
         def hook(_: torch.Tensor) -> None:
             arrivals.held.append(None if p.grad is None else p.grad.detach().clone())
         return hook
 
     for p in model.parameters():
         p.grad = torch.randn(p.shape, generator=generator)
-        p.register_hook(record(p))
+        if record:
+            p.register_hook(recorder(p))
     return arrivals
 
 

@@ -44,7 +44,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
@@ -52,8 +52,8 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, Subset, TensorDataset
 
-from helpers.checks import (MODE_LAYERS, Allow, CheckError, Mistake, call, describe, expect, expect_close, expect_tensor, passed,
-                            same_value)
+from helpers.checks import (FUNCTIONAL_DROPOUT_IN_EVAL, MODE_LAYERS, Allow, CallToCall, CheckError, Mistake, call,
+                            describe, differs_between_calls, expect, expect_close, expect_tensor, passed, same_value)
 from helpers.checks import models as model_checks
 from helpers.reference import capstone as ref
 
@@ -1004,13 +1004,10 @@ def check_build_model(fn: Callable, inputs: Sequence[int] | None = None) -> None
             first.eval()
             out = _forward(first, x, what)
             _expect_logits(out, n, what)
-            with _KeptRandomState():
-                again = _forward(first, x, what)
-            expect(torch.equal(out, again), f"{what}: in eval mode, two calls on the same images gave different scores",
-                   where="look for randomness that eval mode does not switch off: F.dropout without "
-                         "training=self.training, torch.rand in forward",
-                   mistake="F.dropout(x, p) drops values in eval mode too unless given training=self.training; "
-                           "an nn.Dropout layer follows the model's mode itself")
+            calls = differs_between_calls(first, x, eval_mode=True)
+            expect(not calls, f"{what}: in eval mode, two calls on the same images gave different scores",
+                   where="look for a dropout function in forward" if calls.dropout_on else _random_in_eval_where(calls),
+                   mistake=FUNCTIONAL_DROPOUT_IN_EVAL if calls.dropout_on else None)
             if n > 1:
                 alone = _forward(first, x[:1], what)
                 expect(torch.allclose(alone[0], out[0], atol=1e-4, rtol=1e-3),
@@ -1070,7 +1067,7 @@ class TrainingResult:
     val_correct: int | None = None
     error: CheckError | None = None
     held_out: tuple[int, int] | None = None  # (correct, total), filled in by held_out_accuracy
-    random_in_eval: bool = False  # two forward passes of the same images in eval mode gave different scores
+    random_in_eval: CallToCall = field(default_factory=CallToCall)  # two eval-mode calls on the same images
 
 
 class _OutOfTime(BaseException):
@@ -1388,18 +1385,15 @@ def _prepared(model: nn.Module, name: str, images: torch.Tensor) -> None:
     _expect_logits(_forward(model, images[:1], f"{name}'s model"), 1, f"{name}'s model")
 
 
-def _random_in_eval(model: nn.Module, images: torch.Tensor) -> bool:
-    """True when the prepared (eval-mode) model gives different scores for the same images in two calls."""
-    with _KeptRandomState():
-        first = _forward(model, images, "the graded model")
-        second = _forward(model, images, "the graded model")
-    return not torch.equal(first, second)
-
-
 RANDOM_IN_EVAL = ("Your model gave different scores for the same 16 images in two calls after model.eval(): "
                   "something random stays switched on in eval mode")
-RANDOM_IN_EVAL_WHERE = ("look for randomness in forward that model.eval() does not switch off, e.g. F.dropout "
-                        "without training=self.training (nn.Dropout follows the mode by itself)")
+
+
+def _random_in_eval_where(calls: CallToCall) -> str:
+    """Where to look when two eval-mode calls differ: the dropout function when one ran switched on."""
+    if calls.dropout_on:
+        return f"look for a dropout function in forward: {FUNCTIONAL_DROPOUT_IN_EVAL}"
+    return "look for randomness in forward that model.eval() does not switch off (torch.rand, torch.randn...)"
 
 
 def _relabelled(dataset: Dataset) -> Dataset:
@@ -1469,7 +1463,7 @@ def graded_run(fn: Callable, run: GradedRun | None = None) -> TrainingResult:
         try:
             images, _ = ref.stack_dataset(Subset(val, range(16)))
             _prepared(result.model, getattr(fn, "__name__", "build_and_train"), images)
-            result.random_in_eval = _random_in_eval(result.model, images)
+            result.random_in_eval = differs_between_calls(result.model, images, eval_mode=True)
             with _KeptRandomState():
                 result.val_accuracy = ref.accuracy_on(result.model, val)
                 result.val_correct = round(result.val_accuracy * len(val))
@@ -1481,7 +1475,7 @@ def graded_run(fn: Callable, run: GradedRun | None = None) -> TrainingResult:
 
 
 def _report(result: TrainingResult, run: GradedRun) -> str:
-    note = f"\nNote: {RANDOM_IN_EVAL}; {RANDOM_IN_EVAL_WHERE}." if result.random_in_eval else ""
+    note = f"\nNote: {RANDOM_IN_EVAL}; {_random_in_eval_where(result.random_in_eval)}." if result.random_in_eval else ""
     return (f"trained on {result.train_size:,} digits in {result.cpu_seconds:.1f} s of CPU time "
             f"({result.seconds:.1f} s on the clock, {run.threads} thread{'s' if run.threads > 1 else ''}; "
             f"budget {run.budget_s:.0f} s, stopped at {run.limit_s:.0f} s).\n"
@@ -1561,7 +1555,7 @@ def _check_tier(fn: Callable, threshold: float, inputs: Sequence[GradedRun] | No
         result = graded_run(fn, run)
         if accuracy < threshold:
             random_note = f". {RANDOM_IN_EVAL}" if result.random_in_eval else ""
-            where = RANDOM_IN_EVAL_WHERE if result.random_in_eval else None
+            where = _random_in_eval_where(result.random_in_eval) if result.random_in_eval else None
             if where is None and result.val_accuracy < BASELINE_ACCURACY:
                 where = BELOW_BASELINE_WHERE.format(accuracy=result.val_accuracy)
             raise CheckError(f"held-out accuracy {accuracy:.2%} ({correct:,} of {total:,} digits) is below "

@@ -33,8 +33,8 @@ from torch.overrides import TorchFunctionMode
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from helpers.checks import (MODE_LAYERS, Allow, CheckError, Mistake, NotMovedError, call, describe, expect_tensor,
-                           passed, same_value)
+from helpers.checks import (MODE_LAYERS, Allow, CheckError, Mistake, NotMovedError, call, describe,
+                           differs_between_calls, expect_tensor, passed, same_value, tensor_mistake)
 from helpers.checks.devices import (STAND_IN_DEVICE, OnDevice, OnHost, Placed, model_on_device, place, place_model,
                                    unplaced)
 from helpers.reference import debugging as ref
@@ -646,13 +646,6 @@ def _top_scores(value: Any, seed: int, images: torch.Tensor) -> bool:
 # ---------------------------------------------------------------- 2. a layer of the wrong size
 
 
-def _differs_between_calls(model: nn.Module, images: torch.Tensor) -> bool:
-    """Two calls on the same batch give different outputs (a layer made anew in forward, or randomness)."""
-    with torch.no_grad():
-        first, second = attempt(model, images, seed=1), attempt(model, images, seed=2)
-    return first.error is None and second.error is None and not same_value(first.value, second.value)
-
-
 def _expect_built_in_init(what: str, built: list[str], model: nn.Module) -> None:
     """Every parameter and buffer exists once the model is built: none appears during a forward pass."""
     new = [key for key in model.state_dict() if key not in built]
@@ -737,12 +730,15 @@ def check_small_cnn(cls: type, inputs: Sequence[tuple[int, int]] | None = None) 
                                     "compare them with the program you were given",
                               mistake="model.features was changed to fit the classifier (its output is not the "
                                       "designed shape); the task asks for the classifier to fit the designed features")
-        if _differs_between_calls(model, images):
+        calls = differs_between_calls(model, images)
+        if calls:
             raise failure(f"{what} runs now, but two calls on the same batch give different outputs",
-                          where="look for anything in forward that is new at every call",
-                          mistake="a layer created inside forward gets new random weights at every call and is "
-                                  "not part of the model's parameters (nothing would train it): create every layer "
-                                  "in __init__")
+                          where="look for a dropout in forward: the program you were given has none"
+                          if calls.dropout_on else "look for anything in forward that is new at every call",
+                          mistake=None if calls.dropout_on else
+                          "a layer created inside forward gets new random weights at every call and is "
+                          "not part of the model's parameters (nothing would train it): create every layer "
+                          "in __init__")
         problem = _load_designed(model, reference)
         if problem is not None:
             raise failure(f"{what} runs now, but the designed network's weights do not fit its layers: {problem}",
@@ -751,11 +747,8 @@ def check_small_cnn(cls: type, inputs: Sequence[tuple[int, int]] | None = None) 
         with torch.no_grad():
             got_same_weights = attempt(model, images)
         if got_same_weights.error is not None or not same_value(got_same_weights.value, want):
-            relation = None  # what the outputs' values show (a softmax on top, say), in the framework's words
-            try:
-                expect_tensor(got_same_weights.value, want, what=what)
-            except CheckError as error:
-                relation = error.mistake
+            # what the outputs' values show (a softmax on top, say), in the framework's words
+            relation = tensor_mistake(got_same_weights.value, want)
             raise failure(f"{what} runs now, but with the designed network's weights loaded its output differs "
                           "from the designed network's",
                           where="compare forward, step by step, with the program you were given", mistake=relation)
@@ -1348,6 +1341,18 @@ def _test_setup(seed: int, n: int, log: list[int] | None = None) -> tuple[nn.Mod
     return model, (Digits if log is None else recording(Digits, log))(features, labels)
 
 
+def _wrong_denominator(value: float, correct: int, n: int, batch_size: int) -> str | None:
+    """The mistake when ``value`` is the right count divided by a count of the loader's instead of the samples'."""
+    batches = math.ceil(n / batch_size)
+    for denominator, words in ((batches * batch_size, f"len(loader) * batch_size ({batches} x {batch_size})"),
+                               (batches, "the number of batches, len(loader)")):
+        if denominator != n and math.isclose(value, correct / denominator, rel_tol=1e-6):
+            last = f" (the last batch holds only {n % batch_size})" if denominator > n else ""
+            return (f"your result is the {correct} right predictions divided by {words} = {denominator}, not by the "
+                    f"{n} samples{last}: divide by len(test_set), or count the samples as the batches arrive")
+    return None
+
+
 def _mean_of_batches(seed: int, n: int, batch_size: int) -> float:
     """The mean of the batches' accuracies (in order, eval mode): what averaging per-batch accuracies reports."""
     model, dataset = _test_setup(seed, n)
@@ -1406,14 +1411,16 @@ def check_dataset_accuracy(fn: Callable[..., float], inputs: Sequence[tuple[int,
                                       "evaluate every sample" if dropped else None)
             if not math.isclose(value * n, round(value * n), abs_tol=1e-4):
                 averaged = same_value(value, _mean_of_batches(seed, n, batch_size))
+                divided = _wrong_denominator(value, round(expected * n), n, batch_size)
                 raise failure(f"{shows(value, expected)}, which is no share of the {n} samples ({value:.6g} x {n} = "
                               f"{value * n:.4g} samples)",
-                              where="every sample must count once, with the same weight: how are the batches' "
-                                    "results combined?",
+                              where="what do you divide the right predictions by?" if divided else
+                              "every sample must count once, with the same weight: how are the batches' "
+                              "results combined?",
                               mistake=f"the mean of the batches' accuracies weighs each batch alike, so the "
                                       f"{n % batch_size} samples of the smaller last batch weigh more than the others: "
                                       "count the right predictions over all batches and divide by the number of "
-                                      "samples" if averaged else None)
+                                      "samples" if averaged else divided)
             if same_value(value, _sorted_agreement(seed, n)):
                 raise failure(f"{shows(value, expected)}: it is the share of places where the predictions, sorted on "
                               "their own, equal the labels, sorted on their own",
@@ -1433,7 +1440,9 @@ def check_dataset_accuracy(fn: Callable[..., float], inputs: Sequence[tuple[int,
                                       "compared with in another (a second pass draws a new order, even from a seeded "
                                       "generator; the dataset's own order is not the loader's). Evaluate with "
                                       "shuffle=False, or compare each batch's predictions with that batch's labels")
-            raise failure(shows(value, expected))
+            divided = _wrong_denominator(value, round(expected * n), n, batch_size)
+            raise failure(shows(value, expected), where="what do you divide the right predictions by?" if divided else None,
+                          mistake=divided)
 
         expect_fixed(what, got, want, broken,
                      where="take one sample, find its prediction and the label it is compared with: are they "

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import CheckpointError
 
-from helpers.checks import (WHERE_VALUES, WHERE_VALUES_LARGE, Allow, CheckError, Mistake, backward_passes, call, describe,
+from helpers.checks import (WHERE_VALUES, WHERE_VALUES_NO_EXAMPLE, Allow, CheckError, Mistake, backward_passes, call, describe,
                             expect, expect_close, expect_tensor, leftover_gradients, passed, runs_here, substitute)
 from helpers.reference import faster as ref
 
@@ -719,7 +719,7 @@ def _accumulation_run(step: Callable[..., Any], case: StepCase, stale: bool = Tr
 
         model.register_forward_pre_hook(note)
         if stale:
-            leftover_gradients(model, 900 + case.seed)  # an earlier step's gradients, as a model mid-training holds
+            leftover_gradients(model, 900 + case.seed, record=False)  # an earlier step's, as mid-training
         micro = _batches(case)
 
         def loss_fn(*args: Any, **kwargs: Any) -> torch.Tensor:  # cross_entropy, counted
@@ -1840,7 +1840,7 @@ def _expect_same_training(fn: Callable[..., Any], case: TrainCase) -> None:
                                          "validating, as slow_train does, and model.train() before training")
             expect_close(pair[1], accuracy, what=f"{what}: epoch {epoch}'s validation accuracy", rtol=0, atol=1e-6)
     except CheckError as error:
-        if error.where not in (WHERE_VALUES, WHERE_VALUES_LARGE):
+        if error.where not in (WHERE_VALUES, WHERE_VALUES_NO_EXAMPLE):
             raise
         raise CheckError(error.symptom, where=_SAME_ARITHMETIC,
                          mistake=error.mistake or modes.explains(case.batch_size, case.n_train)) from None

@@ -24,8 +24,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from helpers.checks import (Allow, CheckError, Mistake, call, describe, expect, expect_mode, expect_tensor,
-                           passed, runs_here, same_value, substitute)
+from helpers.checks import (FUNCTIONAL_DROPOUT_IN_EVAL, Allow, CheckError, Mistake, call, describe,
+                           differs_between_calls, expect, expect_mode, expect_tensor, passed, runs_here, same_value,
+                           substitute)
 from helpers.reference import models as ref
 
 ModelFactory = Callable[[], nn.Module]
@@ -424,25 +425,6 @@ def _hidden_layers(net: nn.Module) -> list[str]:
     return names[:-1]
 
 
-def _random_in_eval(model: nn.Module, x: torch.Tensor) -> bool:
-    """Whether two calls of ``model`` in eval mode on the same input differ (each module's mode is restored)."""
-    saved = {m: m.training for m in model.modules()}
-    try:
-        with torch.random.fork_rng(), torch.no_grad():
-            model.eval()
-            torch.manual_seed(1)
-            first = model(x.clone())
-            torch.manual_seed(2)
-            second = model(x.clone())
-        return isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor) \
-            and first.shape == second.shape and not torch.equal(first, second)
-    except Exception:  # noqa: BLE001 - a crash here is not this mistake; the comparison reports the output
-        return False
-    finally:
-        for module, training in saved.items():
-            module.training = training
-
-
 def _forward_mistakes(reference: nn.Module, x: torch.Tensor) -> list[Mistake]:
     logits = lambda: reference(x)  # noqa: E731
     return [
@@ -487,9 +469,14 @@ def _model_mistakes(model: nn.Module, x: torch.Tensor) -> list[Mistake]:
                     matches=lambda got: any(isinstance(m, nn.modules.dropout._DropoutNd) for m in model.modules()),
                     where="look at the layers your __init__ builds, compared with the task's list"),
             Mistake("your forward gives a different output for the same input on every call, even in eval mode: it "
-                    "draws random numbers itself. The task's network has no dropout; note that F.dropout(x, p) "
-                    "drops values in eval mode too unless given training=self.training",
-                    matches=lambda got: _random_in_eval(model, x), where="look for randomness in forward")]
+                    "draws random numbers itself, and the task's network has nothing random. "
+                    + FUNCTIONAL_DROPOUT_IN_EVAL,
+                    matches=lambda got: differs_between_calls(model, x, eval_mode=True).dropout_on,
+                    where="look for a dropout function in forward"),
+            Mistake("your forward gives a different output for the same input on every call, even in eval mode: it "
+                    "draws random numbers itself (torch.rand, torch.randn...), and the task's network has nothing "
+                    "random", matches=lambda got: differs_between_calls(model, x, eval_mode=True),
+                    where="look for randomness in forward")]
 
 
 def _check_layers(cls: Any, name: str, reference_cls: Callable[[], nn.Module], size: int,
@@ -511,46 +498,20 @@ def _check_layers(cls: Any, name: str, reference_cls: Callable[[], nn.Module], s
     passed(f"{name} layers ({ref.count_parameters(reference):,} parameters)", len(batch_sizes) + 1)
 
 
-class _DropoutCalls(TorchFunctionMode):
-    """Records whether a dropout function ran with training=True (its default) while active."""
-
-    _NAMES = {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"}
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.dropping = False
-
-    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        kwargs = kwargs or {}
-        if getattr(func, "__name__", "").rstrip("_") in self._NAMES:
-            training = kwargs.get("training", args[2] if len(args) > 2 else True)
-            self.dropping = self.dropping or bool(training)
-        return func(*args, **kwargs)
-
-
 def _expect_no_randomness_in_eval(model: nn.Module, x: torch.Tensor, name: str) -> None:
     """The task's network has nothing random: in eval mode two calls on the same input agree. A dropout function
     called with training=True in eval mode (F.dropout's default) is named when it is seen."""
-    if not _random_in_eval(model, x):
+    calls = differs_between_calls(model, x, eval_mode=True)
+    if not calls:
         return
-    saved = {m: m.training for m in model.modules()}
-    spy = _DropoutCalls()
-    try:
-        with torch.random.fork_rng(), torch.no_grad(), spy:
-            model.eval()(x.clone())
-    except Exception:  # noqa: BLE001 - the symptom stands without the name of the cause
-        pass
-    finally:
-        for module, training in saved.items():
-            module.training = training
     raise CheckError(
         f"{name}(x of shape {list(x.shape)}), with the reference's weights, gave different outputs in two calls on "
         "the same input, even in eval mode; expected the same output on every call (the task's network "
         "has nothing random)",
-        where="look for randomness in forward: a dropout, or a random draw (torch.rand, torch.randn...)",
-        mistake="forward calls F.dropout (or another dropout function) without training=self.training, so it drops "
-                "values in eval mode too: its training argument defaults to True. The task's network has no dropout: "
-                "remove it" if spy.dropping else None)
+        where="look for a dropout function in forward" if calls.dropout_on else
+        "look for randomness in forward: a dropout, or a random draw (torch.rand, torch.randn...)",
+        mistake=f"forward calls a dropout function that stays on in eval mode. {FUNCTIONAL_DROPOUT_IN_EVAL}. The "
+                "task's network has no dropout: remove it" if calls.dropout_on else None)
 
 
 def _check_forward(cls: Any, name: str, reference_cls: Callable[[], nn.Module],
@@ -2014,12 +1975,13 @@ def check_build_classifier(fn: Callable[[int, int], nn.Module], inputs: Sequence
                "a batch norm built with track_running_stats=False keeps no running statistics, so in eval mode it "
                "still normalises with the batch's own: leave track_running_stats at its default (True)")
         # the calls above draw the same random numbers (a fixed seed each): calls that draw others must agree too
-        expect(not _random_in_eval(model, x),
+        calls = differs_between_calls(model, x, eval_mode=True)
+        expect(not calls,
                f"{shown}, in eval mode: two calls on the same images gave different logits; expected the same logits "
                "on every call",
-               where="look for randomness in forward",
-               mistake="something in forward draws random numbers in eval mode: F.dropout(x, p) drops values in eval "
-                       "mode too unless given training=self.training (an nn.Dropout layer follows the mode itself)")
+               where="look for a dropout function in forward" if calls.dropout_on else
+               "look for randomness in forward that eval mode does not switch off (torch.rand, torch.randn...)",
+               mistake=FUNCTIONAL_DROPOUT_IN_EVAL if calls.dropout_on else None)
         _expect_raw_logits(model, x, shown)
         model.train()
         model.zero_grad(set_to_none=True)

@@ -1293,3 +1293,20 @@ def stack_normalised_again(dataset):
 CASES += [
     Reject(checks.check_stack_dataset, stack_normalised_again, "a scale and a shift that should not be there"),
 ]
+
+
+class _NoisyFeatures(_FunctionalDropout):
+    """Noise on the features in every mode: random in eval mode, with no dropout to blame."""
+
+    def forward(self, x):
+        features = self.features(x)
+        return self.head(features + 0.1 * torch.randn_like(features))
+
+
+def model_noisy_features():
+    return _NoisyFeatures()
+
+
+CASES += [
+    Reject(checks.check_build_model, model_noisy_features, "does not switch off (torch.rand, torch.randn...)"),
+]

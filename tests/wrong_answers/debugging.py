@@ -1501,3 +1501,48 @@ CASES += [
     Reject(checks.check_gated_block, GatedThroughData, "linear.weight, linear.bias get no gradient, and gate.weight"),
     Reject(checks.check_gated_block, GatedThroughData, "an in-place change of h.data"),
 ]
+
+
+class DropoutAddedCNN(ref.SmallCNN):
+    """Fixes the size, and adds a dropout before the classifier that the program did not have."""
+
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, images):
+        return self.classifier(self.drop(self.features(images).flatten(1)))
+
+
+CASES += [
+    Reject(checks.check_small_cnn, DropoutAddedCNN, "look for a dropout in forward"),
+    Reject(checks.check_small_cnn, LayerInForwardCNN, "a layer created inside forward gets new random weights"),
+]
+
+
+def accuracy_over_full_batches(model, test_set, batch_size):
+    """Counts the right predictions, but divides by len(loader) * batch_size (the last batch is smaller)."""
+    loader = DataLoader(test_set, batch_size=batch_size, shuffle=False)
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for images, labels in loader:
+            correct += (model(images).argmax(dim=1) == labels).sum().item()
+    return correct / (len(loader) * batch_size)
+
+
+def accuracy_over_batches(model, test_set, batch_size):
+    """Counts the right predictions, and divides by the number of batches."""
+    loader = DataLoader(test_set, batch_size=batch_size, shuffle=False)
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for images, labels in loader:
+            correct += (model(images).argmax(dim=1) == labels).sum().item()
+    return correct / len(loader)
+
+
+CASES += [
+    Reject(checks.check_dataset_accuracy, accuracy_over_full_batches, "divided by len(loader) * batch_size (4 x 8) = 32"),
+    Reject(checks.check_dataset_accuracy, accuracy_over_batches, "divided by the number of batches, len(loader) = 4"),
+]

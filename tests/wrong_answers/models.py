@@ -1959,6 +1959,32 @@ CASES += [
     Reject(checks.check_predict, predict_squeezed, "squeeze() without a dim drops every dimension of size 1"),
     Reject(checks.check_sequential_version, sequential_wraps_network, "is a whole ConvBlockNet"),
     Reject(checks.check_build_classifier, classifier_reseeds, "reset a global random generator (torch.manual_seed(0))"),
-    Reject(checks.check_lenet_forward, LeNetFunctionalDropout, "without training=self.training, so it drops"),
+    Reject(checks.check_lenet_forward, LeNetFunctionalDropout, "a dropout function that stays on in eval mode"),
     Reject(checks.check_lenet_layers, LeNetSqueezedLogits, "a squeeze() without a dim (anywhere in forward)"),
+]
+
+
+# One helper tells randomness in forward from a dropout left on: each is named only on its own evidence.
+class LeNetNoisy(ref.LeNet):
+    """Wrong: adds noise to its input in forward (a "regulariser" that eval mode does not switch off)."""
+
+    def forward(self, x):
+        return super().forward(x + 0.1 * torch.randn_like(x))
+
+
+class NoiseAlwaysOn(DropoutAlwaysOn):
+    """Wrong: noise on the pooled features in every mode."""
+
+    def forward(self, x):
+        x = F.relu(self.bn(self.conv(x))).mean(dim=(2, 3))
+        return self.fc(x + 0.05 * torch.randn_like(x))
+
+
+def classifier_noise_always_on(in_channels, num_classes):
+    return NoiseAlwaysOn(in_channels, num_classes)
+
+
+CASES += [
+    Reject(checks.check_lenet_forward, LeNetNoisy, "(torch.rand, torch.randn...)"),
+    Reject(checks.check_build_classifier, classifier_noise_always_on, "eval mode does not switch off (torch.rand"),
 ]
