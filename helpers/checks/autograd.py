@@ -414,7 +414,24 @@ def _fit_line_mistakes(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, 
                 matches=lambda got: _same_floats(got[:2], variant(x, y, lr / 2, steps)),
                 where="look at the size of each update, and every factor of the gradient"),
     ]
+    mistakes += [Mistake(f"your w and b are those of a fit on {words}: the task fits y ≈ w * x + b on the x and y "
+                         "it is given, unchanged (w and b then describe the data as it is)",
+                         matches=lambda got, moved=moved: _same_floats(got[:2], variant(*moved, lr, steps)),
+                         where="look at what your function does to x and y before the loop")
+                 for words, moved in _rescaled_data(x, y)]
     return mistakes
+
+
+def _rescaled_data(x: torch.Tensor, y: torch.Tensor) -> list[tuple[str, tuple[torch.Tensor, torch.Tensor]]]:
+    """The data a learner who "normalises first" fits instead of x and y, each with its words."""
+    span = (x.max() - x.min()).clamp_min(1e-12)
+    return [("x standardised ((x - mean) / std)", ((x - x.mean()) / x.std(), y)),
+            ("x standardised ((x - mean) / std)", ((x - x.mean()) / x.std(correction=0), y)),
+            ("x centred (x - mean)", (x - x.mean(), y)),
+            ("x divided by its largest size", (x / x.abs().max().clamp_min(1e-12), y)),
+            ("x scaled to [0, 1] ((x - min) / (max - min))", ((x - x.min()) / span, y)),
+            ("y standardised ((y - mean) / std)", (x, (y - y.mean()) / y.std())),
+            ("x and y standardised", ((x - x.mean()) / x.std(), (y - y.mean()) / y.std()))]
 
 
 def _by_hand_mistakes(x: torch.Tensor, y: torch.Tensor, lr: float, steps: int) -> list[Mistake]:

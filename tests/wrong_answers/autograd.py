@@ -1556,3 +1556,23 @@ CASES += [
     Accept(checks.check_fit_to_target, fit_clears_after_update),  # the lesson's own recipe: clear after each update
     Reject(checks.check_fit_to_target, fit_rounded_error, "is still above the target"),
 ]
+
+
+# Data "normalised first": the fit's w and b then describe other data. Named by the data they fit.
+def by_hand_standardised_x(x, y, lr, steps):
+    return ref.fit_line_by_hand((x - x.mean()) / x.std(), y, lr, steps)
+
+
+def by_hand_x_over_largest(x, y, lr, steps):
+    return ref.fit_line_by_hand(x / x.abs().max(), y, lr, steps)
+
+
+def sgd_centred_x(x, y, lr, steps):
+    return ref.fit_line_with_sgd(x - x.mean(), y, lr, steps)
+
+
+CASES += [
+    Reject(checks.check_fit_line_by_hand, by_hand_standardised_x, "a fit on x standardised ((x - mean) / std)"),
+    Reject(checks.check_fit_line_by_hand, by_hand_x_over_largest, "a fit on x divided by its largest size"),
+    Reject(checks.check_fit_line_with_sgd, sgd_centred_x, "a fit on x centred (x - mean)"),
+]
