@@ -69,6 +69,7 @@ check in the notebook for hints.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import inspect
@@ -95,6 +96,8 @@ __all__ = [
     "backward_passes",
     "CallToCall",
     "differs_between_calls",
+    "draws_in_words",
+    "RandomDraws",
     "FUNCTIONAL_DROPOUT_IN_EVAL",
     "Mistake",
     "call",
@@ -118,6 +121,8 @@ __all__ = [
     "substitute",
     "symptom_of",
     "tensor_mistake",
+    "UNREGISTERED_LAYERS",
+    "unregistered_layers",
 ]
 
 
@@ -1759,21 +1764,89 @@ FUNCTIONAL_DROPOUT_IN_EVAL = ("F.dropout(x, p) drops values in eval mode too unl
                               "training argument defaults to True (an nn.Dropout layer follows the model's mode itself)")
 
 
-class _DropoutCalls(torch.overrides.TorchFunctionMode):
-    """Records whether a dropout function ran with training=True (its default) while active."""
+class RandomDraws(torch.overrides.TorchFunctionMode):
+    """Counts, while active, the calls that put random values into data, by the name a learner writes: torch.rand,
+    torch.randn (and their _like), torch.normal, torch.bernoulli, the in-place uniform_/normal_/bernoulli_, and a
+    dropout function that runs switched on (training=True, F.dropout's default; an nn.Dropout in training mode calls
+    it too, counted as "nn.Dropout"). Not counted: a sampler's index draws (randperm, randint, random_, which a
+    shuffling loader makes) and the fills of torch.nn.init (a layer's constructor initialising its weights)."""
 
-    _NAMES = {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"}
+    _DROPOUTS = {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"}
+    _FILLS = {"rand": "torch.rand", "randn": "torch.randn", "rand_like": "torch.rand_like",
+              "randn_like": "torch.randn_like", "normal": "torch.normal", "bernoulli": "torch.bernoulli",
+              "uniform_": ".uniform_", "normal_": ".normal_", "bernoulli_": ".bernoulli_"}
 
     def __init__(self) -> None:
         super().__init__()
-        self.dropping = False
+        self.counts: collections.Counter[str] = collections.Counter()
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
-        if getattr(func, "__name__", "").rstrip("_") in self._NAMES:
-            training = kwargs.get("training", args[2] if len(args) > 2 else True)
-            self.dropping = self.dropping or bool(training)
+        name = getattr(func, "__name__", "")
+        if name.rstrip("_") in self._DROPOUTS:
+            if bool(kwargs.get("training", args[2] if len(args) > 2 else True)):
+                self.counts["nn.Dropout" if _called_by_dropout_layer() else f"F.{name.rstrip('_')}"] += 1
+        elif name in self._FILLS and not _called_from_init():
+            self.counts[self._FILLS[name]] += 1
         return func(*args, **kwargs)
+
+    def dropout_on(self) -> bool:
+        """Whether a dropout ran switched on (a function, or a layer in training mode)."""
+        return any(name.startswith(("F.", "nn.")) for name in self.counts)
+
+    def fills(self) -> collections.Counter[str]:
+        """The draws written in code (noise, dropout functions), without those of dropout layers in training mode,
+        which every training forward of a model with dropout makes."""
+        return collections.Counter({name: n for name, n in self.counts.items() if name != "nn.Dropout"})
+
+
+def _called_from_init() -> bool:
+    """Whether the fill now running initialises weights (torch.nn.init, as a layer's constructor calls it)."""
+    frame = sys._getframe(2)
+    for _ in range(4):
+        if frame is None:
+            return False
+        if frame.f_code.co_filename.endswith(f"nn{os.sep}init.py"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _called_by_dropout_layer() -> bool:
+    """Whether the dropout function now running was called by an nn.Dropout layer's forward (a few frames up)."""
+    frame = sys._getframe(2)
+    for _ in range(6):
+        if frame is None:
+            return False
+        if isinstance(frame.f_locals.get("self"), torch.nn.modules.dropout._DropoutNd):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def draws_in_words(counts: collections.Counter[str]) -> str:
+    """Counted draws as a learner reads them: "torch.randn_like (2 calls), F.dropout switched on (1 call)"."""
+    return ", ".join(f"{name}{' switched on' if name.startswith(('F.', 'nn.')) else ''} ({n} call{'s' if n != 1 else ''})"
+                     for name, n in counts.most_common())
+
+
+def unregistered_layers(model: torch.nn.Module) -> list[str]:
+    """The layers a module keeps in a plain list, tuple or dict attribute, where PyTorch does not register them: in
+    words, e.g. "head, a list of layers"."""
+    found = []
+    for name, module in model.named_modules():
+        for attribute, value in vars(module).items():
+            items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+            if not attribute.startswith("_") and any(isinstance(item, torch.nn.Module) for item in items):
+                found.append(f"{name + '.' if name else ''}{attribute}, a {type(value).__name__} of layers")
+    return found
+
+
+# What a check says of unregistered_layers' finds: one wording for every lesson
+UNREGISTERED_LAYERS = ("layers in a plain list, tuple or dict are not registered: their parameters are missing from "
+                       "model.parameters() and state_dict() (the optimizer never trains them) and .eval() or .to() "
+                       "never reach them. Use nn.ModuleList, nn.ModuleDict or nn.Sequential, or assign the layer to "
+                       "self directly")
 
 
 @dataclass
@@ -1799,7 +1872,7 @@ def differs_between_calls(model: torch.nn.Module, x: torch.Tensor, *, eval_mode:
 
     modes = {module: module.training for module in model.modules()}
     python, numpy_state = random.getstate(), np.random.get_state()
-    spy, outputs = _DropoutCalls(), []
+    spy, outputs = RandomDraws(), []
     try:
         with torch.random.fork_rng(), torch.no_grad(), spy:
             if eval_mode:
@@ -1820,7 +1893,7 @@ def differs_between_calls(model: torch.nn.Module, x: torch.Tensor, *, eval_mode:
     if not (isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)):
         return CallToCall()
     differ = first.shape == second.shape and not same_value(first, second)
-    return CallToCall(differ=differ, dropout_on=differ and spy.dropping)
+    return CallToCall(differ=differ, dropout_on=differ and spy.dropout_on())
 
 
 class GradientArrivals:

@@ -52,8 +52,9 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, Subset, TensorDataset
 
-from helpers.checks import (FUNCTIONAL_DROPOUT_IN_EVAL, MODE_LAYERS, Allow, CallToCall, CheckError, Mistake, call,
-                            describe, differs_between_calls, expect, expect_close, expect_tensor, passed, same_value)
+from helpers.checks import (FUNCTIONAL_DROPOUT_IN_EVAL, MODE_LAYERS, UNREGISTERED_LAYERS, Allow, CallToCall, CheckError,
+                            Mistake, call, describe, differs_between_calls, expect, expect_close, expect_tensor, passed,
+                            same_value, unregistered_layers)
 from helpers.checks import models as model_checks
 from helpers.reference import capstone as ref
 
@@ -960,17 +961,6 @@ def _expect_fresh_weights(fn: Callable, first: nn.Module, second: nn.Module) -> 
                        "nn.init functions without a generator)")
 
 
-def _unregistered_layers(model: nn.Module) -> list[str]:
-    """The layers a module keeps in a plain list, tuple or dict attribute (where PyTorch does not register them)."""
-    found = []
-    for name, module in model.named_modules():
-        for attribute, value in vars(module).items():
-            items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
-            if not attribute.startswith("_") and any(isinstance(item, nn.Module) for item in items):
-                found.append(f"{name + '.' if name else ''}{attribute}, a {type(value).__name__} of layers")
-    return found
-
-
 def check_build_model(fn: Callable, inputs: Sequence[int] | None = None) -> None:
     """``fn()``: a new nn.Module on every call, mapping ``[N, 1, 28, 28]`` images to ``[N, 10]`` logits."""
     sizes = inputs or [5, 1]
@@ -991,12 +981,9 @@ def check_build_model(fn: Callable, inputs: Sequence[int] | None = None) -> None
         expect(any(True for _ in first.parameters()), f"{what}: the model has no parameters to train",
            where="look at how the layers are stored: as attributes of the module (self.x = nn.Linear(...)) or in "
                  "nn.Sequential / nn.ModuleList, not in a plain list")
-        hidden = _unregistered_layers(first)
+        hidden = unregistered_layers(first)
         expect(not hidden, f"{what}: the model keeps layers where PyTorch does not see them: {hidden[0] if hidden else None}",
-               where="look at how the layers are stored in __init__",
-               mistake="layers in a plain list, tuple or dict are not registered: their parameters are missing from "
-                       "model.parameters() (the optimizer never trains them) and .eval() or .to() never reach "
-                       "them. Use nn.ModuleList, nn.ModuleDict or nn.Sequential")
+               where="look at how the layers are stored in __init__", mistake=UNREGISTERED_LAYERS)
         _expect_fresh_weights(fn, first, second)
         g = torch.Generator().manual_seed(7)
         for n in sizes:

@@ -17,6 +17,7 @@ hint ladder, where to look, and only last the named bug:
 
 from __future__ import annotations
 
+import collections
 import copy
 import math
 import re
@@ -33,8 +34,9 @@ from torch.overrides import TorchFunctionMode
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from helpers.checks import (MODE_LAYERS, Allow, CheckError, Mistake, NotMovedError, call, describe,
-                           differs_between_calls, expect_tensor, passed, same_value, tensor_mistake)
+from helpers.checks import (FUNCTIONAL_DROPOUT_IN_EVAL, MODE_LAYERS, UNREGISTERED_LAYERS, Allow, CheckError, Mistake,
+                           NotMovedError, RandomDraws, call, describe, differs_between_calls, draws_in_words,
+                           expect_tensor, passed, same_value, tensor_mistake, unregistered_layers)
 from helpers.checks.devices import (STAND_IN_DEVICE, OnDevice, OnHost, Placed, model_on_device, place, place_model,
                                    unplaced)
 from helpers.reference import debugging as ref
@@ -177,6 +179,8 @@ class Outcome:
     value: Any = None
     error: Exception | None = None
     trace: Trace | None = None
+    # random values it put into data, by name (RandomDraws.fills: noise, dropout functions; not dropout layers)
+    draws: collections.Counter[str] = field(default_factory=collections.Counter)
 
 
 def attempt(fn: Callable[..., Any], *args: Any, seed: int | None = None, allow: Allow | None = None,
@@ -197,11 +201,14 @@ def attempt(fn: Callable[..., Any], *args: Any, seed: int | None = None, allow: 
                          mistake="pass the function itself, not its result")
     if allow is None:
         allow = Allow(modes=True, global_rng=True)
+    draws = RandomDraws()
     with torch.random.fork_rng(devices=[]):
         if seed is not None:
             torch.manual_seed(seed)
         try:
-            return Outcome(value=call(fn, *args, allow=allow, **kwargs))
+            with draws:
+                value = call(fn, *args, allow=allow, **kwargs)
+            return Outcome(value=value, draws=draws.fills())
         except NotImplementedError:
             raise CheckError(f"{getattr(fn, '__name__', 'your code')} is not written yet: it raised NotImplementedError",
                              where="look in its cell for `raise NotImplementedError()`",
@@ -209,7 +216,7 @@ def attempt(fn: Callable[..., Any], *args: Any, seed: int | None = None, allow: 
         except CheckError as error:
             cause = error.__cause__  # call wraps the program's own exception: that is the evidence to read
             if isinstance(cause, Exception) and not isinstance(cause, CheckError):
-                return Outcome(error=cause)
+                return Outcome(error=cause, draws=draws.fills())
             raise
 
 
@@ -281,9 +288,24 @@ def expect_fixed(
     mistake = next((m for m in mistakes if m.explains(got.value)), None)
     if mistake is not None:
         raise failure(shows(got.value), where=mistake.where or where, mistake=mistake.message)
+    _expect_no_added_draws(shows(got.value), got.draws - broken.draws)
     if differs is not None:
         differs(got.value, want)
     raise failure(shows(got.value), where=where)
+
+
+def _expect_no_added_draws(shown: str, added: collections.Counter[str]) -> None:
+    """A wrong result from a program that drew random values the given program does not: noise or a dropout the
+    learner added, which makes the result change from run to run. Named from the draws seen, by their names."""
+    if not added:
+        return
+    dropout = any(name.startswith("F.") for name in added)
+    raise failure(f"{shown}; your program drew random values that the program you were given does not draw: "
+                  f"{draws_in_words(added)}, so its result changes from run to run",
+                  where="look for what you added that is random: a dropout, or noise (torch.randn...)",
+                  mistake=f"{FUNCTIONAL_DROPOUT_IN_EVAL}. The task fixes the given program's bugs and adds no "
+                          "dropout: remove it" if dropout else
+                          "the task adds no noise to the data or the outputs: remove the random draw")
 
 
 def _number(what: str) -> Callable[[Any, Any], None]:
@@ -382,11 +404,20 @@ def traced(model: nn.Module) -> Iterator[Trace]:
         trace.backwards += 1
 
     backward = torch.Tensor.backward
+    inside = [False]
 
     def on_backward(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        if tensor.numel() == 1:
-            trace.losses.append(float(tensor.detach()))
-        return backward(tensor, *args, **kwargs)
+        # under a torch function mode (attempt's RandomDraws) backward dispatches to Tensor.backward, which is this
+        # function, once more: that second call is the same backward and records nothing
+        if inside[0]:
+            return backward(tensor, *args, **kwargs)
+        inside[0] = True
+        try:
+            if tensor.numel() == 1:
+                trace.losses.append(float(tensor.detach()))
+            return backward(tensor, *args, **kwargs)
+        finally:
+            inside[0] = False
 
     forward_hook = torch.nn.modules.module.register_module_forward_pre_hook(on_forward)
     step_hook = register_optimizer_step_pre_hook(on_step)
@@ -739,6 +770,10 @@ def check_small_cnn(cls: type, inputs: Sequence[tuple[int, int]] | None = None) 
                           "a layer created inside forward gets new random weights at every call and is "
                           "not part of the model's parameters (nothing would train it): create every layer "
                           "in __init__")
+        hidden = unregistered_layers(model)
+        if hidden:
+            raise failure(f"{what} runs now, but the model keeps layers where PyTorch does not see them: {hidden[0]}",
+                          where="look at how the layers are stored in __init__", mistake=UNREGISTERED_LAYERS)
         problem = _load_designed(model, reference)
         if problem is not None:
             raise failure(f"{what} runs now, but the designed network's weights do not fit its layers: {problem}",
@@ -797,11 +832,16 @@ def check_loss_from_table(fn: Callable[..., torch.Tensor], inputs: Sequence[tupl
     inputs = inputs if inputs is not None else [(0, 5), (1, 12), (2, 1)]  # one row: squeeze() would drop the batch
     for seed, n in inputs:
         g = torch.Generator().manual_seed(300 + seed)
-        logits = torch.randn(n, 10, generator=g).requires_grad_()
+        logits = torch.randn(n, 10, generator=g)
         numbers = torch.randint(1, 11, (n,), generator=g)
         numbers[0], numbers[-1] = 10, 1  # both ends of the table's numbering
+        confident = n > 1  # a model sure of a wrong class: log(softmax(...)) by hand gives -inf there (section 8)
+        if confident:
+            logits[0, 0] = 150.0
+        logits.requires_grad_()
         column = numbers.float().unsqueeze(1)
-        what = f"loss_from_table(logits [{n}, 10], label_column [{n}, 1] float holding {numbers.tolist()})"
+        what = (f"loss_from_table(logits [{n}, 10]{' (sample 0 scores class 0 at 150)' if confident else ''}, "
+                f"label_column [{n}, 1] float holding {numbers.tolist()})")
         want = ref.loss_from_table(logits, column)
         got = attempt(fn, logits, column.clone())  # call's rules: the caller's column comes back unchanged
         broken = attempt(broken_loss_from_table, logits, column.clone())
@@ -826,6 +866,20 @@ def check_loss_from_table(fn: Callable[..., torch.Tensor], inputs: Sequence[tupl
                                  "averages by default (reduction='mean')",
                                  lambda: F.cross_entropy(logits, numbers - 1, reduction="sum"),
                                  where="look at the arguments of your cross_entropy call"),
+                         Mistake("the loss is not finite: softmax rounds the probability of sample 0's class to 0 "
+                                 "next to a score of 150, and log(0) is -inf. cross_entropy (or log_softmax, then "
+                                 "nll_loss) computes the log-probabilities directly, without that rounding",
+                                 matches=lambda value: isinstance(value, torch.Tensor) and value.is_floating_point()
+                                 and not bool(torch.isfinite(value.detach()).all()),
+                                 where="look at how your loss turns the logits into log-probabilities"),
+                         Mistake("cross_entropy was given probabilities (a softmax of the logits): it applies "
+                                 "log-softmax itself, so pass the raw logits",
+                                 lambda: F.cross_entropy(logits.softmax(dim=1), numbers - 1),
+                                 where="look at what your cross_entropy call is given as its first argument"),
+                         Mistake("nll_loss was given the raw logits: it expects log-probabilities (a loss below 0 "
+                                 "is the sign). Use cross_entropy on the logits, or log_softmax before nll_loss",
+                                 lambda: F.nll_loss(logits, numbers - 1),
+                                 where="look at the loss function you call and what it expects"),
                          Mistake("an extra logit column makes label 10 fit, but it takes part in every softmax and "
                                  "changes the loss of every sample: shift the labels down by one instead",
                                  matches=lambda value: _padded_logits(value, logits, numbers),
@@ -968,7 +1022,8 @@ def check_gated_block(cls: type, inputs: Sequence[tuple[int, int, int]] | None =
 def _differs_grads(what: str, got: dict, want: dict) -> None:
     if not same_value(got["output"], want["output"]):
         raise failure(f"{what}: the output differs from x + sigmoid(gate(x)) * linear(x)",
-                      where="compare each operation of forward with the formula")
+                      where="compare each operation of forward with the formula",
+                      mistake=tensor_mistake(got["output"], want["output"]))  # a sigmoid on top, a factor...
     missing = [k for k, v in got["parameter grads"].items() if v is None]
     if missing:
         hidden = all(k.startswith("linear.") for k in missing)  # the product hidden from autograd, the gate kept
@@ -1025,6 +1080,21 @@ def _zero_grad_late(model: nn.Module, loader: DataLoader, epochs: int, lr: float
             loss = F.cross_entropy(model(inputs), targets)
             loss.backward()
             optimizer.zero_grad()
+            optimizer.step()
+            losses.append(loss.item())
+    return losses
+
+
+def _fit_on_probabilities(model: nn.Module, loader: DataLoader, epochs: int, lr: float) -> list[float]:
+    """The loop done right, with cross_entropy given softmax probabilities instead of the logits."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    model.train()
+    losses = []
+    for _ in range(epochs):
+        for inputs, targets in loader:
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(inputs).softmax(dim=1), targets)
+            loss.backward()
             optimizer.step()
             losses.append(loss.item())
     return losses
@@ -1178,6 +1248,10 @@ def check_fit(fn: Callable[..., list[float]], inputs: Sequence[FitCase] | None =
                                  "far. Zero them at every step, before backward()",
                                  lambda: _fit_run(_no_zero_grad, case).value,
                                  where="look at what happens to the gradients between one step and the next"),
+                         Mistake("cross_entropy was given probabilities (a softmax of the model's output): it "
+                                 "applies log-softmax itself, so pass the raw logits",
+                                 lambda: _fit_run(_fit_on_probabilities, case).value,
+                                 where="look at what the loss is computed from"),
                      ],
                      differs=differs)
     passed("fit", len(inputs))
@@ -1452,7 +1526,12 @@ def check_dataset_accuracy(fn: Callable[..., float], inputs: Sequence[tuple[int,
                          "sample's label. Evaluate with shuffle=False, or compare each batch's predictions with "
                          "that batch's labels",
                      symptom=shows,
-                     same=lambda a, b: isinstance(a, float) and same_value(a, b), differs=differs)
+                     same=lambda a, b: isinstance(a, float) and same_value(a, b), differs=differs,
+                     error_where="the task hands over any Dataset of (image, label) pairs: use only what every "
+                                 "Dataset has (len(test_set), test_set[i]) and what the loader gives",
+                     hints={f"'{type(dataset).__name__}' object has no attribute":
+                            "the dataset given is not a TensorDataset (.tensors) nor a torchvision dataset (.targets, "
+                            ".data): take the labels from the loader's batches, or from test_set[i]"})
     passed("dataset_accuracy", len(inputs))
 
 
@@ -1582,6 +1661,13 @@ def _training_cause(got: _Run, want: _Run, case: TrainCase) -> tuple[str, str | 
                 f"from training step {step} on, the model trains with {', '.join(layers)} in eval mode (dropout off, "
                 "batch norm frozen): model.eval() runs before training is over. Switch to eval mode once, after "
                 "the last epoch")
+    added = got.outcome.draws - want.outcome.draws
+    if added:
+        dropout = any(name.startswith("F.") for name in added)
+        return (f"look for what your program adds that is random: {draws_in_words(added)} ran in it, and not in the "
+                "task's program",
+                f"{FUNCTIONAL_DROPOUT_IN_EVAL}. The model has its own dropout layers: the task adds no other"
+                if dropout else "the task adds no noise to the data or the outputs: remove the random draw")
     return ("compare the training loop with the task, one rule at a time: batches of 8 in the dataset's order, SGD "
             "with the given lr, cross_entropy on the model's raw output, the model in training mode at every step",
             None)

@@ -1546,3 +1546,167 @@ CASES += [
     Reject(checks.check_dataset_accuracy, accuracy_over_full_batches, "divided by len(loader) * batch_size (4 x 8) = 32"),
     Reject(checks.check_dataset_accuracy, accuracy_over_batches, "divided by the number of batches, len(loader) = 4"),
 ]
+
+
+# From a fifth learner tester (lesson 09, 110 answers).
+def loss_log_of_softmax(logits, label_column):
+    """log(softmax) by hand: -inf where softmax rounds a probability to 0 (the lesson's section 8)."""
+    return F.nll_loss(torch.log(torch.softmax(logits, dim=1)), label_column.squeeze(1).long() - 1)
+
+
+def loss_of_probabilities(logits, label_column):
+    return F.cross_entropy(logits.softmax(dim=1), label_column.squeeze(1).long() - 1)
+
+
+def loss_nll_of_logits(logits, label_column):
+    return F.nll_loss(logits, label_column.squeeze(1).long() - 1)
+
+
+def loss_log_softmax_twice(logits, label_column):
+    """Correct: log-softmax of log-probabilities changes nothing, so cross_entropy of them is the same loss."""
+    return F.cross_entropy(F.log_softmax(logits, dim=1), label_column.squeeze(1).long() - 1)
+
+
+def loss_logsumexp(logits, label_column):
+    """Correct: the cross-entropy written out with logsumexp."""
+    labels = label_column.squeeze(1).long() - 1
+    return (torch.logsumexp(logits, dim=1) - logits.gather(1, labels[:, None]).squeeze(1)).mean()
+
+
+def dataset_accuracy_tensors(model, test_set, batch_size):
+    """Reads the labels from .tensors, which only a TensorDataset has."""
+    loader = DataLoader(test_set, batch_size=batch_size)
+    model.eval()
+    with torch.no_grad():
+        predictions = torch.cat([model(images).argmax(dim=1) for images, _ in loader])
+    return (predictions == test_set.tensors[1]).float().mean().item()
+
+
+CASES += [
+    Reject(checks.check_loss_from_table, loss_log_of_softmax, "softmax rounds the probability of sample 0's class to 0"),
+    Reject(checks.check_loss_from_table, loss_of_probabilities, "cross_entropy was given probabilities"),
+    Reject(checks.check_loss_from_table, loss_nll_of_logits, "nll_loss was given the raw logits"),
+    Accept(checks.check_loss_from_table, loss_log_softmax_twice),
+    Accept(checks.check_loss_from_table, loss_logsumexp),
+    Reject(checks.check_dataset_accuracy, dataset_accuracy_tensors, "not a TensorDataset (.tensors)"),
+]
+
+
+def fit_input_noise(model, loader, epochs, lr):
+    """Adds noise to the inputs ("augmentation"): the task's loop has none."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    model.train()
+    losses = []
+    for _ in range(epochs):
+        for inputs, targets in loader:
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(inputs + 0.1 * torch.randn_like(inputs)), targets)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+    return losses
+
+
+def predict_with_noise(model, images, device):
+    model.to(device).eval()
+    with torch.no_grad():
+        logits = model(images.to(device) + 0.3 * torch.randn_like(images.to(device)))
+    return logits.argmax(dim=1).cpu()
+
+
+CASES += [
+    Reject(checks.check_fit, fit_input_noise, "torch.randn_like (8 calls)"),
+    Reject(checks.check_predict_digits, predict_with_noise, "drew random values that the program you were given"),
+]
+
+
+def three_bugs_dropout_on_outputs(model, train_set, test_set, epochs, lr):
+    """The three bugs fixed, and an F.dropout on the outputs while training (the model has dropout of its own)."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    history = []
+    model.train()
+    for _ in range(epochs):
+        for inputs, targets in DataLoader(train_set, batch_size=8):
+            optimizer.zero_grad()
+            loss = F.cross_entropy(F.dropout(model(inputs), p=0.2), targets)
+            loss.backward()
+            optimizer.step()
+            history.append(loss.item())
+    correct = 0
+    model.eval()
+    with torch.no_grad():
+        for inputs, targets in DataLoader(test_set, batch_size=64):
+            correct += (model(inputs).argmax(dim=1) == targets).sum().item()
+    return history, correct / len(test_set)
+
+
+class GateWithDropout(ref.GatedBlock):
+    """A dropout on the gate, always on (no training=self.training)."""
+
+    def forward(self, x):
+        return x + F.dropout(torch.sigmoid(self.gate(x)), p=0.1) * self.linear(x)
+
+
+CASES += [
+    Reject(check_training, three_bugs_dropout_on_outputs, "F.dropout switched on"),
+    Reject(checks.check_gated_block, GateWithDropout, "your program drew random values that the program you were given"),
+]
+
+
+class GateSquashedOutput(ref.GatedBlock):
+    """A sigmoid around the whole sum."""
+
+    def forward(self, x):
+        return torch.sigmoid(x + torch.sigmoid(self.gate(x)) * self.linear(x))
+
+
+class GateHalved(ref.GatedBlock):
+    """The average of the two terms instead of their sum."""
+
+    def forward(self, x):
+        return (x + torch.sigmoid(self.gate(x)) * self.linear(x)) / 2
+
+
+CASES += [
+    Reject(checks.check_gated_block, GateSquashedOutput, "your values are the sigmoid of the expected ones"),
+    Reject(checks.check_gated_block, GateHalved, "the expected one divided by 2"),
+]
+
+
+def fit_softmax_into_loss(model, loader, epochs, lr):
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    model.train()
+    losses = []
+    for _ in range(epochs):
+        for inputs, targets in loader:
+            optimizer.zero_grad()
+            loss = F.cross_entropy(torch.softmax(model(inputs), dim=-1), targets)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+    return losses
+
+
+CASES += [
+    Reject(checks.check_fit, fit_softmax_into_loss, "cross_entropy was given probabilities"),
+]
+
+
+class ListedClassifierCNN(nn.Module):
+    """Fixes the size, but keeps the classifier in a plain list: PyTorch does not register it."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 8, kernel_size=3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, kernel_size=3), nn.ReLU(), nn.MaxPool2d(2),
+        )
+        self.head = [nn.Linear(16 * 6 * 6, 10)]
+
+    def forward(self, images):
+        return self.head[0](self.features(images).flatten(1))
+
+
+CASES += [
+    Reject(checks.check_small_cnn, ListedClassifierCNN, "head, a list of layers"),
+]
