@@ -868,6 +868,21 @@ def _diagnose_values(got: torch.Tensor, expected: torch.Tensor, given: torch.Ten
                          ("rounded up (ceil)", torch.ceil)):
             if _close(got, op(expected), atol, rtol):
                 return f"your values are the expected ones {name}"
+        for decimals in (1, 2, 3):
+            if not _close(expected, expected.round(decimals=decimals), atol, rtol) \
+                    and _close(got, expected.round(decimals=decimals), atol, rtol):
+                return f"your values are the expected ones rounded to {decimals} decimal{'s' if decimals > 1 else ''}"
+    # the expected values computed in a lower precision (float16 or bfloat16) and cast back: every value is one that
+    # precision holds exactly, and none is further off than its rounding
+    if expected.dtype in (torch.float32, torch.float64) and got.dtype == expected.dtype:
+        for low in (torch.bfloat16, torch.float16):  # bfloat16's values are float16's too, mostly: it goes first
+            step = torch.finfo(low).eps
+            held = bool(torch.equal(got.to(low).to(got.dtype), got))
+            if held and bool(((g - e).abs() <= 4 * step * e.abs()).all()):
+                name = str(low).removeprefix("torch.")
+                return (f"every value of yours is one {name} can hold, off by no more than {name}'s rounding (about "
+                        f"{step:.1g} of each value): computed in {name} (.half(), .bfloat16(), autocast) and cast "
+                        "back? Keep the input's dtype throughout")
     # a constant factor (includes the sign flip); it takes two nonzero values to show one
     if int((e.abs() > atol).sum()) >= 2:
         factor = float((g * e).sum() / (e * e).sum())

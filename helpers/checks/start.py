@@ -11,7 +11,7 @@ from helpers.reference import start as ref
 
 
 def check_to_fahrenheit(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor] | None = None) -> None:
-    inputs = inputs if inputs is not None else [torch.tensor([0.0, 100.0]), torch.tensor([[-40.0, 37.0], [20.0, 25.5]])]
+    inputs = inputs if inputs is not None else [torch.tensor([0.0, 100.0]), torch.tensor([[-40.0, 37.0], [20.0, -17.8125]])]
     for celsius in inputs:
         got = call(fn, celsius)
         expect_tensor(got, ref.to_fahrenheit(celsius), what=f"to_fahrenheit({celsius.tolist()})",

@@ -192,7 +192,8 @@ check.check_to_fahrenheit(to_fahrenheit)
 # %% graded="ex_to_fahrenheit_more_tests" points=1
 check.check_to_fahrenheit(to_fahrenheit, inputs=[torch.tensor([36.6])])
 ### BEGIN HIDDEN TESTS
-check.check_to_fahrenheit(to_fahrenheit, inputs=[torch.tensor([-273.15, 1000.0], dtype=torch.float64), torch.zeros(2, 2, 2)])
+check.check_to_fahrenheit(to_fahrenheit, inputs=[torch.tensor([-273.15, 1000.0], dtype=torch.float64), torch.zeros(2, 2, 2),
+                                                  torch.tensor(36.5)])
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -68,7 +68,8 @@ def fahrenheit_float32(celsius):
 
 
 def hidden_fahrenheit(fn):
-    checks.check_to_fahrenheit(fn, inputs=[torch.tensor([-273.15, 1000.0], dtype=torch.float64), torch.zeros(2, 2, 2)])
+    checks.check_to_fahrenheit(fn, inputs=[torch.tensor([-273.15, 1000.0], dtype=torch.float64), torch.zeros(2, 2, 2),
+                                           torch.tensor(36.5)])
 
 
 CASES += [
@@ -103,4 +104,40 @@ CASES += [
     Reject(hidden_fahrenheit, fahrenheit_int_factor, "as if the factor were 1"),
     Reject(checks.check_to_fahrenheit, fahrenheit_floor_divided, "floor division"),
     Accept(checks.check_to_fahrenheit, fahrenheit_true_divide),
+]
+
+
+# From a fifth learner tester (lesson 00, 36 answers).
+def fahrenheit_rounded_to_cents(celsius):
+    return torch.round((celsius * 9 / 5 + 32) * 100) / 100  # "to tidy up"
+
+
+def fahrenheit_rounded_to_one_decimal(celsius):
+    return torch.round(celsius * 9 / 5 + 32, decimals=1)
+
+
+def fahrenheit_in_half(celsius):
+    return (celsius.half() * 9 / 5 + 32).to(celsius.dtype)
+
+
+def fahrenheit_by_index(celsius):
+    out = torch.empty_like(celsius)
+    for i in range(len(celsius)):  # len() of a 0-d tensor raises
+        out[i] = celsius[i] * 9 / 5 + 32
+    return out
+
+
+def fahrenheit_float64_factor(celsius):
+    """Right for tensors with dimensions (a 0-d float64 factor does not promote them), but a 0-d float32 input meets
+    a 0-d float64 factor as an equal, and comes back float64: the hidden 0-d case shows the changed dtype."""
+    return celsius * torch.tensor(9 / 5, dtype=torch.float64) + 32
+
+
+CASES += [
+    Reject(checks.check_to_fahrenheit, fahrenheit_rounded_to_cents, "rounded to 2 decimals"),
+    Reject(checks.check_to_fahrenheit, fahrenheit_rounded_to_one_decimal, "rounded to 1 decimal"),
+    Reject(checks.check_to_fahrenheit, fahrenheit_in_half, "every value of yours is one float16 can hold"),
+    Reject(hidden_fahrenheit, fahrenheit_by_index, "len() of a 0-d tensor"),
+    Accept(checks.check_to_fahrenheit, fahrenheit_float64_factor),
+    Reject(hidden_fahrenheit, fahrenheit_float64_factor, "should have dtype torch.float32, but yours has dtype torch.float64"),
 ]
