@@ -25,9 +25,10 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from helpers.checks import (Allow, CheckError, Mistake, call, describe, expect, expect_close, expect_tensor,
-                           HostTensor, host_collate, leftover_gradients, modes, passed, same_value, substitute)
-from helpers.checks.devices import (Placed, is_on_device, moved_to_cpu, outputs_on_device, playing_a_gpu_machine,
-                                   unplaced)
+                           HostTensor, host_collate, leftover_gradients, modes, passed, runs_here, same_value,
+                           substitute)
+from helpers.checks.devices import (STAND_IN_DEVICE, Placed, is_on_device, model_on_device, moved_to_cpu,
+                                   outputs_on_device, place, place_model, playing_a_gpu_machine, unplaced)
 from helpers.reference import training as ref
 
 N_FEATURES, N_CLASSES = 6, 3
@@ -173,7 +174,8 @@ def check_to_class_targets(fn: Callable[[torch.Tensor], torch.Tensor], inputs: S
     inputs = inputs if inputs is not None else [
         torch.eye(3)[torch.tensor([1, 2, 0])],
         torch.eye(4)[torch.tensor([3, 0, 0, 2, 1])],
-        torch.tensor([[0.1, 0.7, 0.2], [0.5, 0.3, 0.2], [0.2, 0.2, 0.6], [0.05, 0.9, 0.05]]),  # probability rows
+        # probability rows; in the last the largest value is below 0.5 (and not in column 0)
+        torch.tensor([[0.1, 0.7, 0.2], [0.5, 0.3, 0.2], [0.2, 0.2, 0.6], [0.05, 0.9, 0.05], [0.3, 0.45, 0.25]]),
         torch.eye(5)[torch.tensor([4])],  # a batch of one: still a batch, shape [1]
     ]
     for one_hot in inputs:
@@ -199,6 +201,18 @@ def check_to_class_targets(fn: Callable[[torch.Tensor], torch.Tensor], inputs: S
                     and any(torch.equal(t.double(), w) for w in ((one_hot * classes).sum(dim=1).double().round(),
                                                                  (one_hot * classes).sum(dim=1).double().floor())),
                     where="look at how you find each row's class: the position of its largest value"),
+            Mistake("you kept only the values over 0.5 (a threshold, or round()) before taking the position: a "
+                    "row whose largest probability is below 0.5 (here [0.3, 0.45, 0.25]) has no value left, and argmax "
+                    "of a row of zeros is 0. The class is the position of the row's largest value, however small",
+                    matches=lambda t: isinstance(t, torch.Tensor) and not exact
+                    and same_value(t, (one_hot > 0.5).long().argmax(dim=1)),
+                    where="look at what you do to the values before you find each row's largest"),
+            Mistake("converting the rows to integers first (.long(), .int()) turns every probability below 1 into 0, "
+                    "and argmax of a row of zeros is 0: take the position of the largest value from the rows as they "
+                    "are",
+                    matches=lambda t: isinstance(t, torch.Tensor) and not exact
+                    and same_value(t, one_hot.long().argmax(dim=1)),
+                    where="look at the conversions before the argmax"),
             Mistake("argmax without dim= indexes the flattened tensor: one number for the whole batch. Each row is "
                     "one sample, so use argmax(dim=1)",
                     # (with one row it gives the right class, as a squeeze() does: the shape says which)
@@ -285,6 +299,16 @@ def check_binary_loss(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
                 Mistake("the arguments are swapped: the raw scores come first and the labels (the targets) second",
                         lambda: nn.functional.binary_cross_entropy_with_logits(labels.float(), logits),
                         where="look at the order of the arguments you pass to the loss"),
+                Mistake("the arguments are swapped: you passed the labels as the scores and the probabilities "
+                        "(sigmoid of the logits) as the targets. The raw scores come first, the labels (the targets) "
+                        "second: binary_cross_entropy_with_logits(logits, labels.float())",
+                        lambda: nn.functional.binary_cross_entropy_with_logits(labels.float(), torch.sigmoid(logits)),
+                        where="look at the order of the arguments you pass to the loss"),
+                *([Mistake(f"you summed over the {logits.shape[-1]} labels of each row and then averaged over the rows: "
+                           "the mean is over every element (each label is a yes/no decision of its own)",
+                           lambda: nn.BCEWithLogitsLoss(reduction="none")(logits, labels.float()).sum(dim=-1).mean(),
+                           where="look at how you reduce the per-element losses to one number")]
+                  if logits.dim() > 1 and logits.shape[-1] > 1 else []),
                 Mistake("that is CrossEntropyLoss, a softmax over classes; each score here is its own yes/no "
                         "decision, which BCEWithLogitsLoss scores",
                         lambda: nn.CrossEntropyLoss()(logits, labels.float()),
@@ -311,15 +335,17 @@ def check_binary_loss(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
 
 def _loss_cap(fn: Callable[..., Any], hints: Sequence[tuple[str, str]]) -> float | None:
     """The value a binary loss stops growing at for one logit ever further on the wrong side (label 0), where the
-    true loss grows with the logit: what a clamp on the probabilities does. None when it keeps growing."""
+    true loss grows with the logit: what a clamp on the probabilities does. None when it keeps growing, or when it
+    never grew (a loss that is the same for every logit, as with swapped arguments, is no clamp)."""
     values = []
-    for logit in (40.0, 80.0):
+    for logit in (2.0, 40.0, 80.0):
         got = _call(fn, torch.tensor([logit], requires_grad=True), torch.tensor([0]), hints=hints)
         if not isinstance(got, torch.Tensor) or got.numel() != 1:
             return None
         values.append(float(got.detach()))
-    capped = all(math.isfinite(v) for v in values) and math.isclose(values[0], values[1], rel_tol=1e-4)
-    return values[1] if capped else None
+    capped = all(math.isfinite(v) for v in values) and math.isclose(values[1], values[2], rel_tol=1e-4) \
+        and values[0] < values[1] - 1.0
+    return values[2] if capped else None
 
 
 # ---------------------------------------------------------------- accuracy
@@ -342,6 +368,26 @@ def _thresholds_probability(fn: Callable[[torch.Tensor, torch.Tensor], Any]) -> 
     logits = torch.tensor([[1.0, 0.9, 0.8], [0.8, 1.0, 0.9], [0.9, 0.8, 1.0]])
     try:
         return same_value(_call(fn, logits, torch.tensor([0, 1, 2])), 0.0)
+    except CheckError:
+        return False
+
+
+def _divides_whole(fn: Callable[[torch.Tensor, torch.Tensor], Any]) -> bool:
+    """``fn`` scores 1 when every row is right and 0 when 2 of 3 are: the count divided with // (a function that
+    returns 0 for everything, or computes something else, does not do both)."""
+    logits = torch.eye(3) * 5.0
+    try:
+        every = _call(fn, logits, torch.tensor([0, 1, 2]))
+        most = _call(fn, logits, torch.tensor([0, 1, 0]))
+    except CheckError:
+        return False
+    return same_value(every, 1.0) and same_value(most, 0.0)
+
+
+def _takes_argmin(fn: Callable[[torch.Tensor, torch.Tensor], Any]) -> bool:
+    """``fn`` scores 1.0 on rows whose smallest score (never the largest) sits at the target (right accuracy 0)."""
+    try:
+        return same_value(_call(fn, torch.eye(3) * 5.0, torch.tensor([1, 0, 0])), 1.0)
     except CheckError:
         return False
 
@@ -376,8 +422,13 @@ def check_accuracy(fn: Callable[[torch.Tensor, torch.Tensor], float],
                     where="look at how you decide that a row's prediction is right"),
             Mistake("// is integer division: the count of correct predictions // the number of samples is 0 unless "
                     "every prediction is right; divide with /",
-                    lambda: float(correct // len(targets)),
+                    matches=lambda got: same_value(got, float(correct // len(targets))) and _divides_whole(fn),
                     where="look at the division at the end"),
+            Mistake("you took argmin, the position of each row's smallest score; the predicted class is the position "
+                    "of the largest score, argmax(dim=1)",
+                    matches=lambda got: same_value(got, (logits.argmin(dim=1) == targets).float().mean().item())
+                    and _takes_argmin(fn),
+                    where="look at how you find each row's predicted class"),
             Mistake("you compared each row's largest score (max(dim=1).values) with the targets; the predicted "
                     "class is its position (argmax(dim=1), or max(dim=1).indices)",
                     lambda: (logits.max(dim=1).values == targets).float().mean().item(),
@@ -511,6 +562,7 @@ def _run_epoch(fn: Callable[..., Any], case: Case, *, dropout: bool, start_in_ev
         loader, optimizer = _loader(case, host=True), _sgd(model)
         data = [t.clone() for t in loader.dataset.tensors]
         arrivals = leftover_gradients(model, case.seed)  # a model handed over mid-training
+        changed = _watch_grads_until_step(model, optimizer) if runs_here(fn) else [False]
         torch.manual_seed(10_000 + case.seed)
         # task: "each batch updates the parameters once through `optimizer`" and "Leave alone: the data, and the
         # caller's random streams except what dropout and the loader's shuffle draw" (and "may be left in training
@@ -522,6 +574,7 @@ def _run_epoch(fn: Callable[..., Any], case: Case, *, dropout: bool, start_in_ev
         _KEPT_GRAPHS[:] = [loss_fn.kept[0]]
         _LAST_PASSES[:] = [loader.passes]
         _ADDED_TO_LEFTOVERS[:] = [arrivals.added_to_leftovers()]
+        _GRADS_CHANGED[:] = [changed[0]]
     name = getattr(fn, "__name__", "train_one_epoch")
     expect(all(torch.equal(a, b) for a, b in zip(data, loader.dataset.tensors)),
            f"{name} changed the data of the loader it was given (its dataset's tensors), which belong to the caller",
@@ -534,6 +587,28 @@ _LAST_RNG: list[torch.Tensor] = []
 _LAST_PASSES: list[int] = []  # how many passes the last _run_epoch's function made over its loader
 _KEPT_GRAPHS: list[bool] = []  # whether the last _run_epoch's function kept earlier batches' graphs alive
 _ADDED_TO_LEFTOVERS: list[bool] = []  # whether a backward of the last _run_epoch found .grad still holding values
+_GRADS_CHANGED: list[bool] = []  # whether the last _run_epoch's function changed .grad between backward and step
+
+
+def _watch_grads_until_step(model: nn.Module, optimizer: torch.optim.Optimizer) -> list[bool]:
+    """A one-element list that turns True when an optimizer step finds a .grad other than the last backward left
+    it (clipped, scaled: values still there, but changed). Only where the learner's function runs in this process."""
+    left: dict[int, torch.Tensor] = {}
+    changed = [False]
+
+    def after_backward(p: torch.Tensor) -> None:
+        left[id(p)] = p.grad.detach().clone()
+
+    def before_step(opt: Any, args: Any, kwargs: Any) -> None:
+        for p in model.parameters():
+            if id(p) in left and p.grad is not None and bool(p.grad.any()) and not torch.equal(p.grad, left[id(p)]):
+                changed[0] = True
+        left.clear()
+
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(after_backward)
+    optimizer.register_step_pre_hook(before_step)
+    return changed
 
 
 def _expect_rng_as_reference(got_rng: torch.Tensor, want_rng: torch.Tensor, what: str) -> None:
@@ -577,7 +652,8 @@ def check_train_one_epoch_updates(fn: Callable[..., float], inputs: Sequence[Cas
                mistake="each batch needs one forward pass, the one backward runs on: an extra one draws dropout "
                        "masks of its own, so the later batches train with other masks, and a loss computed after "
                        "the step is not the batch's training loss")
-        got_rng, got_passes, leftovers = _LAST_RNG[0], _LAST_PASSES[0], _ADDED_TO_LEFTOVERS[0]
+        got_rng, got_passes, leftovers, grads_changed = (_LAST_RNG[0], _LAST_PASSES[0], _ADDED_TO_LEFTOVERS[0],
+                                                         _GRADS_CHANGED[0])
         _, want, want_seen = _run_epoch(ref.train_one_epoch, case, dropout=True, start_in_eval=True)
         ref_state = want
         _expect_rng_as_reference(got_rng, _LAST_RNG[0], what)
@@ -600,10 +676,11 @@ def check_train_one_epoch_updates(fn: Callable[..., float], inputs: Sequence[Cas
                     "that many times too large: backward on the loss itself (the mean over the batch)",
                     lambda: _run_epoch(_epoch_variant(scale_by_size=True), case, dropout=True, start_in_eval=True)[1],
                     where="look at what you call backward() on"),
-            Mistake("the gradients were clipped (clip_grad_norm_) before each step; the task's epoch steps with the "
-                    "gradients as backward wrote them",
+            clipped := Mistake("the gradients were clipped (clip_grad_norm_) before each step; the task's epoch "
+                               "steps with the gradients as backward wrote them",
                     matches=lambda got: any(same_value(got, _run_epoch(_epoch_variant(clip=c), case, dropout=True,
-                                                                       start_in_eval=True)[1]) for c in (1.0, 0.5, 5.0)),
+                                                                       start_in_eval=True)[1])
+                                               for c in (1.0, 0.5, 0.1, 5.0)),
                     where="look at what happens to the gradients between backward() and step()"),
         ]
         if not same_value(got, want):
@@ -615,6 +692,13 @@ def check_train_one_epoch_updates(fn: Callable[..., float], inputs: Sequence[Cas
                                  mistake="call optimizer.zero_grad() at the start of each batch, before backward: "
                                          "cleared only after the step, the first update also uses whatever .grad held "
                                          "when the epoch began")
+            if (mistake is None or mistake is clipped) and grads_changed:
+                raise CheckError(f"{what}: after one epoch your parameters differ from the reference's: when the "
+                                 "optimizer stepped, the gradients were not those the batch's backward() left in .grad",
+                                 where="look at what happens to the gradients between backward() and step()",
+                                 mistake=clipped.message if mistake is clipped else
+                                 "the gradients were changed between backward() and step() (clipping?): the task's "
+                                 "step uses the batch's gradient as backward leaves it")
             altered = next((i for i, (a, b) in enumerate(zip(seen, want_seen)) if a.inputs is not None
                             and b.inputs is not None and a.inputs.shape == b.inputs.shape
                             and not torch.equal(a.inputs.as_subclass(torch.Tensor), b.inputs.as_subclass(torch.Tensor))),
@@ -705,8 +789,23 @@ def check_train_one_epoch_loss(fn: Callable[..., float], inputs: Sequence[Case] 
                     f"only {sizes[-1]} samples; weight each batch by its own size, len(targets)",
                     lambda: sum(l * sizes[0] for l in losses) / sum(sizes),
                     where="look at what each batch's loss is multiplied by: the last batch is smaller"),
+            _fixed_weight(got, losses, sizes),
         ])
     passed("train_one_epoch (mean loss)", len(inputs))
+
+
+def _fixed_weight(got: Any, losses: Sequence[float], sizes: Sequence[int]) -> Mistake:
+    """Every batch's loss weighted by one fixed whole number (a global BATCH_SIZE, say), not by its own size: the
+    result is that number times the sum of the batch means over the number of samples."""
+    number = _plain(got)
+    weight = round(number * sum(sizes) / sum(losses)) if isinstance(number, (int, float)) and math.isfinite(number) \
+        and sum(losses) else 0
+    return Mistake(f"you weighted every batch's loss by the same number ({weight}; a global BATCH_SIZE?), not by "
+                   f"its own size: weight each by len(targets), not a fixed number (here the batches have "
+                   f"{', '.join(map(str, sizes))} samples: the last batch is smaller)",
+                   matches=lambda got: weight >= 2 and weight not in (sizes[0], sum(sizes))
+                   and same_value(got, sum(l * weight for l in losses) / sum(sizes)),
+                   where="look at what each batch's loss is multiplied by")
 
 
 def check_train_one_epoch(fn: Callable[..., float], inputs: Sequence[Case] | None = None) -> None:
@@ -817,8 +916,26 @@ def check_evaluate_values(fn: Callable[..., tuple[float, float]], inputs: Sequen
         _expect_float(loss, f"the loss {what} returned")
         _expect_float(acc, f"the accuracy {what} returned")
         sizes = [size for _, _, size in trace]
+        if not (same_value(_plain(loss), want_loss) and same_value(_plain(acc), want_acc)):
+            again = _run_evaluate(fn, case, dropout=False)[0]
+            kept = [value for value in getattr(fn, "__defaults__", None) or ()
+                    if isinstance(value, (list, dict, set, bytearray))] if runs_here(fn) else []
+            expect(same_value(_plain_pair(again), _plain_pair(got)),
+                   f"{what}: two identical calls gave different results, {_plain_pair(got)!r} and then "
+                   f"{_plain_pair(again)!r}: your function keeps totals from earlier calls",
+                   where="look for anything that lives between calls: a default argument that is a list or dict, "
+                         "a global",
+                   mistake=("a mutable default argument (here " + ", ".join(repr(v) for v in kept[:2]) + ") is made "
+                            "once, when the function is defined, and every call adds to the same one: start the "
+                            "totals at zero inside the function") if kept else
+                           "start the totals at zero inside the function, on every call")
         plain = _evaluate_trace(case, nn.functional.cross_entropy)
+        on_probabilities = _evaluate_trace(case, lambda logits, targets: _loss_fn()(logits.softmax(dim=1), targets))
         expect_close(loss, want_loss, what=f"the mean loss {what} returned", mistakes=[
+            Mistake("you passed probabilities to the loss (a softmax of the logits); CrossEntropyLoss takes raw "
+                    "logits and applies the log-softmax itself",
+                    lambda: sum(l * size for l, _, size in on_probabilities) / n,
+                    where="look at what you pass to loss_fn: the model's raw output, or something computed from it?"),
             Mistake("you computed a plain cross-entropy instead of calling the loss_fn you were given (here a "
                     "CrossEntropyLoss with label smoothing); use loss_fn(logits, targets)",
                     lambda: sum(l * size for l, _, size in plain) / n,
@@ -847,6 +964,7 @@ def check_evaluate_values(fn: Callable[..., tuple[float, float]], inputs: Sequen
                     "by the number of samples",
                     lambda: sum(l * size for l, _, size in trace) / (sizes[0] * len(sizes)),
                     where="look at what you divide the total by: does it count the last, smaller batch right?"),
+            _fixed_weight(loss, [l for l, _, _ in trace], sizes),
         ])
         expect_close(acc, want_acc, what=f"the accuracy {what} returned", mistakes=[
             Mistake("you averaged the batch accuracies, so the smaller last batch counted as much as a full one; "
@@ -873,6 +991,10 @@ def check_evaluate_values(fn: Callable[..., tuple[float, float]], inputs: Sequen
 
 def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, torch.Tensor) and value.numel() == 1 else value
+
+
+def _plain_pair(value: Any) -> Any:
+    return tuple(_plain(v) for v in value) if isinstance(value, (tuple, list)) else _plain(value)
 
 
 def check_evaluate(fn: Callable[..., tuple[float, float]], inputs: Sequence[Case] | None = None) -> None:
@@ -905,21 +1027,30 @@ def _scaled_up(wrong_answer: Callable[[], Any]) -> Mistake:
 
 
 def _fit_variant(clip: str = "norm", fixed_norm: float | None = None, scheduler_first: bool = False,
-                 per_epoch: bool = False, plain_loss: bool = False, zero_grad: bool = True) -> Callable[..., list[float]]:
+                 per_epoch: bool = False, plain_loss: bool = False, zero_grad: bool | str = True,
+                 ahead: bool | str = False) -> Callable[..., list[float]]:
+    """The reference fit with one mistake. ``zero_grad="after"``: cleared only after the step; ``ahead``: one
+    scheduler.step() before the loop (and one fewer at the end), so update k uses the schedule's rate for k + 1."""
     def run(model, loader, loss_fn, optimizer, scheduler, device, epochs=1, max_norm=1.0):
         if plain_loss:
             loss_fn = nn.functional.cross_entropy
         model.train()
         history = []
+        if ahead == "with_step":  # an update before the loop, so that PyTorch does not warn about the order
+            optimizer.step()
+        if ahead:
+            scheduler.step()
         for _ in range(epochs):
             for inputs, targets in loader:
                 inputs, targets = inputs.to(device), targets.to(device)
-                if zero_grad:
+                if zero_grad is True:
                     optimizer.zero_grad()
                 loss = loss_fn(model(inputs), targets)
                 loss.backward()
                 if clip == "norm":
                     nn.utils.clip_grad_norm_(model.parameters(), fixed_norm or max_norm)
+                elif clip == "l1":
+                    nn.utils.clip_grad_norm_(model.parameters(), max_norm, norm_type=1)
                 elif clip == "value":
                     nn.utils.clip_grad_value_(model.parameters(), max_norm)
                 elif clip == "each":
@@ -932,7 +1063,9 @@ def _fit_variant(clip: str = "norm", fixed_norm: float | None = None, scheduler_
                 if scheduler_first and not per_epoch:
                     scheduler.step()
                 optimizer.step()
-                if not scheduler_first and not per_epoch:
+                if zero_grad == "after":
+                    optimizer.zero_grad()
+                if not scheduler_first and not per_epoch and not (ahead and len(history) == epochs * len(loader) - 1):
                     scheduler.step()
                 history.append(loss.item())
             if per_epoch:
@@ -955,6 +1088,9 @@ def _run_fit(fn: Callable[..., Any], fit_case: FitCase, *, one_cycle: bool, clip
             scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
         max_norm = fit_case.max_norm if clip else NO_CLIPPING
         loss_fn = _LossLog(_loss_fn())
+        # a model handed over mid-training, as train_one_epoch's check hands it (fit does what train_one_epoch does)
+        arrivals = leftover_gradients(model, case.seed, record=runs_here(fn))
+        n_params = len(list(model.parameters()))
         # task: "trains for `epochs` passes", "The scheduler ... must advance in step with the updates" (and "may
         # be left in training mode"): model, optimizer and scheduler change. This model has no dropout, so a
         # correct fit leaves the global random stream alone: that rule stays on.
@@ -963,6 +1099,8 @@ def _run_fit(fn: Callable[..., Any], fit_case: FitCase, *, one_cycle: bool, clip
                                "(OneCycleLR refuses to go past its last step)")],
                        allow=Allow(changed=(model, optimizer, scheduler)))
     _LAST_LOSSES[:] = list(loss_fn.values)
+    # the first backward (its arrivals come first, one per parameter) added to the gradients the model came with
+    _FIRST_ADDED_TO_LEFTOVERS[:] = ["values" in arrivals.kinds()[:n_params]]
     return result, _state(model), scheduler, len(loader), seen
 
 
@@ -982,6 +1120,20 @@ class _LossLog(nn.Module):
 
 
 _LAST_LOSSES: list[float] = []  # every batch loss the last _run_fit's function computed through the loss_fn
+_FIRST_ADDED_TO_LEFTOVERS: list[bool] = []  # whether the last _run_fit's first backward added to leftover gradients
+
+
+def _stale_first_step(twin: Callable[[], Any], leftovers: bool) -> Mistake:
+    """fit cleared the gradients only after each step: the first update also used what .grad held on arrival."""
+    return Mistake("call optimizer.zero_grad() at the start of each batch, before backward: cleared only after the "
+                   "step, the first update also uses whatever .grad held when fit began (as in train_one_epoch)",
+                   matches=lambda got: leftovers or same_value(got, twin()),
+                   where="look at where in each batch you clear the gradients")
+
+
+def _stale_symptom(what: str) -> str:
+    return (f"{what}: the model's parameters arrived holding gradients of an earlier step (.grad not empty), and the "
+            "first backward added this batch's gradients to them")
 
 
 def check_fit_schedule(fn: Callable[..., list[float]], inputs: Sequence[FitCase] | None = None) -> None:
@@ -989,6 +1141,7 @@ def check_fit_schedule(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
     inputs = inputs if inputs is not None else DEFAULT_FIT_CASES
     for fit_case in inputs:
         _, got, scheduler, batches, seen = _run_fit(fn, fit_case, one_cycle=True, clip=False)
+        leftovers = _FIRST_ADDED_TO_LEFTOVERS[0]
         what = f"fit on {fit_case}"
         expect(not seen or all(f.training for f in seen),
                f"{what}: the model arrived in eval mode (as evaluate leaves it) and trained in it",
@@ -1019,8 +1172,18 @@ def check_fit_schedule(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
             symptom = (f"{what}: the parameters after training differ from the reference's "
                        f"(first in '{_first_difference(got, want)}')")
             expect(not same_value(got, twin), symptom, where="look at the order of the two step() calls",
-                   mistake="you called scheduler.step() before optimizer.step(), so every step used the next "
-                           "step's learning rate (the first one was skipped); step the optimizer first")
+                   mistake="the schedule is one step ahead: a scheduler.step() ran before the optimizer.step() it "
+                           "belongs to (before optimizer.step() in the loop, or once before the loop), so every "
+                           "update used the next update's learning rate (the first one was skipped); call "
+                           "scheduler.step() only after each optimizer.step()")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ahead = _run_fit(_fit_variant(ahead="with_step"), fit_case, one_cycle=True, clip=False)[1]
+            expect(not same_value(got, ahead), symptom, where="look at what your fit does before its loop",
+                   mistake="the schedule is one step ahead: scheduler.step() was called once before the loop, so "
+                           "every update used the next update's learning rate (the first one was skipped); and the "
+                           "optimizer.step() before it was an update of its own, from whatever .grad held when fit "
+                           "began. Call both only in the loop, optimizer.step() first")
             own_loss = _run_fit(_fit_variant(plain_loss=True), fit_case, one_cycle=True, clip=False)[1]
             expect(not same_value(got, own_loss), symptom, where="look at which function computes each batch's loss",
                    mistake="you computed a plain cross-entropy instead of calling the loss_fn you were given (here "
@@ -1030,6 +1193,10 @@ def check_fit_schedule(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
             scaled = _scaled_up(lambda: _run_fit(_fit_variant(clip="rescale"), fit_case, one_cycle=True,
                                                  clip=False)[1])
             named = next((m for m in (forgot, scaled) if m.explains(got)), None)
+            stale = _stale_first_step(lambda: _run_fit(_fit_variant(zero_grad="after"), fit_case, one_cycle=True,
+                                                       clip=False)[1], leftovers)
+            if named is None and stale.explains(got):
+                raise CheckError(_stale_symptom(what), where=stale.where, mistake=stale.message)
             raise CheckError(symptom, where=named.where if named else "look at the order of the calls for each batch",
                              mistake=named.message if named else None)
     passed("fit (learning-rate schedule)", len(inputs))
@@ -1046,6 +1213,7 @@ def check_fit_clipping(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
     inputs = inputs if inputs is not None else DEFAULT_FIT_CASES
     for fit_case in inputs:
         _, got, scheduler, _, _ = _run_fit(fn, fit_case, one_cycle=False, clip=True)
+        leftovers = _FIRST_ADDED_TO_LEFTOVERS[0]
         what = f"fit on {fit_case}"
         final_lr, given_lr = scheduler.optimizer.param_groups[0]["lr"], scheduler.get_last_lr()[0]
         expect(final_lr == given_lr, f"{what} (max_norm={fit_case.max_norm}): the scheduler fit was given keeps the "
@@ -1062,6 +1230,10 @@ def check_fit_clipping(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
             Mistake("you clipped each gradient value (clip_grad_value_); clip the total norm with clip_grad_norm_",
                     lambda: twin(_fit_variant(clip="value")),
                     where="look at the clipping function you call"),
+            Mistake("you clipped the L1 norm (norm_type=1: the sum of the gradients' absolute values), which is "
+                    "larger than their total (L2) norm, so gradients were shrunk more than max_norm asks: leave "
+                    "norm_type at its default, 2", lambda: twin(_fit_variant(clip="l1")),
+                    where="look at the arguments of your clipping call"),
             Mistake("you clipped to a fixed norm of 1.0; use the max_norm argument",
                     lambda: twin(_fit_variant(fixed_norm=1.0)),
                     where="look at the arguments of your clipping call"),
@@ -1072,9 +1244,17 @@ def check_fit_clipping(fn: Callable[..., list[float]], inputs: Sequence[FitCase]
                     where="look at the arguments of your clipping call"),
             _forgot_zero_grad(lambda: twin(_fit_variant(zero_grad=False))),
             _scaled_up(lambda: twin(_fit_variant(clip="rescale"))),
+            Mistake("the optimizer.step() before the loop was an update of its own, from whatever .grad held when fit "
+                    "began (the model came with gradients of an earlier step): step the optimizer only after each "
+                    "batch's backward()", lambda: twin(_fit_variant(ahead="with_step")),
+                    where="look at what your fit does before its loop"),
         ]
         if not same_value(got, want):
             mistake = next((m for m in mistakes if m.explains(got)), None)
+            stale = _stale_first_step(lambda: twin(_fit_variant(zero_grad="after")), leftovers)
+            if mistake is None and stale.explains(got):
+                raise CheckError(_stale_symptom(f"{what} (max_norm={fit_case.max_norm}, constant learning rate)"),
+                                 where=stale.where, mistake=stale.message)
             raise CheckError(f"{what} (max_norm={fit_case.max_norm}, constant learning rate): the parameters after "
                              f"training differ from the reference's (first in '{_first_difference(got, want)}')",
                              where="look at what you do to the gradients between backward() and optimizer.step()",
@@ -1144,6 +1324,7 @@ def check_make_optimizer(fn: Callable[..., torch.optim.Optimizer],
     # no lr equal to a PyTorch default (Adam's and AdamW's is 1e-3): a forgotten lr= must show
     inputs = inputs if inputs is not None else [("sgd", 0.05), ("adam", 3e-3), ("adamw", 2e-3)]
     # the notebook hands over model.parameters(), a generator that can be read once; a list is as valid
+    earlier: list[tuple[Any, list[nn.Parameter]]] = []  # what every earlier call returned, and its parameters
     for (kind, lr), as_generator in [(i, g) for i in inputs for g in (False, True)]:
         params = [nn.Parameter(torch.zeros(3)), nn.Parameter(torch.zeros(2, 2))]
         what = (f"make_optimizer({kind!r}, params, lr={lr})" if not as_generator else
@@ -1176,7 +1357,16 @@ def check_make_optimizer(fn: Callable[..., torch.optim.Optimizer],
         expect(type(got) is type(want), f"{what} returned {type(got).__name__}; expected {type(want).__name__}",
                where=f"look at the optimizer class your {kind!r} branch builds")
         group = got.param_groups[0] if got.param_groups else {}
-        expect([id(p) for g in got.param_groups for p in g["params"]] == [id(p) for p in params],
+        held = [id(p) for g in got.param_groups for p in g["params"]]
+        before = [given for returned, given in earlier if returned is got or (held and held == [id(p) for p in given])]
+        expect(held == [id(p) for p in params] or not before,
+               f"{what}: the optimizer returned is the one built on an earlier call (it holds that call's "
+               "parameters, not the ones given now)",
+               where="look for anything your function keeps between calls (a dict or variable outside it)",
+               mistake="build a new optimizer on every call and keep nothing between calls: an optimizer kept from "
+                       "an earlier call updates that call's parameters, and the model given now never learns")
+        earlier.append((got, params))
+        expect(held == [id(p) for p in params],
                f"{what}: the optimizer does not hold the parameters it was given",
                where="look at the first argument of the optimizer you build",
                mistake="pass params to it")
@@ -1245,6 +1435,35 @@ def _expect_device_from_model(fn: Callable[[nn.Module, torch.Tensor], torch.Tens
                                  or "nvidia" in str(error.__cause__ or "").lower() else None) from error.__cause__
 
 
+def _expect_images_on_models_device(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor], case: Case,
+                                    what: str) -> None:
+    """With the model on the device (the stand-in GPU: its parameters' .device says cuda:0, and its forward wants
+    its inputs there) and the images on the CPU, the images must reach the model's device: a .to() to anywhere
+    else (the CPU) fails as it would on a GPU."""
+    with torch.random.fork_rng(devices=[]):
+        model = place_model(_model(case, dropout=True), on_device=True)
+    images = place(torch.randn(case.n, N_FEATURES, generator=torch.Generator().manual_seed(case.seed)), on_device=False)
+    try:
+        with substitute(fn, DEVICE=torch.device("meta")), torch.random.fork_rng(devices=[]):
+            _call(fn, model, images, allow=Allow(modes=True, global_rng=True))
+    except CheckError as error:
+        cause = str(error.__cause__ or "")
+        if not model_on_device(model):
+            raise _moved_model(what, "it was moved to the CPU") from None
+        if "same device" not in cause:
+            raise
+        raise CheckError(f"{what}, with the model on a GPU (the check's stand-in: next(model.parameters()).device is "
+                         f"{STAND_IN_DEVICE}) and the images on the CPU: the images reached the model still on the CPU "
+                         f"({type(error.__cause__).__name__}: {cause.splitlines()[0][:160]})",
+                         where="look at the device you move the images to: where does your function get it from?",
+                         mistake="move the images to the device the model's parameters are on, "
+                                 "images.to(next(model.parameters()).device)") from None
+    expect(model_on_device(model), f"{what}: your function moved the model it was given off its device (the check's "
+           "stand-in GPU) to the CPU", where="look at what your function does to the model",
+           mistake="the caller's model must stay where it is: move the images to the model's device instead, "
+                   "images.to(next(model.parameters()).device)")
+
+
 def check_classify(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor], inputs: Sequence[Case] | None = None) -> None:
     """classify moves the images to the model's device (HostTensors fail if not), predicts in eval mode without
     gradients, and returns the classes."""
@@ -1280,6 +1499,7 @@ def check_classify(fn: Callable[[nn.Module, torch.Tensor], torch.Tensor], inputs
             raise _moved_model(what, moved)
         if case is inputs[0]:
             _expect_device_from_model(fn, case, what)
+            _expect_images_on_models_device(fn, case, what)
         with torch.no_grad():
             want = reference(images).argmax(dim=1)
         expect(seen, f"{what}: the model was never called",

@@ -738,7 +738,9 @@ def evaluate_draws(model, loader, loss_fn, device):
 
 
 def _fit_with(model, loader, loss_fn, optimizer, scheduler, device, epochs, clip):
+    # cleared before the first batch (the model may come with gradients of an earlier step) and after every step
     model.train()
+    optimizer.zero_grad()
     history = []
     for _ in range(epochs):
         for inputs, targets in loader:
@@ -1608,4 +1610,361 @@ def binary_loss_clamped_log(logits, labels):
 CASES += [
     Reject(checks.check_binary_loss, binary_loss_clamped_probabilities, "your loss is 15.94 both times"),
     Reject(checks.check_binary_loss, binary_loss_clamped_log, "your loss is 20 both times"),
+]
+
+
+# ---------------------------------------------------------------- a learner tester's findings (lesson 05)
+
+BATCH_SIZE = 64  # the notebook's global batch size, which a wrong answer below uses
+
+
+def targets_threshold_half(one_hot):
+    # wrong: a row whose largest probability is below 0.5 has no entry left
+    return (one_hot > 0.5).long().argmax(dim=1)
+
+
+def targets_cast_long_first(one_hot):
+    # wrong: .long() turns every probability below 1 into 0
+    return one_hot.long().argmax(dim=1)
+
+
+def targets_by_row_loop(one_hot):
+    out = []
+    for row in one_hot:
+        best = 0
+        for j in range(len(row)):
+            if row[j] > row[best]:
+                best = j
+        out.append(best)
+    return torch.tensor(out, dtype=torch.long, device=one_hot.device)
+
+
+def targets_softmax_first(one_hot):
+    return torch.softmax(one_hot.float(), dim=1).argmax(dim=1).long()
+
+
+CASES += [
+    Reject(checks.check_to_class_targets, targets_threshold_half, "largest probability is below 0.5"),
+    Reject(checks.check_to_class_targets, targets_cast_long_first, "turns every probability below 1 into 0"),
+    Accept(checks.check_to_class_targets, targets_by_row_loop),
+    Accept(checks.check_to_class_targets, targets_softmax_first),
+]
+
+
+def fit_zero_grad_after_step(model, loader, loss_fn, optimizer, scheduler, device, epochs=1, max_norm=1.0):
+    # wrong: never cleared before the first backward, which adds to the gradients the model came with
+    model.train()
+    history = []
+    for _ in range(epochs):
+        for inputs, targets in loader:
+            inputs, targets = inputs.to(device), targets.to(device)
+            loss = loss_fn(model(inputs), targets)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+            history.append(loss.item())
+    return history
+
+
+def fit_zero_grad_before_loop_and_after_step(model, loader, loss_fn, optimizer, scheduler, device, epochs=1,
+                                             max_norm=1.0):
+    # right: cleared before the first batch and after every step
+    model.train()
+    optimizer.zero_grad()
+    history = []
+    for _ in range(epochs):
+        for inputs, targets in loader:
+            loss = loss_fn(model(inputs.to(device)), targets.to(device))
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=False)
+            history.append(loss.item())
+    return history
+
+
+def fit_l1_clipping(model, loader, loss_fn, optimizer, scheduler, device, epochs=1, max_norm=1.0):
+    # wrong: the L1 norm is larger than the L2 norm: over-clips
+    model.train()
+    history = []
+    for _ in range(epochs):
+        for inputs, targets in loader:
+            inputs, targets = inputs.to(device), targets.to(device)
+            optimizer.zero_grad()
+            loss = loss_fn(model(inputs), targets)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), max_norm, norm_type=1)
+            optimizer.step()
+            scheduler.step()
+            history.append(loss.item())
+    return history
+
+
+def fit_schedule_started_before_loop(model, loader, loss_fn, optimizer, scheduler, device, epochs=1, max_norm=1.0):
+    # wrong: one scheduler.step() up front (after an optimizer.step(), against PyTorch's warning): one step ahead
+    model.train()
+    history = []
+    optimizer.step()
+    scheduler.step()
+    for _ in range(epochs):
+        for inputs, targets in loader:
+            inputs, targets = inputs.to(device), targets.to(device)
+            optimizer.zero_grad()
+            loss = loss_fn(model(inputs), targets)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            optimizer.step()
+            if len(history) < epochs * len(loader) - 1:
+                scheduler.step()
+            history.append(loss.item())
+    return history
+
+
+CASES += [
+    Reject(checks.check_fit_schedule, fit_zero_grad_after_step, "arrived holding gradients of an earlier step"),
+    Reject(checks.check_fit_clipping, fit_zero_grad_after_step, "before backward: cleared only after the step"),
+    Accept(checks.check_fit_schedule, fit_zero_grad_before_loop_and_after_step),
+    Accept(checks.check_fit_clipping, fit_zero_grad_before_loop_and_after_step),
+    Accept(checks.check_fit_history, fit_zero_grad_before_loop_and_after_step),
+    Reject(checks.check_fit_clipping, fit_l1_clipping, "you clipped the L1 norm"),
+    Reject(checks.check_fit_schedule, fit_schedule_started_before_loop, "the schedule is one step ahead"),
+    Reject(checks.check_fit_clipping, fit_schedule_started_before_loop, "the optimizer.step() before the loop"),
+]
+
+
+def classify_device_from_buffers(model, images):
+    # wrong: the model has no buffers, so the device is always the fallback's, the CPU
+    device = next(model.buffers(), torch.empty(0)).device
+    model.eval()
+    with torch.no_grad():
+        return model(images.to(device)).argmax(dim=1).cpu()
+
+
+def classify_image_by_image(model, images):
+    device = next(iter(model.parameters())).device
+    was = model.training
+    model.eval()
+    preds = []
+    with torch.inference_mode():
+        for img in images:
+            preds.append(model(img.unsqueeze(0).to(device)).argmax(dim=1).to("cpu"))
+    model.train(was)
+    return torch.cat(preds).long()
+
+
+@torch.no_grad()
+def classify_to_a_parameter(model, images):
+    # the device given as a tensor: .to(other) moves to other's device
+    model.eval()
+    return torch.max(model(images.to(next(model.parameters()))), dim=1).indices.to(torch.device("cpu"), torch.int64)
+
+
+def classify_moves_model_to_images(model, images):
+    # wrong: the model is moved to where the images are (the CPU), the images "to the model's device" after it
+    model.to(images.device).eval()
+    with torch.no_grad():
+        return model(images.to(next(model.parameters()).device)).argmax(dim=1).cpu()
+
+
+CASES += [
+    Reject(checks.check_classify, classify_device_from_buffers, "the images reached the model still on the CPU"),
+    Reject(checks.check_classify, classify_moves_model_to_images, "moved the model it was given"),
+    Accept(checks.check_classify, classify_image_by_image),
+    Accept(checks.check_classify, classify_to_a_parameter),
+]
+
+
+def accuracy_argmin(logits, targets):
+    # wrong: predictions at the smallest scores
+    return (logits.argmin(dim=1) == targets).float().mean().item()
+
+
+def accuracy_integer_division(logits, targets):
+    # wrong: // drops the fraction
+    return (logits.argmax(dim=1) == targets).sum().item() // len(targets)
+
+
+def accuracy_by_python_loop(logits, targets):
+    correct = 0
+    for row, t in zip(logits.tolist(), targets.tolist()):
+        if row.index(max(row)) == t:
+            correct += 1
+    return correct / len(targets)
+
+
+CASES += [
+    Reject(checks.check_accuracy, accuracy_argmin, "the position of each row's smallest score"),
+    Reject(checks.check_accuracy, accuracy_integer_division, "// is integer division"),
+    Accept(checks.check_accuracy, accuracy_by_python_loop),
+]
+
+
+_OPTIMIZER_CACHE = {}
+
+
+def optimizer_cached(kind, params, lr):
+    # wrong: the optimizer of the first call comes back on every later one
+    if kind not in _OPTIMIZER_CACHE:
+        if kind == "sgd":
+            _OPTIMIZER_CACHE[kind] = torch.optim.SGD(params, lr=lr, momentum=0.9)
+        elif kind == "adam":
+            _OPTIMIZER_CACHE[kind] = torch.optim.Adam(params, lr=lr)
+        else:
+            _OPTIMIZER_CACHE[kind] = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
+    return _OPTIMIZER_CACHE[kind]
+
+
+def optimizer_from_table(kind, params, lr):
+    table = {"sgd": (torch.optim.SGD, {"momentum": 0.9}), "adam": (torch.optim.Adam, {}),
+             "adamw": (torch.optim.AdamW, {"weight_decay": 1e-2})}
+    cls, kwargs = table[kind]
+    return cls(list(params), lr=lr, **kwargs)
+
+
+def reset_optimizer_cache(kind, params, lr):
+    # the wrong answer above, its cache emptied at the check's first call (SGD with a list) so that every run of the
+    # check starts alike; the check's next call (SGD with a generator) gets the cached optimizer
+    if kind == "sgd" and isinstance(params, list):
+        _OPTIMIZER_CACHE.clear()
+    return optimizer_cached(kind, params, lr)
+
+
+CASES += [
+    Reject(checks.check_make_optimizer, reset_optimizer_cache, "the optimizer returned is the one built on an earlier call"),
+    Accept(checks.check_make_optimizer, optimizer_from_table),
+]
+
+
+def bce_swapped_with_probabilities(logits, labels):
+    # wrong: the labels as the scores, the probabilities as the targets
+    return F.binary_cross_entropy_with_logits(labels.float(), torch.sigmoid(logits))
+
+
+def bce_summed_over_labels(logits, labels):
+    # wrong: summed over each row's labels, then averaged over the rows
+    per = F.binary_cross_entropy_with_logits(logits, labels.float(), reduction="none")
+    return per.sum(dim=-1).mean() if per.dim() > 1 else per.mean()
+
+
+def bce_logsigmoid(logits, labels):
+    y = labels.to(logits.dtype)
+    return -(y * F.logsigmoid(logits) + (1 - y) * F.logsigmoid(-logits)).mean()
+
+
+def bce_two_class_cross_entropy(logits, labels):
+    two = torch.stack([torch.zeros_like(logits), logits], dim=-1).reshape(-1, 2)
+    return F.cross_entropy(two, labels.reshape(-1).long())
+
+
+CASES += [
+    Reject(checks.check_binary_loss, bce_swapped_with_probabilities, "probabilities (sigmoid of the logits) as the targets"),
+    Reject(checks.check_binary_loss, bce_summed_over_labels, "summed over the 3 labels of each row"),
+    Accept(checks.check_binary_loss, bce_logsigmoid),
+    Accept(checks.check_binary_loss, bce_two_class_cross_entropy),
+]
+
+
+def epoch_clipped(model, loader, loss_fn, optimizer, device):
+    # wrong: the gradients clipped between backward and step
+    model.train()
+    total, count = 0.0, 0
+    for inputs, targets in loader:
+        inputs, targets = inputs.to(device), targets.to(device)
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 0.1)
+        optimizer.step()
+        total += loss.item() * len(targets)
+        count += len(targets)
+    return total / count
+
+
+def epoch_gradients_halved(model, loader, loss_fn, optimizer, device):
+    # wrong: the gradients scaled between backward and step (no clipping twin matches this one)
+    model.train()
+    total, count = 0.0, 0
+    for inputs, targets in loader:
+        inputs, targets = inputs.to(device), targets.to(device)
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        for parameter in model.parameters():
+            parameter.grad.mul_(0.5)
+        optimizer.step()
+        total += loss.item() * len(targets)
+        count += len(targets)
+    return total / count
+
+
+def epoch_weighted_by_global_batch_size(model, loader, loss_fn, optimizer, device):
+    # wrong: every batch weighted by the notebook's BATCH_SIZE, not its own size
+    model.train()
+    total, count = 0.0, 0
+    for inputs, targets in loader:
+        inputs, targets = inputs.to(device), targets.to(device)
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * BATCH_SIZE
+        count += len(targets)
+    return total / count
+
+
+CASES += [
+    Reject(checks.check_train_one_epoch_updates, epoch_clipped, "between backward() and step()"),
+    Reject(checks.check_train_one_epoch_updates, epoch_gradients_halved,
+           "the gradients were changed between backward() and step() (clipping?)"),
+    Reject(checks.check_train_one_epoch_loss, epoch_weighted_by_global_batch_size, "not a fixed number"),
+]
+
+
+def evaluate_on_probabilities(model, loader, loss_fn, device):
+    # wrong: the loss of the softmax, not of the logits
+    model.eval()
+    total_loss, correct, count = 0.0, 0, 0
+    with torch.no_grad():
+        for inputs, targets in loader:
+            inputs, targets = inputs.to(device), targets.to(device)
+            probs = model(inputs).softmax(dim=1)
+            total_loss += loss_fn(probs, targets).item() * len(targets)
+            correct += (probs.argmax(1) == targets).sum().item()
+            count += len(targets)
+    return total_loss / count, correct / count
+
+
+def evaluate_totals_in_default(model, loader, loss_fn, device, totals=[0.0, 0, 0]):  # noqa: B006 - the mistake
+    # wrong: the default list is made once and every call adds to it
+    model.eval()
+    with torch.no_grad():
+        for inputs, targets in loader:
+            inputs, targets = inputs.to(device), targets.to(device)
+            logits = model(inputs)
+            totals[0] += loss_fn(logits, targets).item() * len(targets)
+            totals[1] += (logits.argmax(1) == targets).sum().item()
+            totals[2] += len(targets)
+    return totals[0] / totals[2], totals[1] / totals[2]
+
+
+
+def evaluate_one_loss_call(model, loader, loss_fn, device):
+    model.eval()
+    outs, ys = [], []
+    with torch.set_grad_enabled(False):
+        for x, y in loader:
+            outs.append(model(x.to(device)))
+            ys.append(y.to(device))
+    logits, targets = torch.cat(outs), torch.cat(ys)
+    return loss_fn(logits, targets).item(), (logits.argmax(1) == targets).float().mean().item()
+
+
+CASES += [
+    Reject(checks.check_evaluate_values, evaluate_on_probabilities, "you passed probabilities to the loss"),
+    Reject(checks.check_evaluate_values, evaluate_totals_in_default, "keeps totals from earlier calls"),
+    Reject(checks.check_evaluate_values, evaluate_totals_in_default, "a mutable default argument"),
+    Accept(checks.check_evaluate_values, evaluate_one_loss_call),
 ]
