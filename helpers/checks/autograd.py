@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import math
 import warnings
+from fractions import Fraction
 from typing import Any, Callable, Iterator, Sequence
 from unittest import mock
 
@@ -154,8 +155,13 @@ def check_mean_square_grad(fn: Callable[[torch.Tensor], torch.Tensor],
                                 Mistake("that is the gradient of the sum, not the mean: out = mean(...) divides "
                                         f"by the number of elements ({n})", lambda: 6 * (x + 2),
                                             where='look at how out reduces its elements'),
+                                # on an x of 3 elements, 1/3 of the gradient is also a division by len(x) ** 2 = 9:
+                                # the factor 3 is named only when a probe of other sizes agrees
                                 Mistake("the factor 3 is missing: out = mean(3 * (x + 2) ** 2)",
-                                        lambda: 2 * (x + 2) / n, where='look at every factor of out'),
+                                        matches=lambda g: _near(g, 2 * (x + 2) / n) and _near(
+                                            _probe_grad(fn, DIVISOR_PROBE), 2 * (DIVISOR_PROBE + 2) / DIVISOR_PROBE.numel()),
+                                        where='look at every factor of out'),
+                                *_divisor_mistakes(fn, x, expected),
                                 # the gradient of the mean is 6 * (t + 2) / n: equal everywhere only where t is,
                                 # and then the gradient at a new tensor of ones or zeros
                                 Mistake("every element of your gradient is the same, as if every element of x were "
@@ -178,6 +184,47 @@ def check_mean_square_grad(fn: Callable[[torch.Tensor], torch.Tensor],
                        "out.backward() and return the copy's .grad. A derivative worked out by hand is what autograd "
                        "spares you")
     passed("mean_square_grad", len(inputs))
+
+
+# An x whose sizes all differ: len(x) = 2, x.shape[-1] = 3, x.numel() = 6, len(x) ** 2 = 4
+DIVISOR_PROBE = torch.tensor([[-1.0, 0.5, 2.0], [1.0, -0.5, 0.0]])
+
+
+def _near(got: Any, want: torch.Tensor) -> bool:
+    """``got`` is a tensor of ``want``'s shape with about its values (a learner's float32 arithmetic)."""
+    return (isinstance(got, torch.Tensor) and got.shape == want.shape
+            and torch.allclose(got.detach().to(want.dtype), want, atol=1e-5, rtol=1e-4))
+
+
+def _divisors(x: torch.Tensor) -> list[tuple[str, int]]:
+    """What a learner may divide the summed squares by instead of the number of elements, each with its words."""
+    if x.dim() == 0:
+        return []
+    return [("len(x) ** 2", len(x) ** 2), ("len(x), the length of the first dimension", len(x)),
+            ("x.shape[-1], the length of the last dimension", x.shape[-1]), ("x.numel() ** 2", x.numel() ** 2)]
+
+
+def _divisor_mistakes(fn: Callable, x: torch.Tensor, expected: torch.Tensor) -> list[Mistake]:
+    """The mean written as a sum over another count: every value is numel / count of the expected one. Named when
+    a probe whose sizes all differ (:data:`DIVISOR_PROBE`) shows the same count."""
+    n = x.numel()
+    mistakes = []
+    for index, (words, count) in enumerate(_divisors(x)):
+        if count == n:
+            continue
+        ratio = Fraction(n, count)
+
+        def matches(g: Any, index: int = index, count: int = count) -> bool:
+            probe_count = _divisors(DIVISOR_PROBE)[index][1]
+            return _near(g, expected * n / count) and _near(
+                _probe_grad(fn, DIVISOR_PROBE), ref.mean_square_grad(DIVISOR_PROBE) * DIVISOR_PROBE.numel() / probe_count)
+
+        share = f"{ratio} of" if ratio.numerator == 1 else f"{ratio} times"
+        mistakes.append(Mistake(f"every value is {share} the expected one: your out divides by {words} ({count} "
+                                f"here), and a mean divides by the number of elements, x.numel() ({n}). Check what "
+                                "you divide by (or use .mean())", matches=matches,
+                                where="look at what out divides by"))
+    return mistakes
 
 
 def _constant_where_varied(got: Any, expected: torch.Tensor) -> bool:
@@ -284,6 +331,17 @@ def check_per_batch_grads(fn: Callable, inputs: Sequence[tuple[torch.Tensor, lis
                where="look for assignments to w or in-place operations on it")
         expect(isinstance(got, (list, tuple)), f"{what} should return a list of tensors, not {describe(got)}",
                where="look at what your function returns (every return statement)")
+        if len(got) > len(batches):
+            # more results than batches: a second identical call that returns still more carries the list over
+            first_count = len(got)  # before the second call: a list kept between calls is the same object
+            again_w = _copy_w(w)
+            again = _run(fn, again_w, batches, allow=Allow(changed=(again_w,)))
+            expect(not (isinstance(again, (list, tuple)) and len(again) > first_count),
+                   f"{what} returned {first_count} gradients; expected one per batch ({len(batches)}). An identical "
+                   f"second call returned {len(again)}: the list grows from call to call",
+                   where="look for a list that lives between calls: a default argument (grads=[]) or a global",
+                   mistake="the list is carried over from an earlier call (a default argument or a global): create "
+                           "it inside the function, on every call (grads = [])")
         expect(len(got) == len(batches), f"{what} returned {len(got)} gradients; expected one per batch ({len(batches)})",
                where="look at where you append to the list: is it inside the loop over the batches, once per batch?",
                mistake=f"return one per batch: append a copy of w.grad after each batch's backward, {len(batches)} in all")
@@ -486,7 +544,16 @@ def check_fit_line_by_hand(fn: Callable, inputs: Sequence[tuple[torch.Tensor, to
         what = f"fit_line_by_hand(x, y, lr={lr}, steps={steps})"
         # task: "starting from `w = b = 0`": nothing in the fit is random
         with _optimizer_steps() as stepped:
-            got = _run(fn, x, y, lr, steps, nothing_random=True)
+            try:
+                got = _run(fn, x, y, lr, steps, nothing_random=True)
+            except CheckError as error:
+                # drew (without reseeding, which has its own advice): the task's start leaves nothing to draw
+                if error.__cause__ is not None or error.mistake or "used the global random generator" not in error.symptom:
+                    raise
+                raise CheckError(error.symptom, where=error.where,
+                                 mistake="the task starts from w = b = 0, and nothing else in the fit is random: make "
+                                         "w and b with torch.zeros(()) (or torch.tensor(0.0)) and requires_grad=True, "
+                                         "and draw no random numbers") from None
         expect(isinstance(got, (tuple, list)) and len(got) == 2, f"{what} should return a pair (w, b), not {describe(got)}",
                where="look at your return statement: it returns w and b, in that order")
         _expect_float_pair(got, ref.fit_line_by_hand(x, y, lr, steps), what,
@@ -562,6 +629,31 @@ def check_fit_line_with_sgd(fn: Callable, inputs: Sequence[tuple[torch.Tensor, t
     passed("fit_line_with_sgd", len(inputs))
 
 
+def _running_average(logged: Sequence[float], losses: Sequence[float]) -> bool:
+    """``logged`` starts with ``losses[0]`` and goes on as a running average of ``losses``: the mean so far, or an
+    exponential moving average (any constant weight, also with Adam's bias correction)."""
+    if len(logged) < 3 or len(logged) != len(losses) or _same_floats(list(logged), losses):
+        return False
+    if not math.isclose(logged[0], losses[0], rel_tol=1e-4, abs_tol=1e-6):
+        return False
+    mean_so_far = [sum(losses[: k + 1]) / (k + 1) for k in range(len(losses))]
+    if _same_floats(list(logged), mean_so_far):
+        return True
+    if abs(logged[0] - losses[1]) > 1e-6:  # the weight that explains entry 1, tried on every later entry
+        beta = (logged[1] - losses[1]) / (logged[0] - losses[1])
+        if 0 < beta < 1 and _same_floats(list(logged), [logged[0], *(
+                beta * before + (1 - beta) * now for before, now in zip(logged[:-1], losses[1:]))]):
+            return True
+    for beta in (0.5, 0.8, 0.9, 0.95, 0.98, 0.99, 0.999):
+        average, corrected = 0.0, []
+        for k, loss in enumerate(losses):
+            average = beta * average + (1 - beta) * loss
+            corrected.append(average / (1 - beta ** (k + 1)))
+        if _same_floats(list(logged), corrected):
+            return True
+    return False
+
+
 def check_loss_log(fn: Callable, inputs: Sequence[tuple[torch.Tensor, torch.Tensor, float, int]] | None = None) -> None:
     """Checks the third result of fit_line_with_sgd: one Python float per step, the loss before that step."""
     inputs = inputs if inputs is not None else _line_examples()
@@ -603,6 +695,11 @@ def check_loss_log(fn: Callable, inputs: Sequence[tuple[torch.Tensor, torch.Tens
             expect(not _same_floats(losses, _sgd_variant(x, y, lr, steps, zero="before_step")[2]), symptom,
                    where=where, mistake="the loss never changes because optimizer.zero_grad() ran between backward() "
                                         "and step()")
+            expect(not _running_average(losses, expected), symptom, where="look at the value you append to the list "
+                                                                           "at each step",
+                   mistake="your first entry is step 0's loss, and every later entry is a running average of the "
+                           "losses so far (each mixes in the earlier ones): log each step's own loss.item(), not a "
+                           "smoothed value")
             raise CheckError(symptom, where=where)
     passed("loss log of fit_line_with_sgd", len(inputs))
 
@@ -615,6 +712,8 @@ def _accuracy_examples() -> list[tuple[nn.Module, torch.Tensor, torch.Tensor]]:
         with torch.random.fork_rng(devices=[]):  # seed the layers without disturbing the notebook's random stream
             torch.manual_seed(60 + seed)
             model = nn.Sequential(nn.Flatten(), nn.Linear(16, 8), nn.ReLU(), nn.Linear(8, classes))
+        if seed == 0:  # a frozen first layer (as in fine-tuning): the call must leave requires_grad as it found it
+            model[1].requires_grad_(False)
         images = _randn(n, 1, 4, 4, seed=70 + seed)
         labels = torch.randint(0, classes, (n,), generator=_gen(80 + seed))
         # make the model right on about half the images, so counting and scaling mistakes show
@@ -654,6 +753,24 @@ def _probe(fn: Callable, labels: list[int], logits: list[list[float]]) -> Any:
         return None
 
 
+def _run_on_model(fn: Callable, model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> Any:
+    """``accuracy(model, images, labels)``; a parameter that arrived frozen and leaves requiring grad is named."""
+    frozen = [name for name, p in model.named_parameters() if not p.requires_grad]
+    try:
+        # task: "The model here has no dropout, so its train/eval mode does not matter yet"
+        return _run(fn, model, images, labels, allow=Allow(modes=True))
+    except CheckError as error:
+        thawed = [name for name in frozen if model.get_parameter(name).requires_grad]
+        if error.__cause__ is not None or not thawed:
+            raise
+        raise CheckError(error.symptom, where="look at every line that sets requires_grad on the model's parameters, "
+                                              "and at what it sets them back to",
+                         mistake=f"a parameter that arrived frozen (requires_grad=False) now requires grad "
+                                 f"({thawed[0]!r}): switching every parameter back on with requires_grad_(True) "
+                                 "un-freezes the ones the caller had frozen. Leave requires_grad alone: torch.no_grad() "
+                                 "turns recording off without touching the model") from None
+
+
 # Every prediction right (accuracy 1), while argmax over the images picks image indices 3 to 5, no class at all
 ALL_RIGHT = ([0, 1, 2, 0, 1, 2], [[1.0, 0, 0], [0, 2, 0], [0, 0, 3], [4, 0, 0], [0, 5, 0], [0, 0, 6]])
 # Every prediction wrong (accuracy 0), while argmax over the images (dim 0) gives exactly the labels
@@ -675,8 +792,7 @@ def check_accuracy(fn: Callable, inputs: Sequence[tuple[nn.Module, torch.Tensor,
             return probes[name]
 
         try:
-            # task: "The model here has no dropout, so its train/eval mode does not matter yet"
-            got = _run(fn, model, images, labels, allow=Allow(modes=True))
+            got = _run_on_model(fn, model, images, labels)
         except CheckError as error:
             # argmax over dim 0 gives one index per class, which fails to compare with one label per image unless
             # there are as many images as classes: a square case where only dim 0 is right tells it apart
@@ -735,8 +851,7 @@ def check_accuracy_no_graph(fn: Callable, inputs: Sequence[tuple[nn.Module, torc
         hooks = [m.register_forward_hook(lambda *_: recording.append(torch.is_grad_enabled()))
                  for m in model.modules() if not list(m.children())]
         try:
-            # task: "The model here has no dropout, so its train/eval mode does not matter yet"
-            _run(fn, model, images, labels, allow=Allow(modes=True))
+            _run_on_model(fn, model, images, labels)
         finally:
             for hook in hooks:
                 hook.remove()
@@ -751,7 +866,7 @@ def check_accuracy_no_graph(fn: Callable, inputs: Sequence[tuple[nn.Module, torc
         # task: the call "must not change ... autograd's global state": also when the caller has recording off (an
         # evaluation loop inside no_grad), which a function that switches recording on at its end changes
         with torch.no_grad():
-            _run(fn, model, images, labels, allow=Allow(modes=True))
+            _run_on_model(fn, model, images, labels)
     passed("accuracy builds no graph", len(inputs))
 
 
@@ -838,11 +953,20 @@ def make_function(forward: Callable[[torch.Tensor], torch.Tensor],
     return function.apply
 
 
+# A backward that is wrong only above x = 4 (the sign flips there), right everywhere else: the verdict at a point of
+# the wrong region (WRONG_REGION_X) is False, at a point of the right one (RIGHT_REGION_X) True. A test run at some
+# other point than the given x (a random one), or an answer kept from an earlier call for the same f, shows.
+EXP_WRONG_SIGN_ABOVE_FOUR = make_function(
+    torch.exp, lambda x, g: torch.where(x > 4, -g, g) * torch.exp(x), "ExpWrongSignAboveFour")
+WRONG_REGION_X = torch.tensor([4.5, 5.0, 5.5, 6.0])
+RIGHT_REGION_X = _randn(4, seed=96)
+
+
 def _gradcheck_examples() -> list[tuple[Callable, torch.Tensor, bool]]:
     softplus = torch.nn.functional.softplus
     good = make_function(softplus, ref.softplus_backward, "Softplus")
     no_chain_rule = make_function(softplus, lambda x, g: torch.sigmoid(x), "SoftplusNoChainRule")
-    wrong_sign = make_function(torch.exp, lambda x, g: -g * torch.exp(x), "ExpWrongSign")
+    wrong_sign = EXP_WRONG_SIGN_ABOVE_FOUR
     # 5% too large: gradcheck's default tolerances see it; tolerances loosened to 10% do not
     slightly_off = make_function(softplus, lambda x, g: 1.05 * g * torch.sigmoid(x), "SoftplusFivePercentOff")
     # The task's rule is gradcheck at a float64 copy, with its default tolerances (atol=1e-5, rtol=1e-3). Two
@@ -853,7 +977,7 @@ def _gradcheck_examples() -> list[tuple[Callable, torch.Tensor, bool]]:
     # it, any tolerance loosened to 0.15% or more does not
     barely_off = make_function(torch.sin, lambda x, g: 1.0015 * g * torch.cos(x), "SineOffByPointFifteenPercent")
     return [(good, _randn(6, seed=93), True), (no_chain_rule, _randn(6, seed=94), False),
-            (torch.tanh, _randn(2, 3, seed=95), True), (wrong_sign, _randn(4, seed=96), False),
+            (torch.tanh, _randn(2, 3, seed=95), True), (wrong_sign, WRONG_REGION_X, False),
             (torch.tanh, _randn(5, seed=97, dtype=torch.float64), True),  # float64 already: .double() is x itself
             (slightly_off, _randn(5, seed=98), False),
             (large_values, torch.linspace(-1, 1, 5), True),
@@ -867,12 +991,13 @@ def gradcheck_says(f: Callable, x: torch.Tensor) -> bool:
         return not torch.autograd.gradcheck(f, (x.detach().double().requires_grad_(True),), raise_exception=False)
 
 
-def _watched(f: Callable) -> tuple[Callable, list[tuple[torch.dtype, bool]]]:
-    """``f`` that records the (dtype, requires_grad) of every input it is called with."""
-    seen: list[tuple[torch.dtype, bool]] = []
+def _watched(f: Callable) -> tuple[Callable, list[tuple[torch.dtype, bool, torch.Tensor | None]]]:
+    """``f`` that records the (dtype, requires_grad, values) of every input it is called with."""
+    seen: list[tuple[torch.dtype, bool, torch.Tensor | None]] = []
 
     def watched(x: torch.Tensor, *rest: Any) -> Any:
-        seen.append((x.dtype, x.requires_grad) if isinstance(x, torch.Tensor) else (None, False))
+        seen.append((x.dtype, x.requires_grad, x.detach().clone()) if isinstance(x, torch.Tensor)
+                    else (None, False, None))
         return f(x, *rest)
 
     watched.__name__ = getattr(getattr(f, "__self__", f), "__name__", "f")  # the name messages show
@@ -891,10 +1016,21 @@ def _true_when_f_raises(fn: Callable, x: torch.Tensor) -> bool:
         return False
 
 
+def _at(value: torch.Tensor | None, x: torch.Tensor) -> bool:
+    """``value`` holds x's values (in any floating dtype): gradcheck's first call of f is at its input itself."""
+    return (isinstance(value, torch.Tensor) and value.shape == x.shape and value.is_floating_point()
+            and torch.allclose(value.double(), x.detach().double(), rtol=1e-5, atol=1e-6))
+
+
 def _diagnose_gradcheck(fn: Callable, f: Callable, x: torch.Tensor, correct: bool,
-                        seen: list[tuple[torch.dtype, bool]], what: str, name: str, second_order: bool = False) -> None:
+                        seen: list[tuple[torch.dtype, bool, torch.Tensor | None]], what: str, name: str,
+                        second_order: bool = False) -> None:
     """The learner's answer was wrong: say what the inputs f saw (and a probe) show."""
-    float32 = any(dtype == torch.float32 for dtype, _ in seen) and torch.float64 not in {d for d, _ in seen}
+    float32 = any(dtype == torch.float32 for dtype, _, _ in seen) and torch.float64 not in {d for d, _, _ in seen}
+    elsewhere = bool(seen) and not any(_at(value, x) for _, _, value in seen)
+    elsewhere_mistake = ("your function never ran f at x's values (f saw other points, a random one?): the verdict "
+                         "does not fit the given x: check at x itself, on a float64 copy of it "
+                         "(x.detach().double().requires_grad_())")
     float32_mistake = ("gradcheck needs float64, and yours ran f on float32 inputs (f saw no float64 input): in "
                        "float32 the finite "
                        "differences are too coarse, so correct gradients look wrong, and tolerances loosened until "
@@ -905,7 +1041,9 @@ def _diagnose_gradcheck(fn: Callable, f: Callable, x: torch.Tensor, correct: boo
         if float32:
             raise CheckError(symptom, where="look at the dtype of the tensor you pass to gradcheck",
                              mistake=float32_mistake)
-        if not any(requires for _, requires in seen):
+        if elsewhere:
+            raise CheckError(symptom, where="look at the point you pass to gradcheck", mistake=elsewhere_mistake)
+        if not any(requires for _, requires, _ in seen):
             # f never ran on an input that requires grad: try the function once with an x that already requires grad
             probe_f, _ = _watched(f)
             try:
@@ -924,6 +1062,8 @@ def _diagnose_gradcheck(fn: Callable, f: Callable, x: torch.Tensor, correct: boo
     if gradcheck_says(f, x):
         symptom = (f"{what} returned True for {name}, whose backward is wrong (torch.autograd.gradcheck with its "
                    "default tolerances, on a float64 copy, returns False)")
+        if elsewhere:
+            raise CheckError(symptom, where="look at the point you pass to gradcheck", mistake=elsewhere_mistake)
         if not float32 and second_order:
             raise CheckError(symptom, where="look at which test your function calls",
                              mistake="your function called torch.autograd.gradgradcheck, which tests second "
@@ -955,7 +1095,32 @@ def check_gradients_are_correct(fn: Callable, inputs: Sequence[tuple[Callable, t
                where="look at what you return: gradcheck's own answer is a bool")
         if got != correct:
             _diagnose_gradcheck(fn, f, x, correct, seen, what, name, second_order=second.called)
+    _expect_verdict_per_call(fn)
     passed("gradients_are_correct", len(inputs))
+
+
+def _expect_verdict_per_call(fn: Callable) -> None:
+    """One f (the same object) at two points where the verdicts differ: an answer kept from the first call shows."""
+    f, name = EXP_WRONG_SIGN_ABOVE_FOUR, "ExpWrongSignAboveFour"
+    watched, _ = _watched(f)
+    answers = []
+    for x, correct in ((WRONG_REGION_X, False), (RIGHT_REGION_X, True)):
+        what = f"gradients_are_correct(f, x) for {name} at x = {[round(v, 2) for v in x.tolist()]}"
+        again, seen = _watched(f)
+        got = _run(fn, watched, x.clone())
+        answers.append(got)
+        if got is correct:
+            continue
+        fresh = _run(fn, again, x.clone())
+        expect(not (answers[:-1] and fresh is correct and got is answers[0]),
+               f"{what} returned {got}, the answer of the call before it for the same f at x = "
+               f"{[round(v, 2) for v in WRONG_REGION_X.tolist()]}; the gradients are right at this x (its backward is "
+               f"wrong only above 4), and the same call with a new but identical f returns {fresh}",
+               where="look for anything your function keeps between calls: a dict or cache keyed by f, a global",
+               mistake="state kept between calls: your function gives the answer it found for this f at an earlier x. "
+                       "Run gradcheck at the given x on every call")
+        _diagnose_gradcheck(fn, f, x, correct, seen, what, name)
+
 
 
 # ---------------------------------------------------------------- put it together: fit to a target
@@ -995,11 +1160,16 @@ def _fit_examples() -> list[tuple[Callable, list[torch.Tensor], torch.Tensor, to
     line_start = _leaves(torch.tensor(0.5), torch.tensor(-1.0))
     # the target first met by the last allowed update: a loop that stops checking one update early misses it
     last = _descend(_line, line_start, x2, y2, 0.1, 12)
+    # a small network (one hidden tanh layer of 4) on the same points, with a large lr: its error goes up after
+    # update 2 and reaches the target after update 9; a loop that changes lr when the error goes up leaves the path
+    net_start = _leaves(0.5 * _randn(1, 4, seed=139), torch.zeros(4), 0.5 * _randn(4, seed=149), torch.tensor(0.0))
+    net = _descend(_tanh_net, net_start, x2, y2, 0.5, 9)
+    net_target = math.sqrt(net[-1][1] * min(error for _, error in net[:-1]))  # between updates 8 and 9
     # two outputs per sample: y of shape [N, 2], whose mean squared error divides by N * 2
     x3 = torch.linspace(-1, 1, 25)
     y3 = torch.stack([2 * x3 + 1, 0.5 - x3], dim=1) + 0.1 * _randn(25, 2, seed=123)
     return [(_poly3, _leaves(torch.zeros(4)), x1, y1, 0.3, 0.02, 1000),
-            (_line, line_start, x2, y2, 0.1, 0.1, 500),
+            (_tanh_net, net_start, x2, y2, 0.5, net_target, 200),
             (_line, line_start, x2, y2, 0.1, (last[-1][1] + last[-2][1]) / 2, 12),
             (_two_lines, _leaves(torch.zeros(2), torch.zeros(2)), x3, y3, 0.2, 0.03, 500)]
 
@@ -1011,11 +1181,13 @@ def _two_lines(params: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
 
 
 def _descend(predict: Callable, params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor, lr: float,
-             steps: int, *, zero: bool = True, reduce: str = "mean") -> list[tuple[list[torch.Tensor], float]]:
+             steps: int, *, zero: bool = True, reduce: str = "mean", on_rise: float = 1.0
+             ) -> list[tuple[list[torch.Tensor], float]]:
     """The gradient-descent path: (params, error) before each of ``steps`` updates and after the last.
 
     ``zero=False`` never clears the gradients, ``reduce="sum"`` differentiates the summed squares,
-    ``reduce="rows"`` their sum over len(y): the paths of usual mistakes.
+    ``reduce="rows"`` their sum over len(y), ``on_rise`` multiplies lr whenever the error went up: the paths of
+    usual mistakes.
     """
     current = _leaves(*params)
     path = []
@@ -1024,6 +1196,8 @@ def _descend(predict: Callable, params: Sequence[torch.Tensor], x: torch.Tensor,
         path.append(([p.detach().clone() for p in current], squares.mean().item()))
         if step == steps or not math.isfinite(path[-1][1]):
             break
+        if step > 0 and path[-1][1] > path[-2][1]:
+            lr *= on_rise
         if zero:
             for p in current:
                 p.grad = None
@@ -1068,8 +1242,46 @@ def _call_fit(fn: Callable, predict: Callable, params: list[torch.Tensor], x: to
         raise
 
 
-def _diagnose_gave_up(params: Sequence[torch.Tensor], predict: Callable, start: Sequence[torch.Tensor], x: torch.Tensor,
-                      y: torch.Tensor, lr: float, target: float, max_steps: int, first: int, what: str,
+def _expect_unchanged_data(params: Sequence[torch.Tensor], predict: Callable, start: Sequence[torch.Tensor],
+                           x: torch.Tensor, y: torch.Tensor, lr: float, max_steps: int, symptom: str) -> None:
+    """The params lie on the gradient-descent path of rescaled data (y standardised, x centred...): say so."""
+    for words, (new_x, new_y) in _rescaled_data(x, y):
+        if new_x.shape != x.shape or new_y.shape != y.shape or (
+                torch.allclose(new_x, x, rtol=1e-4, atol=1e-5) and torch.allclose(new_y, y, rtol=1e-4, atol=1e-5)):
+            continue  # the same data (x already centred, say): its path is gradient descent's own
+        if any(_same_params(params, p) for p, _ in _descend(predict, start, new_x, new_y, lr, max_steps)[1:]):
+            aims = ("your fit aims at values other than the y you were given" if words.startswith("y")
+                    else "your fit predicts from other inputs than the x you were given")
+            raise CheckError(f"{symptom}; your params are on the path of a fit on {words}",
+                             where="look at what your function does to x and y before the loop",
+                             mistake=f"{aims}: use x and y unchanged (the task's error is the mean squared error of "
+                                     "predict(params, x) against y as given)")
+
+
+def _kept_between_calls(fn: Callable, predict: Callable, start: Sequence[torch.Tensor], x: torch.Tensor,
+                        y: torch.Tensor, lr: float, max_steps: int) -> int | None:
+    """A budget at which two identical calls (a target out of reach: no error is below -1) end at different params:
+    the function counts steps (or keeps anything) from earlier calls. While both calls make no update at all (a
+    count kept from earlier calls already past the budget) the budget grows, up to a bound; None when the two
+    calls agree."""
+    budget = max(max_steps, 1)
+    while budget <= 2 ** 16:
+        ends = []
+        for _ in range(2):
+            params = _leaves(*start)
+            with contextlib.suppress(CheckError):
+                _call_fit(fn, predict, params, x, y, lr, -1.0, budget, "a probe")
+            ends.append([p.detach().clone() for p in params])
+        if not all(torch.equal(p, q) for p, q in zip(*ends)):
+            return budget
+        if not all(torch.equal(p, q) for p, q in zip(ends[0], start)):
+            return None  # it made updates, the same ones both times
+        budget *= 4
+    return None
+
+
+def _diagnose_gave_up(fn: Callable, params: Sequence[torch.Tensor], predict: Callable, start: Sequence[torch.Tensor],
+                      x: torch.Tensor, y: torch.Tensor, lr: float, target: float, max_steps: int, first: int, what: str,
                       error: CheckError) -> None:
     """The learner's function raised RuntimeError on a target gradient descent reaches: say what its params show."""
     symptom = (f"{what} raised RuntimeError ({str(error.__cause__)[:80]}), but plain gradient descent with lr={lr} "
@@ -1088,10 +1300,19 @@ def _diagnose_gave_up(params: Sequence[torch.Tensor], predict: Callable, start: 
                                      "compared with the target: compare after every update, the last one included"
                                      if at == max_steps else None) from None
         if at is not None:
-            raise CheckError(symptom + f"; your params are those after {at} updates, and the task allows "
-                             f"{max_steps}",
-                             where="look at how many updates your loop makes before it gives up (range's start "
-                                   "and end)") from None
+            symptom += f"; your params are those after {at} updates, and the task allows {max_steps}"
+            budget = _kept_between_calls(fn, predict, start, x, y, lr, max_steps)
+            if budget is not None:
+                raise CheckError(symptom + f". Two identical calls (max_steps={budget}, a target out of reach) "
+                                 "ended at different params",
+                                 where="look for anything that lives between calls: a step counter in a global (a "
+                                       "module-level list or dict) or in a default argument",
+                                 mistake="your function counts steps from an earlier call, so each call gets what "
+                                         "the calls before it left of the budget: count the updates inside the "
+                                         "function, from 0 on every call") from None
+            raise CheckError(symptom, where="look at how many updates your loop makes before it gives up (range's "
+                                            "start and end)") from None
+        _expect_unchanged_data(params, predict, start, x, y, lr, max_steps, symptom)
         never_zeroed = _descend(predict, start, x, y, lr, max_steps, zero=False)
         named = "you never cleared the gradients, so every step used the sum of all gradients so far" \
             if _same_params(params, never_zeroed[-1][0]) else None
@@ -1124,7 +1345,7 @@ def check_fit_to_target(fn: Callable, inputs: Sequence[tuple] | None = None) -> 
         except CheckError as error:
             if any(p in str(error.__cause__) for p, _ in KNOWN_ERRORS) or not expected_raise(error, RuntimeError):
                 raise
-            _diagnose_gave_up(params, predict, start, x, y, lr, target, max_steps, first, what, error)
+            _diagnose_gave_up(fn, params, predict, start, x, y, lr, target, max_steps, first, what, error)
         expect(torch.equal(x, x_before) and torch.equal(y, y_before), f"{what} changed x or y, which belong to the caller",
                where="look for in-place operations on x or y (x -= ..., y[...] = ..., methods ending in _)")
         expect(torch.is_grad_enabled(), f"{what} left gradient recording switched off",
@@ -1170,6 +1391,22 @@ def check_fit_to_target(fn: Callable, inputs: Sequence[tuple] | None = None) -> 
                                      where="look at the gradient each step uses: where it is cleared, and the loss "
                                            "it comes from",
                                      mistake=message)
+            # the path's error goes up at some step before the target (a nonlinear predict): a loop that cuts lr
+            # there leaves the path
+            rise = next((k for k in range(1, first + 1) if path[k][1] > path[k - 1][1]), None)
+            if rise is not None:
+                for factor in (0.5, 0.1):
+                    variant = _descend(predict, start, x, y, lr, max_steps, on_rise=factor)
+                    # up to the rise the variant is gradient descent itself
+                    expect(not any(_same_params(params, p) for p, _ in variant[rise + 1:]),
+                           f"{what}: your final params are not on the path of plain gradient descent with lr={lr} "
+                           f"from the given params; they are on the path of a run that multiplies lr by {factor} "
+                           f"whenever the error goes up (gradient descent's own error goes up after update {rise})",
+                           where="look at every line that changes lr (or the optimizer's learning rate) inside the loop",
+                           mistake="the learning rate changed during the fit: plain gradient descent keeps lr, even "
+                                   "when the error goes up for a step")
+            _expect_unchanged_data(params, predict, start, x, y, lr, max_steps, f"{what}: your final params are not "
+                                   f"on the path of plain gradient descent with lr={lr} from the given params")
             earlier = [k for k in range(0, first) if _same_params(params, path[k][0])]
             if earlier:
                 raise CheckError(f"{what}: your params are those after {earlier[0]} updates, whose error "
@@ -1242,9 +1479,12 @@ def check_fit_to_target_edges(fn: Callable, inputs: Sequence[tuple[str, tuple]] 
                                        "equal), and at whether it compares before the first update",
                                  mistake="the error equals the target exactly, and 'at most' includes equal: compare "
                                          "with <=, not <" if error == target else None) from None
+            changed = f"{what}: the params already met the target (error {error:.6g} <= {target:.4g}) but your call " \
+                      "changed them"
+            if not _same_params(params, start):
+                _expect_unchanged_data(params, predict, start, x, y, lr, max_steps, changed)
             expect(_same_params(params, start) and all(torch.equal(p.detach(), q) for p, q in zip(params, start)),
-                   f"{what}: the params already met the target (error {error:.6g} <= {target:.4g}) but your call "
-                   "changed them",
+                   changed,
                    where="look at the order in your loop: is the error compared with the target before the first "
                          "update?",
                    mistake="check the error before updating")

@@ -419,7 +419,7 @@ NEW_CASES = [
     Reject(checks.check_softplus_backward, softplus_debugging, "left anomaly detection switched on"),
     Reject(checks.check_mean_square_grad, mean_square_grad_on_input, "requires_grad was switched on"),
     Reject(checks.check_mean_square_grad, mean_square_grad_by_rows,
-           "the expected one times 2: a constant factor is wrong or missing (2 is also the size of the input's dim 0"),
+           "every value is 2 times the expected one: your out divides by len(x), the length of the first dimension"),
     Reject(checks.check_vector_jacobian_product, vjp_on_input, "requires_grad was switched on"),
     Reject(checks.check_per_batch_grads, per_batch_scales_inputs, "values were overwritten"),
     Reject(checks.check_softplus_backward, softplus_by_exp, "overflows for inputs this large"),
@@ -1575,4 +1575,216 @@ CASES += [
     Reject(checks.check_fit_line_by_hand, by_hand_standardised_x, "a fit on x standardised ((x - mean) / std)"),
     Reject(checks.check_fit_line_by_hand, by_hand_x_over_largest, "a fit on x divided by its largest size"),
     Reject(checks.check_fit_line_with_sgd, sgd_centred_x, "a fit on x centred (x - mean)"),
+]
+
+
+# ---------------------------------------------------------------- a learner tester's answers (t02f)
+
+
+def mean_square_grad_over_len_squared(x):  # right only for square n x n inputs, like the 2 x 2 example
+    xx = x.clone().requires_grad_()
+    out = (3 * (xx + 2) ** 2).sum() / len(x) ** 2
+    out.backward()
+    return xx.grad
+
+
+def mean_square_grad_over_flattened_length(x):  # right: the number of elements, counted another way
+    xx = x.detach().clone().requires_grad_(True)
+    (3 * (xx + 2) ** 2).sum().div(len(xx.flatten())).backward()
+    return xx.grad
+
+
+def per_batch_default_list(w, batches, grads=[]):  # noqa: B006 (the mistake: the list outlives the call)
+    for x, y in batches:
+        w.grad = None
+        ((x @ w - y) ** 2).mean().backward()
+        grads.append(w.grad.clone())
+    return grads
+
+
+def per_batch_comprehension(w, batches):  # right: a new list on every call, gradients that never touch w.grad
+    return [torch.autograd.grad(((x @ w - y) ** 2).mean(), w)[0] for x, y in batches]
+
+
+def by_hand_small_random_start(x, y, lr, steps):
+    w = (0.01 * torch.randn(())).requires_grad_()
+    b = (0.01 * torch.randn(())).requires_grad_()
+    for _ in range(steps):
+        loss = ((w * x + b - y) ** 2).mean()
+        loss.backward()
+        with torch.no_grad():
+            w -= lr * w.grad
+            b -= lr * b.grad
+        w.grad = None
+        b.grad = None
+    return w.item(), b.item()
+
+
+def sgd_logs_running_average(x, y, lr, steps):
+    w = torch.zeros((), requires_grad=True)
+    b = torch.zeros((), requires_grad=True)
+    opt = torch.optim.SGD([w, b], lr=lr)
+    losses, running = [], None
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = ((w * x + b - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        running = loss.item() if running is None else 0.9 * running + 0.1 * loss.item()
+        losses.append(running)
+    return w.item(), b.item(), losses
+
+
+def sgd_logs_mean_so_far(x, y, lr, steps):
+    w = torch.zeros((), requires_grad=True)
+    b = torch.zeros((), requires_grad=True)
+    opt = torch.optim.SGD([w, b], lr=lr)
+    losses, total = [], 0.0
+    for step in range(steps):
+        opt.zero_grad()
+        loss = ((w * x + b - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        total += loss.item()
+        losses.append(total / (step + 1))
+    return w.item(), b.item(), losses
+
+
+def accuracy_unfreezes_all(model, images, labels):
+    for p in model.parameters():
+        p.requires_grad_(False)
+    with torch.no_grad():
+        pred = model(images).argmax(1)
+    for p in model.parameters():
+        p.requires_grad_(True)
+    return (pred == labels).float().mean().item()
+
+
+def accuracy_freezes_and_restores(model, images, labels):  # right: every flag goes back to what it was
+    flags = [p.requires_grad for p in model.parameters()]
+    for p in model.parameters():
+        p.requires_grad_(False)
+    with torch.no_grad():
+        pred = model(images).argmax(1)
+    for p, flag in zip(model.parameters(), flags):
+        p.requires_grad_(flag)
+    return (pred == labels).float().mean().item()
+
+
+def gradcheck_at_random_point(fn, x):
+    x64 = torch.randn(x.shape, dtype=torch.float64, requires_grad=True)
+    return torch.autograd.gradcheck(fn, (x64,), raise_exception=False)
+
+
+_VERDICTS = {}
+
+
+def gradcheck_cached_per_fn(fn, x):
+    if fn not in _VERDICTS:
+        x64 = x.detach().double().requires_grad_()
+        _VERDICTS[fn] = torch.autograd.gradcheck(fn, (x64,), raise_exception=False)
+    return _VERDICTS[fn]
+
+
+def gradcheck_single_tensor(fn, x):  # right: gradcheck also takes one tensor instead of a tuple
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.autograd.gradcheck(fn, x.detach().to(torch.float64).requires_grad_(True), raise_exception=False)
+
+
+def fit_halves_lr_on_rise(predict, params, x, y, lr, target, max_steps):
+    prev = float("inf")
+    for step in range(max_steps + 1):
+        loss = ((predict(params, x) - y) ** 2).mean()
+        if loss.item() <= target:
+            return loss.item()
+        if step == max_steps:
+            break
+        if loss.item() > prev:
+            lr = lr / 2
+        prev = loss.item()
+        grads = torch.autograd.grad(loss, params)
+        with torch.no_grad():
+            for p, g in zip(params, grads):
+                p -= lr * g
+    raise RuntimeError(f"target {target} not reached in {max_steps} steps")
+
+
+_STEPS_USED = [0]
+
+
+def fit_counts_steps_globally(predict, params, x, y, lr, target, max_steps):
+    while True:
+        loss = ((predict(params, x) - y) ** 2).mean()
+        if loss.item() <= target:
+            return loss.item()
+        if _STEPS_USED[0] >= max_steps:
+            raise RuntimeError(f"target {target} not reached in {max_steps} steps")
+        grads = torch.autograd.grad(loss, params)
+        with torch.no_grad():
+            for p, g in zip(params, grads):
+                p -= lr * g
+        _STEPS_USED[0] += 1
+
+
+def fit_standardises_y(predict, params, x, y, lr, target, max_steps):
+    y = (y - y.mean()) / y.std()
+    for step in range(max_steps + 1):
+        loss = ((predict(params, x) - y) ** 2).mean()
+        if loss.item() <= target:
+            return loss.item()
+        if step == max_steps:
+            break
+        grads = torch.autograd.grad(loss, params)
+        with torch.no_grad():
+            for p, g in zip(params, grads):
+                p -= lr * g
+    raise RuntimeError(f"target {target} not reached in {max_steps} steps")
+
+
+def fit_mse_loss_in_place_sub(predict, params, x, y, lr, target, max_steps):  # right: F.mse_loss, sub_ with alpha
+    for step in range(max_steps + 1):
+        loss = torch.nn.functional.mse_loss(predict(params, x), y)
+        if loss.item() <= target:
+            return loss.item()
+        if step == max_steps:
+            raise RuntimeError(f"{max_steps} updates did not bring the error to {target}")
+        for p in params:
+            p.grad = None
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p.sub_(p.grad, alpha=lr)
+
+
+CASES += [
+    Reject(checks.check_mean_square_grad, mean_square_grad_over_len_squared,
+           "every value is 1/3 of the expected one: your out divides by len(x) ** 2"),
+    Accept(checks.check_mean_square_grad, mean_square_grad_over_flattened_length),
+    Reject(checks.check_per_batch_grads, per_batch_default_list, "the list is carried over from an earlier call"),
+    Reject(checks.check_per_batch_grads_leftover, per_batch_default_list, "the list is carried over from an earlier call"),
+    Accept(checks.check_per_batch_grads, per_batch_comprehension),
+    Accept(checks.check_per_batch_grads_leftover, per_batch_comprehension),
+    Reject(checks.check_fit_line_by_hand, by_hand_small_random_start, "the task starts from w = b = 0"),
+    Reject(checks.check_loss_log, sgd_logs_running_average, "log each step's own loss.item(), not a smoothed value"),
+    Reject(checks.check_loss_log, sgd_logs_mean_so_far, "log each step's own loss.item(), not a smoothed value"),
+    Reject(checks.check_accuracy, accuracy_unfreezes_all,
+           "a parameter that arrived frozen (requires_grad=False) now requires grad"),
+    Reject(checks.check_accuracy_no_graph, accuracy_unfreezes_all,
+           "a parameter that arrived frozen (requires_grad=False) now requires grad"),
+    Accept(checks.check_accuracy, accuracy_freezes_and_restores),
+    Accept(checks.check_accuracy_no_graph, accuracy_freezes_and_restores),
+    Reject(checks.check_gradients_are_correct, gradcheck_at_random_point,
+           "the verdict does not fit the given x: check at x itself"),
+    Reject(checks.check_gradients_are_correct, gradcheck_cached_per_fn, "state kept between calls"),
+    Accept(checks.check_gradients_are_correct, gradcheck_single_tensor),
+    Reject(checks.check_fit_to_target, fit_halves_lr_on_rise,
+           "the learning rate changed during the fit: plain gradient descent keeps lr"),
+    Reject(checks.check_fit_to_target, fit_counts_steps_globally, "your function counts steps from an earlier call"),
+    Reject(checks.check_fit_to_target, fit_standardises_y,
+           "your fit aims at values other than the y you were given: use x and y unchanged"),
+    Reject(checks.check_fit_to_target_edges, fit_standardises_y,
+           "your fit aims at values other than the y you were given: use x and y unchanged"),
+    Accept(checks.check_fit_to_target, fit_mse_loss_in_place_sub),
+    Accept(checks.check_fit_to_target_edges, fit_mse_loss_in_place_sub),
 ]
