@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import pickle
 import random
+import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -86,6 +87,8 @@ def _setup(case: Case, restart: bool = False) -> Setup:
     y = torch.randint(0, N_CLASSES, (case.n,), generator=g)
     torch.manual_seed(case.seed + (5000 if restart else 0))
     model = nn.Sequential(nn.Linear(N_FEATURES, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, N_CLASSES))
+    # a buffer, as BatchNorm's num_batches_tracked: part of model.state_dict(), not of named_parameters()
+    model.register_buffer("batches_seen", torch.zeros((), dtype=torch.long))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     # A schedule computed from the step count (like OneCycleLR): without the scheduler's own state a
     # resumed run would count from 0 again. (Chainable ones like StepLR partly survive through the
@@ -107,6 +110,9 @@ def run_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim.Optim
         loss = nn.functional.cross_entropy(model(inputs), targets)
         loss.backward()
         optimizer.step()
+        seen = getattr(model, "batches_seen", None)
+        if isinstance(seen, torch.Tensor):
+            seen += 1
         total += loss.item() * len(targets)
         count += len(targets)
     scheduler.step()
@@ -238,13 +244,40 @@ def _compare_entry(checkpoint: dict, key: str, want: Any, what: str, hint: str) 
 
 def _run_save(fn: Callable[..., Any], case: Case, folder: Path) -> tuple[dict, dict]:
     s = _trained(case)
+    _PARAMETER_NAMES[:] = [(name, None) for name, _ in s.model.named_parameters()]
     epoch, loss = case.interrupt_after - 1, 0.125 + case.seed
     want = _saved_states(s, epoch, loss)
     path = folder / "checkpoint.pt"
     loader_state = s.generator.get_state()
-    call(fn, path, s.model, s.optimizer, s.scheduler, s.generator, epoch, loss)
+    try:
+        call(fn, path, s.model, s.optimizer, s.scheduler, s.generator, epoch, loss)
+    except CheckError as error:
+        _scheduler_stepped_while_saving(error, path, want, f"save_checkpoint on {case}")
+        raise
     _expect_generator_kept(s.generator, loader_state, f"save_checkpoint on {case}")
     return _read_checkpoint(path, f"save_checkpoint on {case}"), want
+
+
+# The names of the parameters of the model the last _run_save saved (a buffer is any other key of its state_dict)
+_PARAMETER_NAMES: list[tuple[str, None]] = []
+
+
+def _scheduler_stepped_while_saving(error: CheckError, path: Path, want: dict, what: str) -> None:
+    """When ``call`` found the optimizer's lr changed and the saved scheduler is ahead of the given one: say so."""
+    if error.__cause__ is not None or "optimizer" not in str(error) or " lr " not in str(error) or not path.exists():
+        return
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+        steps = saved["scheduler"]["last_epoch"]
+    except Exception:  # noqa: BLE001 - an unreadable file shows nothing here
+        return
+    given = want["scheduler"]["last_epoch"]
+    if isinstance(steps, int) and steps > given:
+        raise CheckError(f"{what}: your function changed the optimizer's learning rate, and the scheduler it saved "
+                         f"had stepped {steps} times; the one you were given had stepped {given} times",
+                         where="look for scheduler.step() in your function",
+                         mistake="scheduler.step() sets the optimizer's lr: saving must not step the scheduler; save "
+                                 "scheduler.state_dict() as it is") from None
 
 
 def _expect_generator_kept(generator: torch.Generator, before: torch.Tensor, what: str) -> None:
@@ -271,6 +304,14 @@ def check_save_checkpoint_basics(fn: Callable[..., None], inputs: Sequence[Case]
             checkpoint, want = _run_save(fn, case, folder)
         what = f"save_checkpoint on {case}"
         _compare_entry(checkpoint, "epoch", want["epoch"], what, f"the epoch you were given ({want['epoch']})")
+        _expect_entry(checkpoint, "model", what)
+        saved_model, buffers = checkpoint["model"], [k for k in want["model"] if k not in dict(_PARAMETER_NAMES)]
+        expect(not (isinstance(saved_model, Mapping) and buffers and not any(k in saved_model for k in buffers)
+                    and all(k in saved_model for k in want["model"] if k not in buffers)),
+               f"{what}: checkpoint['model'] holds the model's parameters but not its buffers ({buffers})",
+               where="look at what you store under 'model'",
+               mistake="the buffers (e.g. running statistics) are missing: state_dict() holds parameters and "
+                       "buffers; save model.state_dict()")
         _compare_entry(checkpoint, "model", want["model"], what, "model.state_dict()")
         _compare_entry(checkpoint, "optimizer", want["optimizer"], what,
                        "optimizer.state_dict() (its 'state' holds the momentum buffers)")
@@ -349,7 +390,17 @@ _WatchedGenerator.__name__ = _WatchedGenerator.__qualname__ = "Generator"  # as 
 
 def _run_load(fn: Callable[..., Any], case: Case, folder: Path) -> tuple[Any, Setup, dict, dict]:
     """Save a reference checkpoint, then call ``fn`` on fresh objects, as a new process would."""
+    what = f"{getattr(fn, '__name__', 'load_checkpoint')} on {case}"
+    # first another checkpoint at the same path (an earlier run's), loaded into other fresh objects: the file is
+    # then rewritten, and the second load must read what the file holds now
+    earlier = _trained(case._replace(interrupt_after=case.interrupt_after + 1))
+    path = make_cuda_checkpoint(folder / "checkpoint.pt", _saved_states(earlier, case.interrupt_after, 0.25))
+    other = _setup(case, restart=True)
+    _call_loading(fn, what, path, *other[:3], other.generator, allow=Allow(changed=tuple(other), global_rng=True))
     s = _trained(case)
+    # the scheduler of a per-batch schedule (as OneCycleLR): it has stepped once per batch, not once per epoch
+    for _ in range(case.interrupt_after * (len(s.loader) - 1)):
+        s.scheduler.step()
     epoch = case.interrupt_after - 1
     want = _saved_states(s, epoch, 0.5)
     # written on a GPU machine: every tensor of the file names cuda:0, as the task warns
@@ -357,10 +408,17 @@ def _run_load(fn: Callable[..., Any], case: Case, folder: Path) -> tuple[Any, Se
     fresh = _setup(case, restart=True)
     fresh = fresh._replace(generator=_WatchedGenerator(fresh.generator.get_state()))
     before = _state(fresh.model)
-    what = f"{getattr(fn, '__name__', 'load_checkpoint')} on {case}"
     # task: "restore every state into the objects you are given", including the global random state
     result = _call_loading(fn, what, path, fresh.model, fresh.optimizer, fresh.scheduler, fresh.generator,
                            allow=Allow(changed=tuple(fresh), global_rng=True))
+    got = _state(fresh.model)
+    expect(not (same_value(got, _state(other.model), atol=0, rtol=0) and not same_value(got, want["model"])
+                and not same_value(got, before)),
+           f"{what}: the file at path was rewritten with a new checkpoint, and loading it again restored the "
+           "earlier checkpoint's weights: the second load returned the first file's contents",
+           where="look for anything that keeps what was read between calls: a cache (functools.lru_cache, a dict "
+                 "keyed by path), a global",
+           mistake="something keeps what was read between calls: read the file with torch.load at every call")
     return result, fresh, want, before
 
 
@@ -498,6 +556,11 @@ def _loaded_nothing(model: nn.Module) -> str | None:
               "checkpoint['model'] (and keep strict=True, which names any key that does not fit)")
 
 
+_SCHEDULER_STEPPED_TO = ("the scheduler was stepped to the saved epoch instead of restored from its state_dict: a "
+                         "schedule may step per batch, or be changed by hand, and each step sets the optimizer's lr; "
+                         "call scheduler.load_state_dict(checkpoint['scheduler'])")
+
+
 def check_load_checkpoint_states(fn: Callable[..., int], inputs: Sequence[Case] | None = None) -> None:
     """The model's weights and the optimizer's state come back."""
     inputs = inputs if inputs is not None else DEFAULT_CASES
@@ -540,7 +603,9 @@ def check_load_checkpoint_states(fn: Callable[..., int], inputs: Sequence[Case] 
                   if only_lr else ""),
                where="look at what changes the learning rate after optimizer.load_state_dict (a scheduler.step()?)"
                if only_lr else "look at which entry of the checkpoint goes into the optimizer, and how",
-               mistake=None if only_lr else "use optimizer.load_state_dict(checkpoint['optimizer'])")
+               mistake=(_SCHEDULER_STEPPED_TO if only_lr and fresh.scheduler.last_epoch == want["epoch"] + 1
+                        and not any(o is fresh.scheduler for o in _loaded_into()) else None)
+               if only_lr else "use optimizer.load_state_dict(checkpoint['optimizer'])")
     passed("load_checkpoint (model and optimizer)", len(inputs))
 
 
@@ -573,6 +638,12 @@ def check_load_checkpoint_resume(fn: Callable[..., int], inputs: Sequence[Case] 
                where="look at what your function does to the scheduler after scheduler.load_state_dict",
                mistake="load_state_dict restores every part of the scheduler's state, last_epoch included: set "
                        "nothing on it by hand afterwards")
+        stepped_to = not given and got_epoch == want["epoch"] + 1 and got_epoch != want_epoch
+        expect(not stepped_to,
+               f"{what}: the scheduler's last_epoch is {got_epoch} (the saved epoch + 1), but the saved scheduler "
+               f"had stepped {want_epoch} times (it steps once per batch), and scheduler.load_state_dict was never "
+               "called", where="look at what your function does to the scheduler",
+               mistake=_SCHEDULER_STEPPED_TO)
         expect(same_value(fresh.scheduler.state_dict(), want["scheduler"]),
                f"{what}: the scheduler was not restored: its state differs from the saved one",
                where="look at what happens to checkpoint['scheduler'] in your function",
@@ -740,7 +811,8 @@ def _raised(error: CheckError) -> BaseException | None:
     return error.__cause__ if isinstance(error.__cause__, Exception) else None
 
 
-def _run_resumable(fn: Callable[..., Any], case: Case) -> tuple[int, bool, int, dict, dict | None]:
+def _run_resumable(fn: Callable[..., Any], case: Case, moved: bool = True) -> tuple[int, bool, int, dict,
+                                                                                   dict | None]:
     """Play a crash after ``interrupt_after`` epochs and a restart in a "new process".
 
     Returns: epochs run before the crash, whether the crash reached the caller, epochs run
@@ -753,25 +825,34 @@ def _run_resumable(fn: Callable[..., Any], case: Case) -> tuple[int, bool, int, 
 
     def saving(path, model, optimizer, scheduler, generator, epoch, loss):
         _RESUME_LOG.append(("save", epoch))
+        _SAVE_PATHS.append(Path(path))
         return save(path, model, optimizer, scheduler, generator, epoch, loss)
 
     def loading(path, model, optimizer, scheduler, generator):
+        _RESUME_LOG.append(("load called", None))
         start = load(path, model, optimizer, scheduler, generator)
         _RESUME_LOG.append(("load", start))
         return start
 
     with substitute(fn, save_checkpoint=saving, load_checkpoint=loading):
-        return _run_resumable_as_is(fn, case)
+        return _run_resumable_as_is(fn, case, moved)
 
 
-# What the last _run_resumable saw the learner's function do: ("save", epoch), ("load", start) and ("restart", None)
+# What the last _run_resumable saw the learner's function do: ("save", epoch), ("load called", None), ("load", start)
+# and ("restart", None)
 _RESUME_LOG: list[tuple[str, Any]] = []
+# The paths the learner's function passed to save_checkpoint in the last _run_resumable, and the path it was given
+_SAVE_PATHS: list[Path] = []
+_GIVEN_PATH: list[Path] = []
 
 
-def _run_resumable_as_is(fn: Callable[..., Any], case: Case) -> tuple[int, bool, int, dict, dict | None]:
+def _run_resumable_as_is(fn: Callable[..., Any], case: Case, moved: bool = True) -> tuple[int, bool, int, dict,
+                                                                                          dict | None]:
     name = getattr(fn, "__name__", "train_resumable")
+    _SAVE_PATHS.clear()
     with _workspace() as folder:
         path = folder / "run.pt"
+        _GIVEN_PATH[:] = [path]
         _RESUMED_FROM.clear()
         _FINISHED.clear()
         first, second = _Counter(stop_after=case.interrupt_after, path=path), _Counter(first_seen=_RESUMED_FROM)
@@ -784,12 +865,20 @@ def _run_resumable_as_is(fn: Callable[..., Any], case: Case) -> tuple[int, bool,
         except CheckError as error:
             if (cause := _raised(error)) is None:
                 raise
+            if isinstance(cause, FileNotFoundError) and ("load called", None) in _RESUME_LOG:
+                raise CheckError(f"{name} raised FileNotFoundError on a fresh run: {cause}",
+                                 where="look at the test that decides whether to load",
+                                 mistake="on a fresh run there is no file, but your function called load_checkpoint: "
+                                         "check your existence test (path.exists() needs the parentheses)") from cause
             raise CheckError(f"{name} raised {type(cause).__name__}: {cause}",
                              where="look at the line of your code that raised (listed below the message in a "
                                    "notebook), on the first run, when no checkpoint file exists yet") from cause
         if crashed and _written_after_stop(first):
             _RESUME_LOG.append(("written after the stop", None))
         saved = torch.load(path, map_location="cpu", weights_only=False) if path.exists() else None
+        if moved and path.exists():  # the new process finds the file elsewhere (a copy, as on another machine)
+            (folder / "moved").mkdir()
+            path = Path(shutil.copy(path, folder / "moved" / "run.pt"))
         r = _setup(case, restart=True)
         _RESUME_LOG.append(("restart", None))
         try:
@@ -800,6 +889,7 @@ def _run_resumable_as_is(fn: Callable[..., Any], case: Case) -> tuple[int, bool,
         _FINISHED[:] = [torch.load(path, map_location="cpu", weights_only=False).get("epoch")
                         if path.exists() else None]
         again = _Counter()
+        _RESUME_LOG.append(("again", None))
         try:
             _train(fn, _setup(case, restart=True), case, path, again)
         except CheckError as error:  # told after what the runs before showed, by _expect_finished
@@ -814,7 +904,8 @@ def _run_resumable_as_is(fn: Callable[..., Any], case: Case) -> tuple[int, bool,
 _FINISHED: list[Any] = []
 
 
-def _expect_epochs(case: Case, first: int, crashed: bool, second: int, saved: dict | None) -> None:
+def _expect_epochs(case: Case, first: int, crashed: bool, second: int, saved: dict | None,
+                   fn: Callable[..., Any] | None = None) -> None:
     what = f"train_resumable on {case}"
     k, n = case.interrupt_after, case.epochs
     expect(first > 0, f"{what}: run_epoch was never called",
@@ -824,11 +915,19 @@ def _expect_epochs(case: Case, first: int, crashed: bool, second: int, saved: di
            f"stopped calling run_epoch after {first} epochs",
            where="look at the bounds of your loop over the epochs",
            mistake="loop over range(start, epochs)")
+    elsewhere = [p for p in _SAVE_PATHS if p not in _GIVEN_PATH]
+    expect(not (saved is None and elsewhere and len(elsewhere) == len(_SAVE_PATHS)),
+           f"{what}: the job was stopped after {k} finished epochs and no checkpoint file existed at the path you "
+           f"were given, although your function called save_checkpoint {len(elsewhere)} time(s), with another "
+           f"path ({elsewhere[0] if elsewhere else ''})",
+           where="look at the path you pass to save_checkpoint",
+           mistake="nothing was written at the path you were given: pass path to save_checkpoint")
     expect(saved is not None, f"{what}: the job was stopped after {k} finished epochs and no checkpoint file "
            "existed",
            where="look at where your function calls save_checkpoint: inside the loop, or after it?",
            mistake="save a checkpoint at the end of every epoch, not only at the end of training")
     log = list(_RESUME_LOG)
+    log = log[:log.index(("again", None))] if ("again", None) in log else log
     restart = log.index(("restart", None)) if ("restart", None) in log else len(log)
     saved_before = [e for kind, e in log[:restart] if kind == "save"]
     saved_after = [e for kind, e in log[restart:] if kind == "save"]
@@ -874,6 +973,16 @@ def _expect_epochs(case: Case, first: int, crashed: bool, second: int, saved: di
                          where="look at where your loop over the epochs stops",
                          mistake="epochs is the number of epochs in total, not how many more to run: loop over "
                                  "range(start, epochs)")
+    if second == n and not loaded and fn is not None:
+        # the restart found the file at a new path (a copy): does the same restart at the old path resume?
+        if _run_resumable(fn, case, moved=False)[2] == n - k:
+            raise CheckError(f"{what}: restarted with the checkpoint at a new path (a copy of the file the stopped "
+                             f"job left), your function ran all {n} epochs again without loading it; restarted at "
+                             f"the old path, it resumed",
+                             where="look at how your function decides whether to load and where to start",
+                             mistake="your function decided where to resume from something kept between calls, not "
+                                     "from the file: a new process keeps nothing; test whether the file at path "
+                                     "exists and start at the epoch load_checkpoint returns")
     expect(second != n, f"{what}: after the restart your function ran all {n} epochs again; {n - k} were left",
            where="look at what your function does when the checkpoint file exists, and where its loop starts",
            mistake="when the checkpoint file exists, load it and start at the epoch load_checkpoint returns "
@@ -979,11 +1088,18 @@ def check_resume_epochs(fn: Callable[..., None], inputs: Sequence[Case] | None =
     inputs = inputs if inputs is not None else DEFAULT_CASES
     for case in inputs:
         first, crashed, second, _, saved = _run_resumable(fn, case)
-        _expect_epochs(case, first, crashed, second, saved)
+        _expect_epochs(case, first, crashed, second, saved, fn)
         if case.epochs - case.interrupt_after >= 2:  # room for a second stop after one resumed epoch
             k = case.interrupt_after
             recorded, last = _second_interruption(fn, case)
             saves = list(_SAVED_AFTER_RESTART)
+            expect(not (saves and saves == list(range(len(saves))) and recorded != k),
+                   f"train_resumable on {case}: stopped after {k} epochs, restarted, and stopped again after one "
+                   f"more epoch (epoch {k}), the checkpoint records epoch {recorded}: after the restart your function "
+                   f"saved epochs {saves}, numbered from 0 again", where="look at the epoch number you pass to "
+                   "save_checkpoint after a restart",
+                   mistake="pass the real epoch number (start + i), not a count of the epochs since the restart: "
+                           "loop over range(start, epochs) and save that epoch")
             expect(recorded == k or not saves or k in saves,
                    f"train_resumable on {case}: stopped after {k} epochs, restarted, and stopped again after one "
                    f"more epoch (epoch {k}), the checkpoint records epoch {recorded}: after the restart your function "
@@ -1007,7 +1123,7 @@ def check_resume_equal(fn: Callable[..., None], inputs: Sequence[Case] | None = 
     inputs = inputs if inputs is not None else DEFAULT_CASES
     for case in inputs:
         first, crashed, second, got, saved = _run_resumable(fn, case)
-        _expect_epochs(case, first, crashed, second, saved)
+        _expect_epochs(case, first, crashed, second, saved, fn)
         want = _uninterrupted(case)
         if all(torch.equal(got[k], want[k]) for k in want):
             continue
@@ -1052,7 +1168,9 @@ def check_resume_equal(fn: Callable[..., None], inputs: Sequence[Case] | None = 
 
 def _small_state(seed: int) -> dict[str, Any]:
     torch.manual_seed(seed)
-    return {"model": nn.Linear(4, 2).state_dict(), "epoch": seed, "scale": torch.tensor([2.0, 0.5])}
+    model = nn.Sequential(nn.Linear(4, 2), nn.BatchNorm1d(2))
+    model[1].num_batches_tracked.fill_(7 + seed)  # an int64 tensor: loading must keep every dtype
+    return {"model": model.state_dict(), "epoch": seed, "scale": torch.tensor([2.0, 0.5])}
 
 
 def check_load_on_cpu(fn: Callable[[Path], dict], inputs: Sequence[int] | None = None) -> None:
@@ -1081,9 +1199,15 @@ def check_load_on_cpu(fn: Callable[[Path], dict], inputs: Sequence[int] | None =
                where="look at what you return: what torch.load gave you, all of it")
         expect(isinstance(got["model"], dict), f"{what}: checkpoint['model'] should be a dict, not {describe(got['model'])}",
                where="look at what you do to the loaded checkpoint before returning it")
+        saved = {"model." + k: v for k, v in want["model"].items()} | {"scale": want["scale"]}
         for key, value in [("model." + k, v) for k, v in got["model"].items()] + [("scale", got["scale"])]:
             expect(isinstance(value, torch.Tensor), f"{what}: {key} should be a tensor, not {describe(value)}",
                    where="look at what you do to the loaded checkpoint before returning it")
+            expect(key not in saved or value.dtype == saved[key].dtype,
+                   f"{what}: {key} is {value.dtype}, but it was saved as {saved[key].dtype if key in saved else ''}: "
+                   "its dtype changed", where="look at what you do to the loaded checkpoint's tensors",
+                   mistake="map_location='cpu' moves the tensors and keeps their dtypes; do not convert them (a "
+                           ".to(torch.float32) or .float() turns counters such as num_batches_tracked into floats)")
             expect(value.device.type != "meta", f"{what}: {key} went to DEVICE (the check set DEVICE to a stand-in "
                    "device, 'meta', to see where your tensors go); the task asks for the CPU whatever DEVICE is",
                    where="look at the map_location you pass to torch.load",
@@ -1095,6 +1219,19 @@ def check_load_on_cpu(fn: Callable[[Path], dict], inputs: Sequence[int] | None =
                where="look at what you do to the loaded checkpoint before returning it")
         with _workspace() as folder:
             _expect_cpu_on_a_gpu_machine(fn, make_cuda_checkpoint(folder / "gpu.pt", want, device=gpu), what)
+        with _workspace() as folder:
+            # the same path rewritten with another checkpoint: the second load must read the new one
+            path = make_cuda_checkpoint(folder / "gpu.pt", want, device=gpu)
+            with substitute(fn, DEVICE=torch.device("cpu")):
+                call(fn, path)
+                newer = _small_state(seed + 100)
+                again = call(fn, make_cuda_checkpoint(path, newer, device=gpu))
+        expect(not (same_value(again, want) and not same_value(again, newer)),
+               f"{what}: the file was rewritten with another checkpoint and loaded again, and your function returned "
+               "the first one: the second load returned the first file's contents",
+               where="look for anything that keeps what was read between calls: a cache (a dict keyed by path, "
+                     "functools.lru_cache), a global",
+               mistake="something keeps what was read between calls: read the file with torch.load at every call")
     passed("load_on_cpu", len(inputs))
 
 
@@ -1174,6 +1311,15 @@ def check_load_for_inference(fn: Callable[[Path, nn.Module], nn.Module], inputs:
                "saved ones",
                where="look at what goes into model.load_state_dict",
                mistake="call model.load_state_dict(checkpoint['model'])")
+        still = sorted((name for name, m in got.named_modules() if m.training and name),
+                       key=lambda name: not isinstance(got.get_submodule(name), nn.Dropout))
+        expect(got.training or not still,
+               f"{what}: the returned model's own training flag is off, but its submodules are still in training "
+               f"mode, the {type(got.get_submodule(still[0])).__name__ if still else ''} '{still[0] if still else ''}' "
+               "among them",
+               where="look at how you switch the model to eval mode",
+               mistake="setting model.training = False changes only the top module, and dropout reads its own "
+                       "flag; model.eval() switches every submodule")
         expect(not any(m.training for m in got.modules()),
                f"{what}: the returned model is still in training mode",
                where="look at what your function does to the model after loading the weights",
@@ -1218,7 +1364,8 @@ def _default_state_dicts() -> list[dict[str, torch.Tensor]]:
         plain = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2)).state_dict()
         # keys with and without the prefix, one without first, and a layer of the model's own named module_list
         mixed = {"module_list.0.weight": torch.randn(2, 2), "module.layer.weight": torch.randn(3, 2),
-                 "norm.running_mean": torch.zeros(3), "module.layer.bias": torch.randn(3)}
+                 "norm.running_mean": torch.zeros(3), "module.layer.bias": torch.randn(3),
+                 "submodule.bias": torch.randn(2), "module.module.head.weight": torch.randn(2, 2)}
     return [wrapped, plain, mixed]
 
 
@@ -1243,6 +1390,14 @@ def check_strip_module_prefix(fn: Callable[[dict], dict], inputs: Sequence[dict]
                    where="look at how you take 'module.' off each key",
                    mistake="you removed 'module.' everywhere in the key; strip only the leading prefix: "
                            "key.removeprefix('module.')")
+            inside = list(dict.fromkeys(k[len("module."):] if "module." in k else k for k in keys))
+            cut = next((k for k in keys if "module." in k and not k.startswith("module.")), None)
+            expect(got_keys != inside or cut is None,
+                   f"{what}: '{cut}' became '{cut[len('module.'):] if cut else ''}': keys that contain 'module.' "
+                   "without starting with it lost their first 7 characters too",
+                   where="look at the test that picks the keys to change",
+                   mistake="'module.' in key is true wherever 'module.' appears in the key; test "
+                           "key.startswith('module.'), or use key.removeprefix('module.')")
             expect(got_keys != sliced, f"{what}: every key lost its first 7 characters, including keys that do not "
                    "start with 'module.'",
                    where="look at how you take 'module.' off each key",
@@ -1268,7 +1423,11 @@ def check_strip_module_prefix(fn: Callable[[dict], dict], inputs: Sequence[dict]
                                  mistake="only 'module.', with its dot, is the wrapper's prefix: a key such as "
                                          f"'{old_key}' names a layer of the model itself (an attribute called "
                                          f"{old_key.split('.')[0]}); test key.startswith('module.')"
-                                 if old_key.startswith("module") and not old_key.startswith("module.") else None)
+                                 if old_key.startswith("module") and not old_key.startswith("module.") else
+                                 "only the first 'module.' is the wrapper's prefix: remove it once "
+                                 "(key.removeprefix('module.')), not in a loop"
+                                 if old_key.startswith("module.module.") and got_keys[changed] == old_key.replace(
+                                     "module.", "") else None)
             raise CheckError(f"{what}: the keys should be {list(want)[:4]}..., yours are {got_keys[:4]}...",
                              where="look at how you build each new key from the old one")
         for key in want:
@@ -1395,6 +1554,7 @@ def _play_jitter(fn: Callable[..., Any], case: JitterCase, folder: Path) -> tupl
                 (repeated if again else unsaved).append(epoch)
             file_seen[0] = now
             if kill_at is not None and epoch == kill_at - 1:
+                _note_stale_scheduler(path, run.scheduler, epoch)
                 raise _Killed(f"killed after epoch {epoch}")
 
         try:
@@ -1426,6 +1586,20 @@ def _play_jitter(fn: Callable[..., Any], case: JitterCase, folder: Path) -> tupl
 
 # How many times the scheduler of the last run _play_jitter played had stepped when that run ended (its last_epoch)
 _SCHEDULER_STEPS: list[int] = []
+# (epoch, last_epoch in the file, the run's last_epoch) at each kill where the file's scheduler state was behind
+_STALE_SCHEDULER: list[tuple[int, int, int]] = []
+
+
+def _note_stale_scheduler(path: Path, scheduler: Any, epoch: int) -> None:
+    """At a kill: when the file holds a scheduler state (a dict with a last_epoch) behind the run's own, note it."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception:  # noqa: BLE001 - no file, or one of its own kind: nothing to tell
+        return
+    states = [v for v in saved.values() if isinstance(v, Mapping) and isinstance(v.get("last_epoch"), int)] \
+        if isinstance(saved, Mapping) else []
+    if states and all(v["last_epoch"] < scheduler.last_epoch for v in states):
+        _STALE_SCHEDULER.append((epoch, states[0]["last_epoch"], scheduler.last_epoch))
 
 
 def _file_bytes(path: Path) -> bytes | None:
@@ -1459,8 +1633,10 @@ def check_train_jittered(fn: Callable[..., Any], inputs: Sequence[JitterCase] | 
                mistake="jitter_epoch steps the scheduler once at the end of each epoch already: step it nowhere else"
                if steps > case.epochs else "reseeding a random stream, or an extra draw from one, changes the run "
                "itself" if steps == case.epochs else None)
+        _STALE_SCHEDULER.clear()
         with _workspace() as folder, _python_random_kept():
             got, reported = _play_jitter(fn, case, folder)
+        stale = list(_STALE_SCHEDULER)
         done, expected = 0, []
         for kill in case.kills:
             expected += list(range(done, kill))
@@ -1478,7 +1654,10 @@ def check_train_jittered(fn: Callable[..., Any], inputs: Sequence[JitterCase] | 
                f"differ from an uninterrupted run's (first in '{_first_key_differing(got, want)}')",
                where="list every object and every random stream that jitter_epoch reads or changes: "
                      "each must be saved and restored",
-               mistake=_jitter_mistake(got, case) or _jitter_stream_to_blame(fn, case))
+               mistake=(f"when the job was killed after epoch {stale[0][0]}, the scheduler state in the file had "
+                        f"last_epoch {stale[0][1]}, the run's scheduler {stale[0][2]}: state_dict() is a snapshot: call "
+                        "it at every save (a dict built once before the loop keeps the states of that moment)")
+               if stale else _jitter_mistake(got, case) or _jitter_stream_to_blame(fn, case))
     passed(f"{name} (killed, restarted, equal to an uninterrupted run)", len(inputs))
 
 

@@ -1,9 +1,11 @@
 """Lesson 06 Saving, loading and resuming: the reference passes, plausible wrong answers fail by name."""
 
 import copy
+import functools
 import os
 import random
 import re
+import tempfile
 from collections import OrderedDict
 from pathlib import Path
 
@@ -1207,4 +1209,235 @@ CASES += [
     Reject(checks.check_strip_module_prefix, strip_prefixed_first, "in a different order"),
     Reject(checks.check_train_jittered, jittered_reports_saved_epoch_again, "reported epoch 1 to after_epoch again"),
     Reject(checks.check_train_jittered, jittered_steps_scheduler_again, "step it nowhere else"),
+]
+
+
+# ---------------------------------------------------------------- learner tester, lesson 06 (t06f): answers that passed
+
+CHECKPOINT_DIR = Path(tempfile.gettempdir())  # the notebook's folder: here one that exists
+
+
+def save_named_parameters(path, model, optimizer, scheduler, generator, epoch, loss):
+    torch.save({
+        "epoch": epoch, "model": {k: v.detach() for k, v in model.named_parameters()},
+        "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+        "torch_rng": torch.get_rng_state(), "loader_rng": generator.get_state(), "loss": loss,
+    }, path)
+
+
+def save_stepping_scheduler(path, model, optimizer, scheduler, generator, epoch, loss):
+    scheduler.step()
+    torch.save({
+        "epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(), "torch_rng": torch.get_rng_state(),
+        "loader_rng": generator.get_state(), "loss": loss,
+    }, path)
+
+
+@functools.lru_cache(maxsize=None)
+def _read_checkpoint_cached(path):
+    return torch.load(path, map_location="cpu")
+
+
+def load_through_lru_cache(path, model, optimizer, scheduler, generator):
+    ckpt = _read_checkpoint_cached(str(path))
+    model.load_state_dict(ckpt["model"])
+    optimizer.load_state_dict(ckpt["optimizer"])
+    scheduler.load_state_dict(ckpt["scheduler"])
+    torch.set_rng_state(ckpt["torch_rng"])
+    generator.set_state(ckpt["loader_rng"])
+    return ckpt["epoch"] + 1
+
+
+def load_fast_forwarding_scheduler(path, model, optimizer, scheduler, generator):
+    ckpt = torch.load(path, map_location="cpu")
+    model.load_state_dict(ckpt["model"])
+    optimizer.load_state_dict(ckpt["optimizer"])
+    for _ in range(ckpt["epoch"] + 1):
+        scheduler.step()
+    torch.set_rng_state(ckpt["torch_rng"])
+    generator.set_state(ckpt["loader_rng"])
+    return ckpt["epoch"] + 1
+
+
+def load_without_cache(path, model, optimizer, scheduler, generator):
+    # right: the same loads, reading the file at every call
+    return _read_and_restore(torch.load(path, map_location="cpu"), model, optimizer, scheduler, generator)
+
+
+def _read_and_restore(ckpt, model, optimizer, scheduler, generator):
+    model.load_state_dict(ckpt["model"])
+    optimizer.load_state_dict(ckpt["optimizer"])
+    scheduler.load_state_dict(ckpt["scheduler"])
+    torch.set_rng_state(ckpt["torch_rng"])
+    generator.set_state(ckpt["loader_rng"])
+    return ckpt["epoch"] + 1
+
+
+def resume_numbering_from_zero(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    start = 0
+    if Path(path).exists():
+        start = load_checkpoint(path, model, optimizer, scheduler, generator)
+    for i in range(epochs - start):
+        loss = run_epoch(model, loader, optimizer, scheduler)
+        save_checkpoint(path, model, optimizer, scheduler, generator, i, loss)
+
+
+def resume_saving_elsewhere(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    path = Path(path)
+    start = load_checkpoint(path, model, optimizer, scheduler, generator) if path.exists() else 0
+    for epoch in range(start, epochs):
+        loss = run_epoch(model, loader, optimizer, scheduler)
+        save_checkpoint(CHECKPOINT_DIR / path.name, model, optimizer, scheduler, generator, epoch, loss)
+
+
+def resume_exists_without_call(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    path = Path(path)
+    start = 0
+    if path.exists:
+        start = load_checkpoint(path, model, optimizer, scheduler, generator)
+    for epoch in range(start, epochs):
+        loss = run_epoch(model, loader, optimizer, scheduler)
+        save_checkpoint(path, model, optimizer, scheduler, generator, epoch, loss)
+
+
+_progress = {}
+
+
+def resume_from_a_global(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    key = str(path)
+    if key in _progress:
+        load_checkpoint(path, model, optimizer, scheduler, generator)
+    start = _progress.get(key, 0)
+    for epoch in range(start, epochs):
+        loss = run_epoch(model, loader, optimizer, scheduler)
+        save_checkpoint(path, model, optimizer, scheduler, generator, epoch, loss)
+        _progress[key] = epoch + 1
+
+
+def resume_reading_the_epoch_itself(model, optimizer, scheduler, loader, generator, epochs, path, run_epoch):
+    # right: peeks at the file's epoch, then loads everything
+    path = Path(path)
+    start = 0
+    if path.exists() and torch.load(path, map_location="cpu")["epoch"] >= 0:
+        start = load_checkpoint(path, model, optimizer, scheduler, generator)
+    epoch = start
+    while epoch < epochs:
+        loss = run_epoch(model, loader, optimizer, scheduler)
+        save_checkpoint(path, model, optimizer, scheduler, generator, epoch, loss)
+        epoch += 1
+
+
+def cpu_load_as_float32(path):
+    def to_cpu(x):
+        if isinstance(x, torch.Tensor):
+            return x.to("cpu", torch.float32)
+        if isinstance(x, dict):
+            return {k: to_cpu(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return type(x)(to_cpu(v) for v in x)
+        return x
+    return to_cpu(torch.load(path, map_location="cpu"))
+
+
+_cache = {}
+
+
+def cpu_load_cached_by_path(path):
+    key = str(path)
+    if key not in _cache:
+        _cache[key] = torch.load(path, map_location="cpu")
+    return _cache[key]
+
+
+def cpu_load_moving_each_tensor(path):
+    # right: map_location, then .to("cpu") on each tensor (dtypes kept)
+    checkpoint = torch.load(path, map_location="cpu")
+    return {k: ({n: t.to("cpu") for n, t in v.items()} if isinstance(v, dict) else
+                v.to("cpu") if isinstance(v, torch.Tensor) else v) for k, v in checkpoint.items()}
+
+
+def inference_setting_training_flag(path, model):
+    model.load_state_dict(torch.load(path, map_location="cpu")["model"])
+    model.training = False
+    return model
+
+
+def strip_prefix_in_a_loop(state_dict):
+    out = {}
+    for k, v in state_dict.items():
+        while k.startswith("module."):
+            k = k[len("module."):]
+        out[k] = v
+    return out
+
+
+def strip_prefix_found_anywhere(state_dict):
+    return {(k[len("module."):] if "module." in k else k): v for k, v in state_dict.items()}
+
+
+def strip_prefix_by_partition(state_dict):
+    # right: partition at the first "module." only when the key starts with it
+    out = {}
+    for k, v in state_dict.items():
+        head, sep, tail = k.partition("module.")
+        out[tail if sep and not head else k] = v
+    return out
+
+
+CASES += [
+    Reject(checks.check_save_checkpoint_basics, save_named_parameters, "the buffers (e.g. running statistics) are missing"),
+    Reject(checks.check_save_checkpoint_basics, save_stepping_scheduler,
+           "scheduler.step() sets the optimizer's lr: saving must not step the scheduler"),
+    Reject(checks.check_load_checkpoint_states, load_through_lru_cache, "the second load returned the first file's contents"),
+    Reject(checks.check_load_checkpoint_resume, load_through_lru_cache, "something keeps what was read between calls"),
+    Reject(checks.check_load_checkpoint_resume, load_fast_forwarding_scheduler,
+           "the scheduler was stepped to the saved epoch instead of restored from its state_dict"),
+    Accept(checks.check_load_checkpoint_states, load_without_cache),
+    Accept(checks.check_load_checkpoint_resume, load_without_cache),
+    Reject(checks.check_resume_epochs, resume_numbering_from_zero, "pass the real epoch number (start + i)"),
+    Reject(checks.check_resume_epochs, resume_saving_elsewhere,
+           "nothing was written at the path you were given: pass path to save_checkpoint"),
+    Reject(checks.check_resume_epochs, resume_exists_without_call, "path.exists() needs the parentheses"),
+    Reject(checks.check_resume_epochs, resume_from_a_global,
+           "your function decided where to resume from something kept between calls, not from the file"),
+    Reject(checks.check_resume_equal, resume_from_a_global, "something kept between calls"),
+    Accept(checks.check_resume_epochs, resume_reading_the_epoch_itself),
+    Accept(checks.check_resume_equal, resume_reading_the_epoch_itself),
+    Reject(checks.check_load_on_cpu, cpu_load_as_float32, "its dtype changed"),
+    Reject(checks.check_load_on_cpu, cpu_load_cached_by_path, "the second load returned the first file's contents"),
+    Accept(checks.check_load_on_cpu, cpu_load_moving_each_tensor),
+    Reject(checks.check_load_for_inference, inference_setting_training_flag,
+           "model.eval() switches every submodule"),
+    Reject(checks.check_strip_module_prefix, strip_prefix_in_a_loop, "remove it once"),
+    Reject(checks.check_strip_module_prefix, strip_prefix_found_anywhere, "'module.' in key is true wherever"),
+    Accept(checks.check_strip_module_prefix, strip_prefix_by_partition),
+]
+
+
+def jittered_dict_built_once(run, epochs, path, after_epoch):
+    path = Path(path)
+    start = 0
+    if path.exists():
+        ck = torch.load(path)
+        run.model.load_state_dict(ck["model"]); run.optimizer.load_state_dict(ck["optimizer"])  # noqa: E702
+        run.scheduler.load_state_dict(ck["scheduler"]); torch.set_rng_state(ck["torch_rng"])  # noqa: E702
+        run.generator.set_state(ck["loader_rng"]); random.setstate(ck["py_rng"])  # noqa: E702
+        start = ck["epoch"] + 1
+    ck = {"model": run.model.state_dict(), "optimizer": run.optimizer.state_dict(),
+          "scheduler": run.scheduler.state_dict()}
+    for epoch in range(start, epochs):
+        checks.jitter_epoch(run)
+        ck.update(epoch=epoch, torch_rng=torch.get_rng_state(), loader_rng=run.generator.get_state(),
+                  py_rng=random.getstate())
+        torch.save(ck, path)
+        after_epoch(epoch)
+
+
+CASES += [Reject(checks.check_train_jittered, jittered_dict_built_once, "state_dict() is a snapshot: call it at every save")]
+
+CASES += [
+    Reject(checks.check_load_checkpoint_states, load_fast_forwarding_scheduler,
+           "the scheduler was stepped to the saved epoch instead of restored from its state_dict"),
+    Reject(checks.check_load_for_inference, inference_setting_training_flag, "the Dropout '2' among them"),
 ]
