@@ -1214,7 +1214,7 @@ CASES += [
 
 # ---------------------------------------------------------------- learner tester, lesson 06 (t06f): answers that passed
 
-CHECKPOINT_DIR = Path(tempfile.gettempdir())  # the notebook's folder: here one that exists
+CHECKPOINT_DIR = Path(tempfile.mkdtemp(prefix="course-checkpoints-"))  # the notebook's folder: one of its own, not shared
 
 
 def save_named_parameters(path, model, optimizer, scheduler, generator, epoch, loss):
