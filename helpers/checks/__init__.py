@@ -97,6 +97,7 @@ __all__ = [
     "CallToCall",
     "differs_between_calls",
     "draws_in_words",
+    "dropout_among",
     "RandomDraws",
     "FUNCTIONAL_DROPOUT_IN_EVAL",
     "Mistake",
@@ -1807,7 +1808,7 @@ class RandomDraws(torch.overrides.TorchFunctionMode):
 
     def dropout_on(self) -> bool:
         """Whether a dropout ran switched on (a function, or a layer in training mode)."""
-        return any(name.startswith(("F.", "nn.")) for name in self.counts)
+        return dropout_among(self.counts)
 
     def fills(self) -> collections.Counter[str]:
         """The draws written in code (noise, dropout functions), without those of dropout layers in training mode,
@@ -1815,28 +1816,31 @@ class RandomDraws(torch.overrides.TorchFunctionMode):
         return collections.Counter({name: n for name, n in self.counts.items() if name != "nn.Dropout"})
 
 
-def _called_from_init() -> bool:
-    """Whether the fill now running initialises weights (torch.nn.init, as a layer's constructor calls it)."""
-    frame = sys._getframe(2)
-    for _ in range(4):
+def _called_from(limit: int, test: Callable[[types.FrameType], bool]) -> bool:
+    """Whether one of the ``limit`` frames above the torch function now handled (RandomDraws') passes ``test``."""
+    frame = sys._getframe(3)
+    for _ in range(limit):
         if frame is None:
             return False
-        if frame.f_code.co_filename.endswith(f"nn{os.sep}init.py"):
+        if test(frame):
             return True
         frame = frame.f_back
     return False
+
+
+def _called_from_init() -> bool:
+    """Whether the fill now running initialises weights (torch.nn.init, as a layer's constructor calls it)."""
+    return _called_from(4, lambda frame: frame.f_code.co_filename.endswith(f"nn{os.sep}init.py"))
 
 
 def _called_by_dropout_layer() -> bool:
     """Whether the dropout function now running was called by an nn.Dropout layer's forward (a few frames up)."""
-    frame = sys._getframe(2)
-    for _ in range(6):
-        if frame is None:
-            return False
-        if isinstance(frame.f_locals.get("self"), torch.nn.modules.dropout._DropoutNd):
-            return True
-        frame = frame.f_back
-    return False
+    return _called_from(6, lambda frame: isinstance(frame.f_locals.get("self"), torch.nn.modules.dropout._DropoutNd))
+
+
+def dropout_among(counts: collections.Counter[str]) -> bool:
+    """Whether counted draws (RandomDraws' names) include a dropout switched on, a function's or a layer's."""
+    return any(name.startswith(("F.", "nn.")) for name in counts)
 
 
 def draws_in_words(counts: collections.Counter[str]) -> str:

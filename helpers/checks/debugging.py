@@ -35,7 +35,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from helpers.checks import (FUNCTIONAL_DROPOUT_IN_EVAL, MODE_LAYERS, UNREGISTERED_LAYERS, Allow, CheckError, Mistake,
-                           NotMovedError, RandomDraws, call, describe, differs_between_calls, draws_in_words,
+                           NotMovedError, RandomDraws, call, describe, differs_between_calls, draws_in_words, dropout_among,
                            expect_tensor, passed, same_value, tensor_mistake, unregistered_layers)
 from helpers.checks.devices import (STAND_IN_DEVICE, OnDevice, OnHost, Placed, model_on_device, place, place_model,
                                    unplaced)
@@ -299,7 +299,7 @@ def _expect_no_added_draws(shown: str, added: collections.Counter[str]) -> None:
     learner added, which makes the result change from run to run. Named from the draws seen, by their names."""
     if not added:
         return
-    dropout = any(name.startswith("F.") for name in added)
+    dropout = dropout_among(added)
     raise failure(f"{shown}; your program drew random values that the program you were given does not draw: "
                   f"{draws_in_words(added)}, so its result changes from run to run",
                   where="look for what you added that is random: a dropout, or noise (torch.randn...)",
@@ -1663,7 +1663,7 @@ def _training_cause(got: _Run, want: _Run, case: TrainCase) -> tuple[str, str | 
                 "the last epoch")
     added = got.outcome.draws - want.outcome.draws
     if added:
-        dropout = any(name.startswith("F.") for name in added)
+        dropout = dropout_among(added)
         return (f"look for what your program adds that is random: {draws_in_words(added)} ran in it, and not in the "
                 "task's program",
                 f"{FUNCTIONAL_DROPOUT_IN_EVAL}. The model has its own dropout layers: the task adds no other"
