@@ -679,8 +679,8 @@ WHERE_DTYPE = "look at where the dtype is decided: literals (0 vs 0.0), dtype= a
 WHERE_DEVICE = "look at where tensors are created (device=) or moved (.to(device))"
 WHERE_VALUES = "work through the small example by hand and compare each step of your code with it"
 # where no example is shown (a number, or tensors too large to read): the learner makes one
-WHERE_VALUES_NO_EXAMPLE = ("compare each step of your code with the task on a small input of your own, one whose answer "
-                      "you can work out by hand")
+WHERE_VALUES_NO_EXAMPLE = ("compare each step of your code with the task on a small input of your own, one whose "
+                           "answer you can work out by hand")
 WHERE_GRAPH = "look at the returned value: is it computed from tensors that require grad (a model's output, a loss)?"
 
 
